@@ -6,16 +6,29 @@
 //!
 //! - [`grant`]: the `repository_grant` v1 contract, its canonical id and the
 //!   compiled path matcher.
+//! - [`repo`]: read-only access to the repository through gix, hardened so
+//!   the checkout's config can never make a program run.
+//! - [`baseline`]: the record `arm` writes outside the checkout.
+//! - [`state`]: the state directory and the arm/disarm life cycle.
+//! - [`acceptance`]: the rules `verify` applies, and the verdict.
+//! - [`status`]: what the agent has used of its grant.
 //! - [`result`]: the typed [`result::ToolResult`] and failure taxonomy every
 //!   command reports.
-//! - [`document`]: strict JSON/TOML reading shared by every input format.
+//! - [`document`], [`digest`], [`fsutil`]: strict input parsing, digests and
+//!   durable writes shared by the rest.
 //!
 //! The binary (`src/main.rs`) only parses arguments, calls these modules and
 //! maps results to exit codes.
 
 #![deny(missing_docs)]
 
+pub mod acceptance;
+pub mod baseline;
 pub mod digest;
 pub mod document;
+pub mod fsutil;
 pub mod grant;
+pub mod repo;
 pub mod result;
+pub mod state;
+pub mod status;

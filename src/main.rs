@@ -6,7 +6,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use grantguard::grant::{FIELD, Grant, GrantError};
-use grantguard::result::exit;
+use grantguard::result::{ToolResult, exit};
+use grantguard::{acceptance, state};
 use serde_json::json;
 
 #[derive(Parser)]
@@ -25,6 +26,51 @@ enum Command {
     /// Work with grant files.
     #[command(subcommand)]
     Grant(GrantCommand),
+    /// Record the baseline of a repository under a grant.
+    Arm {
+        /// The repository (any directory inside its worktree).
+        #[arg(long, default_value = ".")]
+        repo: PathBuf,
+        /// The grant (or TaskSpec) file.
+        #[arg(long)]
+        grant: PathBuf,
+        /// The state directory, outside the repository.
+        #[arg(long)]
+        state: PathBuf,
+        /// Print the ToolResult as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Decide whether the repository satisfies the grant (final acceptance).
+    Verify {
+        /// The state directory given to `arm`.
+        #[arg(long)]
+        state: PathBuf,
+        /// The repository; must be the armed one.
+        #[arg(long)]
+        repo: Option<PathBuf>,
+        /// Print the ToolResult as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Undo what `arm` changed in the repository.
+    Disarm {
+        /// The state directory given to `arm`.
+        #[arg(long)]
+        state: PathBuf,
+        /// Print the ToolResult as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show what the agent has used of its grant so far.
+    Status {
+        /// The state directory given to `arm`.
+        #[arg(long)]
+        state: PathBuf,
+        /// Print JSON on stdout.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -43,6 +89,17 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Grant(GrantCommand::Check { file, json }) => grant_check(&file, json),
+        Command::Arm {
+            repo,
+            grant,
+            state,
+            json,
+        } => report(&state::arm(&repo, &grant, &state), json),
+        Command::Verify { state, repo, json } => {
+            report(&acceptance::verify(&state, repo.as_deref()), json)
+        }
+        Command::Disarm { state, json } => report(&state::disarm(&state), json),
+        Command::Status { state, json } => status_command(&state, json),
     };
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
@@ -90,6 +147,58 @@ fn grant_check(file: &std::path::Path, as_json: bool) -> i32 {
             if as_json {
                 println!("{}", json!({"valid": false, "errors": errors}));
             }
+            exit::PERMANENT
+        }
+    }
+}
+
+/// Prints a result (human report on stderr; JSON on stdout with `--json`)
+/// and returns its exit code.
+fn report(result: &ToolResult, as_json: bool) -> i32 {
+    eprint!("{}", result.human_report());
+    if as_json {
+        println!(
+            "{}",
+            serde_json::to_string(result).expect("results are plain data")
+        );
+    }
+    result.exit_code()
+}
+
+fn status_command(state: &std::path::Path, as_json: bool) -> i32 {
+    match grantguard::status::status(state) {
+        Ok(report) if as_json => {
+            println!("{report}");
+            exit::SUCCESS
+        }
+        Ok(r) => {
+            println!("grant {}", r["grant_id"].as_str().unwrap_or("?"));
+            println!("allowed paths: {}", r["allowed_paths"]);
+            println!(
+                "commits: {} used of {}..={} ({} left)",
+                r["commits"]["used"],
+                r["commits"]["min"],
+                r["commits"]["max"],
+                r["commits"]["left"]
+            );
+            println!("changed paths: {}", r["changed_paths"]["count"]);
+            for p in r["changed_paths"]["listed"]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
+                println!("  {}", p.as_str().unwrap_or("?"));
+            }
+            println!("worktree clean: {}", r["worktree_clean"]);
+            println!(
+                "HEAD on {}: {}",
+                r["branch"].as_str().unwrap_or("?"),
+                r["head_on_branch"]
+            );
+            exit::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("grantguard status: {e:#}");
             exit::PERMANENT
         }
     }

@@ -234,6 +234,47 @@ impl ToolResult {
     }
 }
 
+impl ToolResult {
+    /// A short human report: one line for the outcome, one per listed
+    /// violation and warning.
+    pub fn human_report(&self) -> String {
+        let outcome = match (self.status, self.failure_class) {
+            (Status::Succeeded, _) => "succeeded".to_owned(),
+            (status, Some(class)) => format!(
+                "{} ({})",
+                serde_json::to_value(status)
+                    .expect("plain enum")
+                    .as_str()
+                    .unwrap_or("failed"),
+                serde_json::to_value(class)
+                    .expect("plain enum")
+                    .as_str()
+                    .unwrap_or("unknown"),
+            ),
+            (status, None) => format!("{status:?}"),
+        };
+        let mut out = format!("grantguard {}: {outcome}\n", self.tool);
+        for v in &self.violations {
+            out.push_str(&format!("  [{}] {}\n", v.rule, v.message));
+        }
+        let listed = self.violations.len();
+        let total: usize = self
+            .evidence
+            .get("violation_totals")
+            .and_then(|t| t.as_object())
+            .map_or(listed, |t| {
+                t.values().filter_map(|v| v.as_u64()).sum::<u64>() as usize
+            });
+        if total > listed {
+            out.push_str(&format!("  ... and {} more\n", total - listed));
+        }
+        for w in &self.warnings {
+            out.push_str(&format!("  warning: {w}\n"));
+        }
+        out
+    }
+}
+
 /// Exit codes, the same for every command.
 pub mod exit {
     /// Succeeded.

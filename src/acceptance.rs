@@ -1,0 +1,601 @@
+//! Final acceptance: does the repository, as the agent left it, satisfy the
+//! grant recorded in the baseline? The rules, in the order they are checked:
+//!
+//! | rule | holds when |
+//! | --- | --- |
+//! | `protected_metadata_changed` | protected metadata equals the baseline (checked first; when it fails the worktree is not read) |
+//! | `head_not_on_branch` | HEAD is still a symref to the baseline branch |
+//! | `not_descendant` | the branch tip descends from the baseline commit |
+//! | `merge_commit` | every new commit has exactly one parent |
+//! | `commit_count_out_of_bounds` | `min <= count(baseline..tip) <= max` |
+//! | `path_not_granted` | every path every new commit changed is granted |
+//! | `dotgit_path` | no new commit changes a path with a `.git` component |
+//! | `ref_changed` / `remote_tracking_ref_changed` | every other ref equals the baseline |
+//! | `worktree_not_clean` | index and worktree equal the tip, nothing untracked, no operation in progress |
+//! | `changed_during_verify` | HEAD, refs and metadata read at the end equal what was read at the start |
+//!
+//! Every violation is reported (at most [`MAX_LISTED`] per rule, with the
+//! totals in the evidence), never only the first.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use gix::ObjectId;
+use gix::bstr::{BString, ByteSlice};
+use serde_json::json;
+
+use crate::baseline::Baseline;
+use crate::digest::sha256_hex;
+use crate::grant::{Grant, PathMatcher, has_dotgit_component};
+use crate::repo::{self, ChangedPath, Head, RefMap};
+use crate::result::{FailureClass, MAX_LISTED, ToolResult, Violation};
+
+/// Stable rule ids. Control flow and other programs depend on these names.
+pub mod rule {
+    /// Protected `.git` metadata differs from the baseline.
+    pub const PROTECTED_METADATA_CHANGED: &str = "protected_metadata_changed";
+    /// HEAD is detached or points to another branch.
+    pub const HEAD_NOT_ON_BRANCH: &str = "head_not_on_branch";
+    /// The branch tip does not descend from the baseline commit.
+    pub const NOT_DESCENDANT: &str = "not_descendant";
+    /// A new commit does not have exactly one parent.
+    pub const MERGE_COMMIT: &str = "merge_commit";
+    /// Too few or too many new commits.
+    pub const COMMIT_COUNT_OUT_OF_BOUNDS: &str = "commit_count_out_of_bounds";
+    /// A new commit changed a path the grant does not allow.
+    pub const PATH_NOT_GRANTED: &str = "path_not_granted";
+    /// A new commit changed a path with a `.git` component.
+    pub const DOTGIT_PATH: &str = "dotgit_path";
+    /// A ref other than the granted branch was created, deleted or moved.
+    pub const REF_CHANGED: &str = "ref_changed";
+    /// A `refs/remotes/*` ref was created, deleted or moved.
+    pub const REMOTE_TRACKING_REF_CHANGED: &str = "remote_tracking_ref_changed";
+    /// The index or worktree differs from the tip, or an operation is in
+    /// progress.
+    pub const WORKTREE_NOT_CLEAN: &str = "worktree_not_clean";
+    /// The repository changed while it was being verified.
+    pub const CHANGED_DURING_VERIFY: &str = "changed_during_verify";
+    /// The baseline record is missing, unreadable or altered.
+    pub const BASELINE_INVALID: &str = "baseline_invalid";
+    /// The repository could not be read.
+    pub const REPOSITORY_UNREADABLE: &str = "repository_unreadable";
+}
+
+/// Most new commits whose paths are diffed. A valid history has at most 32;
+/// past this bound the result is a rejection already, and diffing a hostile
+/// history of thousands of commits would only cost time.
+const MAX_DIFFED_COMMITS: usize = 256;
+
+/// Files larger than this are worth a human's eye.
+const LARGE_FILE_BYTES: u64 = 10 * 1024 * 1024;
+
+/// Violations with a cap per rule and a total per rule.
+#[derive(Default, Debug)]
+pub struct Findings {
+    /// Listed violations, at most [`MAX_LISTED`] per rule.
+    pub listed: Vec<Violation>,
+    /// Total per rule, listed or not.
+    pub totals: BTreeMap<String, usize>,
+    /// Warnings, deduplicated.
+    pub warnings: BTreeSet<String>,
+}
+
+impl Findings {
+    /// Records a violation.
+    pub fn push(&mut self, v: Violation) {
+        let n = self.totals.entry(v.rule.clone()).or_default();
+        *n += 1;
+        if *n <= MAX_LISTED {
+            self.listed.push(v);
+        }
+    }
+
+    /// Whether a rule was violated.
+    pub fn has(&self, rule: &str) -> bool {
+        self.totals.contains_key(rule)
+    }
+
+    /// Whether nothing was violated.
+    pub fn is_empty(&self) -> bool {
+        self.totals.is_empty()
+    }
+}
+
+/// What the history checks learned, for evidence and `status`.
+#[derive(Debug, Default)]
+pub struct HistoryFacts {
+    /// New commits, newest first (all of them when `count` is exact).
+    pub commits: Vec<ObjectId>,
+    /// `count(baseline..tip)`.
+    pub count: usize,
+    /// Whether the tip descends from the baseline.
+    pub descends: bool,
+    /// Every path changed by the diffed commits, sorted and unique.
+    pub paths: BTreeSet<BString>,
+}
+
+/// Checks the commits in `baseline..tip` against the grant: descent, linear
+/// history, count and paths. Shared by `verify` and the
+/// `reference-transaction` hook, so both decide alike.
+pub fn check_history(
+    repo: &gix::Repository,
+    baseline: Option<ObjectId>,
+    tip: Option<ObjectId>,
+    grant: &Grant,
+    matcher: &PathMatcher,
+    findings: &mut Findings,
+) -> Result<HistoryFacts> {
+    let mut facts = HistoryFacts::default();
+    let Some(tip) = tip else {
+        // Still unborn (or the branch was deleted): no new commits.
+        facts.descends = baseline.is_none();
+        if !facts.descends {
+            findings.push(Violation::new(
+                rule::NOT_DESCENDANT,
+                "the branch no longer points to a commit; it must descend from the baseline",
+            ));
+        }
+        check_count(0, grant, findings);
+        return Ok(facts);
+    };
+    let history = repo::new_history(repo, baseline, tip, grant.max_commits() as usize)?;
+    facts.descends = history.descends;
+    facts.count = history.commits.len();
+    facts.commits = history.commits.iter().map(|c| c.id).collect();
+    if !history.descends {
+        let base = baseline.map_or_else(|| "the baseline".into(), |b| b.to_string());
+        findings.push(
+            Violation::new(
+                rule::NOT_DESCENDANT,
+                format!(
+                    "the branch tip {tip} does not descend from the baseline commit {base}; \
+                     build new commits on top of it"
+                ),
+            )
+            .with_commit(tip.to_string()),
+        );
+    }
+    for commit in &history.commits {
+        let root_of_unborn = baseline.is_none() && commit.parents.is_empty();
+        if commit.parents.len() != 1 && !root_of_unborn {
+            findings.push(
+                Violation::new(
+                    rule::MERGE_COMMIT,
+                    format!(
+                        "commit {} has {} parents; new history must be linear (rebase instead of merging)",
+                        commit.id,
+                        commit.parents.len()
+                    ),
+                )
+                .with_commit(commit.id.to_string()),
+            );
+        }
+    }
+    if history.descends {
+        let count = if history.truncated {
+            usize::MAX
+        } else {
+            facts.count
+        };
+        check_count(count, grant, findings);
+    }
+    if history.commits.len() > MAX_DIFFED_COMMITS {
+        findings.warnings.insert(format!(
+            "only the newest {MAX_DIFFED_COMMITS} of {} new commits were checked for paths",
+            history.commits.len()
+        ));
+    }
+    for commit in history.commits.iter().take(MAX_DIFFED_COMMITS) {
+        let parent = commit.parents.first().copied();
+        for change in repo::changed_paths(repo, commit.id, parent)? {
+            check_path(repo, commit.id, &change, matcher, findings);
+            facts.paths.insert(change.path);
+        }
+    }
+    Ok(facts)
+}
+
+fn check_count(count: usize, grant: &Grant, findings: &mut Findings) {
+    let (min, max) = (grant.min_commits() as usize, grant.max_commits() as usize);
+    if count < min || count > max {
+        let shown = if count == usize::MAX {
+            format!("more than {}", crate::repo::FULL_WALK_LIMIT)
+        } else {
+            count.to_string()
+        };
+        let advice = if count < min {
+            "commit your work"
+        } else {
+            "squash commits (e.g. git reset --soft to the baseline and commit again)"
+        };
+        findings.push(Violation::new(
+            rule::COMMIT_COUNT_OUT_OF_BOUNDS,
+            format!("{shown} new commit(s); the grant requires between {min} and {max}: {advice}"),
+        ));
+    }
+}
+
+fn check_path(
+    repo: &gix::Repository,
+    commit: ObjectId,
+    change: &ChangedPath,
+    matcher: &PathMatcher,
+    findings: &mut Findings,
+) {
+    let shown = change.path.to_str_lossy().into_owned();
+    if has_dotgit_component(&change.path) {
+        findings.push(
+            Violation::new(
+                rule::DOTGIT_PATH,
+                format!("commit {commit} changes {shown:?}, which has a .git component"),
+            )
+            .with_commit(commit.to_string())
+            .with_path(shown),
+        );
+        return;
+    }
+    if !matcher.is_granted(&change.path) {
+        findings.push(
+            Violation::new(
+                rule::PATH_NOT_GRANTED,
+                format!("commit {commit} changes {shown:?}, which the grant does not allow"),
+            )
+            .with_commit(commit.to_string())
+            .with_path(shown),
+        );
+        return;
+    }
+    warn_about(repo, change, matcher, findings);
+}
+
+/// Warnings for granted changes that are legal but worth a look.
+fn warn_about(
+    repo: &gix::Repository,
+    change: &ChangedPath,
+    matcher: &PathMatcher,
+    findings: &mut Findings,
+) {
+    let (Some(mode), Some(id)) = (change.new_mode, change.new_id) else {
+        return;
+    };
+    let shown = change.path.to_str_lossy();
+    if mode.is_link() {
+        if let Ok(blob) = repo.find_object(id)
+            && let Some(why) = symlink_escape(&change.path, &blob.data, matcher)
+        {
+            findings.warnings.insert(format!(
+                "symlink {shown:?} points to {:?}: {why}",
+                blob.data.to_str_lossy()
+            ));
+        }
+    } else if mode.is_executable() && !change.old_mode.is_some_and(|m| m.is_executable()) {
+        findings
+            .warnings
+            .insert(format!("{shown:?} is a new executable file"));
+    }
+    if mode.is_blob()
+        && let Ok(header) = repo.find_header(id)
+        && header.size() > LARGE_FILE_BYTES
+    {
+        findings.warnings.insert(format!(
+            "{shown:?} is {} bytes (over 10 MiB)",
+            header.size()
+        ));
+    }
+}
+
+/// Why a symlink's target is worth a look: absolute, leaving the repository,
+/// or landing on a path the grant does not cover.
+fn symlink_escape(link: &[u8], target: &[u8], matcher: &PathMatcher) -> Option<&'static str> {
+    if target.starts_with(b"/") {
+        return Some("an absolute target outside the repository");
+    }
+    let mut parts: Vec<&[u8]> = link.split(|&b| b == b'/').collect();
+    parts.pop();
+    for part in target.split(|&b| b == b'/') {
+        match part {
+            b"" | b"." => {}
+            b".." => {
+                if parts.pop().is_none() {
+                    return Some("the target leaves the repository");
+                }
+            }
+            p => parts.push(p),
+        }
+    }
+    let resolved = parts.join(&b'/');
+    (!matcher.is_granted(&resolved)).then_some("the target is outside the granted paths")
+}
+
+/// Runs final acceptance for the state directory `state`. `repo_dir`, when
+/// given, must be the armed repository.
+pub fn verify(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
+    let (baseline, grant) = match Baseline::read_live_or_retired(state) {
+        Ok(b) => b,
+        Err(e) => {
+            return ToolResult::rejected(
+                "verify",
+                FailureClass::UnsafeState,
+                Violation::new(rule::BASELINE_INVALID, format!("{e:#}")),
+            );
+        }
+    };
+    match evaluate(&baseline, &grant, repo_dir) {
+        Ok(result) => result,
+        Err(e) => ToolResult::rejected(
+            "verify",
+            FailureClass::UnsafeState,
+            Violation::new(rule::REPOSITORY_UNREADABLE, format!("{e:#}")),
+        )
+        .with_evidence("grant", grant.evidence()),
+    }
+}
+
+fn evaluate(baseline: &Baseline, grant: &Grant, repo_dir: Option<&Path>) -> Result<ToolResult> {
+    let mut findings = Findings::default();
+    // Protected metadata first: before anything reads the worktree (where a
+    // changed config could make a program run).
+    let metadata = repo::metadata_digests(&baseline.repo)?;
+    compare_metadata(&baseline.metadata, &metadata, &mut findings);
+    let metadata_intact = findings.is_empty();
+
+    let repo = repo::open(&baseline.repo.work_dir)?;
+    let location = repo::location(&repo)?;
+    if location != baseline.repo {
+        anyhow::bail!(
+            "the repository at {} is no longer the armed one (git dir {} instead of {})",
+            baseline.repo.work_dir.display(),
+            location.git_dir.display(),
+            baseline.repo.git_dir.display()
+        );
+    }
+    if let Some(dir) = repo_dir {
+        let dir = dir
+            .canonicalize()
+            .with_context(|| format!("cannot resolve --repo {}", dir.display()))?;
+        if !dir.starts_with(&location.work_dir) {
+            anyhow::bail!(
+                "--repo {} is not the armed repository {}",
+                dir.display(),
+                location.work_dir.display()
+            );
+        }
+    }
+
+    // Snapshot HEAD and refs once, decide on that snapshot, and re-read at
+    // the end: a state that moved while we looked is never accepted.
+    let head = repo::head(&repo)?;
+    let refs = repo::ref_snapshot(&repo)?;
+    check_head(&head, &baseline.branch, &mut findings);
+    let tip = match refs.get(&baseline.branch) {
+        None => None,
+        Some(v) => match repo::parse_id(v) {
+            Ok(id) => Some(id),
+            Err(_) => {
+                findings.push(
+                    Violation::new(
+                        rule::NOT_DESCENDANT,
+                        format!("the branch was replaced by a symbolic ref ({v})"),
+                    )
+                    .with_ref(baseline.branch.clone()),
+                );
+                None
+            }
+        },
+    };
+    let facts = check_history(
+        &repo,
+        baseline.commit_id(),
+        tip,
+        grant,
+        &grant.matcher(),
+        &mut findings,
+    )?;
+    compare_refs(&baseline.refs, &refs, &baseline.branch, &mut findings);
+    if metadata_intact {
+        check_worktree(&repo, &location, &mut findings)?;
+    }
+    if repo::head(&repo)? != head
+        || repo::ref_snapshot(&repo)? != refs
+        || repo::metadata_digests(&baseline.repo)? != metadata
+    {
+        findings.push(Violation::new(
+            rule::CHANGED_DURING_VERIFY,
+            "HEAD, refs or protected metadata changed while verify ran; verify again once the \
+             repository is quiet",
+        ));
+    }
+
+    let class = if !metadata_intact {
+        FailureClass::UnsafeState
+    } else {
+        FailureClass::Verification
+    };
+    let mut result = if findings.is_empty() {
+        ToolResult::succeeded("verify")
+    } else {
+        ToolResult::failed("verify", class)
+    };
+    let paths_joined = facts
+        .paths
+        .iter()
+        .map(|p| p.as_slice())
+        .collect::<Vec<_>>()
+        .join(&b'\n');
+    let listed: Vec<String> = facts
+        .commits
+        .iter()
+        .take(MAX_LISTED)
+        .map(ToString::to_string)
+        .collect();
+    result = result
+        .with_evidence("grant", grant.evidence())
+        .with_evidence(
+            "baseline",
+            json!({"branch": baseline.branch, "commit": baseline.commit}),
+        )
+        .with_evidence(
+            "policy",
+            json!({"min_commits": grant.min_commits(), "max_commits": grant.max_commits(), "publish": false}),
+        )
+        .with_evidence(
+            "commits",
+            json!({"count": facts.count, "ids": listed, "tip": tip.map(|t| t.to_string())}),
+        )
+        .with_evidence(
+            "paths",
+            json!({"count": facts.paths.len(), "digest": format!("sha256:{}", sha256_hex(&paths_joined))}),
+        );
+    if !findings.is_empty() {
+        result = result.with_evidence("violation_totals", &findings.totals);
+    }
+    result.violations = findings.listed;
+    result.warnings = findings.warnings.into_iter().collect();
+    Ok(result)
+}
+
+fn compare_metadata(
+    before: &BTreeMap<String, String>,
+    now: &BTreeMap<String, String>,
+    findings: &mut Findings,
+) {
+    let names: BTreeSet<&String> = before.keys().chain(now.keys()).collect();
+    for name in names {
+        if before.get(name) != now.get(name) {
+            findings.push(
+                Violation::new(
+                    rule::PROTECTED_METADATA_CHANGED,
+                    format!(
+                        ".git/{name} changed since arm; git metadata is not part of any grant \
+                         (restore it exactly)"
+                    ),
+                )
+                .with_path(format!(".git/{name}")),
+            );
+        }
+    }
+}
+
+fn check_head(head: &Head, branch: &str, findings: &mut Findings) {
+    let problem = match head {
+        Head::Branch { name, .. } if name == branch => return,
+        Head::Branch { name, .. } => format!("HEAD points to {name}"),
+        Head::Detached(id) => format!("HEAD is detached at {id}"),
+    };
+    findings.push(
+        Violation::new(
+            rule::HEAD_NOT_ON_BRANCH,
+            format!(
+                "{problem}; it must point to {branch} (git checkout {})",
+                short_branch(branch)
+            ),
+        )
+        .with_ref("HEAD"),
+    );
+}
+
+fn short_branch(branch: &str) -> &str {
+    branch.strip_prefix("refs/heads/").unwrap_or(branch)
+}
+
+/// Every ref but the granted branch must equal its baseline value.
+pub fn compare_refs(before: &RefMap, now: &RefMap, branch: &str, findings: &mut Findings) {
+    let names: BTreeSet<&String> = before.keys().chain(now.keys()).collect();
+    for name in names.into_iter().filter(|n| n.as_str() != branch) {
+        let (old, new) = (before.get(name), now.get(name));
+        let what = match (old, new) {
+            (Some(a), Some(b)) if a == b => continue,
+            (None, Some(_)) => "was created",
+            (Some(_), None) => "was deleted",
+            _ => "was moved",
+        };
+        let id = if name.starts_with("refs/remotes/") {
+            rule::REMOTE_TRACKING_REF_CHANGED
+        } else {
+            rule::REF_CHANGED
+        };
+        let advice = if name == "refs/stash" {
+            "; drop or pop the stash (git stash drop)"
+        } else {
+            "; only the granted branch may change"
+        };
+        findings.push(
+            Violation::new(id, format!("{name} {what} since arm{advice}")).with_ref(name.clone()),
+        );
+    }
+}
+
+fn check_worktree(
+    repo: &gix::Repository,
+    location: &repo::Location,
+    findings: &mut Findings,
+) -> Result<()> {
+    for op in repo::in_progress_operations(&location.git_dir) {
+        findings.push(Violation::new(
+            rule::WORKTREE_NOT_CLEAN,
+            format!("a {op} is in progress; finish or abort it"),
+        ));
+    }
+    for dirt in repo::worktree_dirt(repo)? {
+        let shown = dirt.path.to_str_lossy().into_owned();
+        findings.push(
+            Violation::new(
+                rule::WORKTREE_NOT_CLEAN,
+                format!("{shown:?} is {}; commit it or remove it", dirt.what),
+            )
+            .with_path(shown),
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn matcher(p: &[&str]) -> PathMatcher {
+        PathMatcher::new(p.iter().copied()).unwrap()
+    }
+
+    #[test]
+    fn symlink_targets_are_resolved_against_the_link_directory() {
+        let m = matcher(&["docs/"]);
+        assert_eq!(symlink_escape(b"docs/a", b"b", &m), None);
+        assert_eq!(symlink_escape(b"docs/x/a", b"../b", &m), None);
+        assert!(symlink_escape(b"docs/a", b"../src/main.rs", &m).is_some());
+        assert!(symlink_escape(b"docs/a", b"../../../etc/passwd", &m).is_some());
+        assert!(symlink_escape(b"docs/a", b"/etc/passwd", &m).is_some());
+    }
+
+    #[test]
+    fn findings_cap_listing_but_count_everything() {
+        let mut f = Findings::default();
+        for i in 0..100 {
+            f.push(Violation::new(rule::PATH_NOT_GRANTED, format!("{i}")));
+        }
+        assert_eq!(f.listed.len(), MAX_LISTED);
+        assert_eq!(f.totals[rule::PATH_NOT_GRANTED], 100);
+    }
+
+    #[test]
+    fn ref_comparison_names_created_deleted_and_moved_refs() {
+        let before: RefMap = [
+            ("refs/heads/main", "a"),
+            ("refs/tags/v1", "b"),
+            ("refs/remotes/origin/main", "c"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let mut now = before.clone();
+        now.insert("refs/heads/main".into(), "moved-is-fine".into());
+        now.remove("refs/tags/v1");
+        now.insert("refs/remotes/origin/main".into(), "d".into());
+        now.insert("refs/stash".into(), "e".into());
+        let mut f = Findings::default();
+        compare_refs(&before, &now, "refs/heads/main", &mut f);
+        assert_eq!(f.totals[rule::REF_CHANGED], 2);
+        assert_eq!(f.totals[rule::REMOTE_TRACKING_REF_CHANGED], 1);
+    }
+}

@@ -1,0 +1,165 @@
+//! The baseline: what the repository looked like when it was armed, recorded
+//! in the state directory outside the checkout.
+//!
+//! `verify` decides from the repository and this record alone, so the record
+//! must be whole and unaltered. It is written atomically and carries an
+//! integrity digest over its body; a record that is missing, unreadable,
+//! malformed, or whose digest or grant id does not match, is refused.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::digest::sha256_hex;
+use crate::grant::Grant;
+use crate::repo::{Location, RefMap};
+
+/// Schema id of the record.
+pub const SCHEMA: &str = "grantguard.baseline/1";
+
+/// File name of the record inside the state directory.
+pub const FILE_NAME: &str = "baseline.json";
+
+/// What `arm` changed in the repository's configuration, so `disarm` can put
+/// it back exactly. `None` values mean the key was not set.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PreviousConfig {
+    /// The value of `core.hooksPath` before arming.
+    pub hooks_path: Option<String>,
+    /// The value of `protocol.allow` before arming.
+    pub protocol_allow: Option<String>,
+}
+
+/// The recorded state, as written by `arm`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Baseline {
+    /// Always [`SCHEMA`].
+    pub schema: String,
+    /// The canonical grant text (exactly what its id hashes).
+    pub grant: String,
+    /// Its id.
+    pub grant_id: String,
+    /// Where the repository is.
+    pub repo: Location,
+    /// The branch HEAD pointed to (`refs/heads/...`).
+    pub branch: String,
+    /// The branch's commit, `None` for an unborn branch.
+    pub commit: Option<String>,
+    /// Every ref under `refs/` and its raw value.
+    pub refs: RefMap,
+    /// Digest per protected metadata entry.
+    pub metadata: BTreeMap<String, String>,
+    /// Configuration `arm` replaced, when it installed hooks.
+    #[serde(default)]
+    pub previous_config: Option<PreviousConfig>,
+    /// Hook names that were effective before arming and are chained.
+    #[serde(default)]
+    pub chained_hooks: Vec<String>,
+    /// Seconds since the Unix epoch when the record was made.
+    pub armed_at: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Envelope {
+    baseline: Baseline,
+    /// `sha256:` + hex SHA-256 of the compact JSON of `baseline`.
+    integrity: String,
+}
+
+fn integrity_of(baseline: &Baseline) -> String {
+    let body = serde_json::to_string(baseline).expect("baseline is plain data");
+    format!("sha256:{}", sha256_hex(body.as_bytes()))
+}
+
+/// File name `disarm` gives the record, so `verify` still works after a
+/// clean disarm while hooks (which read only [`FILE_NAME`]) see no state.
+pub const RETIRED_FILE_NAME: &str = "baseline.disarmed.json";
+
+/// Path of the live record in a state directory.
+pub fn path_in(state: &Path) -> PathBuf {
+    state.join(FILE_NAME)
+}
+
+/// Path of the retired record in a state directory.
+pub fn retired_path_in(state: &Path) -> PathBuf {
+    state.join(RETIRED_FILE_NAME)
+}
+
+impl Baseline {
+    /// Writes the record atomically into `state`.
+    pub fn write(&self, state: &Path) -> Result<()> {
+        let envelope = Envelope {
+            integrity: integrity_of(self),
+            baseline: self.clone(),
+        };
+        let mut text = serde_json::to_string_pretty(&envelope).expect("baseline is plain data");
+        text.push('\n');
+        crate::fsutil::write_atomic(&path_in(state), text.as_bytes())
+    }
+
+    /// Reads and checks the live record in `state`.
+    pub fn read(state: &Path) -> Result<(Baseline, Grant)> {
+        Baseline::read_file(&path_in(state))
+    }
+
+    /// Reads the live record, or the retired one after a clean `disarm`.
+    pub fn read_live_or_retired(state: &Path) -> Result<(Baseline, Grant)> {
+        let live = path_in(state);
+        let retired = retired_path_in(state);
+        if !live.exists() && retired.exists() {
+            return Baseline::read_file(&retired);
+        }
+        Baseline::read_file(&live)
+    }
+
+    fn read_file(path: &Path) -> Result<(Baseline, Grant)> {
+        let text = std::fs::read_to_string(path).with_context(|| {
+            format!(
+                "cannot read the baseline {}; is the repository armed with this --state?",
+                path.display()
+            )
+        })?;
+        let envelope: Envelope = serde_json::from_str(&text)
+            .with_context(|| format!("the baseline {} is malformed", path.display()))?;
+        let baseline = envelope.baseline;
+        if baseline.schema != SCHEMA {
+            bail!(
+                "the baseline {} has schema {:?}, expected {SCHEMA:?}",
+                path.display(),
+                baseline.schema
+            );
+        }
+        if integrity_of(&baseline) != envelope.integrity {
+            bail!(
+                "the baseline {} fails its integrity check: it was altered after arm",
+                path.display()
+            );
+        }
+        let value: Value =
+            serde_json::from_str(&baseline.grant).context("the baseline's grant is not JSON")?;
+        let grant = Grant::from_value(&value, "grant").map_err(|errors| {
+            let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            anyhow::anyhow!("the baseline's grant is invalid: {}", list.join("; "))
+        })?;
+        if grant.id() != baseline.grant_id || grant.canonical() != baseline.grant {
+            bail!("the baseline's grant does not match its recorded id");
+        }
+        if let Some(commit) = &baseline.commit {
+            crate::repo::parse_id(commit).context("the baseline's commit is malformed")?;
+        }
+        Ok((baseline, grant))
+    }
+
+    /// The baseline commit as an object id.
+    pub fn commit_id(&self) -> Option<gix::ObjectId> {
+        self.commit
+            .as_deref()
+            .map(|c| crate::repo::parse_id(c).expect("checked when the baseline was read"))
+    }
+}

@@ -1,0 +1,122 @@
+//! Durable file writes: nothing grantguard records may be seen half-written.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+/// Writes `bytes` to `path` atomically: a temporary file in the same
+/// directory, fsync, rename over `path`, fsync of the directory. A crash
+/// leaves either the old file or the new one, never a torn one. The file is
+/// created readable by its owner only.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path
+        .parent()
+        .with_context(|| format!("{} has no parent directory", path.display()))?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".tmp-")
+        .tempfile_in(dir)
+        .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
+    tmp.write_all(bytes)
+        .and_then(|()| tmp.as_file().sync_all())
+        .with_context(|| format!("cannot write {}", tmp.path().display()))?;
+    tmp.persist(path)
+        .with_context(|| format!("cannot move the new file into place at {}", path.display()))?;
+    sync_dir(dir)
+}
+
+/// Fsyncs a directory so that a rename or creation in it is durable.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("cannot sync directory {}", dir.display()))
+}
+
+/// Creates `dir` (and missing parents) and makes `dir` itself private
+/// (0700), whether it was new or not.
+pub fn create_private_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("cannot create directory {}", dir.display()))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        .with_context(|| format!("cannot make {} private", dir.display()))
+}
+
+/// Resolves a path that may not exist yet: the longest existing ancestor is
+/// canonicalised (symlinks resolved) and the rest appended. `..` in the part
+/// that does not exist is refused, since it cannot be resolved safely.
+pub fn resolve_path(path: &Path) -> Result<std::path::PathBuf> {
+    let absolute = std::path::absolute(path)
+        .with_context(|| format!("cannot make {} absolute", path.display()))?;
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(canon) = existing.canonicalize() {
+            let mut out = canon;
+            for part in rest.iter().rev() {
+                out.push(part);
+            }
+            return Ok(out);
+        }
+        let name = existing
+            .file_name()
+            .with_context(|| format!("cannot resolve {}", path.display()))?;
+        if name == ".." {
+            anyhow::bail!(
+                "cannot resolve {}: '..' below a missing directory",
+                path.display()
+            );
+        }
+        rest.push(name.to_owned());
+        existing = existing
+            .parent()
+            .with_context(|| format!("cannot resolve {}", path.display()))?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_whole_content_and_is_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f.json");
+        write_atomic(&p, b"first").unwrap();
+        write_atomic(&p, b"second").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"second");
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let leftovers = std::fs::read_dir(dir.path()).unwrap().count();
+        assert_eq!(leftovers, 1, "no temporary file is left behind");
+    }
+
+    #[test]
+    fn resolves_missing_tails_under_symlinked_parents() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        std::os::unix::fs::symlink(&real, dir.path().join("link")).unwrap();
+        let got = resolve_path(&dir.path().join("link/new/state")).unwrap();
+        assert_eq!(got, real.canonicalize().unwrap().join("new/state"));
+        assert!(resolve_path(&dir.path().join("missing/../x")).is_err());
+    }
+
+    #[test]
+    fn private_dir_is_0700_even_if_it_existed() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("state");
+        std::fs::create_dir(&d).unwrap();
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        create_private_dir(&d).unwrap();
+        assert_eq!(
+            std::fs::metadata(&d).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+    }
+}

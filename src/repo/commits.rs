@@ -1,0 +1,247 @@
+//! The commits a run added (`baseline..tip`) and the paths each one changed.
+//!
+//! A grant allows at most 32 new commits, so the common case is a short
+//! first-parent walk from the tip until the baseline appears. Only when that
+//! walk fails (a merge, a foreign root, too many commits) do we pay for a full
+//! history walk, and then only to explain the failure.
+
+use anyhow::{Context, Result};
+use gix::ObjectId;
+use gix::bstr::BString;
+use gix::diff::tree::recorder::Change;
+use gix::objs::tree::EntryMode;
+
+/// Largest number of commits the explaining walk collects. Past this the
+/// result is rejected anyway; the bound keeps a hostile history from making
+/// `verify` slow.
+pub const FULL_WALK_LIMIT: usize = 100_000;
+
+/// One commit in `baseline..tip`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewCommit {
+    /// The commit.
+    pub id: ObjectId,
+    /// Its parents, in order.
+    pub parents: Vec<ObjectId>,
+}
+
+/// The commits in `baseline..tip`, newest first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewHistory {
+    /// `baseline..tip`, newest first; the first [`FULL_WALK_LIMIT`] when
+    /// `truncated`.
+    pub commits: Vec<NewCommit>,
+    /// Whether the tip descends from the baseline commit (always true for an
+    /// unborn baseline).
+    pub descends: bool,
+    /// Whether the walk stopped at [`FULL_WALK_LIMIT`].
+    pub truncated: bool,
+}
+
+/// Collects `baseline..tip`. `bound` is the most commits a valid history can
+/// have; the cheap linear walk gives up after `bound + 1` steps.
+pub fn new_history(
+    repo: &gix::Repository,
+    baseline: Option<ObjectId>,
+    tip: ObjectId,
+    bound: usize,
+) -> Result<NewHistory> {
+    let mut commits = Vec::new();
+    let mut current = tip;
+    while commits.len() <= bound {
+        if Some(current) == baseline {
+            return Ok(NewHistory {
+                commits,
+                descends: true,
+                truncated: false,
+            });
+        }
+        let parents = parents_of(repo, current)?;
+        let next = match parents.as_slice() {
+            [only] => Some(*only),
+            _ => None,
+        };
+        let is_root = parents.is_empty();
+        commits.push(NewCommit {
+            id: current,
+            parents,
+        });
+        match next {
+            Some(parent) => current = parent,
+            // A root commit ends the history: the whole of it is new when
+            // the baseline branch was unborn, and foreign otherwise.
+            None if is_root => {
+                return Ok(NewHistory {
+                    commits,
+                    descends: baseline.is_none(),
+                    truncated: false,
+                });
+            }
+            None => break,
+        }
+    }
+    full_walk(repo, baseline, tip)
+}
+
+fn parents_of(repo: &gix::Repository, id: ObjectId) -> Result<Vec<ObjectId>> {
+    let commit = repo
+        .find_commit(id)
+        .with_context(|| format!("cannot read commit {id}"))?;
+    Ok(commit.parent_ids().map(|p| p.detach()).collect())
+}
+
+fn full_walk(
+    repo: &gix::Repository,
+    baseline: Option<ObjectId>,
+    tip: ObjectId,
+) -> Result<NewHistory> {
+    let walk = repo
+        .rev_walk([tip])
+        .with_hidden(baseline)
+        .all()
+        .context("cannot walk the history")?;
+    let mut commits = Vec::new();
+    let mut truncated = false;
+    for info in walk {
+        let info = info.context("cannot walk the history")?;
+        if commits.len() == FULL_WALK_LIMIT {
+            truncated = true;
+            break;
+        }
+        commits.push(NewCommit {
+            id: info.id,
+            parents: info.parent_ids.iter().copied().collect(),
+        });
+    }
+    let descends = match baseline {
+        None => true,
+        Some(base) => repo
+            .merge_base(base, tip)
+            .context("cannot compute the merge base")?
+            .is_some_and(|mb| mb.detach() == base),
+    };
+    Ok(NewHistory {
+        commits,
+        descends,
+        truncated,
+    })
+}
+
+/// How a path changed between a commit and its parent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    /// The path did not exist before.
+    Added,
+    /// The path no longer exists.
+    Deleted,
+    /// Content or mode changed, same kind of entry.
+    Modified,
+    /// The entry changed kind (file, symlink, gitlink, directory).
+    TypeChanged,
+}
+
+/// One path a commit changed. Directories themselves are not reported, only
+/// files, symlinks and gitlinks (and a directory replacing a file reports the
+/// file).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChangedPath {
+    /// The git path (bytes).
+    pub path: BString,
+    /// What happened to it.
+    pub kind: ChangeKind,
+    /// Mode before, if it existed as a non-directory.
+    pub old_mode: Option<EntryMode>,
+    /// Mode after, if it exists as a non-directory.
+    pub new_mode: Option<EntryMode>,
+    /// Object after, if it exists as a non-directory.
+    pub new_id: Option<ObjectId>,
+}
+
+/// The paths `commit` changed against `parent` (the empty tree for a root),
+/// with rename detection off so both sides of a rename are reported.
+pub fn changed_paths(
+    repo: &gix::Repository,
+    commit: ObjectId,
+    parent: Option<ObjectId>,
+) -> Result<Vec<ChangedPath>> {
+    let new_tree = tree_of(repo, Some(commit))?;
+    let old_tree = tree_of(repo, parent)?;
+    let mut recorder = gix::diff::tree::Recorder::default();
+    gix::diff::tree(
+        gix::objs::TreeRefIter::from_bytes(&old_tree.data, repo.object_hash()),
+        gix::objs::TreeRefIter::from_bytes(&new_tree.data, repo.object_hash()),
+        &mut gix::diff::tree::State::default(),
+        &repo.objects,
+        &mut recorder,
+    )
+    .with_context(|| format!("cannot diff commit {commit} against its parent"))?;
+    Ok(recorder.records.into_iter().filter_map(classify).collect())
+}
+
+fn tree_of(repo: &gix::Repository, commit: Option<ObjectId>) -> Result<gix::Tree<'_>> {
+    match commit {
+        None => Ok(repo.empty_tree()),
+        Some(id) => repo
+            .find_commit(id)
+            .and_then(|c| c.tree())
+            .with_context(|| format!("cannot read the tree of commit {id}")),
+    }
+}
+
+fn non_tree(mode: EntryMode) -> Option<EntryMode> {
+    (!mode.is_tree()).then_some(mode)
+}
+
+fn classify(change: Change) -> Option<ChangedPath> {
+    Some(match change {
+        Change::Addition {
+            entry_mode,
+            oid,
+            path,
+            ..
+        } => ChangedPath {
+            path,
+            kind: ChangeKind::Added,
+            old_mode: None,
+            new_mode: Some(non_tree(entry_mode)?),
+            new_id: Some(oid),
+        },
+        Change::Deletion {
+            entry_mode, path, ..
+        } => ChangedPath {
+            path,
+            kind: ChangeKind::Deleted,
+            old_mode: Some(non_tree(entry_mode)?),
+            new_mode: None,
+            new_id: None,
+        },
+        Change::Modification {
+            previous_entry_mode,
+            entry_mode,
+            oid,
+            path,
+            ..
+        } => {
+            let (old, new) = (non_tree(previous_entry_mode), non_tree(entry_mode));
+            if old.is_none() && new.is_none() {
+                return None;
+            }
+            let kind = if old.map(|m| m.kind()) == new.map(|m| m.kind()) {
+                ChangeKind::Modified
+            } else if old.is_some_and(|m| m.is_blob()) && new.is_some_and(|m| m.is_blob()) {
+                // 644 <-> 755 is a mode change of the same file.
+                ChangeKind::Modified
+            } else {
+                ChangeKind::TypeChanged
+            };
+            ChangedPath {
+                path,
+                kind,
+                old_mode: old,
+                new_mode: new,
+                new_id: new.map(|_| oid),
+            }
+        }
+    })
+}

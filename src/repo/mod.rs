@@ -1,0 +1,144 @@
+//! Read-only access to the guarded repository, in process, through gix.
+//!
+//! This layer only *reads* git; deciding is [`crate::acceptance`]'s job. It
+//! never starts a `git` process and never lets the checkout's configuration
+//! run a program: the repository is opened with only its local config (no
+//! system, global or environment config), replace refs are ignored (as
+//! `GIT_NO_REPLACE_OBJECTS` does; gix never reads `info/grafts`), and every
+//! `filter.*` driver is dropped from the in-memory config before the worktree
+//! is read, so a `clean` filter planted by the agent cannot execute. gix does
+//! not implement `core.fsmonitor`, hooks or external diff drivers at all.
+
+mod commits;
+mod metadata;
+mod refs;
+mod worktree;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+
+pub use commits::{
+    ChangeKind, ChangedPath, FULL_WALK_LIMIT, NewCommit, NewHistory, changed_paths, new_history,
+};
+pub use metadata::metadata_digests;
+pub use refs::{Head, RefMap, head, ref_snapshot};
+pub use worktree::{Dirt, in_progress_operations, worktree_dirt};
+
+/// Where a repository lives on disk, resolved to canonical absolute paths.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Location {
+    /// The worktree root.
+    pub work_dir: PathBuf,
+    /// The repository's private git dir (`.git`, or `.git/worktrees/<name>`).
+    pub git_dir: PathBuf,
+    /// The common dir shared by all worktrees (config, objects, refs).
+    pub common_dir: PathBuf,
+}
+
+impl Location {
+    /// Whether `path` (canonical) is inside the worktree, the git dir or the
+    /// common dir.
+    pub fn contains(&self, path: &Path) -> bool {
+        [&self.work_dir, &self.git_dir, &self.common_dir]
+            .iter()
+            .any(|root| path.starts_with(root))
+    }
+}
+
+/// Configuration that must hold for every read, whatever the repository's
+/// own config says.
+/// `core.commitGraph=false`: the commit-graph file is a cache the agent can
+/// rewrite (`git gc` does), so parents are read from the commits themselves.
+const OVERRIDES: &[&str] = &["core.useReplaceRefs=false", "core.commitGraph=false"];
+
+fn options(honour_git_env: bool) -> gix::sec::trust::Mapping<gix::open::Options> {
+    let mut permissions = gix::open::Permissions::isolated();
+    if honour_git_env {
+        // GIT_DIR, GIT_WORK_TREE and GIT_INDEX_FILE: during `git commit` the
+        // staged content is in a temporary index named by GIT_INDEX_FILE.
+        permissions.env.git_prefix = gix::sec::Permission::Allow;
+    }
+    let options = gix::open::Options::default()
+        .permissions(permissions)
+        .config_overrides(OVERRIDES.iter().copied());
+    gix::sec::trust::Mapping {
+        full: options.clone(),
+        reduced: options,
+    }
+}
+
+/// Opens the repository that contains `dir` for checking: local config only,
+/// replace refs off, filter drivers removed.
+pub fn open(dir: &Path) -> Result<gix::Repository> {
+    let repo = gix::ThreadSafeRepository::discover_opts(
+        dir,
+        gix::discover::upwards::Options::default(),
+        options(false),
+    )
+    .with_context(|| format!("{} is not inside a git repository", dir.display()))?
+    .to_thread_local();
+    harden(repo)
+}
+
+/// Opens the repository a git hook runs in: honours `GIT_DIR`,
+/// `GIT_WORK_TREE` and `GIT_INDEX_FILE` as git set them for the hook, with the
+/// same hardening as [`open`].
+pub fn open_from_hook_environment() -> Result<gix::Repository> {
+    let repo = gix::ThreadSafeRepository::discover_with_environment_overrides_opts(
+        ".",
+        gix::discover::upwards::Options::default(),
+        options(true),
+    )
+    .context("the hook is not running inside a git repository")?
+    .to_thread_local();
+    harden(repo)
+}
+
+fn harden(mut repo: gix::Repository) -> Result<gix::Repository> {
+    if repo.git_dir().join("reftable").is_dir() {
+        bail!("this repository uses the reftable ref format, which grantguard cannot read yet");
+    }
+    {
+        let mut config = repo.config_snapshot_mut();
+        let ids: Vec<_> = config
+            .sections_and_ids_by_name("filter")
+            .into_iter()
+            .flatten()
+            .map(|(_, id)| id)
+            .collect();
+        for id in ids {
+            config.remove_section_by_id(id);
+        }
+        config
+            .commit()
+            .context("cannot apply the in-memory config hardening")?;
+    }
+    Ok(repo)
+}
+
+/// The canonical location of an opened repository with a worktree.
+pub fn location(repo: &gix::Repository) -> Result<Location> {
+    let canon = |p: &Path| {
+        p.canonicalize()
+            .with_context(|| format!("cannot resolve {}", p.display()))
+    };
+    let work_dir = repo
+        .workdir()
+        .context("the repository is bare; grantguard guards a checkout with a worktree")?;
+    Ok(Location {
+        work_dir: canon(work_dir)?,
+        git_dir: canon(repo.git_dir())?,
+        common_dir: canon(repo.common_dir())?,
+    })
+}
+
+/// Hex of an object id.
+pub fn hex(id: &gix::hash::oid) -> String {
+    id.to_hex().to_string()
+}
+
+/// Parses a full hex object id.
+pub fn parse_id(hex: &str) -> Result<gix::ObjectId> {
+    gix::ObjectId::from_hex(hex.as_bytes()).with_context(|| format!("{hex:?} is not an object id"))
+}

@@ -1,0 +1,58 @@
+//! HEAD and the snapshot of every ref.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context, Result};
+use gix::refs::TargetRef;
+
+/// Every ref under `refs/` (loose and packed) and its raw value: the hex
+/// object id, or `ref:<target>` for a symbolic ref. Values are not peeled, so
+/// moving an annotated tag's target is seen as what it is.
+pub type RefMap = BTreeMap<String, String>;
+
+/// Where HEAD points.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Head {
+    /// A symbolic ref to a branch, with the branch's commit (`None` while the
+    /// branch is unborn).
+    Branch {
+        /// Full ref name, e.g. `refs/heads/main`.
+        name: String,
+        /// The commit the branch points to.
+        commit: Option<gix::ObjectId>,
+    },
+    /// A detached HEAD at a commit.
+    Detached(gix::ObjectId),
+}
+
+/// Reads HEAD without following anything but its own symref.
+pub fn head(repo: &gix::Repository) -> Result<Head> {
+    let head = repo.head().context("cannot read HEAD")?;
+    Ok(match head.kind {
+        gix::head::Kind::Symbolic(r) => Head::Branch {
+            name: r.name.as_bstr().to_string(),
+            commit: r.target.try_id().map(ToOwned::to_owned),
+        },
+        gix::head::Kind::Unborn(name) => Head::Branch {
+            name: name.as_bstr().to_string(),
+            commit: None,
+        },
+        gix::head::Kind::Detached { target, .. } => Head::Detached(target),
+    })
+}
+
+/// Snapshots every ref under `refs/` with its raw value.
+pub fn ref_snapshot(repo: &gix::Repository) -> Result<RefMap> {
+    let platform = repo.references().context("cannot list refs")?;
+    let mut out = RefMap::new();
+    for reference in platform.all().context("cannot list refs")? {
+        let reference = reference.map_err(|e| anyhow::anyhow!("cannot read a ref: {e}"))?;
+        let name = reference.name().as_bstr().to_string();
+        let value = match reference.target() {
+            TargetRef::Object(id) => super::hex(id),
+            TargetRef::Symbolic(target) => format!("ref:{}", target.as_bstr()),
+        };
+        out.insert(name, value);
+    }
+    Ok(out)
+}

@@ -1,0 +1,93 @@
+//! Whether the worktree and index equal the tip, and whether a git operation
+//! is half-way done.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use gix::bstr::BString;
+use gix::status::index_worktree::Item as WorktreeItem;
+use gix::status::plumbing::index_as_worktree::EntryStatus;
+
+/// One way the index or worktree differs from the tip.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dirt {
+    /// The path concerned.
+    pub path: BString,
+    /// `staged` (index differs from the tip), `unstaged` (worktree differs
+    /// from the index), `untracked` (a new file that is not ignored) or
+    /// `conflict`.
+    pub what: &'static str,
+}
+
+/// Everything that keeps the checkout from being clean: staged, unstaged and
+/// untracked non-ignored files. Ignored directories are not descended.
+/// Sorted by path.
+pub fn worktree_dirt(repo: &gix::Repository) -> Result<Vec<Dirt>> {
+    let status = repo
+        .status(gix::progress::Discard)
+        .context("cannot prepare the worktree status")?
+        .untracked_files(gix::status::UntrackedFiles::Files)
+        .index_worktree_rewrites(None)
+        .index_worktree_submodules(gix::status::Submodule::Given {
+            // Compare a submodule's checked-out commit with its gitlink, but
+            // do not look into its worktree: that would read another
+            // repository's config.
+            ignore: gix::submodule::config::Ignore::Dirty,
+            check_dirty: true,
+        });
+    let mut out = Vec::new();
+    for item in status
+        .into_iter(None)
+        .context("cannot compute the worktree status")?
+    {
+        let item = item.context("cannot compute the worktree status")?;
+        let what = match &item {
+            gix::status::Item::TreeIndex(_) => "staged",
+            gix::status::Item::IndexWorktree(WorktreeItem::Modification { status, .. }) => {
+                match status {
+                    EntryStatus::NeedsUpdate(_) => continue,
+                    EntryStatus::Conflict { .. } => "conflict",
+                    EntryStatus::Change(_) | EntryStatus::IntentToAdd => "unstaged",
+                }
+            }
+            gix::status::Item::IndexWorktree(WorktreeItem::DirectoryContents { entry, .. }) => {
+                match entry.status {
+                    gix::dir::entry::Status::Untracked => "untracked",
+                    _ => continue,
+                }
+            }
+            gix::status::Item::IndexWorktree(WorktreeItem::Rewrite { .. }) => "unstaged",
+        };
+        out.push(Dirt {
+            path: item.location().to_owned(),
+            what,
+        });
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path).then(a.what.cmp(b.what)));
+    Ok(out)
+}
+
+/// The git operations left half-way in the git dir: `merge`, `rebase`,
+/// `am`, `cherry-pick`, `revert`, `bisect`, `sequencer`.
+pub fn in_progress_operations(git_dir: &Path) -> Vec<&'static str> {
+    let markers: [(&str, &str); 8] = [
+        ("MERGE_HEAD", "merge"),
+        ("rebase-merge", "rebase"),
+        ("rebase-apply/applying", "am"),
+        ("rebase-apply", "rebase"),
+        ("CHERRY_PICK_HEAD", "cherry-pick"),
+        ("REVERT_HEAD", "revert"),
+        ("BISECT_LOG", "bisect"),
+        ("sequencer", "sequencer"),
+    ];
+    let mut out: Vec<&'static str> = Vec::new();
+    for (file, op) in markers {
+        if git_dir.join(file).exists() && !out.contains(&op) {
+            if op == "rebase" && out.contains(&"am") {
+                continue;
+            }
+            out.push(op);
+        }
+    }
+    out
+}

@@ -1,0 +1,189 @@
+//! The state directory and the armed/disarmed life cycle of a repository.
+//!
+//! `arm` validates the grant, checks that the repository is in a state worth
+//! recording (a branch, clean, no operation in progress), creates the private
+//! state directory outside the checkout, and records the baseline. `disarm`
+//! undoes what `arm` changed in the repository.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde_json::json;
+
+use crate::acceptance::rule;
+use crate::baseline::{self, Baseline};
+use crate::grant::Grant;
+use crate::repo::{self, Head};
+use crate::result::{FailureClass, ToolResult, Violation};
+
+/// Rule id: the state directory would live inside the repository.
+pub const STATE_INSIDE_REPOSITORY: &str = "state_inside_repository";
+/// Rule id: the repository is already armed with this state directory.
+pub const ALREADY_ARMED: &str = "already_armed";
+/// Rule id: the repository is not armed with this state directory.
+pub const NOT_ARMED: &str = "not_armed";
+/// Rule id: HEAD is not on a branch.
+pub const HEAD_DETACHED: &str = "head_detached";
+/// Rule id: the grant file is invalid or carries no grant.
+pub const GRANT_INVALID: &str = "grant_invalid";
+
+/// Arms `repo_dir` under the grant in `grant_file`, recording the baseline in
+/// `state_dir`.
+pub fn arm(repo_dir: &Path, grant_file: &Path, state_dir: &Path) -> ToolResult {
+    let grant = match Grant::load_file(grant_file) {
+        Ok(Some(grant)) => grant,
+        Ok(None) => {
+            return ToolResult::rejected(
+                "arm",
+                FailureClass::Validation,
+                Violation::new(
+                    GRANT_INVALID,
+                    format!("{} carries no repository_grant", grant_file.display()),
+                ),
+            );
+        }
+        Err(errors) => {
+            let mut result = ToolResult::failed("arm", FailureClass::Validation);
+            for e in errors {
+                result
+                    .violations
+                    .push(Violation::new(GRANT_INVALID, e.to_string()));
+            }
+            return result;
+        }
+    };
+    match arm_with(repo_dir, &grant, state_dir) {
+        Ok(result) => result,
+        Err(e) => ToolResult::rejected(
+            "arm",
+            FailureClass::Validation,
+            Violation::new(rule::REPOSITORY_UNREADABLE, format!("{e:#}")),
+        ),
+    }
+}
+
+fn refuse(rule_id: &str, message: String) -> Result<ToolResult> {
+    Ok(ToolResult::rejected(
+        "arm",
+        FailureClass::Validation,
+        Violation::new(rule_id, message),
+    ))
+}
+
+fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResult> {
+    let repo = repo::open(repo_dir)?;
+    let location = repo::location(&repo)?;
+    let state = crate::fsutil::resolve_path(state_dir)?;
+    if location.contains(&state) || state.starts_with(&location.work_dir) {
+        return refuse(
+            STATE_INSIDE_REPOSITORY,
+            format!(
+                "the state directory {} is inside the repository; put it outside the worktree \
+                 and the git dir, where the agent cannot write",
+                state.display()
+            ),
+        );
+    }
+    if baseline::path_in(&state).exists() {
+        return refuse(
+            ALREADY_ARMED,
+            format!(
+                "{} already holds a baseline; run `grantguard disarm --state {}` first",
+                state.display(),
+                state.display()
+            ),
+        );
+    }
+    let (branch, commit) = match repo::head(&repo)? {
+        Head::Branch { name, commit } => (name, commit),
+        Head::Detached(id) => {
+            return refuse(
+                HEAD_DETACHED,
+                format!("HEAD is detached at {id}; check out the branch the agent will work on"),
+            );
+        }
+    };
+    let mut problems: Vec<String> = repo::in_progress_operations(&location.git_dir)
+        .into_iter()
+        .map(|op| format!("a {op} is in progress"))
+        .collect();
+    for dirt in repo::worktree_dirt(&repo)? {
+        problems.push(format!("{} is {}", dirt.path, dirt.what));
+    }
+    if !problems.is_empty() {
+        let mut result = ToolResult::failed("arm", FailureClass::Validation);
+        for p in problems {
+            result.violations.push(Violation::new(
+                rule::WORKTREE_NOT_CLEAN,
+                format!("{p}; arm needs a clean checkout so the baseline means something"),
+            ));
+        }
+        return Ok(result);
+    }
+    crate::fsutil::create_private_dir(&state)?;
+    let record = Baseline {
+        schema: baseline::SCHEMA.into(),
+        grant: grant.canonical().to_owned(),
+        grant_id: grant.id(),
+        repo: location.clone(),
+        branch: branch.clone(),
+        commit: commit.map(|c| c.to_string()),
+        refs: repo::ref_snapshot(&repo)?,
+        metadata: repo::metadata_digests(&location)?,
+        previous_config: None,
+        chained_hooks: Vec::new(),
+        armed_at: now_secs(),
+    };
+    record.write(&state)?;
+    Ok(ToolResult::succeeded("arm")
+        .with_evidence("grant", grant.evidence())
+        .with_evidence(
+            "baseline",
+            json!({"branch": branch, "commit": record.commit}),
+        )
+        .with_evidence("state", state.display().to_string()))
+}
+
+/// Disarms the repository recorded in `state_dir`: undoes what `arm` changed
+/// in it and removes the baseline. `verify` needs the baseline, so run it
+/// before disarming, or keep a copy.
+pub fn disarm(state_dir: &Path) -> ToolResult {
+    match disarm_inner(state_dir) {
+        Ok(result) => result,
+        Err(e) => ToolResult::rejected(
+            "disarm",
+            FailureClass::UnsafeState,
+            Violation::new(rule::BASELINE_INVALID, format!("{e:#}")),
+        ),
+    }
+}
+
+fn disarm_inner(state_dir: &Path) -> Result<ToolResult> {
+    if !baseline::path_in(state_dir).exists() {
+        return Ok(ToolResult::rejected(
+            "disarm",
+            FailureClass::Validation,
+            Violation::new(
+                NOT_ARMED,
+                format!(
+                    "{} holds no baseline; nothing is armed there",
+                    state_dir.display()
+                ),
+            ),
+        ));
+    }
+    let (record, _grant) = Baseline::read(state_dir)?;
+    let disarmed = baseline::retired_path_in(state_dir);
+    std::fs::rename(baseline::path_in(state_dir), &disarmed)
+        .with_context(|| format!("cannot retire the baseline in {}", state_dir.display()))?;
+    crate::fsutil::sync_dir(state_dir)?;
+    Ok(ToolResult::succeeded("disarm")
+        .with_evidence("repository", record.repo.work_dir.display().to_string())
+        .with_evidence("baseline_kept_at", disarmed.display().to_string()))
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}

@@ -1,0 +1,61 @@
+//! `grantguard status`: what the agent has used of its grant so far.
+//!
+//! Cheap enough to call after every step: it reads HEAD, the branch, at most
+//! `max + 1` commits and the worktree status. It shows the allowed patterns,
+//! because the agent needs them to stay inside the grant; results and metrics
+//! never carry them.
+
+use std::path::Path;
+
+use anyhow::Result;
+use gix::bstr::ByteSlice;
+use serde_json::{Value, json};
+
+use crate::acceptance::{Findings, check_history};
+use crate::baseline::Baseline;
+use crate::repo::{self, Head};
+use crate::result::MAX_LISTED;
+
+/// The status report as JSON.
+pub fn status(state: &Path) -> Result<Value> {
+    let (baseline, grant) = Baseline::read_live_or_retired(state)?;
+    let repo = repo::open(&baseline.repo.work_dir)?;
+    let head = repo::head(&repo)?;
+    let tip = repo::ref_snapshot(&repo)?
+        .get(&baseline.branch)
+        .and_then(|v| repo::parse_id(v).ok());
+    let mut findings = Findings::default();
+    let facts = check_history(
+        &repo,
+        baseline.commit_id(),
+        tip,
+        &grant,
+        &grant.matcher(),
+        &mut findings,
+    )?;
+    let dirt = repo::worktree_dirt(&repo)?;
+    let ops = repo::in_progress_operations(&baseline.repo.git_dir);
+    let paths: Vec<String> = facts
+        .paths
+        .iter()
+        .take(MAX_LISTED)
+        .map(|p| p.to_str_lossy().into_owned())
+        .collect();
+    let max = grant.max_commits() as usize;
+    Ok(json!({
+        "grant_id": grant.id(),
+        "allowed_paths": grant.allowed_paths(),
+        "branch": baseline.branch,
+        "head_on_branch": matches!(&head, Head::Branch { name, .. } if *name == baseline.branch),
+        "commits": {
+            "used": facts.count,
+            "min": grant.min_commits(),
+            "max": max,
+            "left": max.saturating_sub(facts.count),
+        },
+        "changed_paths": {"count": facts.paths.len(), "listed": paths},
+        "worktree_clean": dirt.is_empty() && ops.is_empty(),
+        "operations_in_progress": ops,
+        "problems": findings.listed,
+    }))
+}
