@@ -393,8 +393,14 @@ fn evaluate(baseline: &Baseline, grant: &Grant, repo_dir: Option<&Path>) -> Resu
         &mut findings,
     )?;
     compare_refs(&baseline.refs, &refs, &baseline.branch, &mut findings);
-    if metadata_intact {
-        check_worktree(&repo, &location, &mut findings)?;
+    if metadata_intact && let Err(e) = check_worktree(&repo, &location, &mut findings) {
+        // A tip git itself refuses to check out (a crafted `.git` entry)
+        // cannot be compared with a worktree: that is not clean, and the
+        // other findings still stand.
+        findings.push(Violation::new(
+            rule::WORKTREE_NOT_CLEAN,
+            format!("the worktree cannot be compared with the tip: {e:#}"),
+        ));
     }
     if repo::head(&repo)? != head
         || repo::ref_snapshot(&repo)? != refs

@@ -1,0 +1,258 @@
+//! Test sandbox: real repositories built with the real `git`, isolated from
+//! the machine's git configuration (HOME in a temp dir, no system config,
+//! a fixed identity), plus helpers to run the grantguard binary.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// A temp dir holding an isolated HOME, a bare `origin`, a clone `repo`
+/// (so `refs/remotes/origin/*` exist) and a `state` dir outside both.
+pub struct Sandbox {
+    _tmp: tempfile::TempDir,
+    pub root: PathBuf,
+    pub home: PathBuf,
+    pub origin: PathBuf,
+    pub repo: PathBuf,
+    pub state: PathBuf,
+}
+
+/// Environment every git and grantguard process in the tests gets.
+fn isolate(cmd: &mut Command, home: &Path) {
+    for var in [
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+        "GIT_CONFIG",
+        "GIT_CONFIG_PARAMETERS",
+        "GIT_CONFIG_COUNT",
+        "GIT_NAMESPACE",
+        "GIT_CEILING_DIRECTORIES",
+        "GRANTGUARD_STATE",
+        "XDG_CONFIG_HOME",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.env("HOME", home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", home.join(".gitconfig"))
+        .env("GIT_AUTHOR_NAME", "Test Agent")
+        .env("GIT_AUTHOR_EMAIL", "agent@example.invalid")
+        .env("GIT_COMMITTER_NAME", "Test Agent")
+        .env("GIT_COMMITTER_EMAIL", "agent@example.invalid")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("LC_ALL", "C");
+}
+
+impl Sandbox {
+    /// A repository with `README.md`, `docs/guide.md`, `src/lib.rs` and a
+    /// `.gitignore` for `target/`, pushed to a bare origin and cloned.
+    pub fn new() -> Sandbox {
+        let sb = Sandbox::empty();
+        sb.run_git(
+            &sb.root,
+            &["init", "-q", "--bare", "-b", "main", "origin.git"],
+        );
+        let seed = sb.root.join("seed");
+        sb.run_git(&sb.root, &["init", "-q", "-b", "main", "seed"]);
+        std::fs::create_dir_all(seed.join("docs")).unwrap();
+        std::fs::create_dir_all(seed.join("src")).unwrap();
+        std::fs::write(seed.join("README.md"), "# demo\n").unwrap();
+        std::fs::write(seed.join("docs/guide.md"), "guide\n").unwrap();
+        std::fs::write(seed.join("src/lib.rs"), "pub fn f() {}\n").unwrap();
+        std::fs::write(seed.join(".gitignore"), "target/\n").unwrap();
+        sb.run_git(&seed, &["add", "."]);
+        sb.run_git(&seed, &["commit", "-q", "-m", "initial"]);
+        sb.run_git(&seed, &["push", "-q", "../origin.git", "main"]);
+        sb.run_git(&sb.root, &["clone", "-q", "origin.git", "repo"]);
+        sb
+    }
+
+    /// Only the HOME and paths; no repository yet.
+    pub fn empty() -> Sandbox {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        let home = root.join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        Sandbox {
+            origin: root.join("origin.git"),
+            repo: root.join("repo"),
+            state: root.join("state"),
+            home,
+            root,
+            _tmp: tmp,
+        }
+    }
+
+    /// A command with the isolated environment.
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut cmd = Command::new(program);
+        isolate(&mut cmd, &self.home);
+        cmd
+    }
+
+    /// Runs git in `dir`, asserting success; returns stdout.
+    pub fn run_git(&self, dir: &Path, args: &[&str]) -> String {
+        let out = self
+            .command("git")
+            .current_dir(dir)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Runs git in the repository, asserting success; returns trimmed stdout.
+    pub fn git(&self, args: &[&str]) -> String {
+        self.run_git(&self.repo, args).trim_end().to_owned()
+    }
+
+    /// Runs git in the repository with hooks bypassed (the agent acting
+    /// around them), asserting success.
+    pub fn git_nohooks(&self, args: &[&str]) -> String {
+        let mut all = vec!["-c", "core.hooksPath=/dev/null"];
+        all.extend_from_slice(args);
+        self.git(&all)
+    }
+
+    /// Runs git in the repository without asserting.
+    pub fn try_git(&self, args: &[&str]) -> Output {
+        self.command("git")
+            .current_dir(&self.repo)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// Runs git with stdin.
+    pub fn git_stdin(&self, args: &[&str], stdin: &str) -> String {
+        use std::io::Write;
+        let mut child = self
+            .command("git")
+            .current_dir(&self.repo)
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "git {args:?} failed");
+        String::from_utf8(out.stdout).unwrap().trim_end().to_owned()
+    }
+
+    /// Writes a file in the worktree, creating directories.
+    pub fn write(&self, rel: &str, content: &str) {
+        let p = self.repo.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    }
+
+    /// Writes, stages and commits one file with hooks bypassed.
+    pub fn commit_file(&self, rel: &str, content: &str, message: &str) -> String {
+        self.write(rel, content);
+        self.git_nohooks(&["add", "--", rel]);
+        self.git_nohooks(&["commit", "-q", "-m", message]);
+        self.git(&["rev-parse", "HEAD"])
+    }
+
+    /// Writes a grant file into the sandbox root.
+    pub fn grant(&self, paths: &[&str], min: u32, max: u32) -> PathBuf {
+        let path = self.root.join("grant.json");
+        let doc = serde_json::json!({"repository_grant": {
+            "version": "1", "allowed_paths": paths,
+            "commit_count": {"min": min, "max": max}, "publish": false}});
+        std::fs::write(&path, doc.to_string()).unwrap();
+        path
+    }
+
+    /// Runs the grantguard binary in the repository directory.
+    pub fn grantguard(&self, args: &[&str]) -> Output {
+        self.command(env!("CARGO_BIN_EXE_grantguard"))
+            .current_dir(&self.repo)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// Arms the repository under `grant`, asserting success.
+    pub fn arm(&self, grant: &Path) {
+        let out = self.grantguard(&[
+            "arm",
+            "--repo",
+            self.repo.to_str().unwrap(),
+            "--grant",
+            grant.to_str().unwrap(),
+            "--state",
+            self.state.to_str().unwrap(),
+        ]);
+        assert!(
+            out.status.success(),
+            "arm failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Runs `verify --json`; returns the exit code and the parsed result.
+    pub fn verify(&self) -> (i32, Value) {
+        let out = self.grantguard(&["verify", "--state", self.state.to_str().unwrap(), "--json"]);
+        let result: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "verify printed no JSON ({e}): {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (out.status.code().unwrap(), result)
+    }
+
+    /// The `.git` directory of the repository.
+    pub fn git_dir(&self) -> PathBuf {
+        self.repo.join(".git")
+    }
+}
+
+/// The rule ids of a result's violations, sorted and unique.
+pub fn rules(result: &Value) -> Vec<String> {
+    let mut out: Vec<String> = result["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["rule"].as_str().unwrap().to_owned())
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Asserts that verify accepted.
+#[track_caller]
+pub fn assert_accepted(code: i32, result: &Value) {
+    assert_eq!(
+        (code, result["status"].as_str()),
+        (0, Some("succeeded")),
+        "expected acceptance, got {result:#}"
+    );
+}
+
+/// Asserts that verify rejected with exactly these rules.
+#[track_caller]
+pub fn assert_rejected(code: i32, result: &Value, expected: &[&str]) {
+    assert_eq!(code, 1, "expected exit 1, got {code}: {result:#}");
+    assert_eq!(result["status"], "failed_permanent", "{result:#}");
+    assert_eq!(rules(result), expected, "{result:#}");
+}

@@ -1,0 +1,615 @@
+//! Final acceptance against real repositories: every rule of the design's
+//! table in both directions. The agent's moves bypass hooks (`-c
+//! core.hooksPath=/dev/null`, plumbing), since verify is the authority that
+//! must hold when hooks do not.
+
+mod common;
+
+use common::{Sandbox, assert_accepted, assert_rejected, rules};
+use serde_json::Value;
+
+fn armed(paths: &[&str], min: u32, max: u32) -> Sandbox {
+    let sb = Sandbox::new();
+    let grant = sb.grant(paths, min, max);
+    sb.arm(&grant);
+    sb
+}
+
+#[test]
+fn accepts_a_legitimate_run() {
+    let sb = armed(&["docs/", "README.md"], 1, 2);
+    sb.commit_file("docs/guide.md", "better guide\n", "docs");
+    sb.commit_file("README.md", "# demo 2\n", "readme");
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    assert_eq!(r["evidence"]["commits"]["count"], 2);
+    assert_eq!(r["evidence"]["paths"]["count"], 2);
+}
+
+#[test]
+fn rejects_too_few_commits() {
+    let sb = armed(&["docs/"], 1, 1);
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["commit_count_out_of_bounds"]);
+}
+
+#[test]
+fn rejects_too_many_commits() {
+    let sb = armed(&["docs/"], 1, 2);
+    for i in 0..3 {
+        sb.commit_file("docs/guide.md", &format!("v{i}\n"), "docs");
+    }
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["commit_count_out_of_bounds"]);
+    assert_eq!(r["evidence"]["commits"]["count"], 3);
+}
+
+#[test]
+fn accepts_the_maximum_number_of_commits() {
+    let sb = armed(&["docs/"], 1, 32);
+    for i in 0..32 {
+        sb.commit_file("docs/guide.md", &format!("v{i}\n"), "docs");
+    }
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    assert_eq!(r["evidence"]["commits"]["count"], 32);
+    assert_eq!(
+        r["evidence"]["commits"]["ids"].as_array().unwrap().len(),
+        32
+    );
+}
+
+#[test]
+fn rejects_a_commit_outside_the_grant() {
+    let sb = armed(&["docs/"], 1, 2);
+    sb.commit_file("docs/guide.md", "ok\n", "docs");
+    sb.commit_file("src/lib.rs", "pub fn g() {}\n", "src");
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["path_not_granted"]);
+    assert_eq!(r["violations"][0]["path"], "src/lib.rs");
+    assert!(r["violations"][0]["commit"].is_string());
+}
+
+#[test]
+fn rejects_a_rename_out_of_the_grant() {
+    let sb = armed(&["docs/"], 1, 1);
+    sb.git_nohooks(&["mv", "docs/guide.md", "src/guide.md"]);
+    sb.git_nohooks(&["commit", "-q", "-m", "move"]);
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["path_not_granted"]);
+    assert_eq!(r["violations"][0]["path"], "src/guide.md");
+}
+
+#[test]
+fn rejects_a_rename_into_the_grant_because_the_source_side_counts() {
+    let sb = armed(&["docs/"], 1, 1);
+    sb.git_nohooks(&["mv", "src/lib.rs", "docs/lib.rs"]);
+    sb.git_nohooks(&["commit", "-q", "-m", "move"]);
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["path_not_granted"]);
+    assert_eq!(r["violations"][0]["path"], "src/lib.rs");
+}
+
+#[test]
+fn rejects_a_mode_only_change_outside_the_grant() {
+    let sb = armed(&["docs/"], 1, 1);
+    sb.git_nohooks(&["update-index", "--chmod=+x", "src/lib.rs"]);
+    sb.git_nohooks(&["commit", "-q", "-m", "chmod"]);
+    sb.git(&["checkout", "--", "src/lib.rs"]);
+    std::fs::set_permissions(
+        sb.repo.join("src/lib.rs"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["path_not_granted"]);
+}
+
+#[test]
+fn accepts_a_granted_mode_change_with_a_warning() {
+    let sb = armed(&["docs/"], 1, 1);
+    let p = sb.repo.join("docs/guide.md");
+    std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    sb.git_nohooks(&["commit", "-q", "-am", "chmod"]);
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    let warnings = r["warnings"].to_string();
+    assert!(warnings.contains("new executable"), "{warnings}");
+}
+
+/// Builds a commit on top of HEAD whose tree is HEAD's plus `docs/<name>/config`.
+fn commit_with_nested_entry(sb: &Sandbox, name: &str) -> String {
+    let blob = sb.git_stdin(
+        &["hash-object", "-w", "--stdin"],
+        "[core]\n\tfsmonitor = evil\n",
+    );
+    let inner = sb.git_stdin(&["mktree"], &format!("100644 blob {blob}\tconfig\n"));
+    let docs_listing = sb.git(&["ls-tree", "HEAD:docs"]);
+    let docs = sb.git_stdin(
+        &["mktree"],
+        &format!("{docs_listing}\n040000 tree {inner}\t{name}\n"),
+    );
+    let root_listing: String = sb
+        .git(&["ls-tree", "HEAD"])
+        .lines()
+        .map(|l| {
+            if l.ends_with("\tdocs") {
+                format!("040000 tree {docs}\tdocs\n")
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    let tree = sb.git_stdin(&["mktree"], &root_listing);
+    let commit = sb.git(&["commit-tree", &tree, "-p", "HEAD", "-m", "crafted"]);
+    sb.git_nohooks(&["update-ref", "refs/heads/main", &commit]);
+    commit
+}
+
+#[test]
+fn rejects_a_crafted_dotgit_directory_under_a_granted_subtree() {
+    let sb = armed(&["docs/"], 1, 1);
+    commit_with_nested_entry(&sb, ".git");
+    // The worktree cannot hold the crafted tree (git refuses to check it out);
+    // compare only what verify says about the commit.
+    let (code, r) = sb.verify();
+    assert_eq!(code, 1);
+    assert!(rules(&r).contains(&"dotgit_path".to_owned()), "{r:#}");
+    assert!(r.to_string().contains("docs/.git/config"));
+}
+
+#[test]
+fn rejects_crafted_dotgit_spellings() {
+    for name in [".GIT", "git~1", ".git.", ".git "] {
+        let sb = armed(&["docs/"], 1, 1);
+        commit_with_nested_entry(&sb, name);
+        let (_, r) = sb.verify();
+        assert!(
+            rules(&r).contains(&"dotgit_path".to_owned()),
+            "{name:?}: {r:#}"
+        );
+    }
+}
+
+#[test]
+fn rejects_a_merge_commit() {
+    let sb = armed(&["docs/"], 1, 3);
+    sb.git(&["checkout", "-q", "-b", "side"]);
+    sb.commit_file("docs/side.md", "side\n", "side");
+    sb.git(&["checkout", "-q", "main"]);
+    sb.commit_file("docs/main.md", "main\n", "main");
+    sb.git_nohooks(&["merge", "-q", "--no-edit", "--no-ff", "side"]);
+    sb.git_nohooks(&["branch", "-q", "-D", "side"]);
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["merge_commit"]);
+}
+
+#[test]
+fn rejects_a_tip_that_does_not_descend_from_the_baseline() {
+    let sb = armed(&["docs/"], 1, 1);
+    sb.git(&["checkout", "-q", "--orphan", "fresh"]);
+    sb.git_nohooks(&["commit", "-q", "-m", "orphan"]);
+    let orphan = sb.git(&["rev-parse", "HEAD"]);
+    sb.git(&["checkout", "-q", "-f", "main"]);
+    sb.git_nohooks(&["update-ref", "refs/heads/main", &orphan]);
+    sb.git_nohooks(&["update-ref", "-d", "refs/heads/fresh"]);
+    sb.git(&["reset", "-q", "--hard"]);
+    let (code, r) = sb.verify();
+    assert_eq!(code, 1);
+    assert!(rules(&r).contains(&"not_descendant".to_owned()), "{r:#}");
+}
+
+#[test]
+fn rejects_a_reset_below_the_baseline() {
+    let sb = Sandbox::new();
+    sb.commit_file("docs/pre.md", "pre\n", "pre-existing");
+    let grant = sb.grant(&["docs/"], 1, 1);
+    sb.arm(&grant);
+    sb.git(&["reset", "-q", "--hard", "HEAD~1"]);
+    sb.commit_file("docs/guide.md", "rewritten\n", "rewrite");
+    let (code, r) = sb.verify();
+    assert_eq!(code, 1);
+    assert!(rules(&r).contains(&"not_descendant".to_owned()), "{r:#}");
+}
+
+#[test]
+fn rejects_a_detached_head() {
+    let sb = armed(&["docs/"], 1, 1);
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    sb.git(&["checkout", "-q", "--detach"]);
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["head_not_on_branch"]);
+}
+
+#[test]
+fn rejects_uncommitted_staged_and_untracked_changes() {
+    let sb = armed(&["docs/"], 1, 1);
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    sb.write("docs/guide.md", "unstaged edit\n");
+    sb.write("docs/staged.md", "staged\n");
+    sb.git(&["add", "docs/staged.md"]);
+    sb.write("docs/untracked.md", "untracked\n");
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["worktree_not_clean"]);
+    let text = r["violations"].to_string();
+    for p in ["docs/guide.md", "docs/staged.md", "docs/untracked.md"] {
+        assert!(text.contains(p), "{p} missing from {text}");
+    }
+}
+
+#[test]
+fn accepts_an_ignored_build_directory() {
+    let sb = armed(&["docs/"], 1, 1);
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    for i in 0..50 {
+        sb.write(&format!("target/debug/deep/{i}.o"), "obj");
+    }
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
+#[test]
+fn rejects_an_operation_in_progress() {
+    let sb = armed(&["docs/"], 1, 2);
+    sb.git(&["checkout", "-q", "-b", "side"]);
+    sb.commit_file("docs/guide.md", "side\n", "side");
+    let side = sb.git(&["rev-parse", "HEAD"]);
+    sb.git(&["checkout", "-q", "main"]);
+    sb.commit_file("docs/guide.md", "main\n", "main");
+    let out = sb.try_git(&["-c", "core.hooksPath=/dev/null", "cherry-pick", &side]);
+    assert!(!out.status.success(), "the cherry-pick must conflict");
+    sb.git_nohooks(&["branch", "-q", "-D", "side"]);
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["worktree_not_clean"]);
+    assert!(r["violations"].to_string().contains("cherry-pick"), "{r:#}");
+}
+
+fn assert_unsafe(code: i32, r: &Value) {
+    assert_eq!(code, 1, "{r:#}");
+    assert_eq!(r["failure_class"], "unsafe_state", "{r:#}");
+    assert!(
+        rules(r).contains(&"protected_metadata_changed".to_owned()),
+        "{r:#}"
+    );
+}
+
+#[test]
+fn rejects_fsmonitor_in_config_without_running_it() {
+    let sb = armed(&["docs/"], 1, 1);
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    let marker = sb.root.join("fsmonitor-ran");
+    let script = sb.root.join("fsmonitor.sh");
+    std::fs::write(&script, format!("#!/bin/sh\ntouch {}\n", marker.display())).unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    sb.git(&["config", "core.fsmonitor", script.to_str().unwrap()]);
+    let (code, r) = sb.verify();
+    assert_unsafe(code, &r);
+    assert!(!marker.exists(), "verify must never run core.fsmonitor");
+}
+
+#[test]
+fn never_runs_a_clean_filter_present_at_arm_time() {
+    let sb = Sandbox::new();
+    let marker = sb.root.join("filter-ran");
+    sb.git(&[
+        "config",
+        "filter.evil.clean",
+        &format!("touch {}; cat", marker.display()),
+    ]);
+    sb.commit_file(".gitattributes", "*.md filter=evil\n", "attributes");
+    let grant = sb.grant(&["docs/"], 1, 1);
+    sb.arm(&grant);
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    // Dirty a file so a status check has content to compare.
+    sb.write("docs/guide.md", "changed after commit\n");
+    std::fs::remove_file(&marker).ok();
+    let (code, r) = sb.verify();
+    assert!(!marker.exists(), "verify ran the clean filter");
+    assert_rejected(code, &r, &["worktree_not_clean"]);
+}
+
+#[test]
+fn rejects_a_file_added_to_git_hooks() {
+    let sb = armed(&["docs/"], 1, 1);
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    std::fs::write(sb.git_dir().join("hooks/post-checkout"), "#!/bin/sh\n").unwrap();
+    let (code, r) = sb.verify();
+    assert_unsafe(code, &r);
+}
+
+#[test]
+fn rejects_info_exclude_changed_to_hide_a_file() {
+    let sb = armed(&["docs/"], 1, 1);
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    std::fs::write(sb.git_dir().join("info/exclude"), "secret.txt\n").unwrap();
+    sb.write("secret.txt", "hidden\n");
+    let (code, r) = sb.verify();
+    assert_unsafe(code, &r);
+}
+
+#[test]
+fn rejects_added_alternates() {
+    let sb = armed(&["docs/"], 1, 1);
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    std::fs::write(
+        sb.git_dir().join("objects/info/alternates"),
+        format!("{}\n", sb.origin.join("objects").display()),
+    )
+    .unwrap();
+    let (code, r) = sb.verify();
+    assert_unsafe(code, &r);
+}
+
+#[test]
+fn rejects_a_moved_remote_tracking_ref() {
+    let sb = armed(&["docs/"], 1, 1);
+    let c = sb.commit_file("docs/guide.md", "new\n", "docs");
+    sb.git_nohooks(&["update-ref", "refs/remotes/origin/main", &c]);
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["remote_tracking_ref_changed"]);
+}
+
+#[test]
+fn rejects_a_remote_tracking_ref_moved_by_editing_packed_refs() {
+    let sb = Sandbox::new();
+    sb.git(&["pack-refs", "--all", "--prune"]);
+    let grant = sb.grant(&["docs/"], 1, 1);
+    sb.arm(&grant);
+    let c = sb.commit_file("docs/guide.md", "new\n", "docs");
+    let packed = sb.git_dir().join("packed-refs");
+    let text = std::fs::read_to_string(&packed).unwrap();
+    let edited: String = text
+        .lines()
+        .map(|l| {
+            if l.ends_with(" refs/remotes/origin/main") {
+                format!("{c} refs/remotes/origin/main\n")
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    assert_ne!(text, edited, "packed-refs must hold origin/main");
+    std::fs::write(&packed, edited).unwrap();
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["remote_tracking_ref_changed"]);
+}
+
+#[test]
+fn rejects_a_new_tag_and_a_new_branch() {
+    let sb = armed(&["docs/"], 1, 1);
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    sb.git_nohooks(&["tag", "v9"]);
+    sb.git_nohooks(&["branch", "feature"]);
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["ref_changed"]);
+    let text = r["violations"].to_string();
+    assert!(
+        text.contains("refs/tags/v9") && text.contains("refs/heads/feature"),
+        "{text}"
+    );
+}
+
+/// An orphan commit with the agent's change, unrelated to the baseline.
+fn foreign_commit(sb: &Sandbox) -> String {
+    let blob = sb.git_stdin(&["hash-object", "-w", "--stdin"], "foreign\n");
+    let docs = sb.git_stdin(&["mktree"], &format!("100644 blob {blob}\tguide.md\n"));
+    let tree = sb.git_stdin(&["mktree"], &format!("040000 tree {docs}\tdocs\n"));
+    sb.git(&["commit-tree", &tree, "-m", "foreign"])
+}
+
+#[test]
+fn rejects_a_replace_graft_that_fakes_descent() {
+    let sb = armed(&["docs/"], 1, 1);
+    let base = sb.git(&["rev-parse", "HEAD"]);
+    let foreign = foreign_commit(&sb);
+    sb.git_nohooks(&["replace", "--graft", &foreign, &base]);
+    sb.git_nohooks(&["update-ref", "refs/heads/main", &foreign]);
+    // With replace refs honoured, git itself believes the lie.
+    assert_eq!(
+        sb.git(&["rev-list", "--count", &format!("{base}..main")]),
+        "1"
+    );
+    let (code, r) = sb.verify();
+    assert_eq!(code, 1);
+    let got = rules(&r);
+    assert!(got.contains(&"not_descendant".to_owned()), "{r:#}");
+    assert!(
+        got.contains(&"ref_changed".to_owned()),
+        "refs/replace/* must be flagged: {r:#}"
+    );
+}
+
+#[test]
+fn rejects_info_grafts_that_fake_descent() {
+    let sb = armed(&["docs/"], 1, 1);
+    let base = sb.git(&["rev-parse", "HEAD"]);
+    let foreign = foreign_commit(&sb);
+    std::fs::write(
+        sb.git_dir().join("info/grafts"),
+        format!("{foreign} {base}\n"),
+    )
+    .unwrap();
+    sb.git_nohooks(&["update-ref", "refs/heads/main", &foreign]);
+    let (code, r) = sb.verify();
+    assert_eq!(code, 1);
+    let got = rules(&r);
+    assert!(got.contains(&"not_descendant".to_owned()), "{r:#}");
+    assert!(
+        got.contains(&"protected_metadata_changed".to_owned()),
+        "{r:#}"
+    );
+}
+
+#[test]
+fn rejects_a_stash_left_behind() {
+    let sb = armed(&["docs/"], 1, 1);
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    sb.write("docs/guide.md", "wip\n");
+    sb.git_nohooks(&["stash", "-q"]);
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["ref_changed"]);
+    assert_eq!(r["violations"][0]["ref"], "refs/stash");
+}
+
+#[test]
+fn accepts_work_on_an_unborn_branch() {
+    let sb = Sandbox::empty();
+    sb.run_git(&sb.root, &["init", "-q", "-b", "main", "repo"]);
+    let grant = sb.grant(&["docs/"], 1, 2);
+    sb.arm(&grant);
+    sb.commit_file("docs/first.md", "first\n", "first");
+    sb.commit_file("docs/second.md", "second\n", "second");
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    assert_eq!(r["evidence"]["baseline"]["commit"], Value::Null);
+    assert_eq!(r["evidence"]["commits"]["count"], 2);
+}
+
+#[test]
+fn rejects_an_unborn_branch_left_without_commits() {
+    let sb = Sandbox::empty();
+    sb.run_git(&sb.root, &["init", "-q", "-b", "main", "repo"]);
+    let grant = sb.grant(&["docs/"], 1, 2);
+    sb.arm(&grant);
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["commit_count_out_of_bounds"]);
+}
+
+#[test]
+fn fails_closed_on_a_corrupted_baseline() {
+    let sb = armed(&["docs/"], 1, 1);
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    let path = sb.state.join("baseline.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    // Widen the grant without fixing the integrity digest.
+    std::fs::write(&path, text.replacen("\"max\\\":1", "\"max\\\":9", 1)).unwrap();
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["baseline_invalid"]);
+    assert_eq!(r["failure_class"], "unsafe_state");
+    std::fs::write(&path, "{ not json").unwrap();
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["baseline_invalid"]);
+    std::fs::remove_file(&path).unwrap();
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["baseline_invalid"]);
+}
+
+#[test]
+fn reports_every_violation_not_only_the_first() {
+    let sb = armed(&["docs/"], 1, 1);
+    sb.commit_file("src/lib.rs", "x\n", "one");
+    sb.commit_file("src/other.rs", "y\n", "two");
+    sb.git_nohooks(&["tag", "t"]);
+    sb.write("junk", "j");
+    let (code, r) = sb.verify();
+    assert_rejected(
+        code,
+        &r,
+        &[
+            "commit_count_out_of_bounds",
+            "path_not_granted",
+            "ref_changed",
+            "worktree_not_clean",
+        ],
+    );
+    assert_eq!(r["evidence"]["violation_totals"]["path_not_granted"], 2);
+}
+
+#[test]
+fn lists_at_most_32_violations_per_rule_with_the_total() {
+    let sb = armed(&["docs/"], 1, 1);
+    for i in 0..40 {
+        sb.write(&format!("src/f{i}.rs"), "x");
+    }
+    sb.git_nohooks(&["add", "src"]);
+    sb.git_nohooks(&["commit", "-q", "-m", "many"]);
+    let (_, r) = sb.verify();
+    assert_eq!(r["violations"].as_array().unwrap().len(), 32);
+    assert_eq!(r["evidence"]["violation_totals"]["path_not_granted"], 40);
+}
+
+#[test]
+fn verify_still_works_after_disarm() {
+    let sb = armed(&["docs/"], 1, 1);
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    let out = sb.grantguard(&["disarm", "--state", sb.state.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
+#[test]
+fn evidence_never_carries_raw_grant_patterns() {
+    let sb = armed(&["docs/very-secret-pattern-*.md"], 1, 1);
+    sb.commit_file("docs/very-secret-pattern-1.md", "x\n", "docs");
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    assert!(!r["evidence"].to_string().contains("very-secret-pattern"));
+}
+
+/// Replaces every 40-hex object id and the sha256 digests with placeholders,
+/// so the result's shape can be pinned.
+fn redact(v: &Value) -> Value {
+    match v {
+        Value::String(s) if s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            "<oid>".into()
+        }
+        Value::String(s) if s.starts_with("sha256:") => "sha256:<digest>".into(),
+        Value::String(s) => {
+            let mut out = s.clone();
+            for word in s.split(|c: char| !c.is_ascii_hexdigit()) {
+                if word.len() == 40 {
+                    out = out.replace(word, "<oid>");
+                }
+            }
+            out.into()
+        }
+        Value::Array(a) => a.iter().map(redact).collect(),
+        Value::Object(m) => m.iter().map(|(k, v)| (k.clone(), redact(v))).collect(),
+        other => other.clone(),
+    }
+}
+
+#[test]
+fn rejected_result_matches_the_designed_tool_result_shape() {
+    let sb = armed(&["docs/"], 1, 1);
+    sb.commit_file("src/lib.rs", "x\n", "src");
+    let (code, r) = sb.verify();
+    assert_eq!(code, 1);
+    let expected = serde_json::json!({
+        "schema": "grantguard.tool_result/1",
+        "tool": "verify",
+        "status": "failed_permanent",
+        "failure_class": "verification",
+        "retryable": false,
+        "violations": [{
+            "rule": "path_not_granted",
+            "message": "commit <oid> changes \"src/lib.rs\", which the grant does not allow",
+            "commit": "<oid>",
+            "path": "src/lib.rs"
+        }],
+        "warnings": [],
+        "evidence": {
+            "grant": {
+                "id": "rg1:1e7e1c80d1c0b5d3b6f7bdf0b0a7c5d5c1c50cd1e91b8ef1e2a8f8b5a02e3bd6",
+                "path_count": 1,
+                "paths_digest": "sha256:<digest>"
+            },
+            "baseline": {"branch": "refs/heads/main", "commit": "<oid>"},
+            "policy": {"min_commits": 1, "max_commits": 1, "publish": false},
+            "commits": {"count": 1, "ids": ["<oid>"], "tip": "<oid>"},
+            "paths": {"count": 1, "digest": "sha256:<digest>"},
+            "violation_totals": {"path_not_granted": 1}
+        }
+    });
+    let mut got = redact(&r);
+    // The grant id is pinned by the grant tests; here only its form matters.
+    let id = r["evidence"]["grant"]["id"].as_str().unwrap().to_owned();
+    assert!(id.starts_with("rg1:") && id.len() == 68, "{id}");
+    got["evidence"]["grant"]["id"] = expected["evidence"]["grant"]["id"].clone();
+    assert_eq!(got, expected, "{got:#}");
+}
