@@ -115,6 +115,15 @@ pub struct HistoryFacts {
     pub paths: BTreeSet<BString>,
 }
 
+/// Which commit-count bounds apply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CountCheck {
+    /// `min <= count <= max`: final acceptance.
+    Full,
+    /// `count <= max`: while the agent is still working.
+    MaxOnly,
+}
+
 /// Checks the commits in `baseline..tip` against the grant: descent, linear
 /// history, count and paths. Shared by `verify` and the
 /// `reference-transaction` hook, so both decide alike.
@@ -124,6 +133,7 @@ pub fn check_history(
     tip: Option<ObjectId>,
     grant: &Grant,
     matcher: &PathMatcher,
+    counting: CountCheck,
     findings: &mut Findings,
 ) -> Result<HistoryFacts> {
     let mut facts = HistoryFacts::default();
@@ -136,7 +146,7 @@ pub fn check_history(
                 "the branch no longer points to a commit; it must descend from the baseline",
             ));
         }
-        check_count(0, grant, findings);
+        check_count(0, grant, counting, findings);
         return Ok(facts);
     };
     let history = repo::new_history(repo, baseline, tip, grant.max_commits() as usize)?;
@@ -178,7 +188,7 @@ pub fn check_history(
         } else {
             facts.count
         };
-        check_count(count, grant, findings);
+        check_count(count, grant, counting, findings);
     }
     if history.commits.len() > MAX_DIFFED_COMMITS {
         findings.warnings.insert(format!(
@@ -196,15 +206,16 @@ pub fn check_history(
     Ok(facts)
 }
 
-fn check_count(count: usize, grant: &Grant, findings: &mut Findings) {
+fn check_count(count: usize, grant: &Grant, counting: CountCheck, findings: &mut Findings) {
     let (min, max) = (grant.min_commits() as usize, grant.max_commits() as usize);
-    if count < min || count > max {
+    let too_few = counting == CountCheck::Full && count < min;
+    if too_few || count > max {
         let shown = if count == usize::MAX {
             format!("more than {}", crate::repo::FULL_WALK_LIMIT)
         } else {
             count.to_string()
         };
-        let advice = if count < min {
+        let advice = if too_few {
             "commit your work"
         } else {
             "squash commits (e.g. git reset --soft to the baseline and commit again)"
@@ -311,7 +322,7 @@ fn symlink_escape(link: &[u8], target: &[u8], matcher: &PathMatcher) -> Option<&
 /// Runs final acceptance for the state directory `state`. `repo_dir`, when
 /// given, must be the armed repository.
 pub fn verify(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
-    let (baseline, grant) = match Baseline::read_live_or_retired(state) {
+    let (baseline, grant, armed) = match Baseline::read_live_or_retired(state) {
         Ok(b) => b,
         Err(e) => {
             return ToolResult::rejected(
@@ -321,7 +332,7 @@ pub fn verify(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
             );
         }
     };
-    match evaluate(&baseline, &grant, repo_dir) {
+    match evaluate(&baseline, &grant, armed, repo_dir) {
         Ok(result) => result,
         Err(e) => ToolResult::rejected(
             "verify",
@@ -332,12 +343,17 @@ pub fn verify(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
     }
 }
 
-fn evaluate(baseline: &Baseline, grant: &Grant, repo_dir: Option<&Path>) -> Result<ToolResult> {
+fn evaluate(
+    baseline: &Baseline,
+    grant: &Grant,
+    armed: bool,
+    repo_dir: Option<&Path>,
+) -> Result<ToolResult> {
     let mut findings = Findings::default();
     // Protected metadata first: before anything reads the worktree (where a
     // changed config could make a program run).
     let metadata = repo::metadata_digests(&baseline.repo)?;
-    compare_metadata(&baseline.metadata, &metadata, &mut findings);
+    compare_metadata(baseline.expected_metadata(armed), &metadata, &mut findings);
     let metadata_intact = findings.is_empty();
 
     let repo = repo::open(&baseline.repo.work_dir)?;
@@ -390,6 +406,7 @@ fn evaluate(baseline: &Baseline, grant: &Grant, repo_dir: Option<&Path>) -> Resu
         tip,
         grant,
         &grant.matcher(),
+        CountCheck::Full,
         &mut findings,
     )?;
     compare_refs(&baseline.refs, &refs, &baseline.branch, &mut findings);

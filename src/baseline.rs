@@ -23,17 +23,6 @@ pub const SCHEMA: &str = "grantguard.baseline/1";
 /// File name of the record inside the state directory.
 pub const FILE_NAME: &str = "baseline.json";
 
-/// What `arm` changed in the repository's configuration, so `disarm` can put
-/// it back exactly. `None` values mean the key was not set.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PreviousConfig {
-    /// The value of `core.hooksPath` before arming.
-    pub hooks_path: Option<String>,
-    /// The value of `protocol.allow` before arming.
-    pub protocol_allow: Option<String>,
-}
-
 /// The recorded state, as written by `arm`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -52,14 +41,11 @@ pub struct Baseline {
     pub commit: Option<String>,
     /// Every ref under `refs/` and its raw value.
     pub refs: RefMap,
-    /// Digest per protected metadata entry.
+    /// Digest per protected metadata entry, as armed (hooks installed).
     pub metadata: BTreeMap<String, String>,
-    /// Configuration `arm` replaced, when it installed hooks.
-    #[serde(default)]
-    pub previous_config: Option<PreviousConfig>,
-    /// Hook names that were effective before arming and are chained.
-    #[serde(default)]
-    pub chained_hooks: Vec<String>,
+    /// The same digests before `arm` installed the hooks: what a clean
+    /// `disarm` restores, and what `verify` expects after it.
+    pub metadata_before_arm: BTreeMap<String, String>,
     /// Seconds since the Unix epoch when the record was made.
     pub armed_at: u64,
 }
@@ -108,14 +94,28 @@ impl Baseline {
         Baseline::read_file(&path_in(state))
     }
 
-    /// Reads the live record, or the retired one after a clean `disarm`.
-    pub fn read_live_or_retired(state: &Path) -> Result<(Baseline, Grant)> {
+    /// Reads the live record, or the retired one after a clean `disarm`
+    /// (then `armed` is false and [`Baseline::expected_metadata`] is the
+    /// pre-arm metadata).
+    pub fn read_live_or_retired(state: &Path) -> Result<(Baseline, Grant, bool)> {
         let live = path_in(state);
         let retired = retired_path_in(state);
         if !live.exists() && retired.exists() {
-            return Baseline::read_file(&retired);
+            let (b, g) = Baseline::read_file(&retired)?;
+            return Ok((b, g, false));
         }
-        Baseline::read_file(&live)
+        let (b, g) = Baseline::read_file(&live)?;
+        Ok((b, g, true))
+    }
+
+    /// The protected metadata `verify` expects: as armed while the hooks are
+    /// installed, as before arming after `disarm`.
+    pub fn expected_metadata(&self, armed: bool) -> &BTreeMap<String, String> {
+        if armed {
+            &self.metadata
+        } else {
+            &self.metadata_before_arm
+        }
     }
 
     fn read_file(path: &Path) -> Result<(Baseline, Grant)> {

@@ -11,6 +11,8 @@
 //! - [`baseline`]: the record `arm` writes outside the checkout.
 //! - [`state`]: the state directory and the arm/disarm life cycle.
 //! - [`acceptance`]: the rules `verify` applies, and the verdict.
+//! - [`hooks`]: `pre-commit`, `pre-push` and `reference-transaction`, and
+//!   their installation.
 //! - [`status`]: what the agent has used of its grant.
 //! - [`result`]: the typed [`result::ToolResult`] and failure taxonomy every
 //!   command reports.
@@ -28,6 +30,7 @@ pub mod digest;
 pub mod document;
 pub mod fsutil;
 pub mod grant;
+pub mod hooks;
 pub mod repo;
 pub mod result;
 pub mod state;

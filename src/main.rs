@@ -62,6 +62,20 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run a hook check (what the installed stubs call).
+    Hook {
+        /// pre-commit, pre-push or reference-transaction.
+        name: String,
+        /// The state directory given to `arm`.
+        #[arg(long, env = "GRANTGUARD_STATE")]
+        state: Option<PathBuf>,
+        /// The hook that was effective before arming; runs after the check.
+        #[arg(long)]
+        chain: Option<PathBuf>,
+        /// The hook's arguments, as git passed them.
+        #[arg(last = true)]
+        args: Vec<std::ffi::OsString>,
+    },
     /// Show what the agent has used of its grant so far.
     Status {
         /// The state directory given to `arm`.
@@ -86,6 +100,24 @@ enum GrantCommand {
 }
 
 fn main() -> ExitCode {
+    // Installed under a hook's name (a copy or symlink named pre-commit,
+    // pre-push or reference-transaction), the binary is that hook.
+    let mut argv = std::env::args_os();
+    let argv0 = argv.next().unwrap_or_default();
+    let stem = std::path::Path::new(&argv0)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default()
+        .to_owned();
+    if grantguard::hooks::GUARDED.contains(&stem.as_str()) {
+        let invocation = grantguard::hooks::Invocation {
+            name: stem,
+            state: std::env::var_os(grantguard::hooks::STATE_ENV).map(PathBuf::from),
+            chain: None,
+            args: argv.collect(),
+        };
+        return exit_code(grantguard::hooks::run(&invocation));
+    }
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Grant(GrantCommand::Check { file, json }) => grant_check(&file, json),
@@ -100,7 +132,22 @@ fn main() -> ExitCode {
         }
         Command::Disarm { state, json } => report(&state::disarm(&state), json),
         Command::Status { state, json } => status_command(&state, json),
+        Command::Hook {
+            name,
+            state,
+            chain,
+            args,
+        } => grantguard::hooks::run(&grantguard::hooks::Invocation {
+            name,
+            state,
+            chain,
+            args,
+        }),
     };
+    exit_code(code)
+}
+
+fn exit_code(code: i32) -> ExitCode {
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 

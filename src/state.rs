@@ -13,6 +13,7 @@ use serde_json::json;
 use crate::acceptance::rule;
 use crate::baseline::{self, Baseline};
 use crate::grant::Grant;
+use crate::hooks::install;
 use crate::repo::{self, Head};
 use crate::result::{FailureClass, ToolResult, Violation};
 
@@ -84,13 +85,23 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
             ),
         );
     }
-    if baseline::path_in(&state).exists() {
+    if baseline::path_in(&state).exists() || install::read_record(&state)?.is_some() {
         return refuse(
             ALREADY_ARMED,
             format!(
                 "{} already holds a baseline; run `grantguard disarm --state {}` first",
                 state.display(),
                 state.display()
+            ),
+        );
+    }
+    if let Some(other) = install::armed_elsewhere(&location)? {
+        return refuse(
+            ALREADY_ARMED,
+            format!(
+                "the repository's hooks already point to grantguard stubs in {}; disarm that \
+                 state first",
+                other.display()
             ),
         );
     }
@@ -121,6 +132,13 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
         return Ok(result);
     }
     crate::fsutil::create_private_dir(&state)?;
+    let binary = std::env::current_exe()
+        .and_then(|p| p.canonicalize())
+        .context("cannot locate the grantguard executable for the hook stubs")?;
+    let metadata_before_arm = repo::metadata_digests(&location)?;
+    let installed = install::install(&location, &state, &binary)?;
+    // The baseline is recorded after installation, so it includes the
+    // config that points at the stubs.
     let record = Baseline {
         schema: baseline::SCHEMA.into(),
         grant: grant.canonical().to_owned(),
@@ -130,8 +148,7 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
         commit: commit.map(|c| c.to_string()),
         refs: repo::ref_snapshot(&repo)?,
         metadata: repo::metadata_digests(&location)?,
-        previous_config: None,
-        chained_hooks: Vec::new(),
+        metadata_before_arm,
         armed_at: now_secs(),
     };
     record.write(&state)?;
@@ -141,7 +158,15 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
             "baseline",
             json!({"branch": branch, "commit": record.commit}),
         )
-        .with_evidence("state", state.display().to_string()))
+        .with_evidence("state", state.display().to_string())
+        .with_evidence(
+            "chained_hooks",
+            installed
+                .chained
+                .iter()
+                .map(|(n, _)| n.clone())
+                .collect::<Vec<_>>(),
+        ))
 }
 
 /// Disarms the repository recorded in `state_dir`: undoes what `arm` changed
@@ -159,27 +184,44 @@ pub fn disarm(state_dir: &Path) -> ToolResult {
 }
 
 fn disarm_inner(state_dir: &Path) -> Result<ToolResult> {
-    if !baseline::path_in(state_dir).exists() {
+    let record = install::read_record(state_dir)?;
+    let live = baseline::path_in(state_dir);
+    if record.is_none() && !live.exists() {
         return Ok(ToolResult::rejected(
             "disarm",
             FailureClass::Validation,
             Violation::new(
                 NOT_ARMED,
                 format!(
-                    "{} holds no baseline; nothing is armed there",
+                    "{} holds no armed state; nothing to disarm",
                     state_dir.display()
                 ),
             ),
         ));
     }
-    let (record, _grant) = Baseline::read(state_dir)?;
-    let disarmed = baseline::retired_path_in(state_dir);
-    std::fs::rename(baseline::path_in(state_dir), &disarmed)
-        .with_context(|| format!("cannot retire the baseline in {}", state_dir.display()))?;
-    crate::fsutil::sync_dir(state_dir)?;
-    Ok(ToolResult::succeeded("disarm")
-        .with_evidence("repository", record.repo.work_dir.display().to_string())
-        .with_evidence("baseline_kept_at", disarmed.display().to_string()))
+    let mut result = ToolResult::succeeded("disarm");
+    if let Some(record) = &record {
+        let restored = install::uninstall(state_dir, record)?;
+        if restored == install::Restored::KeysOnly {
+            result.warnings.push(
+                "the repository config changed while armed; only core.hooksPath and \
+                 protocol.allow were restored"
+                    .into(),
+            );
+        }
+        result = result.with_evidence("config_restored", format!("{restored:?}").to_lowercase());
+    }
+    // Keep the baseline under another name: verify still works after a
+    // clean disarm, while hooks (which read only the live name) see none.
+    if live.exists() {
+        let retired = baseline::retired_path_in(state_dir);
+        std::fs::rename(&live, &retired)
+            .with_context(|| format!("cannot retire the baseline in {}", state_dir.display()))?;
+        crate::fsutil::sync_dir(state_dir)?;
+        result = result.with_evidence("baseline_kept_at", retired.display().to_string());
+    }
+    install::forget(state_dir)?;
+    Ok(result)
 }
 
 fn now_secs() -> u64 {

@@ -11,14 +11,14 @@ use anyhow::Result;
 use gix::bstr::ByteSlice;
 use serde_json::{Value, json};
 
-use crate::acceptance::{Findings, check_history};
+use crate::acceptance::{CountCheck, Findings, check_history};
 use crate::baseline::Baseline;
 use crate::repo::{self, Head};
 use crate::result::MAX_LISTED;
 
 /// The status report as JSON.
 pub fn status(state: &Path) -> Result<Value> {
-    let (baseline, grant) = Baseline::read_live_or_retired(state)?;
+    let (baseline, grant, _) = Baseline::read_live_or_retired(state)?;
     let repo = repo::open(&baseline.repo.work_dir)?;
     let head = repo::head(&repo)?;
     let tip = repo::ref_snapshot(&repo)?
@@ -31,6 +31,7 @@ pub fn status(state: &Path) -> Result<Value> {
         tip,
         &grant,
         &grant.matcher(),
+        CountCheck::MaxOnly,
         &mut findings,
     )?;
     let dirt = repo::worktree_dirt(&repo)?;

@@ -174,7 +174,7 @@ fn rejects_crafted_dotgit_spellings() {
 #[test]
 fn rejects_a_merge_commit() {
     let sb = armed(&["docs/"], 1, 3);
-    sb.git(&["checkout", "-q", "-b", "side"]);
+    sb.git_nohooks(&["checkout", "-q", "-b", "side"]);
     sb.commit_file("docs/side.md", "side\n", "side");
     sb.git(&["checkout", "-q", "main"]);
     sb.commit_file("docs/main.md", "main\n", "main");
@@ -193,7 +193,7 @@ fn rejects_a_tip_that_does_not_descend_from_the_baseline() {
     sb.git(&["checkout", "-q", "-f", "main"]);
     sb.git_nohooks(&["update-ref", "refs/heads/main", &orphan]);
     sb.git_nohooks(&["update-ref", "-d", "refs/heads/fresh"]);
-    sb.git(&["reset", "-q", "--hard"]);
+    sb.git_nohooks(&["reset", "-q", "--hard"]);
     let (code, r) = sb.verify();
     assert_eq!(code, 1);
     assert!(rules(&r).contains(&"not_descendant".to_owned()), "{r:#}");
@@ -205,7 +205,7 @@ fn rejects_a_reset_below_the_baseline() {
     sb.commit_file("docs/pre.md", "pre\n", "pre-existing");
     let grant = sb.grant(&["docs/"], 1, 1);
     sb.arm(&grant);
-    sb.git(&["reset", "-q", "--hard", "HEAD~1"]);
+    sb.git_nohooks(&["reset", "-q", "--hard", "HEAD~1"]);
     sb.commit_file("docs/guide.md", "rewritten\n", "rewrite");
     let (code, r) = sb.verify();
     assert_eq!(code, 1);
@@ -251,7 +251,7 @@ fn accepts_an_ignored_build_directory() {
 #[test]
 fn rejects_an_operation_in_progress() {
     let sb = armed(&["docs/"], 1, 2);
-    sb.git(&["checkout", "-q", "-b", "side"]);
+    sb.git_nohooks(&["checkout", "-q", "-b", "side"]);
     sb.commit_file("docs/guide.md", "side\n", "side");
     let side = sb.git(&["rev-parse", "HEAD"]);
     sb.git(&["checkout", "-q", "main"]);

@@ -1,0 +1,347 @@
+//! Installing and removing the hook stubs, and the two config keys `arm`
+//! sets: `core.hooksPath` (to the stubs) and `protocol.allow = never` (so no
+//! transport works while armed, even with `--no-verify`).
+//!
+//! Crash safety: the original config bytes and an install record are written
+//! (atomically) *before* the config is changed, so a `disarm` after a crash at
+//! any point finds what it needs to restore the repository exactly.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+
+use crate::digest::sha256_hex;
+use crate::fsutil::{sync_dir, write_atomic};
+use crate::repo::Location;
+
+use super::GUARDED;
+
+/// The install record, in the state directory.
+pub const RECORD: &str = "install.json";
+/// The repository's config bytes as they were before arming.
+pub const CONFIG_BEFORE: &str = "config.before";
+/// Directory of the stubs inside the state directory.
+pub const STUBS_DIR: &str = "hooks";
+/// Marker file in the stubs directory: tells a second `arm` (with another
+/// state directory) that this repository is already armed.
+pub const MARKER: &str = ".grantguard-stubs";
+
+const GUARD_TEMPLATE: &str = include_str!("../../hooks/guard.sh");
+const CHAIN_TEMPLATE: &str = include_str!("../../hooks/chain.sh");
+
+/// What `arm` changed, so `disarm` can undo it exactly.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstallRecord {
+    /// The config file that was changed.
+    pub config_path: PathBuf,
+    /// `sha256:` digest of the config as `arm` left it.
+    pub config_after_digest: String,
+    /// The local `core.hooksPath` before arming, if set.
+    pub previous_hooks_path: Option<String>,
+    /// The local `protocol.allow` before arming, if set.
+    pub previous_protocol_allow: Option<String>,
+    /// Hooks that were effective before arming, by name, with their path.
+    pub chained: Vec<(String, PathBuf)>,
+}
+
+/// Shell single-quoting: the value can hold any byte but NUL.
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+fn config_digest(bytes: &[u8]) -> String {
+    format!("sha256:{}", sha256_hex(bytes))
+}
+
+/// The hooks directory that was effective before arming: the resolved
+/// `core.hooksPath` from the full config (system, global and local, as git
+/// sees it), else `<common dir>/hooks`.
+fn effective_hooks_dir(location: &Location) -> Result<PathBuf> {
+    let repo = gix::open(&location.work_dir)
+        .context("cannot open the repository to read core.hooksPath")?;
+    let configured = repo
+        .config_snapshot()
+        .trusted_path("core.hooksPath")
+        .context("core.hooksPath is not a valid path")?;
+    Ok(match configured {
+        None => location.common_dir.join("hooks"),
+        Some(path) if path.is_absolute() => path,
+        // Git runs hooks from the worktree root, so a relative hooksPath
+        // (husky's `.husky`) is relative to it.
+        Some(path) => location.work_dir.join(path),
+    })
+}
+
+/// Executable regular files (symlinks followed) in the old hooks directory,
+/// except git's `*.sample` files.
+fn effective_hooks(dir: &Path) -> Result<Vec<(String, PathBuf)>> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = Vec::new();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
+    };
+    for entry in entries {
+        let entry = entry?;
+        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        if name.ends_with(".sample") || name.starts_with('.') {
+            continue;
+        }
+        let path = entry.path();
+        let Ok(meta) = std::fs::metadata(&path) else {
+            continue;
+        };
+        if meta.is_file() && meta.permissions().mode() & 0o111 != 0 {
+            out.push((name, path));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn load_config(path: &Path) -> Result<(Vec<u8>, gix::config::File)> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let file =
+        gix::config::File::from_path_no_includes(path.to_owned(), gix::config::Source::Local)
+            .with_context(|| format!("cannot parse {}", path.display()))?;
+    Ok((bytes, file))
+}
+
+fn local_value(file: &gix::config::File, key: &str) -> Option<String> {
+    file.raw_value(key).ok().map(|v| v.to_string())
+}
+
+/// Writes a config file the way git does: `config.lock` created exclusively,
+/// fsynced, renamed over `config`. A concurrent git fails to take the lock
+/// instead of losing our write.
+fn write_config(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+    let lock = path.with_extension("lock");
+    let mode = std::fs::metadata(path).map_or(0o644, |m| m.permissions().mode() & 0o777);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&lock)
+        .with_context(|| {
+            format!(
+                "cannot lock {} ({} exists: is git running, or did it crash?)",
+                path.display(),
+                lock.display()
+            )
+        })?;
+    let written = file
+        .write_all(bytes)
+        .and_then(|()| file.set_permissions(std::fs::Permissions::from_mode(mode)))
+        .and_then(|()| file.sync_all())
+        .and_then(|()| std::fs::rename(&lock, path));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&lock);
+        return Err(e).with_context(|| format!("cannot write {}", path.display()));
+    }
+    sync_dir(path.parent().expect("config has a parent"))
+}
+
+/// Whether the repository's hooks already point at grantguard stubs.
+pub fn armed_elsewhere(location: &Location) -> Result<Option<PathBuf>> {
+    let dir = effective_hooks_dir(location)?;
+    Ok(dir.join(MARKER).exists().then_some(dir))
+}
+
+/// Installs the stubs into `<state>/hooks` and points the repository at
+/// them. `binary` is the grantguard executable the stubs run.
+pub fn install(location: &Location, state: &Path, binary: &Path) -> Result<InstallRecord> {
+    let config_path = location.common_dir.join("config");
+    let old_dir = effective_hooks_dir(location)?;
+    let chained = effective_hooks(&old_dir)?;
+    let (before, mut config) = load_config(&config_path)?;
+
+    // 1. The stubs, in a fresh directory.
+    let stubs = state.join(STUBS_DIR);
+    if stubs.exists() {
+        std::fs::remove_dir_all(&stubs)
+            .with_context(|| format!("cannot clear {}", stubs.display()))?;
+    }
+    crate::fsutil::create_private_dir(&stubs)?;
+    let bin = sh_quote(
+        binary
+            .to_str()
+            .context("the grantguard path is not UTF-8")?,
+    );
+    let state_q = sh_quote(state.to_str().context("the state path is not UTF-8")?);
+    let original = |name: &str| chained.iter().find(|(n, _)| n == name).map(|(_, p)| p);
+    for name in GUARDED {
+        let chain = match original(name) {
+            Some(p) => format!("--chain {} ", sh_quote(&p.to_string_lossy())),
+            None => String::new(),
+        };
+        let text = GUARD_TEMPLATE
+            .replace("@GRANTGUARD@", &bin)
+            .replace("@HOOK@", name)
+            .replace("@STATE@", &state_q)
+            .replace("@CHAIN@", &chain);
+        write_stub(&stubs.join(name), &text)?;
+    }
+    for (name, path) in chained
+        .iter()
+        .filter(|(n, _)| !GUARDED.contains(&n.as_str()))
+    {
+        let text = CHAIN_TEMPLATE.replace("@ORIGINAL@", &sh_quote(&path.to_string_lossy()));
+        write_stub(&stubs.join(name), &text)?;
+    }
+    write_atomic(&stubs.join(MARKER), state.to_string_lossy().as_bytes())?;
+
+    // 2. What we are about to change, before changing it.
+    let previous_hooks_path = local_value(&config, "core.hooksPath");
+    let previous_protocol_allow = local_value(&config, "protocol.allow");
+    config
+        .set_raw_value(
+            "core.hooksPath",
+            stubs.to_str().context("the state path is not UTF-8")?,
+        )
+        .context("cannot set core.hooksPath")?;
+    config
+        .set_raw_value("protocol.allow", "never")
+        .context("cannot set protocol.allow")?;
+    let after = config.to_bstring();
+    let record = InstallRecord {
+        config_path: config_path.clone(),
+        config_after_digest: config_digest(&after),
+        previous_hooks_path,
+        previous_protocol_allow,
+        chained,
+    };
+    write_atomic(&state.join(CONFIG_BEFORE), &before)?;
+    write_atomic(
+        &state.join(RECORD),
+        serde_json::to_string_pretty(&record)
+            .expect("plain data")
+            .as_bytes(),
+    )?;
+
+    // 3. The change itself.
+    write_config(&config_path, &after)?;
+    Ok(record)
+}
+
+fn write_stub(path: &Path, text: &str) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    write_atomic(path, text.as_bytes())?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+        .with_context(|| format!("cannot make {} executable", path.display()))
+}
+
+/// Reads the install record, if `arm` got as far as writing it.
+pub fn read_record(state: &Path) -> Result<Option<InstallRecord>> {
+    let path = state.join(RECORD);
+    match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .with_context(|| format!("the install record {} is malformed", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+/// How `uninstall` put the config back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Restored {
+    /// Byte for byte, as it was before arming.
+    Exactly,
+    /// The config changed while armed: only our two keys were restored.
+    KeysOnly,
+    /// It already was as before arming (a repeated disarm).
+    AlreadyRestored,
+}
+
+/// Restores the config and removes the stubs. Idempotent: safe to repeat
+/// after a crash half-way.
+pub fn uninstall(state: &Path, record: &InstallRecord) -> Result<Restored> {
+    let before = std::fs::read(state.join(CONFIG_BEFORE))
+        .with_context(|| format!("cannot read {}", state.join(CONFIG_BEFORE).display()))?;
+    let (current, mut config) = load_config(&record.config_path)?;
+    let restored = if current == before {
+        Restored::AlreadyRestored
+    } else if config_digest(&current) == record.config_after_digest {
+        write_config(&record.config_path, &before)?;
+        Restored::Exactly
+    } else {
+        restore_key(
+            &mut config,
+            "core",
+            "hooksPath",
+            record.previous_hooks_path.as_deref(),
+        )?;
+        restore_key(
+            &mut config,
+            "protocol",
+            "allow",
+            record.previous_protocol_allow.as_deref(),
+        )?;
+        write_config(&record.config_path, &config.to_bstring())?;
+        Restored::KeysOnly
+    };
+    let stubs = state.join(STUBS_DIR);
+    if stubs.exists() {
+        std::fs::remove_dir_all(&stubs)
+            .with_context(|| format!("cannot remove {}", stubs.display()))?;
+    }
+    Ok(restored)
+}
+
+fn restore_key(
+    config: &mut gix::config::File,
+    section: &str,
+    key: &str,
+    value: Option<&str>,
+) -> Result<()> {
+    match value {
+        Some(v) => {
+            config
+                .set_raw_value(format!("{section}.{key}").as_str(), v)
+                .with_context(|| format!("cannot restore {section}.{key}"))?;
+        }
+        None => {
+            if let Ok(mut s) = config.section_mut(section, None) {
+                while s.remove(key).is_some() {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Removes the install record and the saved config once disarm is done.
+pub fn forget(state: &Path) -> Result<()> {
+    for name in [RECORD, CONFIG_BEFORE] {
+        match std::fs::remove_file(state.join(name)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("cannot remove {name}")),
+        }
+    }
+    sync_dir(state)
+}
+
+/// Fails unless the stubs are present (used by `status` and tests).
+pub fn check_installed(state: &Path) -> Result<()> {
+    if !state.join(STUBS_DIR).join(MARKER).exists() {
+        bail!("the hook stubs in {} are missing", state.display());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_quoting_survives_quotes_and_spaces() {
+        assert_eq!(sh_quote("a b"), "'a b'");
+        assert_eq!(sh_quote("it's"), r"'it'\''s'");
+    }
+}

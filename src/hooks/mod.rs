@@ -1,0 +1,209 @@
+//! Hooks: refuse a mutation that breaks the grant at the moment it happens,
+//! with a message the agent can act on.
+//!
+//! `arm` installs stubs (see [`install`]) that run `grantguard hook <name>
+//! --state DIR [--chain ORIGINAL] -- ARGS`; the binary also answers when it
+//! is installed under a hook's name, with the state directory from
+//! `GRANTGUARD_STATE`. Hooks are fast feedback, not the authority: whoever
+//! controls the checkout can bypass them (`-c core.hooksPath=`, editing
+//! `.git`). `verify` is the authority.
+//!
+//! A hook that finds no valid state refuses (fails closed) and says how to
+//! recover.
+
+pub mod install;
+pub mod pre_commit;
+pub mod reference_transaction;
+
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::acceptance::Findings;
+use crate::baseline::Baseline;
+use crate::grant::Grant;
+use reference_transaction::Phase;
+
+/// The hooks grantguard checks (the rest are only chained).
+pub const GUARDED: [&str; 3] = ["pre-commit", "pre-push", "reference-transaction"];
+
+/// Environment variable naming the state directory when the binary runs
+/// under a hook's name.
+pub const STATE_ENV: &str = "GRANTGUARD_STATE";
+
+/// Most offending items a hook message lists.
+const MAX_SHOWN: usize = 10;
+
+/// Largest standard input a hook reads (a transaction of 100,000 refs is
+/// about 10 MB).
+const MAX_STDIN: u64 = 256 * 1024 * 1024;
+
+/// One hook invocation.
+#[derive(Debug)]
+pub struct Invocation {
+    /// The hook's name (`pre-commit`, ...).
+    pub name: String,
+    /// The state directory, if known.
+    pub state: Option<PathBuf>,
+    /// The hook that was effective before arming, to run after the check.
+    pub chain: Option<PathBuf>,
+    /// The hook's arguments, as git passed them.
+    pub args: Vec<OsString>,
+}
+
+/// Runs a hook and returns its exit code. Never panics on bad input; any
+/// failure to decide refuses.
+pub fn run(invocation: &Invocation) -> i32 {
+    let name = invocation.name.as_str();
+    let stdin = if matches!(name, "reference-transaction" | "pre-push") {
+        let mut buf = Vec::new();
+        if let Err(e) = std::io::stdin().take(MAX_STDIN).read_to_end(&mut buf) {
+            return refuse_unchecked(name, &format!("cannot read standard input: {e}"));
+        }
+        Some(buf)
+    } else {
+        None
+    };
+    let verdict = match name {
+        "reference-transaction" => {
+            let phase = invocation
+                .args
+                .first()
+                .and_then(|a| a.to_str())
+                .and_then(Phase::parse);
+            match phase {
+                None => Err(format!(
+                    "unknown phase {:?}; expected preparing, prepared, committed or aborted",
+                    invocation.args.first()
+                )),
+                // Too late to refuse: exit at once (after the chained hook).
+                Some(p) if !p.can_refuse() => Ok(Findings::default()),
+                Some(_) => with_state(invocation, |repo, baseline, grant| {
+                    let updates =
+                        reference_transaction::parse_updates(stdin.as_deref().unwrap_or_default())
+                            .map_err(|e| anyhow::anyhow!("malformed standard input: {e}"))?;
+                    reference_transaction::decide(repo, baseline, grant, &updates)
+                }),
+            }
+        }
+        "pre-commit" => with_state(invocation, pre_commit::decide),
+        "pre-push" => {
+            return refuse_push(invocation);
+        }
+        other => Err(format!("{other:?} is not a hook grantguard checks")),
+    };
+    match verdict {
+        Ok(findings) if findings.is_empty() => chain(invocation, stdin.as_deref()),
+        Ok(findings) => {
+            print_refusal(name, &findings, invocation);
+            1
+        }
+        Err(message) => refuse_unchecked(name, &message),
+    }
+}
+
+/// Loads the state and the repository, then decides. Any error becomes a
+/// message for a fail-closed refusal.
+fn with_state(
+    invocation: &Invocation,
+    decide: impl FnOnce(&gix::Repository, &Baseline, &Grant) -> anyhow::Result<Findings>,
+) -> Result<Findings, String> {
+    let state = invocation
+        .state
+        .as_deref()
+        .ok_or_else(|| format!("no state directory: pass --state or set {STATE_ENV}"))?;
+    let (baseline, grant) = Baseline::read(state).map_err(|e| {
+        format!(
+            "no valid grant state in {} ({e:#}).\n  To remove the hooks: grantguard disarm --state {}\n  \
+             Or arm the repository again",
+            state.display(),
+            state.display()
+        )
+    })?;
+    let repo = crate::repo::open_from_hook_environment().map_err(|e| format!("{e:#}"))?;
+    decide(&repo, &baseline, &grant).map_err(|e| format!("cannot decide: {e:#}"))
+}
+
+fn refuse_unchecked(name: &str, message: &str) -> i32 {
+    eprintln!("grantguard ({name}): refused, failing closed: {message}");
+    1
+}
+
+fn refuse_push(invocation: &Invocation) -> i32 {
+    let remote = invocation
+        .args
+        .first()
+        .map_or_else(|| "the remote".into(), |r| r.to_string_lossy().into_owned());
+    eprintln!(
+        "grantguard (pre-push): refused [publish_not_granted]\n  pushing to {remote} is not granted: \
+         the repository grant has publish: false and allows local commits only.\n  \
+         Leave your commits on the local branch; the harness collects them."
+    );
+    1
+}
+
+fn print_refusal(name: &str, findings: &Findings, invocation: &Invocation) {
+    let mut out = format!("grantguard ({name}): refused by the repository grant\n");
+    for v in findings.listed.iter().take(MAX_SHOWN) {
+        out.push_str(&format!("  [{}] {}\n", v.rule, v.message));
+    }
+    let total: usize = findings.totals.values().sum();
+    if total > MAX_SHOWN {
+        out.push_str(&format!("  ... and {} more\n", total - MAX_SHOWN));
+    }
+    if let Some(state) = &invocation.state
+        && let Ok((_, grant)) = Baseline::read(state)
+    {
+        out.push_str(&format!(
+            "  allowed paths: {}\n  new commits: {} to {}; publishing is not granted\n  \
+             see `grantguard status --state {}`\n",
+            grant.allowed_paths().join(", "),
+            grant.min_commits(),
+            grant.max_commits(),
+            state.display()
+        ));
+    }
+    eprint!("{out}");
+}
+
+/// Runs the hook that was effective before arming, with the same arguments
+/// and standard input; its exit code is the hook's.
+fn chain(invocation: &Invocation, stdin: Option<&[u8]>) -> i32 {
+    let Some(original) = &invocation.chain else {
+        return 0;
+    };
+    run_original(original, &invocation.args, stdin)
+}
+
+fn run_original(original: &Path, args: &[OsString], stdin: Option<&[u8]>) -> i32 {
+    let mut cmd = Command::new(original);
+    cmd.args(args);
+    if stdin.is_some() {
+        cmd.stdin(Stdio::piped());
+    }
+    let mut child = match cmd.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            eprintln!(
+                "grantguard: cannot run the chained hook {}: {e}",
+                original.display()
+            );
+            return 1;
+        }
+    };
+    if let (Some(bytes), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        // A hook that exits without reading its input is fine.
+        let _ = pipe.write_all(bytes);
+    }
+    match child.wait() {
+        Ok(status) => status.code().unwrap_or(1),
+        Err(e) => {
+            eprintln!(
+                "grantguard: the chained hook {} failed: {e}",
+                original.display()
+            );
+            1
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! The `pre-commit` hook: the staged paths (index against HEAD) must be
+//! granted and free of `.git` components, and the commit must not exceed the
+//! grant's `max`. It runs before git writes the commit, so the agent can fix
+//! its index and try again.
+
+use anyhow::{Context, Result};
+use gix::bstr::{BString, ByteSlice};
+
+use crate::acceptance::{Findings, rule};
+use crate::baseline::Baseline;
+use crate::grant::{Grant, has_dotgit_component};
+use crate::repo::{self, Head};
+use crate::result::Violation;
+
+/// Every path the next commit would change: both sides of a rename, adds,
+/// deletes and mode changes.
+pub fn staged_paths(repo: &gix::Repository) -> Result<Vec<BString>> {
+    let head_tree = repo
+        .head_tree_id_or_empty()
+        .context("cannot read HEAD's tree")?;
+    let index = repo.index_or_empty().context("cannot read the index")?;
+    let mut paths = Vec::new();
+    repo.tree_index_status(
+        &head_tree,
+        &index,
+        None,
+        gix::status::tree_index::TrackRenames::Disabled,
+        |change, _, _| {
+            use gix::diff::index::ChangeRef;
+            if let ChangeRef::Rewrite {
+                source_location, ..
+            } = &change
+            {
+                paths.push(source_location.as_ref().to_owned());
+            }
+            paths.push(change.location().to_owned());
+            Ok(gix::diff::index::Action::Continue(()))
+        },
+    )
+    .context("cannot compare the index with HEAD")?;
+    Ok(paths)
+}
+
+/// Whether git is amending: the commit will replace HEAD rather than add to
+/// it. Git does not tell the hook, so we look at its command line (the hook's
+/// parent process). Only the count check depends on it, and the
+/// `reference-transaction` hook enforces the real count either way.
+fn is_amend() -> bool {
+    let Ok(cmdline) = std::fs::read(format!(
+        "/proc/{}/cmdline",
+        std::os::unix::process::parent_id()
+    )) else {
+        return false;
+    };
+    cmdline.split(|&b| b == 0).any(|arg| arg == b"--amend")
+}
+
+/// Decides the commit about to be made.
+pub fn decide(repo: &gix::Repository, baseline: &Baseline, grant: &Grant) -> Result<Findings> {
+    let mut findings = Findings::default();
+    let matcher = grant.matcher();
+    for path in staged_paths(repo)? {
+        let shown = path.to_str_lossy().into_owned();
+        if has_dotgit_component(&path) {
+            findings.push(
+                Violation::new(rule::DOTGIT_PATH, format!("{shown:?} has a .git component"))
+                    .with_path(shown),
+            );
+        } else if !matcher.is_granted(&path) {
+            findings.push(
+                Violation::new(rule::PATH_NOT_GRANTED, format!("{shown:?} is not granted"))
+                    .with_path(shown),
+            );
+        }
+    }
+    if let Head::Branch {
+        name,
+        commit: Some(tip),
+    } = repo::head(repo)?
+        && name == baseline.branch
+    {
+        let max = grant.max_commits() as usize;
+        let history = repo::new_history(repo, baseline.commit_id(), tip, max)?;
+        if history.descends {
+            let amend = is_amend() && !history.commits.is_empty();
+            let after = history.commits.len() + usize::from(!amend);
+            if after > max {
+                findings.push(Violation::new(
+                    rule::COMMIT_COUNT_OUT_OF_BOUNDS,
+                    format!(
+                        "this would be new commit {after}; the grant allows at most {max}. \
+                         Amend instead (git commit --amend) or squash (git reset --soft)"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(findings)
+}

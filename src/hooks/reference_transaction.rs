@@ -1,0 +1,394 @@
+//! The `reference-transaction` hook: every ref update passes through it, so
+//! it is where commits, resets, rebases, tags, branches, fetches and direct
+//! `update-ref`s are refused at the moment they happen — including commits
+//! made with `--no-verify`, which skips only `pre-commit`.
+//!
+//! Each line `<old> <new> <ref>` is decided by its *effect*: the value the
+//! ref will have, compared with its value at the baseline. The old column is
+//! never trusted. This makes git's quirks harmless: `git pack-refs` reports
+//! every ref as created with its current value and then deletes the loose
+//! copies whose packed copy keeps the value; deleting a packed ref can send
+//! lines whose old and new are both zero; `git gc` may send an empty
+//! transaction; git >= 2.46 writes symref values as `ref:<target>`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+use crate::acceptance::{Findings, check_history, rule};
+use crate::baseline::Baseline;
+use crate::grant::Grant;
+use crate::result::Violation;
+
+/// The phase git calls the hook in (its first argument).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// git >= 2.54: before the refs are locked; `HEAD` may be unresolved.
+    Preparing,
+    /// All refs locked; the transaction can still be aborted.
+    Prepared,
+    /// Done; too late to refuse.
+    Committed,
+    /// Rolled back (also sent for internal sub-transactions).
+    Aborted,
+}
+
+impl Phase {
+    /// Parses the hook's first argument.
+    pub fn parse(arg: &str) -> Option<Phase> {
+        Some(match arg {
+            "preparing" => Phase::Preparing,
+            "prepared" => Phase::Prepared,
+            "committed" => Phase::Committed,
+            "aborted" => Phase::Aborted,
+            _ => return None,
+        })
+    }
+
+    /// Whether a refusal in this phase still stops the update.
+    pub fn can_refuse(self) -> bool {
+        matches!(self, Phase::Preparing | Phase::Prepared)
+    }
+}
+
+/// One side of an update line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RefValue {
+    /// The all-zero id: absent (created from nothing, or deleted).
+    Zero,
+    /// An object id, lowercase hex.
+    Object(String),
+    /// A symbolic ref (`ref:<target>`).
+    Symbolic(String),
+}
+
+/// One line of the hook's standard input.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Update {
+    /// The value before, as git claims it (never trusted for decisions).
+    pub old: RefValue,
+    /// The value after.
+    pub new: RefValue,
+    /// The full ref name.
+    pub name: String,
+}
+
+/// A malformed line of standard input.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParseError {
+    /// 1-based line number.
+    pub line: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}: {}", self.line, self.message)
+    }
+}
+
+fn parse_value(word: &str) -> Result<RefValue, String> {
+    if let Some(target) = word.strip_prefix("ref:") {
+        if target.is_empty() || target.bytes().any(|b| b.is_ascii_control() || b == b' ') {
+            return Err(format!("invalid symbolic target {word:?}"));
+        }
+        return Ok(RefValue::Symbolic(target.to_owned()));
+    }
+    let is_hex = word.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    if !is_hex || !(word.len() == 40 || word.len() == 64) {
+        return Err(format!("{word:?} is neither an object id nor ref:<target>"));
+    }
+    Ok(if word.bytes().all(|b| b == b'0') {
+        RefValue::Zero
+    } else {
+        RefValue::Object(word.to_owned())
+    })
+}
+
+/// Parses the hook's standard input. Empty input (an empty transaction, as
+/// `git gc` may send) is no updates.
+pub fn parse_updates(input: &[u8]) -> Result<Vec<Update>, ParseError> {
+    let text = std::str::from_utf8(input).map_err(|e| ParseError {
+        line: 1 + input[..e.valid_up_to()]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count(),
+        message: "not UTF-8".into(),
+    })?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let fail = |message: String| ParseError {
+            line: i + 1,
+            message,
+        };
+        if line.is_empty() {
+            continue;
+        }
+        let mut words = line.splitn(3, ' ');
+        let (Some(old), Some(new), Some(name)) = (words.next(), words.next(), words.next()) else {
+            return Err(fail(format!("expected '<old> <new> <ref>', got {line:?}")));
+        };
+        if name.is_empty() || name.bytes().any(|b| b.is_ascii_control() || b == b' ') {
+            return Err(fail(format!("invalid ref name {name:?}")));
+        }
+        out.push(Update {
+            old: parse_value(old).map_err(fail)?,
+            new: parse_value(new).map_err(fail)?,
+            name: name.to_owned(),
+        });
+    }
+    Ok(out)
+}
+
+/// Pseudorefs git moves during ordinary work; they are not part of the grant.
+const PSEUDOREFS: &[&str] = &[
+    "ORIG_HEAD",
+    "FETCH_HEAD",
+    "MERGE_HEAD",
+    "CHERRY_PICK_HEAD",
+    "REVERT_HEAD",
+    "REBASE_HEAD",
+    "AUTO_MERGE",
+];
+
+/// How a ref is treated.
+#[derive(Debug, PartialEq, Eq)]
+enum Kind {
+    Head,
+    /// Pseudorefs, `refs/stash` and `refs/bisect/*`: free to move while
+    /// armed (verify demands `refs/stash` back at its baseline).
+    Scratch,
+    GrantedBranch,
+    Protected,
+}
+
+fn kind(name: &str, branch: &str) -> Kind {
+    if name == "HEAD" {
+        Kind::Head
+    } else if name == branch {
+        Kind::GrantedBranch
+    } else if PSEUDOREFS.contains(&name)
+        || name.starts_with("BISECT_")
+        || name == "refs/stash"
+        || name.starts_with("refs/bisect/")
+    {
+        Kind::Scratch
+    } else {
+        Kind::Protected
+    }
+}
+
+/// Values in `packed-refs`, read only when a deletion line needs them.
+fn packed_refs(common_dir: &Path) -> Result<BTreeMap<String, String>> {
+    let path = common_dir.join("packed-refs");
+    let text = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    let mut out = BTreeMap::new();
+    for line in text.split(|&b| b == b'\n') {
+        if line.starts_with(b"#") || line.starts_with(b"^") || line.is_empty() {
+            continue;
+        }
+        let line = String::from_utf8_lossy(line);
+        if let Some((id, name)) = line.split_once(' ') {
+            out.insert(name.to_owned(), id.to_owned());
+        }
+    }
+    Ok(out)
+}
+
+/// The value a ref will have once the update is applied (`None`: absent).
+///
+/// A deletion while `packed-refs.lock` is held is a real deletion (git locks
+/// the packed file to drop the ref there too). A deletion without that lock
+/// removes only a loose file, and the ref keeps its packed value, which is
+/// what `git pack-refs` does after packing.
+fn effect(
+    update: &Update,
+    common_dir: &Path,
+    packed: &mut Option<BTreeMap<String, String>>,
+) -> Result<Option<String>> {
+    Ok(match &update.new {
+        RefValue::Object(id) => Some(id.clone()),
+        RefValue::Symbolic(target) => Some(format!("ref:{target}")),
+        RefValue::Zero => {
+            if common_dir.join("packed-refs.lock").exists() {
+                None
+            } else {
+                if packed.is_none() {
+                    *packed = Some(packed_refs(common_dir)?);
+                }
+                packed.as_ref().and_then(|p| p.get(&update.name).cloned())
+            }
+        }
+    })
+}
+
+/// Decides a transaction in a refusable phase. An empty result allows it.
+pub fn decide(
+    repo: &gix::Repository,
+    baseline: &Baseline,
+    grant: &Grant,
+    updates: &[Update],
+) -> Result<Findings> {
+    let mut findings = Findings::default();
+    let mut packed = None;
+    let mut branch_values: Vec<Option<String>> = Vec::new();
+    for update in updates {
+        let kind = kind(&update.name, &baseline.branch);
+        if kind == Kind::Scratch {
+            continue;
+        }
+        let value = effect(update, &baseline.repo.common_dir, &mut packed)?;
+        match kind {
+            Kind::Scratch => {}
+            // A commit through HEAD always comes with a line for the branch
+            // itself, which is decided below; a HEAD line alone detaches or
+            // switches HEAD, which verify checks at the end.
+            Kind::Head if value.is_some() => {}
+            Kind::Head => findings
+                .push(Violation::new(rule::REF_CHANGED, "HEAD cannot be deleted").with_ref("HEAD")),
+            Kind::GrantedBranch => {
+                if !branch_values.contains(&value) {
+                    branch_values.push(value);
+                }
+            }
+            Kind::Protected => {
+                if value.as_ref() != baseline.refs.get(&update.name) {
+                    let what = match (baseline.refs.get(&update.name), &value) {
+                        (None, _) => "be created",
+                        (Some(_), None) => "be deleted",
+                        _ => "move",
+                    };
+                    let id = if update.name.starts_with("refs/remotes/") {
+                        rule::REMOTE_TRACKING_REF_CHANGED
+                    } else {
+                        rule::REF_CHANGED
+                    };
+                    findings.push(
+                        Violation::new(id, format!("{} would {what}", update.name))
+                            .with_ref(update.name.clone()),
+                    );
+                }
+            }
+        }
+    }
+    let matcher = grant.matcher();
+    for value in branch_values {
+        match value {
+            None if baseline.commit.is_none() => {}
+            None => findings.push(
+                Violation::new(
+                    rule::NOT_DESCENDANT,
+                    format!(
+                        "{} would be deleted; the granted branch must stay",
+                        baseline.branch
+                    ),
+                )
+                .with_ref(baseline.branch.clone()),
+            ),
+            Some(v) if v.starts_with("ref:") => findings.push(
+                Violation::new(
+                    rule::NOT_DESCENDANT,
+                    format!("{} would become a symbolic ref ({v})", baseline.branch),
+                )
+                .with_ref(baseline.branch.clone()),
+            ),
+            Some(v) => {
+                let tip = crate::repo::parse_id(&v)?;
+                check_history(
+                    repo,
+                    baseline.commit_id(),
+                    Some(tip),
+                    grant,
+                    &matcher,
+                    crate::acceptance::CountCheck::MaxOnly,
+                    &mut findings,
+                )?;
+            }
+        }
+    }
+    Ok(findings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: &str = "1111111111111111111111111111111111111111";
+    const Z: &str = "0000000000000000000000000000000000000000";
+
+    #[test]
+    fn parses_objects_zeros_and_symrefs() {
+        let input = format!(
+            "{Z} {A} refs/heads/main\n{A} {Z} refs/tags/v1\n{Z} ref:refs/heads/main HEAD\n"
+        );
+        let u = parse_updates(input.as_bytes()).unwrap();
+        assert_eq!(u.len(), 3);
+        assert_eq!(u[0].new, RefValue::Object(A.into()));
+        assert_eq!(u[1].new, RefValue::Zero);
+        assert_eq!(u[2].new, RefValue::Symbolic("refs/heads/main".into()));
+    }
+
+    #[test]
+    fn empty_input_is_an_empty_transaction() {
+        assert_eq!(parse_updates(b"").unwrap(), vec![]);
+        assert_eq!(parse_updates(b"\n").unwrap(), vec![]);
+    }
+
+    #[test]
+    fn rejects_malformed_lines_with_their_number() {
+        for (input, line) in [
+            (format!("{A} {A}\n"), 1),
+            (format!("{A} {A} refs/x\nxyz {A} refs/y\n"), 2),
+            (format!("{A} {} refs/x\n", &A[..39]), 1),
+            (format!("{A} ref: refs/x\n"), 1),
+            (format!("{A} {A} \n"), 1),
+            (format!("{A} {A} refs/a b\n"), 1),
+            ("\u{0}\n".to_string(), 1),
+        ] {
+            let err = parse_updates(input.as_bytes()).unwrap_err();
+            assert_eq!(err.line, line, "{input:?}: {err}");
+        }
+        assert!(parse_updates(b"\xff\xfe").is_err());
+    }
+
+    #[test]
+    fn classifies_refs() {
+        let b = "refs/heads/main";
+        assert_eq!(kind("HEAD", b), Kind::Head);
+        assert_eq!(kind("refs/heads/main", b), Kind::GrantedBranch);
+        for scratch in [
+            "ORIG_HEAD",
+            "AUTO_MERGE",
+            "BISECT_EXPECTED_REV",
+            "refs/stash",
+            "refs/bisect/bad",
+        ] {
+            assert_eq!(kind(scratch, b), Kind::Scratch, "{scratch}");
+        }
+        for protected in [
+            "refs/heads/other",
+            "refs/tags/v1",
+            "refs/remotes/origin/main",
+            "refs/notes/commits",
+            "refs/replace/x",
+        ] {
+            assert_eq!(kind(protected, b), Kind::Protected, "{protected}");
+        }
+    }
+
+    #[test]
+    fn phases_parse_and_only_early_ones_refuse() {
+        assert!(Phase::parse("preparing").unwrap().can_refuse());
+        assert!(Phase::parse("prepared").unwrap().can_refuse());
+        assert!(!Phase::parse("committed").unwrap().can_refuse());
+        assert!(!Phase::parse("aborted").unwrap().can_refuse());
+        assert_eq!(Phase::parse("bogus"), None);
+    }
+}
