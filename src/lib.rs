@@ -9,12 +9,15 @@
 //! - [`result`]: the typed [`result::ToolResult`] and failure taxonomy every
 //!   command reports.
 //! - [`document`]: strict JSON/TOML reading shared by every input format.
+//! - [`contract`]: task specs and contracts, the tool catalog, the role
+//!   registry and the admission gate (seed 000).
 //!
 //! The binary (`src/main.rs`) only parses arguments, calls these modules and
 //! maps results to exit codes.
 
 #![deny(missing_docs)]
 
+pub mod contract;
 pub mod digest;
 pub mod document;
 pub mod grant;
