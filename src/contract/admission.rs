@@ -438,3 +438,246 @@ impl AdmissionReport {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::result::Status;
+
+    fn task(id: &str, worker: &str, deps: &[&str]) -> Value {
+        json!({
+            "id": id, "title": "t", "objective": "o", "task_type": "change",
+            "required_capabilities": ["repo.read"], "side_effect_class": "none",
+            "risk_class": "low", "dependencies": deps, "worker": worker
+        })
+    }
+
+    fn catalog() -> ToolCatalog {
+        ToolCatalog::from_value(&json!({"tool": [{
+            "name": "coder", "required_capabilities": ["repo.patch.propose", "repo.read"],
+            "side_effect_class": "reversible", "risk_class": "medium", "idempotent": false,
+            "supports_cancellation": true, "supports_timeout": true,
+            "compensation": "automatic", "compensation_note": "reset the branch"
+        }]}))
+        .unwrap()
+    }
+
+    fn registry() -> Registry {
+        Registry::from_value(&json!({"role": [
+            {"name": "newrole", "executable": true, "enabled": true},
+            {"name": "asleep", "executable": true, "enabled": false},
+            {"name": "stub", "executable": false, "enabled": true},
+            {"name": "coder", "executable": true, "enabled": true}
+        ]}))
+        .unwrap()
+    }
+
+    fn spec(v: Value) -> TaskSpec {
+        TaskSpec::from_value(&v, "").unwrap()
+    }
+
+    fn rejection(v: Value, catalog: Option<&ToolCatalog>, registry: Option<&Registry>) -> Rule {
+        let e = project(&spec(v), "", catalog, registry).unwrap_err();
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!(e[0].path, "worker");
+        e[0].rule
+    }
+
+    #[test]
+    fn projects_the_union_of_capabilities_and_the_more_cautious_classes() {
+        let mut v = task("a", "coder", &[]);
+        v["required_capabilities"] = json!(["repo.read", "network.http.public"]);
+        v["risk_class"] = json!("critical");
+        let a = project(&spec(v), "", Some(&catalog()), None).unwrap();
+        let c = a.contract;
+        assert_eq!(
+            c.required_capabilities,
+            ["network.http.public", "repo.patch.propose", "repo.read"]
+        );
+        assert_eq!(c.side_effect_class, SideEffectClass::Reversible); // catalog's
+        assert_eq!(c.risk_class, RiskClass::Critical); // task's
+        assert_eq!(c.declared_by, DeclaredBy::Catalog);
+        assert_eq!(c.compensation, Some(Compensation::Automatic));
+        assert!(a.warnings.is_empty());
+    }
+
+    #[test]
+    fn unknown_worker_projects_to_destructive_critical_and_no_capability() {
+        let d = resolve_worker("ghost", Some(&catalog()), None)
+            .unwrap()
+            .unwrap();
+        assert_eq!(d, WorkerDeclaration::unknown());
+        assert_eq!(d.side_effect_class, SideEffectClass::Destructive);
+        assert_eq!(d.risk_class, RiskClass::Critical);
+        assert!(d.capabilities.is_empty());
+    }
+
+    #[test]
+    fn rejects_a_worker_the_catalog_does_not_know() {
+        assert_eq!(
+            rejection(task("a", "ghost", &[]), Some(&catalog()), None),
+            Rule::UnknownWorker
+        );
+        assert_eq!(
+            rejection(task("a", "ghost", &[]), Some(&catalog()), Some(&registry())),
+            Rule::UnknownWorker
+        );
+    }
+
+    #[test]
+    fn rejects_an_uncatalogued_role_that_is_not_executable_and_enabled() {
+        for role in ["asleep", "stub"] {
+            let rule = rejection(task("a", role, &[]), Some(&catalog()), Some(&registry()));
+            assert_eq!(rule, Rule::WorkerDisabled, "{role}");
+        }
+    }
+
+    #[test]
+    fn rejects_a_registry_disabled_role_even_without_a_catalog() {
+        assert_eq!(
+            rejection(task("a", "asleep", &[]), None, Some(&registry())),
+            Rule::WorkerDisabled
+        );
+    }
+
+    #[test]
+    fn admits_a_registry_enabled_uncatalogued_role_with_the_fallback_and_a_warning() {
+        let a = project(
+            &spec(task("a", "newrole", &[])),
+            "",
+            Some(&catalog()),
+            Some(&registry()),
+        )
+        .unwrap();
+        let c = &a.contract;
+        assert_eq!(c.required_capabilities, ["model.invoke", "repo.read"]);
+        assert_eq!(c.side_effect_class, SideEffectClass::Reversible);
+        assert_eq!(c.risk_class, RiskClass::High);
+        assert_eq!(c.compensation, Some(Compensation::Manual));
+        assert_eq!(c.declared_by, DeclaredBy::Fallback);
+        assert_eq!(a.warnings.len(), 1);
+        assert!(a.warnings[0].contains("fallback"));
+    }
+
+    #[test]
+    fn fallback_never_lowers_a_more_cautious_task_declaration() {
+        let mut v = task("a", "newrole", &[]);
+        v["side_effect_class"] = json!("destructive");
+        v["risk_class"] = json!("critical");
+        let c = project(&spec(v), "", Some(&catalog()), Some(&registry()))
+            .unwrap()
+            .contract;
+        assert_eq!(
+            (c.side_effect_class, c.risk_class),
+            (SideEffectClass::Destructive, RiskClass::Critical)
+        );
+    }
+
+    #[test]
+    fn without_a_catalog_the_task_declaration_stands() {
+        let a = project(&spec(task("a", "ghost", &[])), "", None, Some(&registry())).unwrap();
+        assert_eq!(
+            a.contract,
+            TaskContract::from_task(&spec(task("a", "ghost", &[])))
+        );
+        assert_eq!(a.contract.declared_by, DeclaredBy::Task);
+        assert_eq!(a.contract.compensation, None);
+    }
+
+    #[test]
+    fn rejects_dependants_of_rejected_tasks_transitively() {
+        let plan = Plan::from_value(&json!([
+            task("a", "ghost", &[]),
+            task("b", "coder", &["a"]),
+            task("c", "coder", &["b"]),
+            task("d", "coder", &[])
+        ]))
+        .unwrap();
+        let report = admit_plan(&plan, Some(&catalog()), None);
+        let admitted: Vec<_> = report
+            .admitted
+            .iter()
+            .map(|a| a.contract.id.as_str())
+            .collect();
+        assert_eq!(admitted, ["d"]);
+        let rejected: Vec<_> = report
+            .rejected
+            .iter()
+            .map(|r| {
+                (
+                    r.id.as_deref().unwrap(),
+                    r.errors[0].rule,
+                    r.errors[0].path.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            rejected,
+            [
+                ("a", Rule::UnknownWorker, "[0].worker"),
+                ("b", Rule::DependencyRejected, "[1].dependencies[0]"),
+                ("c", Rule::DependencyRejected, "[2].dependencies[0]"),
+            ]
+        );
+    }
+
+    #[test]
+    fn admits_the_fixture_plan_with_one_fallback_warning() {
+        let report = admit_files(
+            Path::new("fixtures/contracts/plan.toml"),
+            Some(Path::new("fixtures/contracts/catalog.toml")),
+            Some(Path::new("fixtures/contracts/registry.toml")),
+        )
+        .unwrap();
+        assert!(report.all_admitted(), "{}", report.render());
+        assert_eq!(report.admitted.len(), 5);
+        let warned: Vec<_> = report
+            .admitted
+            .iter()
+            .filter(|a| !a.warnings.is_empty())
+            .map(|a| a.contract.id.as_str())
+            .collect();
+        assert_eq!(warned, ["verify-login"]);
+        let result = report.to_tool_result();
+        assert_eq!((result.status, result.exit_code()), (Status::Succeeded, 0));
+        assert_eq!(result.warnings.len(), 1);
+    }
+
+    #[test]
+    fn a_rejection_fails_the_result_permanently_with_one_violation_per_error() {
+        let mut bad = task("b", "coder", &[]);
+        bad["title"] = json!("");
+        bad["risk_class"] = json!("none");
+        let plan = Plan::from_value(&json!([task("a", "coder", &[]), bad])).unwrap();
+        let result = admit_plan(&plan, None, None).to_tool_result();
+        assert_eq!(result.status, Status::FailedPermanent);
+        assert_eq!(result.failure_class, Some(FailureClass::Validation));
+        assert_eq!(result.exit_code(), 1);
+        let rules: Vec<_> = result.violations.iter().map(|v| v.rule.as_str()).collect();
+        assert_eq!(rules, ["empty_field", "invalid_enum"]);
+        assert!(
+            result.violations[0]
+                .message
+                .starts_with("task \"b\": [1].title")
+        );
+        assert_eq!(result.evidence["tasks"]["rejected"], 1);
+    }
+
+    #[test]
+    fn reports_unreadable_inputs_by_name() {
+        let e = admit_files(Path::new("no/such/plan.json"), None, None).unwrap_err();
+        assert_eq!(e.input, "plan");
+        assert_eq!(e.errors[0].rule, Rule::InvalidDocument);
+        assert_eq!(e.to_tool_result().exit_code(), 1);
+        let e = admit_files(
+            Path::new("fixtures/contracts/plan.toml"),
+            Some(Path::new("fixtures/contracts/registry.toml")),
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(e.input, "catalog");
+        assert!(e.render().contains("cannot use catalog"));
+    }
+}

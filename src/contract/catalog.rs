@@ -348,3 +348,180 @@ impl ToolCatalog {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn tool(name: &str) -> Value {
+        json!({
+            "name": name, "required_capabilities": ["repo.read", "repo.patch.propose"],
+            "side_effect_class": "reversible", "risk_class": "medium", "idempotent": false,
+            "supports_cancellation": true, "supports_timeout": true,
+            "compensation": "automatic", "compensation_note": "reset the branch"
+        })
+    }
+
+    fn catalog() -> ToolCatalog {
+        ToolCatalog::from_value(&json!({"tool": [tool("coder")]})).unwrap()
+    }
+
+    fn rules(doc: Value) -> Vec<(Rule, String)> {
+        ToolCatalog::from_value(&doc)
+            .unwrap_err()
+            .into_iter()
+            .map(|e| (e.rule, e.path))
+            .collect()
+    }
+
+    #[test]
+    fn accepts_the_fixture_catalog() {
+        let c = ToolCatalog::load_file(Path::new("fixtures/contracts/catalog.toml")).unwrap();
+        assert_eq!(c.tools().count(), 4);
+        assert_eq!(
+            c.get("operator").unwrap().compensation,
+            Compensation::Manual
+        );
+    }
+
+    #[test]
+    fn accepts_a_read_only_tool_without_compensation() {
+        let mut t = tool("reader");
+        t["side_effect_class"] = json!("none");
+        t["compensation"] = json!("none");
+        t.as_object_mut().unwrap().remove("compensation_note");
+        assert!(ToolCatalog::from_value(&json!({"tool": [t]})).is_ok());
+    }
+
+    #[test]
+    fn rejects_a_state_changing_tool_without_compensation() {
+        for effect in ["reversible", "destructive"] {
+            let mut t = tool("coder");
+            t["side_effect_class"] = json!(effect);
+            t["compensation"] = json!("none");
+            assert_eq!(
+                rules(json!({"tool": [t]})),
+                [(Rule::MissingCompensation, "tool[0].compensation".into())]
+            );
+        }
+    }
+
+    #[test]
+    fn rejects_compensation_without_a_note() {
+        let mut t = tool("coder");
+        t.as_object_mut().unwrap().remove("compensation_note");
+        assert_eq!(
+            rules(json!({"tool": [t]})),
+            [(Rule::MissingField, "tool[0].compensation_note".into())]
+        );
+    }
+
+    #[test]
+    fn rejects_unknown_keys_in_tools_and_at_the_top() {
+        let mut t = tool("coder");
+        t["sudo"] = json!(true);
+        assert_eq!(
+            rules(json!({"tool": [t], "tools": []})),
+            [
+                (Rule::UnknownKey, "tools".into()),
+                (Rule::UnknownKey, "tool[0].sudo".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn rejects_duplicate_tool_names() {
+        assert_eq!(
+            rules(json!({"tool": [tool("coder"), tool("coder")]})),
+            [(Rule::DuplicateName, "tool[1].name".into())]
+        );
+    }
+
+    #[test]
+    fn rejects_missing_mistyped_and_empty_fields() {
+        let mut t = tool("coder");
+        t["required_capabilities"] = json!([]);
+        t["idempotent"] = json!("yes");
+        t["risk_class"] = json!("extreme");
+        t.as_object_mut().unwrap().remove("supports_timeout");
+        assert_eq!(
+            rules(json!({"tool": [t, 3]})),
+            [
+                (Rule::NoCapabilities, "tool[0].required_capabilities".into()),
+                (Rule::InvalidEnum, "tool[0].risk_class".into()),
+                (Rule::WrongType, "tool[0].idempotent".into()),
+                (Rule::MissingField, "tool[0].supports_timeout".into()),
+                (Rule::WrongType, "tool[1]".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn rejects_a_non_table_catalog_and_a_single_tool_table() {
+        assert_eq!(rules(json!([])), [(Rule::InvalidDocument, String::new())]);
+        assert_eq!(
+            rules(json!({"tool": tool("coder")})),
+            [(Rule::WrongType, "tool".into())]
+        );
+    }
+
+    #[test]
+    fn can_run_allows_a_full_grant() {
+        assert_eq!(
+            catalog().can_run("coder", &["repo.patch.propose", "repo.read"]),
+            Ok(())
+        );
+        assert_eq!(
+            catalog().can_run(
+                "coder",
+                &["repo.read", "repo.patch.propose", "network.http.public"]
+            ),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn can_run_refuses_a_partial_grant_naming_what_is_missing() {
+        let refusal = catalog().can_run("coder", &["repo.read"]).unwrap_err();
+        assert_eq!(
+            refusal,
+            Refusal::MissingCapabilities {
+                tool: "coder".into(),
+                missing: vec!["repo.patch.propose".into()]
+            }
+        );
+        assert!(refusal.to_string().contains("repo.patch.propose"));
+        assert_eq!(refusal.rule(), "capability_not_granted");
+    }
+
+    #[test]
+    fn can_run_refuses_an_empty_grant() {
+        let refusal = catalog().can_run::<&str>("coder", &[]).unwrap_err();
+        assert!(
+            matches!(refusal, Refusal::MissingCapabilities { ref missing, .. } if missing.len() == 2)
+        );
+    }
+
+    #[test]
+    fn can_run_refuses_an_unknown_tool_whatever_is_granted() {
+        let refusal = catalog().can_run("deployer", &["repo.read", "repo.patch.propose"]);
+        assert_eq!(
+            refusal,
+            Err(Refusal::UnknownTool {
+                tool: "deployer".into()
+            })
+        );
+        assert_eq!(refusal.unwrap_err().rule(), "unknown_tool");
+    }
+
+    #[test]
+    fn fallback_is_the_cautious_declaration() {
+        let f = ToolDescriptor::fallback("newrole");
+        assert_eq!(f.required_capabilities, ["model.invoke"]);
+        assert_eq!(f.side_effect_class, SideEffectClass::Reversible);
+        assert_eq!(f.risk_class, RiskClass::High);
+        assert_eq!(f.compensation, Compensation::Manual);
+    }
+}

@@ -22,6 +22,7 @@ use serde_json::Value;
 use super::task::TaskSpec;
 use super::{ContractError, Rule, field_path};
 use crate::document::{self, type_name};
+use crate::result::MAX_LISTED;
 
 /// A parsed plan: each task's raw table and its JSON path. Nothing is
 /// validated yet; see [`Plan::validate`].
@@ -165,11 +166,15 @@ impl Plan {
         let mut extra: Vec<(usize, ContractError)> = Vec::new();
         for (id, holders) in by_id.iter().filter(|(_, h)| h.len() > 1) {
             for &i in holders {
-                let others: Vec<&str> = holders
+                let mut others: Vec<String> = holders
                     .iter()
                     .filter(|&&j| j != i)
-                    .map(|&j| self.entries[j].0.as_str())
+                    .take(MAX_LISTED)
+                    .map(|&j| self.entries[j].0.clone())
                     .collect();
+                if holders.len() - 1 > MAX_LISTED {
+                    others.push(format!("and {} more", holders.len() - 1 - MAX_LISTED));
+                }
                 extra.push((
                     i,
                     ContractError::new(
@@ -223,10 +228,16 @@ impl Plan {
             .filter(|c| c.len() > 1)
         {
             component.sort_unstable();
-            let names: Vec<String> = component
+            // Bounded: a cycle through thousands of tasks names the first
+            // few and counts the rest.
+            let mut names: Vec<String> = component
                 .iter()
+                .take(MAX_LISTED)
                 .map(|&i| format!("{:?}", tasks[i].id.as_deref().unwrap_or("")))
                 .collect();
+            if component.len() > MAX_LISTED {
+                names.push(format!("and {} more", component.len() - MAX_LISTED));
+            }
             for &i in &component {
                 extra.push((
                     i,
@@ -321,4 +332,162 @@ fn strongly_connected(adjacency: &[Vec<usize>]) -> Vec<Vec<usize>> {
         }
     }
     components
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn task(id: &str, deps: &[&str]) -> Value {
+        json!({
+            "id": id, "title": "t", "objective": "o", "task_type": "research",
+            "required_capabilities": ["repo.read"], "side_effect_class": "none",
+            "risk_class": "low", "dependencies": deps, "worker": "reader"
+        })
+    }
+
+    fn errors_by_task(plan: Value) -> Vec<Vec<(Rule, String)>> {
+        Plan::from_value(&plan)
+            .unwrap()
+            .validate()
+            .into_iter()
+            .map(|t| match t.result {
+                Ok(_) => Vec::new(),
+                Err(e) => e.into_iter().map(|e| (e.rule, e.path)).collect(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn accepts_a_json_array_plan() {
+        let got = errors_by_task(json!([task("a", &[]), task("b", &["a"])]));
+        assert_eq!(got, [vec![], vec![]]);
+    }
+
+    #[test]
+    fn accepts_a_toml_plan_of_task_tables() {
+        let doc = crate::document::parse(
+            "[[task]]\nid = \"a\"\ntitle = \"t\"\nobjective = \"o\"\ntask_type = \"verify\"\n\
+             required_capabilities = [\"repo.read\"]\nside_effect_class = \"none\"\n\
+             risk_class = \"low\"\nworker = \"tester\"\n",
+            crate::document::Format::Toml,
+        )
+        .unwrap();
+        let checked = Plan::from_value(&doc).unwrap().validate();
+        assert_eq!(checked[0].at, "task[0]");
+        assert!(checked[0].result.is_ok());
+    }
+
+    #[test]
+    fn accepts_a_single_task_as_a_one_task_plan() {
+        let plan = Plan::from_value(&task("solo", &[])).unwrap();
+        assert_eq!(plan.len(), 1);
+        let checked = plan.validate();
+        assert_eq!(checked[0].at, "");
+        assert!(checked[0].result.is_ok());
+    }
+
+    #[test]
+    fn accepts_a_diamond_of_dependencies() {
+        let got = errors_by_task(json!([
+            task("a", &[]),
+            task("b", &["a"]),
+            task("c", &["a"]),
+            task("d", &["b", "c"])
+        ]));
+        assert!(got.iter().all(Vec::is_empty), "{got:?}");
+    }
+
+    #[test]
+    fn rejects_an_empty_plan() {
+        for empty in [json!([]), json!({"task": []})] {
+            let e = Plan::from_value(&empty).unwrap_err();
+            assert_eq!(e[0].rule, Rule::InvalidDocument);
+        }
+    }
+
+    #[test]
+    fn rejects_plans_of_the_wrong_shape() {
+        let e = Plan::from_value(&json!("tasks")).unwrap_err();
+        assert_eq!(e[0].rule, Rule::InvalidDocument);
+        let e = Plan::from_value(&json!({"task": task("a", &[])})).unwrap_err();
+        assert_eq!((e[0].rule, e[0].path.as_str()), (Rule::WrongType, "task"));
+        assert!(e[0].message.contains("[[task]]"));
+        let e = Plan::from_value(&json!({"task": [task("a", &[])], "tasks": []})).unwrap_err();
+        assert_eq!((e[0].rule, e[0].path.as_str()), (Rule::UnknownKey, "tasks"));
+    }
+
+    #[test]
+    fn rejects_every_task_that_shares_an_id() {
+        let got = errors_by_task(json!([task("a", &[]), task("b", &[]), task("a", &[])]));
+        assert_eq!(got[0], [(Rule::DuplicateTaskId, "[0].id".to_owned())]);
+        assert_eq!(got[1], []);
+        assert_eq!(got[2], [(Rule::DuplicateTaskId, "[2].id".to_owned())]);
+    }
+
+    #[test]
+    fn rejects_a_dependency_on_an_id_not_in_the_plan() {
+        let got = errors_by_task(json!([task("a", &[]), task("b", &["a", "ghost"])]));
+        assert_eq!(
+            got[1],
+            [(Rule::UnknownDependency, "[1].dependencies[1]".to_owned())]
+        );
+    }
+
+    #[test]
+    fn rejects_every_task_on_a_dependency_cycle() {
+        let got = errors_by_task(json!([
+            task("a", &["c"]),
+            task("b", &["a"]),
+            task("c", &["b"]),
+            task("d", &[])
+        ]));
+        for (i, errors) in got.iter().take(3).enumerate() {
+            assert_eq!(
+                errors,
+                &[(Rule::DependencyCycle, format!("[{i}].dependencies"))]
+            );
+        }
+        assert_eq!(got[3], []);
+    }
+
+    #[test]
+    fn reports_a_self_dependency_once_not_also_as_a_cycle() {
+        let got = errors_by_task(json!([task("a", &["a"])]));
+        assert_eq!(
+            got[0],
+            [(Rule::SelfDependency, "[0].dependencies[0]".to_owned())]
+        );
+    }
+
+    #[test]
+    fn reports_cross_task_errors_on_otherwise_invalid_tasks() {
+        let mut broken = task("a", &["ghost"]);
+        broken["title"] = json!("");
+        let got = errors_by_task(json!([broken, task("a", &[])]));
+        assert_eq!(
+            got[0],
+            [
+                (Rule::EmptyField, "[0].title".to_owned()),
+                (Rule::DuplicateTaskId, "[0].id".to_owned()),
+                (Rule::UnknownDependency, "[0].dependencies[0]".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn handles_a_long_dependency_chain_without_recursion() {
+        let n = 20_000;
+        let mut tasks = vec![task("t0", &[&format!("t{}", n - 1)])];
+        for i in 1..n {
+            tasks.push(task(&format!("t{i}"), &[&format!("t{}", i - 1)]));
+        }
+        let got = errors_by_task(Value::Array(tasks));
+        assert!(
+            got.iter()
+                .all(|e| e.len() == 1 && e[0].0 == Rule::DependencyCycle)
+        );
+    }
 }

@@ -131,3 +131,62 @@ impl Registry {
         self.roles.get(name)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn rules(doc: Value) -> Vec<(Rule, String)> {
+        Registry::from_value(&doc)
+            .unwrap_err()
+            .into_iter()
+            .map(|e| (e.rule, e.path))
+            .collect()
+    }
+
+    #[test]
+    fn accepts_the_fixture_registry() {
+        let r = Registry::load_file(Path::new("fixtures/contracts/registry.toml")).unwrap();
+        assert!(r.get("tester").unwrap().is_runnable());
+        assert!(!r.get("archivist").unwrap().is_runnable());
+        assert_eq!(r.get("nobody"), None);
+    }
+
+    #[test]
+    fn rejects_unknown_missing_and_mistyped_fields() {
+        let doc = json!({"role": [
+            {"name": "a", "executable": true, "enabled": true, "admin": true},
+            {"name": "b", "executable": "yes"},
+            "c"
+        ]});
+        assert_eq!(
+            rules(doc),
+            [
+                (Rule::UnknownKey, "role[0].admin".into()),
+                (Rule::WrongType, "role[1].executable".into()),
+                (Rule::MissingField, "role[1].enabled".into()),
+                (Rule::WrongType, "role[2]".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn rejects_duplicate_roles_and_bad_shapes() {
+        let r = json!({"name": "a", "executable": true, "enabled": true});
+        assert_eq!(
+            rules(json!({"role": [r, r]})),
+            [(Rule::DuplicateName, "role[1].name".into())]
+        );
+        assert_eq!(
+            rules(json!({"role": r})),
+            [(Rule::WrongType, "role".into())]
+        );
+        assert_eq!(
+            rules(json!({"roles": []})),
+            [(Rule::UnknownKey, "roles".into())]
+        );
+        assert_eq!(rules(json!(1)), [(Rule::InvalidDocument, String::new())]);
+    }
+}

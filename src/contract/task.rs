@@ -446,3 +446,379 @@ pub fn idempotency_key(task: &TaskSpec) -> String {
         serde_json::to_string(&identity).expect("serialising strings and enums cannot fail");
     format!("tk1:{}", sha256_hex(canonical.as_bytes()))
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn valid() -> Value {
+        json!({
+            "id": "fix-login", "title": "Fix login", "objective": "Make login work",
+            "task_type": "change", "required_capabilities": ["repo.read", "repo.patch.propose"],
+            "side_effect_class": "reversible", "risk_class": "medium",
+            "dependencies": ["diagnose"], "worker": "coder"
+        })
+    }
+
+    fn with(key: &str, value: Value) -> Value {
+        let mut v = valid();
+        v[key] = value;
+        v
+    }
+
+    fn without(key: &str) -> Value {
+        let mut v = valid();
+        v.as_object_mut().unwrap().remove(key);
+        v
+    }
+
+    fn errors(v: &Value) -> Vec<ContractError> {
+        TaskSpec::from_value(v, "").expect_err("the task must be rejected")
+    }
+
+    fn rules(v: &Value) -> Vec<(Rule, String)> {
+        errors(v).into_iter().map(|e| (e.rule, e.path)).collect()
+    }
+
+    fn grant() -> Value {
+        json!({"version": "1", "allowed_paths": ["src/auth/"],
+               "commit_count": {"min": 1, "max": 2}, "publish": false})
+    }
+
+    #[test]
+    fn accepts_a_complete_task() {
+        let task = TaskSpec::from_value(&valid(), "").unwrap();
+        assert_eq!(task.id, "fix-login");
+        assert_eq!(task.task_type, TaskType::Change);
+        assert_eq!(task.dependencies, ["diagnose"]);
+        assert_eq!(task.repository_grant, None);
+    }
+
+    #[test]
+    fn accepts_a_task_without_the_optional_fields() {
+        let task = TaskSpec::from_value(&without("dependencies"), "").unwrap();
+        assert!(task.dependencies.is_empty() && task.labels.is_empty());
+        assert_eq!(task.harness_profile_ref, None);
+    }
+
+    #[test]
+    fn accepts_every_task_type() {
+        for t in ["diagnose", "change", "verify", "research", "recover"] {
+            assert!(
+                TaskSpec::from_value(&with("task_type", json!(t)), "").is_ok(),
+                "{t}"
+            );
+        }
+    }
+
+    #[test]
+    fn accepts_the_toml_taskspec_fixture_with_its_grant() {
+        let doc = crate::document::read_file(std::path::Path::new(
+            "fixtures/grants/valid/taskspec-with-grant.toml",
+        ))
+        .unwrap();
+        let task = TaskSpec::from_value(&doc, "").unwrap();
+        let contract = TaskContract::from_task(&task);
+        let evidence = contract.grant.expect("the fixture carries a grant");
+        assert_eq!(evidence.path_count, 4);
+        assert!(evidence.id.starts_with("rg1:"));
+    }
+
+    #[test]
+    fn rejects_missing_id_title_and_objective_all_at_once() {
+        let mut v = valid();
+        for k in ["id", "title", "objective"] {
+            v.as_object_mut().unwrap().remove(k);
+        }
+        assert_eq!(
+            rules(&v),
+            [
+                (Rule::MissingField, "id".into()),
+                (Rule::MissingField, "title".into()),
+                (Rule::MissingField, "objective".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn rejects_empty_or_blank_id_title_and_objective() {
+        let mut v = valid();
+        v["id"] = json!("");
+        v["title"] = json!("   ");
+        v["objective"] = json!("\n\t");
+        assert_eq!(
+            rules(&v),
+            [
+                (Rule::EmptyField, "id".into()),
+                (Rule::EmptyField, "title".into()),
+                (Rule::EmptyField, "objective".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn rejects_ids_outside_the_grammar() {
+        for bad in ["-x", "a b", "a/b", "é", &"a".repeat(MAX_TASK_ID_LEN + 1)] {
+            assert_eq!(
+                rules(&with("id", json!(bad))),
+                [(Rule::InvalidName, "id".into())]
+            );
+        }
+        for ok in ["T1", "fix-login", "a.b_c-d", &"a".repeat(MAX_TASK_ID_LEN)] {
+            assert!(
+                TaskSpec::from_value(&with("id", json!(ok)), "").is_ok(),
+                "{ok}"
+            );
+        }
+    }
+
+    #[test]
+    fn rejects_out_of_schema_enum_values() {
+        let mut v = valid();
+        v["task_type"] = json!("deploy");
+        v["side_effect_class"] = json!("irreversible");
+        v["risk_class"] = json!("Low");
+        assert_eq!(
+            rules(&v),
+            [
+                (Rule::InvalidEnum, "task_type".into()),
+                (Rule::InvalidEnum, "side_effect_class".into()),
+                (Rule::InvalidEnum, "risk_class".into()),
+            ]
+        );
+        let e = errors(&with("task_type", json!("deploy")));
+        assert!(
+            e[0].message
+                .contains("diagnose, change, verify, research, recover")
+        );
+    }
+
+    #[test]
+    fn rejects_missing_and_mistyped_enum_fields() {
+        assert_eq!(
+            rules(&without("risk_class")),
+            [(Rule::MissingField, "risk_class".into())]
+        );
+        assert_eq!(
+            rules(&with("task_type", json!(1))),
+            [(Rule::WrongType, "task_type".into())]
+        );
+    }
+
+    #[test]
+    fn rejects_a_self_dependency() {
+        let v = with("dependencies", json!(["diagnose", "fix-login"]));
+        assert_eq!(
+            rules(&v),
+            [(Rule::SelfDependency, "dependencies[1]".into())]
+        );
+    }
+
+    #[test]
+    fn rejects_a_self_dependency_even_when_the_id_is_invalid() {
+        let mut v = with("id", json!("bad id"));
+        v["dependencies"] = json!(["bad id"]);
+        assert_eq!(
+            rules(&v),
+            [
+                (Rule::InvalidName, "id".into()),
+                (Rule::SelfDependency, "dependencies[0]".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn rejects_duplicate_and_mistyped_dependencies() {
+        let v = with("dependencies", json!(["a", "a", 3]));
+        assert_eq!(
+            rules(&v),
+            [
+                (Rule::DuplicateEntry, "dependencies[1]".into()),
+                (Rule::WrongType, "dependencies[2]".into()),
+            ]
+        );
+        assert_eq!(
+            rules(&with("dependencies", json!("a"))),
+            [(Rule::WrongType, "dependencies".into())]
+        );
+    }
+
+    #[test]
+    fn rejects_a_task_without_capabilities() {
+        let e = errors(&with("required_capabilities", json!([])));
+        assert_eq!(
+            (e[0].rule, e[0].path.as_str()),
+            (Rule::NoCapabilities, "required_capabilities")
+        );
+        assert!(
+            e[0].message
+                .contains("cannot be permission-checked cannot run")
+        );
+        let e = errors(&without("required_capabilities"));
+        assert_eq!(e[0].rule, Rule::MissingField);
+        assert!(
+            e[0].message
+                .contains("cannot be permission-checked cannot run")
+        );
+    }
+
+    #[test]
+    fn rejects_capability_names_outside_the_grammar() {
+        let v = with(
+            "required_capabilities",
+            json!(["repo.read", "Repo.Write", "repo", "repo.*"]),
+        );
+        assert_eq!(
+            rules(&v),
+            [
+                (Rule::InvalidCapability, "required_capabilities[1]".into()),
+                (Rule::InvalidCapability, "required_capabilities[2]".into()),
+                (Rule::InvalidCapability, "required_capabilities[3]".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn rejects_duplicate_capabilities() {
+        let v = with("required_capabilities", json!(["repo.read", "repo.read"]));
+        assert_eq!(
+            rules(&v),
+            [(Rule::DuplicateEntry, "required_capabilities[1]".into())]
+        );
+    }
+
+    #[test]
+    fn rejects_a_missing_or_invalid_worker() {
+        assert_eq!(
+            rules(&without("worker")),
+            [(Rule::MissingField, "worker".into())]
+        );
+        assert_eq!(
+            rules(&with("worker", json!("Coder"))),
+            [(Rule::InvalidName, "worker".into())]
+        );
+        assert_eq!(
+            rules(&with("worker", json!(""))),
+            [(Rule::EmptyField, "worker".into())]
+        );
+    }
+
+    #[test]
+    fn rejects_unknown_top_level_keys() {
+        let v = with("description", json!("uses repository_grant docs/"));
+        assert_eq!(rules(&v), [(Rule::UnknownKey, "description".into())]);
+    }
+
+    #[test]
+    fn rejects_mistyped_optional_fields() {
+        let mut v = valid();
+        v["labels"] = json!("docs");
+        v["execution_refs"] = json!([1]);
+        v["harness_profile_ref"] = json!(" ");
+        assert_eq!(
+            rules(&v),
+            [
+                (Rule::WrongType, "labels".into()),
+                (Rule::WrongType, "execution_refs[0]".into()),
+                (Rule::EmptyField, "harness_profile_ref".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn rejects_a_non_table_task() {
+        let e = TaskSpec::from_value(&json!(["x"]), "[3]").unwrap_err();
+        assert_eq!((e[0].rule, e[0].path.as_str()), (Rule::WrongType, "[3]"));
+    }
+
+    #[test]
+    fn merges_grant_errors_into_the_task_errors_with_the_task_path() {
+        let mut g = grant();
+        g["publish"] = json!(true);
+        let mut v = with("repository_grant", g);
+        v["title"] = json!("");
+        let e = TaskSpec::from_value(&v, "[2]").unwrap_err();
+        let got: Vec<_> = e.iter().map(|e| (e.rule, e.path.as_str())).collect();
+        assert_eq!(
+            got,
+            [
+                (Rule::EmptyField, "[2].title"),
+                (Rule::InvalidGrant, "[2].repository_grant.publish"),
+            ]
+        );
+    }
+
+    #[test]
+    fn projects_a_grant_as_bounded_evidence_only() {
+        let task = TaskSpec::from_value(&with("repository_grant", grant()), "").unwrap();
+        let contract = TaskContract::from_task(&task);
+        let text = serde_json::to_string(&contract).unwrap();
+        assert_eq!(
+            contract.grant,
+            Some(task.repository_grant.as_ref().unwrap().evidence())
+        );
+        assert!(!text.contains("src/auth/"), "raw patterns leaked: {text}");
+    }
+
+    #[test]
+    fn labels_objectives_and_execution_refs_never_create_a_grant() {
+        let mut v = valid();
+        v["title"] = json!("repository_grant: allowed_paths = [\"**\"]");
+        v["objective"] = json!("{\"repository_grant\": {\"version\": \"1\"}}");
+        v["labels"] = json!(["repository_grant", "grant:docs/"]);
+        v["execution_refs"] = json!(["fixtures/grants/valid/seed-example.json"]);
+        v["harness_profile_ref"] = json!("grant-all");
+        let task = TaskSpec::from_value(&v, "").unwrap();
+        assert_eq!(task.repository_grant, None);
+        assert_eq!(TaskContract::from_task(&task).grant, None);
+    }
+
+    #[test]
+    fn idempotency_key_is_the_documented_hash() {
+        let task = TaskSpec::from_value(&with("repository_grant", grant()), "").unwrap();
+        let grant_id = task.repository_grant.as_ref().unwrap().id();
+        let canonical = format!(
+            "{{\"id\":\"fix-login\",\"task_type\":\"change\",\"objective\":\"Make login work\",\
+             \"worker\":\"coder\",\"required_capabilities\":[\"repo.patch.propose\",\"repo.read\"],\
+             \"side_effect_class\":\"reversible\",\"risk_class\":\"medium\",\
+             \"dependencies\":[\"diagnose\"],\"grant_id\":\"{grant_id}\"}}"
+        );
+        assert_eq!(
+            idempotency_key(&task),
+            format!("tk1:{}", sha256_hex(canonical.as_bytes()))
+        );
+    }
+
+    #[test]
+    fn idempotency_key_ignores_descriptive_fields_and_order() {
+        let base = idempotency_key(&TaskSpec::from_value(&valid(), "").unwrap());
+        let mut v = valid();
+        v["title"] = json!("Another title");
+        v["labels"] = json!(["x"]);
+        v["execution_refs"] = json!(["y"]);
+        v["harness_profile_ref"] = json!("z");
+        v["required_capabilities"] = json!(["repo.patch.propose", "repo.read"]);
+        assert_eq!(
+            idempotency_key(&TaskSpec::from_value(&v, "").unwrap()),
+            base
+        );
+    }
+
+    #[test]
+    fn idempotency_key_changes_with_identity_bearing_fields() {
+        let base = idempotency_key(&TaskSpec::from_value(&valid(), "").unwrap());
+        for (k, v) in [
+            ("objective", json!("Something else")),
+            ("worker", json!("other")),
+            ("required_capabilities", json!(["repo.read"])),
+            ("risk_class", json!("high")),
+            ("dependencies", json!([])),
+            ("repository_grant", grant()),
+        ] {
+            let task = TaskSpec::from_value(&with(k, v), "").unwrap();
+            assert_ne!(idempotency_key(&task), base, "{k}");
+        }
+    }
+}
