@@ -16,6 +16,8 @@
 //! - [`status`]: what the agent has used of its grant.
 //! - [`result`]: the typed [`result::ToolResult`] and failure taxonomy every
 //!   command reports.
+//! - [`contract`]: task specs and contracts, the tool catalog, the role
+//!   registry and the admission gate (seed 000).
 //! - [`document`], [`digest`], [`fsutil`]: strict input parsing, digests and
 //!   durable writes shared by the rest.
 //!
@@ -26,6 +28,7 @@
 
 pub mod acceptance;
 pub mod baseline;
+pub mod contract;
 pub mod digest;
 pub mod document;
 pub mod fsutil;

@@ -85,6 +85,24 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Admit a plan: validate every task and print the admitted contracts.
+    Admit {
+        /// The plan: a JSON array of TaskSpecs, a TOML file of [[task]]
+        /// tables, or a single TaskSpec.
+        plan: PathBuf,
+        /// The tool catalog (TOML, [[tool]] tables) to project workers with.
+        #[arg(long)]
+        catalog: Option<PathBuf>,
+        /// The role registry (TOML, [[role]] tables).
+        #[arg(long)]
+        registry: Option<PathBuf>,
+        /// Report rejections on stderr as one JSON ToolResult instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Work with tool catalogs.
+    #[command(subcommand)]
+    Catalog(CatalogCommand),
 }
 
 #[derive(Subcommand)]
@@ -143,6 +161,13 @@ fn main() -> ExitCode {
             chain,
             args,
         }),
+        Command::Admit {
+            plan,
+            catalog,
+            registry,
+            json,
+        } => admit(&plan, catalog.as_deref(), registry.as_deref(), json),
+        Command::Catalog(command) => catalog(command),
     };
     exit_code(code)
 }
@@ -212,6 +237,61 @@ fn report(result: &ToolResult, as_json: bool) -> i32 {
     result.exit_code()
 }
 
+#[derive(Subcommand)]
+enum CatalogCommand {
+    /// Validate a tool catalog.
+    Check {
+        /// The catalog file (TOML, [[tool]] tables).
+        file: PathBuf,
+    },
+    /// Check whether a tool may run with the granted capabilities.
+    CanRun {
+        /// The tool's name.
+        tool: String,
+        /// The catalog file.
+        #[arg(long)]
+        catalog: PathBuf,
+        /// A granted capability (repeat for several).
+        #[arg(long = "capability", value_name = "CAP")]
+        capabilities: Vec<String>,
+    },
+}
+
+/// `grantguard admit`: admitted contracts on stdout, rejections on stderr.
+fn admit(
+    plan: &std::path::Path,
+    catalog: Option<&std::path::Path>,
+    registry: Option<&std::path::Path>,
+    as_json: bool,
+) -> i32 {
+    use grantguard::contract::admission;
+    let result = match admission::admit_files(plan, catalog, registry) {
+        Ok(report) => {
+            match serde_json::to_string_pretty(&report.contracts()) {
+                Ok(text) => println!("{text}"),
+                Err(e) => {
+                    eprintln!("grantguard admit: internal defect: cannot serialise contracts: {e}");
+                    return exit::INTERNAL;
+                }
+            }
+            if !as_json {
+                eprint!("{}", report.render());
+            }
+            report.to_tool_result()
+        }
+        Err(input) => {
+            if !as_json {
+                eprint!("{}", input.render());
+            }
+            input.to_tool_result()
+        }
+    };
+    if as_json {
+        eprintln!("{}", json!(result));
+    }
+    result.exit_code()
+}
+
 fn status_command(state: &std::path::Path, as_json: bool) -> i32 {
     match grantguard::status::status(state) {
         Ok(report) if as_json => {
@@ -248,5 +328,50 @@ fn status_command(state: &std::path::Path, as_json: bool) -> i32 {
             eprintln!("grantguard status: {e:#}");
             exit::PERMANENT
         }
+    }
+}
+
+fn catalog(command: CatalogCommand) -> i32 {
+    use grantguard::contract::catalog::ToolCatalog;
+    let (file, can_run) = match &command {
+        CatalogCommand::Check { file } => (file, None),
+        CatalogCommand::CanRun {
+            tool,
+            catalog,
+            capabilities,
+        } => (catalog, Some((tool, capabilities))),
+    };
+    let catalog = match ToolCatalog::load_file(file) {
+        Ok(catalog) => catalog,
+        Err(errors) => {
+            eprintln!(
+                "grantguard catalog: invalid catalog {}: {} error(s)",
+                file.display(),
+                errors.len()
+            );
+            for e in &errors {
+                eprintln!("  {e}");
+            }
+            return exit::PERMANENT;
+        }
+    };
+    match can_run {
+        None => {
+            println!("valid catalog: {} tool(s)", catalog.tools().count());
+            exit::SUCCESS
+        }
+        Some((tool, granted)) => match catalog.can_run(tool, granted) {
+            Ok(()) => {
+                println!("allowed: {tool}");
+                exit::SUCCESS
+            }
+            Err(refusal) => {
+                eprintln!(
+                    "grantguard catalog can-run: refused [{}]: {refusal}",
+                    refusal.rule()
+                );
+                exit::PERMANENT
+            }
+        },
     }
 }
