@@ -36,6 +36,7 @@ use std::fmt;
 use std::path::Path;
 
 use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::digest::sha256_hex;
@@ -245,7 +246,15 @@ impl Grant {
         &self.canonical
     }
 
-    /// The canonical form as a JSON value (for embedding in other documents).
+    /// The canonical text as a raw JSON value, for embedding in other
+    /// documents byte for byte: whoever re-hashes it gets [`Grant::id`].
+    pub fn canonical_json(&self) -> Box<RawValue> {
+        RawValue::from_string(self.canonical.clone()).expect("canonical text is JSON")
+    }
+
+    /// The canonical form as a JSON value. serde_json's map sorts keys, so
+    /// serialising this value does *not* give the canonical text; embed
+    /// [`Grant::canonical_json`] where the text matters.
     pub fn canonical_value(&self) -> Value {
         serde_json::from_str(&self.canonical).expect("canonical text is JSON")
     }
