@@ -166,6 +166,16 @@ pub fn type_name(value: &Value) -> &'static str {
     }
 }
 
+/// The value as a table, if it is one. A TOML datetime is kept as a marker
+/// object but is not a table: validators use this instead of
+/// [`Value::as_object`] so that they report "found a datetime" rather than
+/// an unknown `$toml_datetime` field.
+pub fn as_table(value: &Value) -> Option<&Map<String, Value>> {
+    value
+        .as_object()
+        .filter(|m| !m.contains_key(TOML_DATETIME_MARKER))
+}
+
 /// Deserializes any JSON into a [`Value`], refusing duplicate object keys.
 struct StrictValue;
 

@@ -5,10 +5,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use grantguard::grant::{FIELD, Grant, GrantError};
+use grantguard::grant::{FIELD, Grant, GrantError, GrantEvidence};
 use grantguard::result::{ToolResult, exit};
 use grantguard::{acceptance, state};
+use serde::Serialize;
 use serde_json::json;
+use serde_json::value::RawValue;
 
 #[derive(Parser)]
 #[command(
@@ -176,6 +178,28 @@ fn exit_code(code: i32) -> ExitCode {
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 
+/// `grant check --json` for a valid grant. A struct, not `json!`, so that the
+/// fields keep this order and `canonical` is the canonical text byte for byte
+/// (a `serde_json::Value` would sort its keys).
+#[derive(Serialize)]
+struct ValidReport {
+    valid: bool,
+    grant_id: String,
+    canonical: Box<RawValue>,
+    evidence: GrantEvidence,
+}
+
+/// `grant check --json` for an invalid grant.
+#[derive(Serialize)]
+struct InvalidReport<'a> {
+    valid: bool,
+    errors: &'a [GrantError],
+}
+
+fn to_json(report: &impl Serialize) -> String {
+    serde_json::to_string(report).expect("reports are plain data")
+}
+
 fn grant_check(file: &std::path::Path, as_json: bool) -> i32 {
     let outcome = Grant::load_file(file).and_then(|g| {
         g.ok_or_else(|| {
@@ -190,13 +214,13 @@ fn grant_check(file: &std::path::Path, as_json: bool) -> i32 {
     match outcome {
         Ok(grant) => {
             if as_json {
-                let report = json!({
-                    "valid": true,
-                    "grant_id": grant.id(),
-                    "canonical": grant.canonical_value(),
-                    "evidence": grant.evidence(),
-                });
-                println!("{report}");
+                let report = ValidReport {
+                    valid: true,
+                    grant_id: grant.id(),
+                    canonical: grant.canonical_json(),
+                    evidence: grant.evidence(),
+                };
+                println!("{}", to_json(&report));
             } else {
                 println!("valid grant {}", grant.id());
                 println!(
@@ -217,7 +241,11 @@ fn grant_check(file: &std::path::Path, as_json: bool) -> i32 {
                 }
             }
             if as_json {
-                println!("{}", json!({"valid": false, "errors": errors}));
+                let report = InvalidReport {
+                    valid: false,
+                    errors: &errors,
+                };
+                println!("{}", to_json(&report));
             }
             exit::PERMANENT
         }

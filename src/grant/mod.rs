@@ -36,10 +36,11 @@ use std::fmt;
 use std::path::Path;
 
 use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::digest::sha256_hex;
-use crate::document::{self, type_name};
+use crate::document::{self, as_table, type_name};
 
 pub use dotgit::{has_dotgit_component, is_dotgit_component};
 pub use matcher::PathMatcher;
@@ -145,7 +146,7 @@ impl Grant {
     /// Validates a whole document whose top level may hold TaskSpec fields and
     /// a `repository_grant` table.
     pub fn from_document(doc: &Value) -> Result<Option<Grant>, Vec<GrantError>> {
-        let Some(top) = doc.as_object() else {
+        let Some(top) = as_table(doc) else {
             return Err(vec![GrantError::new(
                 "",
                 format!("the document must be a table, found {}", type_name(doc)),
@@ -175,7 +176,7 @@ impl Grant {
     /// used as the prefix of every error path.
     pub fn from_value(value: &Value, at: &str) -> Result<Grant, Vec<GrantError>> {
         let mut errors = Vec::new();
-        let Some(table) = value.as_object() else {
+        let Some(table) = as_table(value) else {
             return Err(vec![GrantError::new(
                 at,
                 format!("must be a table, found {}", type_name(value)),
@@ -245,7 +246,15 @@ impl Grant {
         &self.canonical
     }
 
-    /// The canonical form as a JSON value (for embedding in other documents).
+    /// The canonical text as a raw JSON value, for embedding in other
+    /// documents byte for byte: whoever re-hashes it gets [`Grant::id`].
+    pub fn canonical_json(&self) -> Box<RawValue> {
+        RawValue::from_string(self.canonical.clone()).expect("canonical text is JSON")
+    }
+
+    /// The canonical form as a JSON value. serde_json's map sorts keys, so
+    /// serialising this value does *not* give the canonical text; embed
+    /// [`Grant::canonical_json`] where the text matters.
     pub fn canonical_value(&self) -> Value {
         serde_json::from_str(&self.canonical).expect("canonical text is JSON")
     }
@@ -358,7 +367,7 @@ fn check_paths(value: &Value, at: &str, errors: &mut Vec<GrantError>) -> Option<
 }
 
 fn check_counts(value: &Value, at: &str, errors: &mut Vec<GrantError>) -> Option<(u32, u32)> {
-    let Some(table) = value.as_object() else {
+    let Some(table) = as_table(value) else {
         errors.push(GrantError::new(
             at,
             format!(
@@ -406,5 +415,39 @@ fn check_counts(value: &Value, at: &str, errors: &mut Vec<GrantError>) -> Option
     match (min, max) {
         (Some(min), Some(max)) if errors.len() == before => Some((min, max)),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::document::Format;
+
+    fn toml_errors(text: &str) -> Vec<GrantError> {
+        let doc = document::parse(text, Format::Toml).unwrap();
+        Grant::from_document(&doc).unwrap_err()
+    }
+
+    // Regression: a TOML datetime is held as a `{"$toml_datetime": ..}` marker
+    // object, and the tables were read with `as_object`, so a datetime in
+    // place of a table was reported as an unknown `$toml_datetime` field plus
+    // every field "missing" instead of "must be a table, found a datetime".
+    #[test]
+    fn toml_datetime_in_place_of_a_table_is_reported_as_a_datetime() {
+        let errors = toml_errors("repository_grant = 1979-05-27");
+        assert_eq!(
+            errors,
+            [GrantError::new(FIELD, "must be a table, found a datetime")]
+        );
+        let errors = toml_errors(
+            "[repository_grant]\nversion = \"1\"\nallowed_paths = [\"docs/\"]\n\
+             commit_count = 07:32:00\npublish = false",
+        );
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].path, "repository_grant.commit_count");
+        assert!(
+            errors[0].message.ends_with("found a datetime"),
+            "{errors:?}"
+        );
     }
 }
