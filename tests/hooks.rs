@@ -5,7 +5,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{Sandbox, assert_accepted, assert_rejected};
+use common::{Sandbox, assert_accepted, assert_rejected, output_with_stdin};
 
 fn armed(paths: &[&str], min: u32, max: u32) -> Sandbox {
     let sb = Sandbox::new();
@@ -528,27 +528,11 @@ fn restores_a_hooks_path_set_before_arming() {
 fn arming_twice_and_disarming_unarmed_are_clear_errors() {
     let sb = armed(&["docs/"], 1, 1);
     let grant = sb.root.join("grant.json");
-    let again = sb.grantguard(&[
-        "arm",
-        "--repo",
-        sb.repo.to_str().unwrap(),
-        "--grant",
-        grant.to_str().unwrap(),
-        "--state",
-        state(&sb),
-    ]);
+    let again = sb.arm_output(&grant, &sb.state);
     assert_eq!(again.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&again.stderr).contains("already_armed"));
     let other = sb.root.join("other-state");
-    let elsewhere = sb.grantguard(&[
-        "arm",
-        "--repo",
-        sb.repo.to_str().unwrap(),
-        "--grant",
-        grant.to_str().unwrap(),
-        "--state",
-        other.to_str().unwrap(),
-    ]);
+    let elsewhere = sb.arm_output(&grant, &other);
     assert_eq!(elsewhere.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&elsewhere.stderr).contains("already_armed"));
     assert!(!other.join("baseline.json").exists());
@@ -564,15 +548,7 @@ fn refuses_to_arm_into_a_state_dir_inside_the_repository() {
     let sb = Sandbox::new();
     let grant = sb.grant(&["docs/"], 1, 1);
     for inside in [sb.repo.join("state"), sb.git_dir().join("grantguard")] {
-        let out = sb.grantguard(&[
-            "arm",
-            "--repo",
-            sb.repo.to_str().unwrap(),
-            "--grant",
-            grant.to_str().unwrap(),
-            "--state",
-            inside.to_str().unwrap(),
-        ]);
+        let out = sb.arm_output(&grant, &inside);
         assert_eq!(out.status.code(), Some(1));
         assert!(String::from_utf8_lossy(&out.stderr).contains("state_inside_repository"));
         assert!(!inside.exists());
@@ -584,15 +560,7 @@ fn refuses_to_arm_a_dirty_repository() {
     let sb = Sandbox::new();
     sb.write("untracked.txt", "x");
     let grant = sb.grant(&["docs/"], 1, 1);
-    let out = sb.grantguard(&[
-        "arm",
-        "--repo",
-        sb.repo.to_str().unwrap(),
-        "--grant",
-        grant.to_str().unwrap(),
-        "--state",
-        state(&sb),
-    ]);
+    let out = sb.arm_output(&grant, &sb.state);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("worktree_not_clean"));
     assert!(!sb.state.exists());
@@ -623,25 +591,9 @@ fn hooks_fail_closed_without_a_valid_baseline() {
 // --- git's quirks -----------------------------------------------------------
 
 fn hook(sb: &Sandbox, args: &[&str], stdin: &str) -> std::process::Output {
-    use std::io::Write;
-    let mut all = vec!["hook"];
-    all.extend_from_slice(args);
-    let mut child = sb
-        .command(env!("CARGO_BIN_EXE_grantguard"))
-        .current_dir(&sb.repo)
-        .args(&all)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+    let mut cmd = sb.command(env!("CARGO_BIN_EXE_grantguard"));
+    cmd.current_dir(&sb.repo).arg("hook").args(args);
+    output_with_stdin(cmd, stdin)
 }
 
 const ZERO: &str = "0000000000000000000000000000000000000000";

@@ -134,24 +134,11 @@ impl Sandbox {
             .unwrap()
     }
 
-    /// Runs git with stdin.
+    /// Runs git with stdin, asserting success; returns trimmed stdout.
     pub fn git_stdin(&self, args: &[&str], stdin: &str) -> String {
-        use std::io::Write;
-        let mut child = self
-            .command("git")
-            .current_dir(&self.repo)
-            .args(args)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(stdin.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
+        let mut cmd = self.command("git");
+        cmd.current_dir(&self.repo).args(args);
+        let out = output_with_stdin(cmd, stdin);
         assert!(out.status.success(), "git {args:?} failed");
         String::from_utf8(out.stdout).unwrap().trim_end().to_owned()
     }
@@ -190,17 +177,22 @@ impl Sandbox {
             .unwrap()
     }
 
-    /// Arms the repository under `grant`, asserting success.
-    pub fn arm(&self, grant: &Path) {
-        let out = self.grantguard(&[
+    /// Runs `grantguard arm` of the repository into `state`.
+    pub fn arm_output(&self, grant: &Path, state: &Path) -> Output {
+        self.grantguard(&[
             "arm",
             "--repo",
             self.repo.to_str().unwrap(),
             "--grant",
             grant.to_str().unwrap(),
             "--state",
-            self.state.to_str().unwrap(),
-        ]);
+            state.to_str().unwrap(),
+        ])
+    }
+
+    /// Arms the repository under `grant`, asserting success.
+    pub fn arm(&self, grant: &Path) {
+        let out = self.arm_output(grant, &self.state);
         assert!(
             out.status.success(),
             "arm failed: {}",
@@ -224,6 +216,20 @@ impl Sandbox {
     pub fn git_dir(&self) -> PathBuf {
         self.repo.join(".git")
     }
+}
+
+/// Runs `cmd` with `stdin` piped in, capturing stdout and stderr.
+pub fn output_with_stdin(mut cmd: Command, stdin: &str) -> Output {
+    use std::io::Write;
+    let mut child = cmd
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A child that exits without reading its input is fine.
+    let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
+    child.wait_with_output().unwrap()
 }
 
 /// The rule ids of a result's violations, sorted and unique.
