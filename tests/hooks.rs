@@ -710,3 +710,25 @@ fn the_binary_answers_to_a_hook_name() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn pre_commit_reads_the_index_git_commits_with_all_and_with_paths() {
+    let sb = armed(&["docs/"], 1, 2);
+    sb.write("src/lib.rs", "changed\n");
+    // `commit -a` stages into .git/index.lock, `commit <path>` into a
+    // temporary next-index: the hook must read what git will commit.
+    assert_refused(&sb, &["commit", "-q", "-a", "-m", "all"], "(pre-commit)");
+    assert_refused(
+        &sb,
+        &["commit", "-q", "-m", "paths", "--", "src/lib.rs"],
+        "(pre-commit)",
+    );
+    sb.write("docs/guide.md", "granted\n");
+    assert_ok(
+        &sb,
+        &["commit", "-q", "-m", "docs only", "--", "docs/guide.md"],
+    );
+    sb.git(&["checkout", "--", "src/lib.rs"]);
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
