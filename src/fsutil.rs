@@ -10,6 +10,13 @@ use anyhow::{Context, Result};
 /// leaves either the old file or the new one, never a torn one. The file is
 /// created readable by its owner only.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomic_then(path, bytes, || {})
+}
+
+/// [`write_atomic`], calling `before_rename` once the temporary file is
+/// durable and before it is renamed into place. The journal uses it for a
+/// test-only crash point between the two (see [`crate::run::crash_point`]).
+pub fn write_atomic_then(path: &Path, bytes: &[u8], before_rename: impl FnOnce()) -> Result<()> {
     let dir = path
         .parent()
         .with_context(|| format!("{} has no parent directory", path.display()))?;
@@ -20,6 +27,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     tmp.write_all(bytes)
         .and_then(|()| tmp.as_file().sync_all())
         .with_context(|| format!("cannot write {}", tmp.path().display()))?;
+    before_rename();
     tmp.persist(path)
         .with_context(|| format!("cannot move the new file into place at {}", path.display()))?;
     sync_dir(dir)

@@ -14,6 +14,9 @@
 //! - [`hooks`]: `pre-commit`, `pre-push` and `reference-transaction`, and
 //!   their installation.
 //! - [`status`]: what the agent has used of its grant.
+//! - [`run`]: `grantguard run`, the canonical repository transaction around
+//!   an agent's command, with its [`journal`] (durable started/terminal
+//!   records, reconciliation) and external [`metrics`].
 //! - [`result`]: the typed [`result::ToolResult`] and failure taxonomy every
 //!   command reports.
 //! - [`contract`]: task specs and contracts, the tool catalog, the role
@@ -34,7 +37,10 @@ pub mod document;
 pub mod fsutil;
 pub mod grant;
 pub mod hooks;
+pub mod journal;
+pub mod metrics;
 pub mod repo;
 pub mod result;
+pub mod run;
 pub mod state;
 pub mod status;

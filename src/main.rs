@@ -105,6 +105,9 @@ enum Command {
     /// Work with tool catalogs.
     #[command(subcommand)]
     Catalog(CatalogCommand),
+    /// Run an agent's command as one repository transaction: admit, arm,
+    /// run, verify, disarm, journal, measure.
+    Run(Box<RunArgs>),
 }
 
 #[derive(Subcommand)]
@@ -170,6 +173,7 @@ fn main() -> ExitCode {
             json,
         } => admit(&plan, catalog.as_deref(), registry.as_deref(), json),
         Command::Catalog(command) => catalog(command),
+        Command::Run(args) => run_command(*args),
     };
     exit_code(code)
 }
@@ -402,4 +406,107 @@ fn catalog(command: CatalogCommand) -> i32 {
             }
         },
     }
+}
+
+#[derive(clap::Args)]
+#[command(group = clap::ArgGroup::new("source").required(true))]
+struct RunArgs {
+    /// The TaskSpec file (JSON or TOML).
+    #[arg(long, group = "source")]
+    task: Option<PathBuf>,
+    /// A claimed queue row (JSON); its run_id and worker are the run's.
+    #[arg(long, group = "source", conflicts_with_all = ["run_id", "worker"])]
+    claim: Option<PathBuf>,
+    /// The repository the command works in.
+    #[arg(long)]
+    repo: PathBuf,
+    /// The state directory, outside the repository.
+    #[arg(long)]
+    state: PathBuf,
+    /// A granted capability (repeat for several).
+    #[arg(long = "capability", value_name = "CAP")]
+    capabilities: Vec<String>,
+    /// The tool catalog (TOML).
+    #[arg(long)]
+    catalog: Option<PathBuf>,
+    /// The role registry (TOML).
+    #[arg(long)]
+    registry: Option<PathBuf>,
+    /// The metrics file (default <state>/metrics.jsonl for a granted task).
+    #[arg(long, conflicts_with = "no_metrics")]
+    metrics: Option<PathBuf>,
+    /// Write no metrics (refused for a task with a grant).
+    #[arg(long)]
+    no_metrics: bool,
+    /// The run id (default: a fresh one).
+    #[arg(long)]
+    run_id: Option<String>,
+    /// The worker id (default: local).
+    #[arg(long)]
+    worker: Option<String>,
+    /// The journal directory (default <state>/journal).
+    #[arg(long)]
+    journal: Option<PathBuf>,
+    /// Seconds the command may run before its process group is ended.
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+    timeout: Option<u64>,
+    /// What to do with the checkout when the run is not accepted.
+    #[arg(long, value_enum, default_value = "keep")]
+    on_reject: OnRejectArg,
+    /// Print the ToolResult as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+    /// The agent's command and its arguments.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    command: Vec<std::ffi::OsString>,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum OnRejectArg {
+    Keep,
+    Restore,
+}
+
+fn run_command(args: RunArgs) -> i32 {
+    use grantguard::run::{self, MetricsChoice, OnReject, Request, TaskSource};
+    let source = match (args.task, args.claim) {
+        (Some(task), _) => TaskSource::Task(task),
+        (None, Some(claim)) => TaskSource::Claim(claim),
+        (None, None) => {
+            eprintln!("grantguard run: pass --task FILE or --claim FILE");
+            return exit::USAGE;
+        }
+    };
+    let metrics = match (args.metrics, args.no_metrics) {
+        (Some(file), _) => MetricsChoice::File(file),
+        (None, true) => MetricsChoice::Disabled,
+        (None, false) => MetricsChoice::Default,
+    };
+    let request = Request {
+        source,
+        repo: args.repo,
+        state: args.state,
+        capabilities: args.capabilities,
+        catalog: args.catalog,
+        registry: args.registry,
+        metrics,
+        run_id: args.run_id,
+        worker: args.worker,
+        journal: args.journal,
+        timeout: args.timeout.map(std::time::Duration::from_secs),
+        on_reject: match args.on_reject {
+            OnRejectArg::Keep => OnReject::Keep,
+            OnRejectArg::Restore => OnReject::Restore,
+        },
+        command: args.command,
+    };
+    let result = run::run(&request);
+    eprint!("{}", run::summary(&result));
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&result).expect("results are plain data")
+        );
+    }
+    result.exit_code()
 }

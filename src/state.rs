@@ -53,7 +53,15 @@ pub fn arm(repo_dir: &Path, grant_file: &Path, state_dir: &Path) -> ToolResult {
             return result;
         }
     };
-    match arm_with(repo_dir, &grant, state_dir) {
+    arm_grant(repo_dir, &grant, state_dir)
+}
+
+/// Arms `repo_dir` under an already validated grant, recording the baseline
+/// in `state_dir`. `grantguard run` calls this with the grant of a claimed
+/// queue row, which never was a file of its own; [`arm`] is the same with
+/// the grant read from a file.
+pub fn arm_grant(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> ToolResult {
+    match arm_with(repo_dir, grant, state_dir) {
         Ok(result) => result,
         Err(e) => ToolResult::rejected(
             "arm",

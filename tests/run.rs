@@ -1,0 +1,843 @@
+//! `grantguard run` end to end: real repositories, real hooks, and a scripted
+//! "agent" (a shell script passed as the command) that counts its runs in a
+//! file outside the checkout, so every test can say whether it ran.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use common::Sandbox;
+use serde_json::{Value, json};
+
+const CAP: &str = "repo.read";
+
+fn grant_json(paths: &[&str], min: u32, max: u32) -> Value {
+    json!({"version": "1", "allowed_paths": paths,
+           "commit_count": {"min": min, "max": max}, "publish": false})
+}
+
+fn task_json() -> Value {
+    json!({"id": "edit-docs", "title": "Edit the docs", "objective": "Improve the guide",
+           "task_type": "change", "required_capabilities": [CAP],
+           "side_effect_class": "reversible", "risk_class": "low", "worker": "coder"})
+}
+
+/// Writes a TaskSpec (with `grant` as its repository_grant, if any).
+fn task(sb: &Sandbox, grant: Option<Value>) -> PathBuf {
+    let mut t = task_json();
+    if let Some(g) = grant {
+        t["repository_grant"] = g;
+    }
+    let path = sb.root.join("task.json");
+    std::fs::write(&path, t.to_string()).unwrap();
+    path
+}
+
+/// Writes a claimed row.
+fn claim(sb: &Sandbox, row: Value) -> PathBuf {
+    let path = sb.root.join("claim.json");
+    std::fs::write(&path, row.to_string()).unwrap();
+    path
+}
+
+fn row(grant: Option<Value>, profile: Option<&str>, expires_at: &str) -> Value {
+    let mut r = json!({"run_id": "claimed-1", "worker": "w7@host",
+                       "lease": {"id": "lease-1", "expires_at": expires_at},
+                       "task": task_json()});
+    if let Some(g) = grant {
+        r["repository_grant"] = g;
+    }
+    if let Some(p) = profile {
+        r["harness_profile_ref"] = json!(p);
+    }
+    r
+}
+
+/// Writes the agent script: it counts its run, then runs `body` in the
+/// checkout.
+fn agent(sb: &Sandbox, body: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = sb.root.join("agent.sh");
+    let script = format!(
+        "#!/bin/sh\nset -e\necho run >> '{}'\n{body}\n",
+        count_file(sb).display()
+    );
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+fn count_file(sb: &Sandbox) -> PathBuf {
+    sb.root.join("agent-runs")
+}
+
+/// How many times the agent ran.
+fn runs(sb: &Sandbox) -> usize {
+    std::fs::read_to_string(count_file(sb)).map_or(0, |t| t.lines().count())
+}
+
+const DOCS_COMMIT: &str = "echo 'better guide' > docs/guide.md\ngit commit -q -am docs";
+
+fn journal_dir(sb: &Sandbox) -> PathBuf {
+    sb.state.join("journal")
+}
+
+fn metrics_file(sb: &Sandbox) -> PathBuf {
+    sb.root.join("metrics/metrics.jsonl")
+}
+
+fn metrics_lines(sb: &Sandbox) -> Vec<Value> {
+    std::fs::read_to_string(metrics_file(sb))
+        .map(|t| {
+            t.lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `grantguard run --json` with the common arguments, `extra` before `--`.
+fn run_cmd(
+    sb: &Sandbox,
+    source: &[&str],
+    extra: &[&str],
+    command: &[&str],
+) -> std::process::Command {
+    let mut cmd = sb.command(env!("CARGO_BIN_EXE_grantguard"));
+    cmd.current_dir(&sb.root)
+        .arg("run")
+        .args(source)
+        .args(["--repo", sb.repo.to_str().unwrap()])
+        .args(["--state", sb.state.to_str().unwrap()])
+        .args(["--capability", CAP, "--json"])
+        .args(extra)
+        .arg("--")
+        .args(command);
+    cmd
+}
+
+fn parse(out: &Output) -> (i32, Value) {
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "run printed no JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap_or(-1), result)
+}
+
+/// Runs a task file with the given extra arguments and the agent.
+fn run_task(sb: &Sandbox, task: &Path, extra: &[&str], agent: &Path) -> (i32, Value) {
+    let metrics = metrics_file(sb);
+    let mut args = vec!["--metrics", metrics.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let out = run_cmd(
+        sb,
+        &["--task", task.to_str().unwrap()],
+        &args,
+        &[agent.to_str().unwrap()],
+    )
+    .output()
+    .unwrap();
+    parse(&out)
+}
+
+fn hooks_path(sb: &Sandbox) -> String {
+    let out = sb.try_git(&["config", "--local", "core.hooksPath"]);
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// Not armed: no stubs in the config, no live baseline.
+#[track_caller]
+fn assert_disarmed(sb: &Sandbox) {
+    assert_eq!(hooks_path(sb), "", "core.hooksPath is still set");
+    assert!(!sb.state.join("baseline.json").exists(), "still armed");
+}
+
+/// Nothing ran: the agent did not, nothing was armed or journaled.
+#[track_caller]
+fn assert_nothing_ran(sb: &Sandbox) {
+    assert_eq!(runs(sb), 0, "the agent ran");
+    assert_disarmed(sb);
+    assert!(metrics_lines(sb).is_empty(), "metrics were written");
+    let records = walk(&journal_dir(sb))
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .count();
+    assert_eq!(records, 0, "a journal record was written");
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+fn class(r: &Value) -> &str {
+    r["failure_class"].as_str().unwrap_or("none")
+}
+
+#[test]
+fn accepts_a_granted_run_with_one_metrics_line_a_terminal_record_and_a_clean_disarmed_checkout() {
+    let sb = Sandbox::new();
+    let baseline = sb.git(&["rev-parse", "HEAD"]);
+    let t = task(&sb, Some(grant_json(&["docs/"], 1, 1)));
+    let a = agent(&sb, DOCS_COMMIT);
+    let (code, r) = run_task(&sb, &t, &["--run-id", "r1"], &a);
+    assert_eq!(
+        (code, r["status"].as_str()),
+        (0, Some("succeeded")),
+        "{r:#}"
+    );
+    assert_eq!(runs(&sb), 1);
+    assert_disarmed(&sb);
+    assert_eq!(
+        sb.git(&["status", "--porcelain", "--untracked-files=all"]),
+        ""
+    );
+    let lines = metrics_lines(&sb);
+    assert_eq!(lines.len(), 1);
+    let m = &lines[0];
+    assert_eq!(m["run_id"], "r1");
+    assert_eq!(m["task_id"], "edit-docs");
+    assert_eq!(m["baseline_commit"], baseline.as_str());
+    assert_eq!(m["final_commit"], sb.git(&["rev-parse", "HEAD"]).as_str());
+    assert_eq!(
+        (
+            m["commit_count"].clone(),
+            m["changed_paths"]["count"].clone()
+        ),
+        (json!(1), json!(1))
+    );
+    assert_eq!(m["grant"], r["evidence"]["grant"]);
+    let text = std::fs::read_to_string(metrics_file(&sb)).unwrap();
+    assert!(
+        !text.contains("docs/"),
+        "metrics leak a path or pattern: {text}"
+    );
+    let terminal: Value = serde_json::from_str(
+        &std::fs::read_to_string(journal_dir(&sb).join("r1/terminal.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(terminal["result"], r);
+    assert_eq!(terminal["run"]["worker"], "local");
+    assert!(
+        terminal["run"]["transaction_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("tx1:")
+    );
+}
+
+#[test]
+fn rejects_a_run_outside_the_grant_and_writes_no_metrics() {
+    let sb = Sandbox::new();
+    let t = task(&sb, Some(grant_json(&["docs/"], 1, 1)));
+    let a = agent(
+        &sb,
+        "echo 'pub fn g() {}' > src/lib.rs\ngit -c core.hooksPath=/dev/null commit -q -am src",
+    );
+    let (code, r) = run_task(&sb, &t, &[], &a);
+    assert_eq!((code, class(&r)), (1, "verification"), "{r:#}");
+    assert_eq!(common::rules(&r), ["path_not_granted"]);
+    assert_eq!(runs(&sb), 1);
+    assert!(metrics_lines(&sb).is_empty());
+    assert_disarmed(&sb);
+    assert!(
+        r["evidence"]["journal"]
+            .as_str()
+            .is_some_and(|j| Path::new(j).exists())
+    );
+}
+
+#[test]
+fn rejects_a_failed_command_even_when_the_repository_is_acceptable() {
+    let sb = Sandbox::new();
+    let t = task(&sb, Some(grant_json(&["docs/"], 1, 1)));
+    let a = agent(&sb, &format!("{DOCS_COMMIT}\nexit 4"));
+    let (code, r) = run_task(&sb, &t, &[], &a);
+    assert_eq!((code, class(&r)), (1, "target_rejection"), "{r:#}");
+    assert_eq!(r["evidence"]["verify"], "accepted");
+    assert_eq!(r["evidence"]["command"]["exit_code"], 4);
+    assert!(metrics_lines(&sb).is_empty());
+    assert_disarmed(&sb);
+}
+
+#[test]
+fn refuses_no_metrics_for_a_granted_task_before_anything_runs() {
+    let sb = Sandbox::new();
+    let t = task(&sb, Some(grant_json(&["docs/"], 1, 1)));
+    let a = agent(&sb, DOCS_COMMIT);
+    let out = run_cmd(
+        &sb,
+        &["--task", t.to_str().unwrap()],
+        &["--no-metrics"],
+        &[a.to_str().unwrap()],
+    )
+    .output()
+    .unwrap();
+    let (code, r) = parse(&out);
+    assert_eq!((code, class(&r)), (1, "validation"), "{r:#}");
+    assert_eq!(common::rules(&r), ["metrics_required"]);
+    assert_nothing_ran(&sb);
+}
+
+#[test]
+fn refuses_a_metrics_file_inside_the_checkout_before_anything_runs() {
+    let sb = Sandbox::new();
+    let t = task(&sb, Some(grant_json(&["docs/"], 1, 1)));
+    let a = agent(&sb, DOCS_COMMIT);
+    let inside = sb.repo.join("docs/metrics.jsonl");
+    let out = run_cmd(
+        &sb,
+        &["--task", t.to_str().unwrap()],
+        &["--metrics", inside.to_str().unwrap()],
+        &[a.to_str().unwrap()],
+    )
+    .output()
+    .unwrap();
+    let (code, r) = parse(&out);
+    assert_eq!(
+        (code, common::rules(&r)),
+        (1, vec!["inside_repository".to_owned()])
+    );
+    assert_nothing_ran(&sb);
+    assert!(!inside.exists());
+}
+
+#[test]
+fn refuses_a_task_whose_capabilities_are_not_granted_before_anything_runs() {
+    let sb = Sandbox::new();
+    let t = task(&sb, Some(grant_json(&["docs/"], 1, 1)));
+    let a = agent(&sb, DOCS_COMMIT);
+    let mut cmd = sb.command(env!("CARGO_BIN_EXE_grantguard"));
+    cmd.args(["run", "--task", t.to_str().unwrap(), "--json"])
+        .args([
+            "--repo",
+            sb.repo.to_str().unwrap(),
+            "--state",
+            sb.state.to_str().unwrap(),
+        ])
+        .args(["--", a.to_str().unwrap()]);
+    let (code, r) = parse(&cmd.output().unwrap());
+    assert_eq!((code, class(&r)), (1, "authorization"), "{r:#}");
+    assert_eq!(common::rules(&r), ["capability_not_granted"]);
+    assert_nothing_ran(&sb);
+}
+
+#[test]
+fn replays_a_recorded_run_without_running_the_command_again() {
+    let sb = Sandbox::new();
+    let t = task(&sb, Some(grant_json(&["docs/"], 1, 1)));
+    let a = agent(&sb, DOCS_COMMIT);
+    let (code, first) = run_task(&sb, &t, &["--run-id", "r1"], &a);
+    assert_eq!(code, 0, "{first:#}");
+    let (code, second) = run_task(&sb, &t, &["--run-id", "r1"], &a);
+    assert_eq!(code, 0, "{second:#}");
+    assert_eq!(runs(&sb), 1, "the command ran twice");
+    assert_eq!(second["evidence"]["reconciliation"], "exact");
+    let mut replayed = second.clone();
+    replayed["evidence"]
+        .as_object_mut()
+        .unwrap()
+        .remove("reconciliation");
+    assert_eq!(replayed, first, "the replay printed another result");
+    assert_eq!(metrics_lines(&sb).len(), 1, "the replay measured twice");
+
+    // A rejected run replays its rejection, with its exit code.
+    let sb = Sandbox::new();
+    let t = task(&sb, Some(grant_json(&["docs/"], 1, 1)));
+    let a = agent(&sb, "exit 3");
+    let (code, first) = run_task(&sb, &t, &["--run-id", "r2"], &a);
+    let (again, second) = run_task(&sb, &t, &["--run-id", "r2"], &a);
+    assert_eq!((code, again), (1, 1));
+    assert_eq!(second["status"], first["status"]);
+    assert_eq!(runs(&sb), 1);
+}
+
+#[test]
+fn a_run_id_of_another_worker_is_an_owner_conflict() {
+    let sb = Sandbox::new();
+    let t = task(&sb, None);
+    let a = agent(&sb, "true");
+    let (code, _) = run_task(&sb, &t, &["--run-id", "r1", "--worker", "alice"], &a);
+    assert_eq!(code, 0);
+    let (code, r) = run_task(&sb, &t, &["--run-id", "r1", "--worker", "bob"], &a);
+    assert_eq!((code, class(&r)), (1, "authorization"), "{r:#}");
+    assert_eq!(r["evidence"]["reconciliation"], "owner_conflict");
+    assert_eq!(runs(&sb), 1);
+}
+
+#[test]
+fn a_run_id_reused_for_another_command_or_grant_is_an_evidence_conflict() {
+    let sb = Sandbox::new();
+    let t = task(&sb, None);
+    let a = agent(&sb, "true");
+    let (code, _) = run_task(&sb, &t, &["--run-id", "r1"], &a);
+    assert_eq!(code, 0);
+    let out = run_cmd(
+        &sb,
+        &["--task", t.to_str().unwrap()],
+        &["--run-id", "r1"],
+        &[a.to_str().unwrap(), "--another-argument"],
+    )
+    .output()
+    .unwrap();
+    let (code, r) = parse(&out);
+    assert_eq!((code, class(&r)), (1, "validation"), "{r:#}");
+    assert_eq!(r["evidence"]["reconciliation"], "evidence_conflict");
+    assert_eq!(r["evidence"]["differing"], json!(["command"]));
+    let t = task(&sb, Some(grant_json(&["docs/"], 1, 1)));
+    let (code, r) = run_task(&sb, &t, &["--run-id", "r1"], &a);
+    assert_eq!(
+        (code, r["evidence"]["reconciliation"].as_str()),
+        (1, Some("evidence_conflict"))
+    );
+    assert_eq!(runs(&sb), 1);
+}
+
+#[test]
+fn an_unfinished_run_is_a_state_conflict_that_says_how_to_recover() {
+    let sb = Sandbox::new();
+    let t = task(&sb, Some(grant_json(&["docs/"], 1, 1)));
+    let a = agent(&sb, DOCS_COMMIT);
+    let out = run_cmd(
+        &sb,
+        &["--task", t.to_str().unwrap()],
+        &[
+            "--run-id",
+            "r1",
+            "--metrics",
+            metrics_file(&sb).to_str().unwrap(),
+        ],
+        &[a.to_str().unwrap()],
+    )
+    .env("GRANTGUARD_TEST_CRASH_AT", "command_finished")
+    .output()
+    .unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&out.status),
+        Some(9)
+    );
+    let (code, r) = run_task(&sb, &t, &["--run-id", "r1"], &a);
+    assert_eq!((code, class(&r)), (75, "conflict"), "{r:#}");
+    assert_eq!(r["evidence"]["reconciliation"], "state_conflict");
+    assert_eq!(r["evidence"]["left_in"]["armed"], true);
+    assert!(
+        r["evidence"]["left_in"]["recover"]
+            .as_str()
+            .unwrap()
+            .contains("grantguard disarm")
+    );
+    assert_eq!(runs(&sb), 1);
+
+    // The recovery it names works.
+    let out = sb.grantguard(&["disarm", "--state", sb.state.to_str().unwrap()]);
+    assert!(out.status.success());
+    sb.git(&["reset", "-q", "--hard", "HEAD~1"]);
+    let (code, r) = run_task(&sb, &t, &["--run-id", "r2"], &a);
+    assert_eq!(code, 0, "{r:#}");
+}
+
+#[test]
+fn a_run_held_by_a_live_process_is_a_lease_conflict() {
+    let sb = Sandbox::new();
+    let t = task(&sb, None);
+    let started = sb.root.join("started");
+    let release = sb.root.join("release");
+    let a = agent(
+        &sb,
+        &format!(
+            "touch '{}'\ni=0\nwhile [ ! -e '{}' ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done",
+            started.display(),
+            release.display()
+        ),
+    );
+    let first = run_cmd(
+        &sb,
+        &["--task", t.to_str().unwrap()],
+        &["--run-id", "r1"],
+        &[a.to_str().unwrap()],
+    )
+    .stdout(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    for _ in 0..300 {
+        if started.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let (code, r) = run_task(&sb, &t, &["--run-id", "r1"], &a);
+    std::fs::write(&release, "").unwrap();
+    let first = first.wait_with_output().unwrap();
+    assert_eq!((code, class(&r)), (75, "conflict"), "{r:#}");
+    assert_eq!(r["evidence"]["reconciliation"], "lease_conflict");
+    assert_eq!(common::rules(&r), ["run_locked"]);
+    assert_eq!(parse(&first).0, 0);
+    assert_eq!(runs(&sb), 1);
+}
+
+#[test]
+fn a_timeout_cancels_a_sleeping_agent_and_disarms() {
+    let sb = Sandbox::new();
+    let t = task(&sb, Some(grant_json(&["docs/"], 1, 1)));
+    let a = agent(&sb, "sleep 60");
+    let start = std::time::Instant::now();
+    let (code, r) = run_task(&sb, &t, &["--timeout", "1"], &a);
+    assert!(start.elapsed() < std::time::Duration::from_secs(20));
+    assert_eq!(
+        (code, r["status"].as_str(), class(&r)),
+        (130, Some("cancelled"), "timeout"),
+        "{r:#}"
+    );
+    assert_eq!(r["retryable"], true);
+    assert!(common::rules(&r).contains(&"timed_out".to_owned()));
+    assert_disarmed(&sb);
+    assert!(metrics_lines(&sb).is_empty());
+}
+
+/// The agent's whole work as git sees it: its branch tip and the tree of
+/// every tracked and untracked file, recorded outside the checkout.
+const RECORD_WORK: &str = "git rev-parse HEAD > \"$OUT/tip\"
+cp .git/index \"$OUT/index\"
+GIT_INDEX_FILE=\"$OUT/index\" git add -A
+GIT_INDEX_FILE=\"$OUT/index\" git write-tree > \"$OUT/tree\"";
+
+#[test]
+fn restore_preserves_the_rejected_work_exactly_and_resets_to_the_baseline() {
+    let sb = Sandbox::new();
+    let baseline = sb.git(&["rev-parse", "HEAD"]);
+    let out_dir = sb.root.join("agent-out");
+    std::fs::create_dir(&out_dir).unwrap();
+    let t = task(&sb, Some(grant_json(&["docs/"], 1, 1)));
+    let body = format!(
+        "OUT='{}'
+echo one > docs/guide.md && git commit -q -am one
+echo two > src/lib.rs && git -c core.hooksPath=/dev/null commit -q -am two
+echo uncommitted >> README.md
+git rm -q --cached .gitignore && rm .gitignore
+mkdir -p new/dir && echo untracked > new/dir/file.txt
+printf '\\000\\001\\002binary' > docs/blob.bin
+{RECORD_WORK}",
+        out_dir.display()
+    );
+    let a = agent(&sb, &body);
+    let (code, r) = run_task(&sb, &t, &["--on-reject", "restore", "--run-id", "r1"], &a);
+    assert_eq!((code, class(&r)), (1, "verification"), "{r:#}");
+    let c = &r["evidence"]["compensation"];
+    assert_eq!(c["done"], true, "{r:#}");
+
+    // The checkout is back at the baseline, clean, disarmed.
+    assert_eq!(sb.git(&["rev-parse", "HEAD"]), baseline);
+    assert_eq!(sb.git(&["symbolic-ref", "HEAD"]), "refs/heads/main");
+    assert_eq!(
+        sb.git(&["status", "--porcelain", "--untracked-files=all"]),
+        ""
+    );
+    assert_disarmed(&sb);
+
+    // The preserved files live outside the checkout and restore the work.
+    let bundle = c["preserved"]["bundle"]["file"].as_str().unwrap();
+    let patch = c["preserved"]["patch"]["file"].as_str().unwrap();
+    for f in [bundle, patch] {
+        assert!(Path::new(f).starts_with(&sb.state), "{f}");
+    }
+    let tip = std::fs::read_to_string(out_dir.join("tip")).unwrap();
+    sb.git(&["fetch", "-q", bundle, "refs/heads/main"]);
+    assert_eq!(sb.git(&["rev-parse", "FETCH_HEAD"]), tip.trim());
+    sb.git(&["checkout", "-q", "FETCH_HEAD"]);
+    sb.git(&["apply", "--binary", patch]);
+    let index = sb.root.join("check-index");
+    let mut add = sb.command("git");
+    add.current_dir(&sb.repo).env("GIT_INDEX_FILE", &index);
+    assert!(add.args(["add", "-A"]).status().unwrap().success());
+    let mut write = sb.command("git");
+    write.current_dir(&sb.repo).env("GIT_INDEX_FILE", &index);
+    let tree = write.arg("write-tree").output().unwrap();
+    assert_eq!(
+        String::from_utf8(tree.stdout).unwrap(),
+        std::fs::read_to_string(out_dir.join("tree")).unwrap(),
+        "bundle + patch do not restore the agent's work"
+    );
+}
+
+#[test]
+fn keep_leaves_a_rejected_checkout_as_the_agent_left_it() {
+    let sb = Sandbox::new();
+    let t = task(&sb, Some(grant_json(&["docs/"], 1, 1)));
+    let a = agent(&sb, "echo x > untracked.txt");
+    let (code, r) = run_task(&sb, &t, &[], &a);
+    assert_eq!(code, 1, "{r:#}");
+    assert!(r["evidence"].get("compensation").is_none());
+    assert!(sb.repo.join("untracked.txt").exists());
+}
+
+#[test]
+fn a_grant_absent_task_maps_the_exit_status_without_arming() {
+    let sb = Sandbox::new();
+    let t = task(&sb, None);
+    let seen = sb.root.join("hooks-path-seen");
+    let a = agent(
+        &sb,
+        &format!(
+            "git config --local core.hooksPath > '{}' || true",
+            seen.display()
+        ),
+    );
+    let (code, r) = run_task(&sb, &t, &["--run-id", "ok"], &a);
+    assert_eq!(
+        (code, r["status"].as_str()),
+        (0, Some("succeeded")),
+        "{r:#}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&seen).unwrap(),
+        "",
+        "a grant-absent run was armed"
+    );
+    assert!(r["evidence"].get("verify").is_none());
+    assert!(journal_dir(&sb).join("ok/terminal.json").exists());
+
+    let a = agent(&sb, "exit 3");
+    let (code, r) = run_task(&sb, &t, &["--run-id", "bad"], &a);
+    assert_eq!(
+        (code, r["status"].as_str(), class(&r)),
+        (1, Some("failed_permanent"), "target_rejection")
+    );
+    assert!(metrics_lines(&sb).is_empty());
+    assert_eq!(runs(&sb), 2);
+}
+
+#[test]
+fn a_claimed_row_with_a_grant_and_a_profile_runs_like_a_task() {
+    let sb = Sandbox::new();
+    let c = claim(
+        &sb,
+        row(
+            Some(grant_json(&["docs/"], 1, 1)),
+            Some("default"),
+            "2999-01-01T00:00:00Z",
+        ),
+    );
+    let a = agent(&sb, DOCS_COMMIT);
+    let out = run_cmd(
+        &sb,
+        &["--claim", c.to_str().unwrap()],
+        &["--metrics", metrics_file(&sb).to_str().unwrap()],
+        &[a.to_str().unwrap()],
+    )
+    .output()
+    .unwrap();
+    let (code, r) = parse(&out);
+    assert_eq!(code, 0, "{r:#}");
+    assert_eq!(r["evidence"]["run"]["id"], "claimed-1");
+    assert_eq!(r["evidence"]["run"]["worker"], "w7@host");
+    assert_eq!(metrics_lines(&sb).len(), 1);
+    assert_disarmed(&sb);
+
+    // And a wrongly owned replay of the same row is an owner conflict.
+    let mut other = row(
+        Some(grant_json(&["docs/"], 1, 1)),
+        Some("default"),
+        "2999-01-01T00:00:00Z",
+    );
+    other["worker"] = json!("w8");
+    let c = claim(&sb, other);
+    let out = run_cmd(
+        &sb,
+        &["--claim", c.to_str().unwrap()],
+        &[],
+        &[a.to_str().unwrap()],
+    )
+    .output()
+    .unwrap();
+    let (code, r) = parse(&out);
+    assert_eq!(
+        (code, r["evidence"]["reconciliation"].as_str()),
+        (1, Some("owner_conflict"))
+    );
+    assert_eq!(runs(&sb), 1);
+}
+
+fn refused_claim(sb: &Sandbox, row: Value) -> (i32, Value) {
+    let c = claim(sb, row);
+    let a = agent(sb, DOCS_COMMIT);
+    let out = run_cmd(
+        sb,
+        &["--claim", c.to_str().unwrap()],
+        &[],
+        &[a.to_str().unwrap()],
+    )
+    .output()
+    .unwrap();
+    parse(&out)
+}
+
+#[test]
+fn refuses_a_claimed_grant_without_a_profile_before_anything_runs() {
+    let sb = Sandbox::new();
+    let (code, r) = refused_claim(
+        &sb,
+        row(
+            Some(grant_json(&["docs/"], 1, 1)),
+            None,
+            "2999-01-01T00:00:00Z",
+        ),
+    );
+    assert_eq!((code, class(&r)), (1, "authorization"), "{r:#}");
+    assert_nothing_ran(&sb);
+}
+
+#[test]
+fn refuses_a_claimed_row_with_malformed_authority_before_anything_runs() {
+    let sb = Sandbox::new();
+    let mut nested = row(None, Some("default"), "2999-01-01T00:00:00Z");
+    nested["task"]["repository_grant"] = grant_json(&["docs/"], 1, 1);
+    let (code, r) = refused_claim(&sb, nested);
+    assert_eq!((code, class(&r)), (1, "authorization"), "{r:#}");
+    assert_nothing_ran(&sb);
+
+    let mut publishing = grant_json(&["docs/"], 1, 1);
+    publishing["publish"] = json!(true);
+    let (code, r) = refused_claim(
+        &sb,
+        row(Some(publishing), Some("default"), "2999-01-01T00:00:00Z"),
+    );
+    assert_eq!((code, class(&r)), (1, "authorization"), "{r:#}");
+    let (code, r) = refused_claim(
+        &sb,
+        row(
+            Some(json!("docs/")),
+            Some("default"),
+            "2999-01-01T00:00:00Z",
+        ),
+    );
+    assert_eq!((code, class(&r)), (1, "authorization"), "{r:#}");
+
+    let mut unknown = row(None, None, "2999-01-01T00:00:00Z");
+    unknown["priority"] = json!(1);
+    let (code, r) = refused_claim(&sb, unknown);
+    assert_eq!((code, class(&r)), (1, "validation"), "{r:#}");
+    assert_nothing_ran(&sb);
+}
+
+#[test]
+fn an_expired_lease_is_a_lease_conflict_and_nothing_runs() {
+    let sb = Sandbox::new();
+    let (code, r) = refused_claim(
+        &sb,
+        row(
+            Some(grant_json(&["docs/"], 1, 1)),
+            Some("default"),
+            "2020-01-01T00:00:00Z",
+        ),
+    );
+    assert_eq!((code, class(&r)), (75, "conflict"), "{r:#}");
+    assert_eq!(r["evidence"]["reconciliation"], "lease_conflict");
+    assert_eq!(common::rules(&r), ["lease_expired"]);
+    assert_nothing_ran(&sb);
+}
+
+/// What the next invocation must report after a crash at a step.
+enum After {
+    /// The started record never became visible: the run is new.
+    Fresh,
+    /// The run started and never ended.
+    StateConflict,
+    /// The terminal record is durable: replay it.
+    Replay,
+}
+
+#[test]
+fn a_sigkill_at_any_step_leaves_whole_records_and_never_runs_twice() {
+    let steps = [
+        ("started_record_unrenamed", After::Fresh),
+        ("started", After::StateConflict),
+        ("armed", After::StateConflict),
+        ("command_finished", After::StateConflict),
+        ("verified", After::StateConflict),
+        ("disarmed", After::StateConflict),
+        ("terminal_record_unrenamed", After::StateConflict),
+        ("terminal", After::Replay),
+        ("metrics", After::Replay),
+    ];
+    for (step, after) in steps {
+        let sb = Sandbox::new();
+        let t = task(&sb, Some(grant_json(&["docs/"], 1, 1)));
+        let a = agent(&sb, DOCS_COMMIT);
+        let out = run_cmd(
+            &sb,
+            &["--task", t.to_str().unwrap()],
+            &[
+                "--run-id",
+                "r1",
+                "--metrics",
+                metrics_file(&sb).to_str().unwrap(),
+            ],
+            &[a.to_str().unwrap()],
+        )
+        .env("GRANTGUARD_TEST_CRASH_AT", step)
+        .output()
+        .unwrap();
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&out.status),
+            Some(9),
+            "{step}: not killed"
+        );
+        assert!(
+            out.stdout.is_empty(),
+            "{step}: a result was printed before the crash"
+        );
+        for file in walk(&journal_dir(&sb)) {
+            let name = file.file_name().unwrap().to_string_lossy().into_owned();
+            if name.ends_with(".json") {
+                let text = std::fs::read_to_string(&file).unwrap();
+                assert!(
+                    serde_json::from_str::<Value>(&text).is_ok(),
+                    "{step}: torn record {name}: {text:?}"
+                );
+            }
+        }
+        let ran_before = runs(&sb);
+        let (code, r) = run_task(&sb, &t, &["--run-id", "r1"], &a);
+        match after {
+            After::Fresh => {
+                assert_eq!(code, 0, "{step}: {r:#}");
+                assert_eq!(runs(&sb), 1, "{step}");
+            }
+            After::StateConflict => {
+                assert_eq!(
+                    (code, r["evidence"]["reconciliation"].as_str()),
+                    (75, Some("state_conflict")),
+                    "{step}: {r:#}"
+                );
+                assert_eq!(runs(&sb), ran_before, "{step}: ran twice");
+                assert!(ran_before <= 1);
+            }
+            After::Replay => {
+                assert_eq!(
+                    (code, r["evidence"]["reconciliation"].as_str()),
+                    (0, Some("exact")),
+                    "{step}: {r:#}"
+                );
+                assert_eq!(runs(&sb), 1, "{step}");
+                assert_eq!(
+                    metrics_lines(&sb).len(),
+                    1,
+                    "{step}: metrics not exactly once"
+                );
+            }
+        }
+    }
+}
