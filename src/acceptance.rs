@@ -476,7 +476,14 @@ fn evaluate(
         &mut findings,
     )?;
     compare_refs(&baseline.refs, &refs, &baseline.branch, &mut findings);
-    if metadata_intact && let Err(e) = check_worktree(&repo, &location, &mut findings) {
+    if metadata_intact
+        && let Err(e) = check_worktree(
+            &repo,
+            &location,
+            worktree_base(&head, &baseline.branch, tip),
+            &mut findings,
+        )
+    {
         // A tip git itself refuses to check out (a crafted `.git` entry)
         // cannot be compared with a worktree: that is not clean, and the
         // other findings still stand.
@@ -615,9 +622,23 @@ pub fn compare_refs(before: &RefMap, now: &RefMap, branch: &str, findings: &mut 
     }
 }
 
+/// The commit the worktree is compared with: the snapshot's branch tip when
+/// HEAD is on the branch; otherwise (already a violation) the commit HEAD
+/// pointed to in the snapshot, so the report describes what is checked out.
+fn worktree_base(head: &Head, branch: &str, tip: Option<ObjectId>) -> Option<ObjectId> {
+    match head {
+        Head::Branch { name, .. } if name == branch => tip,
+        Head::Branch { commit, .. } => *commit,
+        Head::Detached(id) => Some(*id),
+    }
+}
+
+/// Compares the index and worktree with `tip`, the tip the history checks
+/// decided on (not HEAD as it is a moment later).
 fn check_worktree(
     repo: &gix::Repository,
     location: &repo::Location,
+    tip: Option<ObjectId>,
     findings: &mut Findings,
 ) -> Result<()> {
     for op in repo::in_progress_operations(&location.git_dir) {
@@ -626,7 +647,8 @@ fn check_worktree(
             format!("a {op} is in progress; finish or abort it"),
         ));
     }
-    for dirt in repo::worktree_dirt(repo)? {
+    let tree = repo::tree_id_of(repo, tip)?;
+    for dirt in repo::worktree_dirt_against(repo, Some(tree))? {
         let shown = dirt.path.to_str_lossy().into_owned();
         findings.push(
             Violation::new(

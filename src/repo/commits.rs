@@ -256,6 +256,15 @@ pub fn changed_paths(
     Ok(recorder.records.into_iter().filter_map(classify).collect())
 }
 
+/// The tree id of `commit` (the empty tree for `None`), read verified.
+pub fn tree_id_of(repo: &gix::Repository, commit: Option<ObjectId>) -> Result<ObjectId> {
+    let Some(id) = commit else {
+        return Ok(ObjectId::empty_tree(repo.object_hash()));
+    };
+    let mut buf = Vec::new();
+    Ok(read_commit(repo, id, &mut buf)?.tree())
+}
+
 /// The raw tree of `commit` (empty for `None`), both objects verified.
 fn tree_of(repo: &gix::Repository, commit: Option<ObjectId>) -> Result<Vec<u8>> {
     let Some(id) = commit else {

@@ -20,11 +20,11 @@ use anyhow::{Context, Result, bail};
 
 pub use commits::{
     ChangeKind, ChangedPath, FULL_WALK_LIMIT, NewCommit, NewHistory, Verified, changed_paths,
-    new_history, read_verified,
+    new_history, read_verified, tree_id_of,
 };
 pub use metadata::metadata_digests;
 pub use refs::{Head, RefMap, head, ref_snapshot};
-pub use worktree::{Dirt, in_progress_operations, worktree_dirt};
+pub use worktree::{Dirt, in_progress_operations, worktree_dirt, worktree_dirt_against};
 
 /// Where a repository lives on disk, resolved to canonical absolute paths.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -23,9 +23,24 @@ pub struct Dirt {
 /// untracked non-ignored files. Ignored directories are not descended.
 /// Sorted by path.
 pub fn worktree_dirt(repo: &gix::Repository) -> Result<Vec<Dirt>> {
-    let status = repo
+    worktree_dirt_against(repo, None)
+}
+
+/// Like [`worktree_dirt`], but the index is compared with `tree` (the tip
+/// a check already decided on) instead of whatever HEAD points to now: a
+/// HEAD that moves while we look cannot pair one commit's history with
+/// another commit's clean worktree.
+pub fn worktree_dirt_against(
+    repo: &gix::Repository,
+    tree: Option<gix::ObjectId>,
+) -> Result<Vec<Dirt>> {
+    let mut status = repo
         .status(gix::progress::Discard)
-        .context("cannot prepare the worktree status")?
+        .context("cannot prepare the worktree status")?;
+    if let Some(tree) = tree {
+        status = status.head_tree(tree);
+    }
+    let status = status
         .untracked_files(gix::status::UntrackedFiles::Files)
         .index_worktree_rewrites(None)
         .index_worktree_submodules(gix::status::Submodule::Given {
