@@ -5,6 +5,18 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
+/// Test hook for crash safety: in debug builds only, when the environment
+/// variable `GRANTGUARD_TEST_CRASH_AT` equals `step`, the process aborts on
+/// the spot (no destructors, no cleanup: as close to `kill -9` as a process
+/// can do to itself). Release builds never read the variable.
+pub fn crash_point(step: &str) {
+    if cfg!(debug_assertions)
+        && std::env::var_os("GRANTGUARD_TEST_CRASH_AT").is_some_and(|v| v == step)
+    {
+        std::process::abort();
+    }
+}
+
 /// Writes `bytes` to `path` atomically: a temporary file in the same
 /// directory, fsync, rename over `path`, fsync of the directory. A crash
 /// leaves either the old file or the new one, never a torn one. The file is
@@ -20,6 +32,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     tmp.write_all(bytes)
         .and_then(|()| tmp.as_file().sync_all())
         .with_context(|| format!("cannot write {}", tmp.path().display()))?;
+    if let Some(name) = path.file_name().and_then(|n| n.to_str()) {
+        crash_point(&format!("before-rename:{name}"));
+    }
     tmp.persist(path)
         .with_context(|| format!("cannot move the new file into place at {}", path.display()))?;
     sync_dir(dir)

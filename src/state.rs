@@ -132,6 +132,7 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
         return Ok(result);
     }
     crate::fsutil::create_private_dir(&state)?;
+    crate::fsutil::crash_point("state-dir-created");
     let binary = std::env::current_exe()
         .and_then(|p| p.canonicalize())
         .context("cannot locate the grantguard executable for the hook stubs")?;
@@ -211,6 +212,7 @@ fn disarm_inner(state_dir: &Path) -> Result<ToolResult> {
         }
         result = result.with_evidence("config_restored", format!("{restored:?}").to_lowercase());
     }
+    crate::fsutil::crash_point("disarm-uninstalled");
     // Keep the baseline under another name: verify still works after a
     // clean disarm, while hooks (which read only the live name) see none.
     if live.exists() {
@@ -218,6 +220,7 @@ fn disarm_inner(state_dir: &Path) -> Result<ToolResult> {
         std::fs::rename(&live, &retired)
             .with_context(|| format!("cannot retire the baseline in {}", state_dir.display()))?;
         crate::fsutil::sync_dir(state_dir)?;
+        crate::fsutil::crash_point("baseline-retired");
         result = result.with_evidence("baseline_kept_at", retired.display().to_string());
     }
     install::forget(state_dir)?;
