@@ -10,6 +10,7 @@
 //! | `commit_count_out_of_bounds` | `min <= count(baseline..tip) <= max` |
 //! | `path_not_granted` | every path every new commit changed is granted |
 //! | `dotgit_path` | no new commit changes a path with a `.git` component |
+//! | `symlink_escapes_repository` | no new commit makes a granted path a symlink leaving the worktree |
 //! | `ref_changed` / `remote_tracking_ref_changed` | every other ref equals the baseline |
 //! | `worktree_not_clean` | index and worktree equal the tip, nothing untracked, no operation in progress |
 //! | `changed_during_verify` | HEAD, refs and metadata read at the end equal what was read at the start |
