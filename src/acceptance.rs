@@ -649,7 +649,9 @@ fn check_worktree(
         ));
     }
     let tree = repo::tree_id_of(repo, tip)?;
-    for dirt in repo::worktree_dirt_against(repo, Some(tree))? {
+    let mut dirt = repo::worktree_dirt_against(repo, Some(tree))?;
+    dirt.extend(repo::hidden_index_entries(repo, &location.git_dir)?);
+    for dirt in dirt {
         let shown = dirt.path.to_str_lossy().into_owned();
         findings.push(
             Violation::new(

@@ -118,7 +118,9 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
         .into_iter()
         .map(|op| format!("a {op} is in progress"))
         .collect();
-    for dirt in repo::worktree_dirt(&repo)? {
+    let mut dirt = repo::worktree_dirt(&repo)?;
+    dirt.extend(repo::hidden_index_entries(&repo, &location.git_dir)?);
+    for dirt in dirt {
         problems.push(format!("{} is {}", dirt.path, dirt.what));
     }
     if !problems.is_empty() {

@@ -230,3 +230,24 @@ fn push_through_an_explicit_url_and_no_verify_leaves_the_remote_unchanged() {
     let (code, r) = sb.verify();
     assert_eq!(code, 0, "{r:#}");
 }
+
+#[test]
+fn worktree_changes_hidden_by_index_flags_are_not_clean() {
+    // `assume-unchanged` and `skip-worktree` tell git (and a status check
+    // that trusts them) not to look at a file: a modified file hides.
+    for flag in ["--assume-unchanged", "--skip-worktree"] {
+        let sb = Sandbox::new();
+        sb.arm(&sb.grant(&["docs/"], 1, 1));
+        sb.commit_file("docs/guide.md", "ok\n", "granted");
+        sb.git_nohooks(&["update-index", flag, "src/lib.rs"]);
+        sb.write("src/lib.rs", "pub fn hidden() {}\n");
+        assert_eq!(
+            sb.git(&["status", "--porcelain"]),
+            "",
+            "{flag}: git sees nothing"
+        );
+        let (code, r) = sb.verify();
+        assert_eq!(code, 1, "{flag}: {r:#}");
+        assert_eq!(rules(&r), ["worktree_not_clean"], "{flag}: {r:#}");
+    }
+}

@@ -24,7 +24,9 @@ pub use commits::{
 };
 pub use metadata::metadata_digests;
 pub use refs::{Head, RefMap, head, ref_snapshot};
-pub use worktree::{Dirt, in_progress_operations, worktree_dirt, worktree_dirt_against};
+pub use worktree::{
+    Dirt, hidden_index_entries, in_progress_operations, worktree_dirt, worktree_dirt_against,
+};
 
 /// Where a repository lives on disk, resolved to canonical absolute paths.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
