@@ -10,6 +10,7 @@
 //! | `commit_count_out_of_bounds` | `min <= count(baseline..tip) <= max` |
 //! | `path_not_granted` | every path every new commit changed is granted |
 //! | `dotgit_path` | no new commit changes a path with a `.git` component |
+//! | `symlink_escapes_repository` | no new commit makes a granted path a symlink leaving the worktree |
 //! | `ref_changed` / `remote_tracking_ref_changed` | every other ref equals the baseline |
 //! | `worktree_not_clean` | index and worktree equal the tip, nothing untracked, no operation in progress |
 //! | `changed_during_verify` | HEAD, refs and metadata read at the end equal what was read at the start |
@@ -60,6 +61,9 @@ pub mod rule {
     pub const BASELINE_INVALID: &str = "baseline_invalid";
     /// The repository could not be read.
     pub const REPOSITORY_UNREADABLE: &str = "repository_unreadable";
+    /// A new commit makes a granted path a symlink whose target leaves the
+    /// worktree (absolute, `..` past the root, or into `.git`).
+    pub const SYMLINK_ESCAPES_REPOSITORY: &str = "symlink_escapes_repository";
 }
 
 /// Most new commits whose paths are diffed. A valid history has at most 32;
@@ -257,12 +261,23 @@ fn check_path(
         );
         return;
     }
-    warn_about(repo, change, matcher, findings);
+    warn_about(repo, commit, change, matcher, findings);
 }
 
-/// Warnings for granted changes that are legal but worth a look.
+/// Symlinks leaving the worktree (a violation), and warnings for granted
+/// changes that are legal but worth a look.
+///
+/// A committed symlink whose target leaves the worktree turns a granted path
+/// into a window on the host: whoever later reads or writes the granted path
+/// in a checkout (the harness, a build, the next run, a human) reads or
+/// writes the file outside instead, and the grant no longer describes what a
+/// change to the repository can touch. No repository change needs one, so it
+/// is refused. A target inside the worktree only changes which tracked file
+/// is read; writes through it show up as changes to the target's own path,
+/// which the grant checks, so that is a warning.
 fn warn_about(
     repo: &gix::Repository,
+    commit: ObjectId,
     change: &ChangedPath,
     matcher: &PathMatcher,
     findings: &mut Findings,
@@ -272,14 +287,39 @@ fn warn_about(
     };
     let shown = change.path.to_str_lossy();
     if mode.is_link() {
-        if let Ok(blob) = repo.find_object(id)
-            && let Some(why) = symlink_escape(&change.path, &blob.data, matcher)
-        {
-            findings.warnings.insert(format!(
-                "symlink {shown:?} points to {:?}: {why}",
-                blob.data.to_str_lossy()
-            ));
+        let mut buf = Vec::new();
+        let escape = match repo::read_verified(repo, id, &mut buf) {
+            Ok(blob) => symlink_escape(&change.path, blob.data, matcher)
+                .map(|why| (why, format!("{:?}", blob.data.to_str_lossy()))),
+            Err(e) => Some((
+                Escape::Outside("its target cannot be read"),
+                format!("{e:#}"),
+            )),
+        };
+        match escape {
+            None => {}
+            Some((Escape::Ungranted(why), target)) => {
+                findings
+                    .warnings
+                    .insert(format!("symlink {shown:?} points to {target}: {why}"));
+            }
+            Some((Escape::Outside(why), target)) => findings.push(
+                Violation::new(
+                    rule::SYMLINK_ESCAPES_REPOSITORY,
+                    format!(
+                        "commit {commit} makes {shown:?} a symlink to {target}: {why}; a \
+                         symlink may only point inside the worktree"
+                    ),
+                )
+                .with_commit(commit.to_string())
+                .with_path(shown.clone().into_owned()),
+            ),
         }
+    } else if mode.is_commit() {
+        findings.warnings.insert(format!(
+            "{shown:?} is a gitlink to commit {id} of another repository; its content is not \
+             checked"
+        ));
     } else if mode.is_executable() && !change.old_mode.is_some_and(|m| m.is_executable()) {
         findings
             .warnings
@@ -296,27 +336,54 @@ fn warn_about(
     }
 }
 
+/// Where a symlink's target lands, when that is worth reporting.
+#[derive(Debug, PartialEq, Eq)]
+enum Escape {
+    /// Outside the worktree: absolute, past its root, or into `.git`.
+    Outside(&'static str),
+    /// Inside the worktree, on a path the grant does not cover.
+    Ungranted(&'static str),
+}
+
 /// Why a symlink's target is worth a look: absolute, leaving the repository,
-/// or landing on a path the grant does not cover.
-fn symlink_escape(link: &[u8], target: &[u8], matcher: &PathMatcher) -> Option<&'static str> {
+/// entering a `.git` directory, or landing on a path the grant does not cover.
+fn symlink_escape(link: &[u8], target: &[u8], matcher: &PathMatcher) -> Option<Escape> {
     if target.starts_with(b"/") {
-        return Some("an absolute target outside the repository");
+        return Some(Escape::Outside("an absolute target outside the repository"));
     }
     let mut parts: Vec<&[u8]> = link.split(|&b| b == b'/').collect();
     parts.pop();
+    let mut descended = false;
     for part in target.split(|&b| b == b'/') {
         match part {
             b"" | b"." => {}
+            // Climbing back out of a directory the target entered (`s/../x`)
+            // is resolved by the file system, not lexically: if `s` is itself
+            // a symlink (say to `../..`), `s/..` is not where it looks. Only
+            // leading `..` climb real directories (the link's own parents).
+            b".." if descended => {
+                return Some(Escape::Outside(
+                    "the target climbs out of a directory it entered (x/..), which a symlink \
+                     on the way could redirect anywhere",
+                ));
+            }
             b".." => {
                 if parts.pop().is_none() {
-                    return Some("the target leaves the repository");
+                    return Some(Escape::Outside("the target leaves the repository"));
                 }
             }
-            p => parts.push(p),
+            p => {
+                descended = true;
+                parts.push(p);
+            }
         }
     }
     let resolved = parts.join(&b'/');
-    (!matcher.is_granted(&resolved)).then_some("the target is outside the granted paths")
+    if has_dotgit_component(&resolved) {
+        return Some(Escape::Outside("the target is inside a .git directory"));
+    }
+    (!matcher.is_granted(&resolved))
+        .then_some(Escape::Ungranted("the target is outside the granted paths"))
 }
 
 /// Runs final acceptance for the state directory `state`. `repo_dir`, when
@@ -410,7 +477,14 @@ fn evaluate(
         &mut findings,
     )?;
     compare_refs(&baseline.refs, &refs, &baseline.branch, &mut findings);
-    if metadata_intact && let Err(e) = check_worktree(&repo, &location, &mut findings) {
+    if metadata_intact
+        && let Err(e) = check_worktree(
+            &repo,
+            &location,
+            worktree_base(&head, &baseline.branch, tip),
+            &mut findings,
+        )
+    {
         // A tip git itself refuses to check out (a crafted `.git` entry)
         // cannot be compared with a worktree: that is not clean, and the
         // other findings still stand.
@@ -549,9 +623,23 @@ pub fn compare_refs(before: &RefMap, now: &RefMap, branch: &str, findings: &mut 
     }
 }
 
+/// The commit the worktree is compared with: the snapshot's branch tip when
+/// HEAD is on the branch; otherwise (already a violation) the commit HEAD
+/// pointed to in the snapshot, so the report describes what is checked out.
+fn worktree_base(head: &Head, branch: &str, tip: Option<ObjectId>) -> Option<ObjectId> {
+    match head {
+        Head::Branch { name, .. } if name == branch => tip,
+        Head::Branch { commit, .. } => *commit,
+        Head::Detached(id) => Some(*id),
+    }
+}
+
+/// Compares the index and worktree with `tip`, the tip the history checks
+/// decided on (not HEAD as it is a moment later).
 fn check_worktree(
     repo: &gix::Repository,
     location: &repo::Location,
+    tip: Option<ObjectId>,
     findings: &mut Findings,
 ) -> Result<()> {
     for op in repo::in_progress_operations(&location.git_dir) {
@@ -560,7 +648,10 @@ fn check_worktree(
             format!("a {op} is in progress; finish or abort it"),
         ));
     }
-    for dirt in repo::worktree_dirt(repo)? {
+    let tree = repo::tree_id_of(repo, tip)?;
+    let mut dirt = repo::worktree_dirt_against(repo, Some(tree))?;
+    dirt.extend(repo::hidden_index_entries(repo, &location.git_dir)?);
+    for dirt in dirt {
         let shown = dirt.path.to_str_lossy().into_owned();
         findings.push(
             Violation::new(
@@ -586,9 +677,40 @@ mod tests {
         let m = matcher(&["docs/"]);
         assert_eq!(symlink_escape(b"docs/a", b"b", &m), None);
         assert_eq!(symlink_escape(b"docs/x/a", b"../b", &m), None);
-        assert!(symlink_escape(b"docs/a", b"../src/main.rs", &m).is_some());
-        assert!(symlink_escape(b"docs/a", b"../../../etc/passwd", &m).is_some());
-        assert!(symlink_escape(b"docs/a", b"/etc/passwd", &m).is_some());
+        assert!(matches!(
+            symlink_escape(b"docs/a", b"../src/main.rs", &m),
+            Some(Escape::Ungranted(_))
+        ));
+        for outside in [
+            &b"../../../etc/passwd"[..],
+            b"/etc/passwd",
+            b"../..",
+            b"../.git/config",
+            b".git/hooks/pre-commit",
+            b"../docs/.GIT/x",
+        ] {
+            assert!(
+                matches!(
+                    symlink_escape(b"docs/a", outside, &m),
+                    Some(Escape::Outside(_))
+                ),
+                "{}",
+                outside.to_str_lossy()
+            );
+        }
+    }
+
+    #[test]
+    fn a_target_that_climbs_out_of_a_directory_it_entered_is_outside() {
+        // docs/deep/s -> ../.. is the worktree root, so docs/deep/a -> s/../x
+        // is /x outside the repository, though it reads as docs/deep/x.
+        let m = matcher(&["docs/"]);
+        assert!(matches!(
+            symlink_escape(b"docs/deep/a", b"s/../x", &m),
+            Some(Escape::Outside(_))
+        ));
+        assert_eq!(symlink_escape(b"docs/deep/a", b"../x", &m), None);
+        assert_eq!(symlink_escape(b"docs/deep/a", b"./s/./x", &m), None);
     }
 
     #[test]

@@ -5,6 +5,26 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
+/// Environment variable naming the step at which a debug build kills
+/// itself (see [`crash_point`]).
+pub const CRASH_ENV: &str = "GRANTGUARD_TEST_CRASH_AT";
+
+/// Test hook for crash safety: in debug builds only, when [`CRASH_ENV`]
+/// equals `step`, the process sends itself `SIGKILL` on the spot (no
+/// destructors, no cleanup: exactly what `kill -9` does). Release builds
+/// never read the variable.
+pub fn crash_point(step: &str) {
+    #[cfg(debug_assertions)]
+    if std::env::var_os(CRASH_ENV).is_some_and(|v| v == step) {
+        // SAFETY: plain syscalls; SIGKILL does not return.
+        unsafe {
+            libc::kill(libc::getpid(), libc::SIGKILL);
+        }
+    }
+    #[cfg(not(debug_assertions))]
+    let _ = step;
+}
+
 /// Writes `bytes` to `path` atomically: a temporary file in the same
 /// directory, fsync, rename over `path`, fsync of the directory. A crash
 /// leaves either the old file or the new one, never a torn one. The file is
@@ -15,7 +35,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// [`write_atomic`], calling `before_rename` once the temporary file is
 /// durable and before it is renamed into place. The journal uses it for a
-/// test-only crash point between the two (see [`crate::run::crash_point`]).
+/// test-only crash point between the two (see [`crash_point`]).
 pub fn write_atomic_then(path: &Path, bytes: &[u8], before_rename: impl FnOnce()) -> Result<()> {
     let dir = path
         .parent()
@@ -28,6 +48,9 @@ pub fn write_atomic_then(path: &Path, bytes: &[u8], before_rename: impl FnOnce()
         .and_then(|()| tmp.as_file().sync_all())
         .with_context(|| format!("cannot write {}", tmp.path().display()))?;
     before_rename();
+    if let Some(name) = path.file_name().and_then(|n| n.to_str()) {
+        crash_point(&format!("before-rename:{name}"));
+    }
     tmp.persist(path)
         .with_context(|| format!("cannot move the new file into place at {}", path.display()))?;
     sync_dir(dir)

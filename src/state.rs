@@ -126,7 +126,9 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
         .into_iter()
         .map(|op| format!("a {op} is in progress"))
         .collect();
-    for dirt in repo::worktree_dirt(&repo)? {
+    let mut dirt = repo::worktree_dirt(&repo)?;
+    dirt.extend(repo::hidden_index_entries(&repo, &location.git_dir)?);
+    for dirt in dirt {
         problems.push(format!("{} is {}", dirt.path, dirt.what));
     }
     if !problems.is_empty() {
@@ -140,6 +142,7 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
         return Ok(result);
     }
     crate::fsutil::create_private_dir(&state)?;
+    crate::fsutil::crash_point("state-dir-created");
     let binary = std::env::current_exe()
         .and_then(|p| p.canonicalize())
         .context("cannot locate the grantguard executable for the hook stubs")?;
@@ -219,6 +222,7 @@ fn disarm_inner(state_dir: &Path) -> Result<ToolResult> {
         }
         result = result.with_evidence("config_restored", format!("{restored:?}").to_lowercase());
     }
+    crate::fsutil::crash_point("disarm-uninstalled");
     // Keep the baseline under another name: verify still works after a
     // clean disarm, while hooks (which read only the live name) see none.
     if live.exists() {
@@ -226,6 +230,7 @@ fn disarm_inner(state_dir: &Path) -> Result<ToolResult> {
         std::fs::rename(&live, &retired)
             .with_context(|| format!("cannot retire the baseline in {}", state_dir.display()))?;
         crate::fsutil::sync_dir(state_dir)?;
+        crate::fsutil::crash_point("baseline-retired");
         result = result.with_evidence("baseline_kept_at", retired.display().to_string());
     }
     install::forget(state_dir)?;

@@ -21,6 +21,9 @@ use super::GUARDED;
 pub const RECORD: &str = "install.json";
 /// The repository's config bytes as they were before arming.
 pub const CONFIG_BEFORE: &str = "config.before";
+/// The config bytes `arm` writes, kept so that `disarm` can recognise a
+/// `config.lock` that a crash left half-written.
+pub const CONFIG_AFTER: &str = "config.after";
 /// Directory of the stubs inside the state directory.
 pub const STUBS_DIR: &str = "hooks";
 /// Marker file in the stubs directory: tells a second `arm` (with another
@@ -135,10 +138,14 @@ fn write_config(path: &Path, bytes: &[u8]) -> Result<()> {
                 lock.display()
             )
         })?;
+    let half = bytes.len() / 2;
     let written = file
-        .write_all(bytes)
+        .write_all(&bytes[..half])
+        .map(|()| crate::fsutil::crash_point("config-lock-half-written"))
+        .and_then(|()| file.write_all(&bytes[half..]))
         .and_then(|()| file.set_permissions(std::fs::Permissions::from_mode(mode)))
         .and_then(|()| file.sync_all())
+        .map(|()| crate::fsutil::crash_point("config-lock-written"))
         .and_then(|()| std::fs::rename(&lock, path));
     if let Err(e) = written {
         let _ = std::fs::remove_file(&lock);
@@ -195,6 +202,7 @@ pub fn install(location: &Location, state: &Path, binary: &Path) -> Result<Insta
         write_stub(&stubs.join(name), &text)?;
     }
     write_atomic(&stubs.join(MARKER), state.to_string_lossy().as_bytes())?;
+    crate::fsutil::crash_point("stubs-written");
 
     // 2. What we are about to change, before changing it.
     let previous_hooks_path = local_value(&config, "core.hooksPath");
@@ -217,6 +225,7 @@ pub fn install(location: &Location, state: &Path, binary: &Path) -> Result<Insta
         chained,
     };
     write_atomic(&state.join(CONFIG_BEFORE), &before)?;
+    write_atomic(&state.join(CONFIG_AFTER), &after)?;
     write_atomic(
         &state.join(RECORD),
         serde_json::to_string_pretty(&record)
@@ -226,6 +235,7 @@ pub fn install(location: &Location, state: &Path, binary: &Path) -> Result<Insta
 
     // 3. The change itself.
     write_config(&config_path, &after)?;
+    crate::fsutil::crash_point("config-written");
     Ok(record)
 }
 
@@ -264,6 +274,9 @@ pub enum Restored {
 pub fn uninstall(state: &Path, record: &InstallRecord) -> Result<Restored> {
     let before = std::fs::read(state.join(CONFIG_BEFORE))
         .with_context(|| format!("cannot read {}", state.join(CONFIG_BEFORE).display()))?;
+    // Absent when armed by an older grantguard: then no lock is recognised.
+    let after = std::fs::read(state.join(CONFIG_AFTER)).ok();
+    clear_own_stale_lock(&record.config_path, &before, after.as_deref())?;
     let (current, mut config) = load_config(&record.config_path)?;
     let restored = if current == before {
         Restored::AlreadyRestored
@@ -286,12 +299,31 @@ pub fn uninstall(state: &Path, record: &InstallRecord) -> Result<Restored> {
         write_config(&record.config_path, &config.to_bstring())?;
         Restored::KeysOnly
     };
+    crate::fsutil::crash_point("config-restored");
     let stubs = state.join(STUBS_DIR);
     if stubs.exists() {
         std::fs::remove_dir_all(&stubs)
             .with_context(|| format!("cannot remove {}", stubs.display()))?;
     }
     Ok(restored)
+}
+
+/// Removes a `config.lock` that one of our own config writes left behind
+/// when it was killed: its bytes are a prefix of what arm or disarm was
+/// writing. Anything else is left alone (it may be a running git's lock),
+/// and the write that follows reports it.
+fn clear_own_stale_lock(config: &Path, before: &[u8], after: Option<&[u8]>) -> Result<()> {
+    let lock = config.with_extension("lock");
+    let Ok(bytes) = std::fs::read(&lock) else {
+        return Ok(());
+    };
+    let ours = !bytes.is_empty()
+        && (before.starts_with(&bytes) || after.is_some_and(|a| a.starts_with(&bytes)));
+    if ours {
+        std::fs::remove_file(&lock)
+            .with_context(|| format!("cannot remove the stale {}", lock.display()))?;
+    }
+    Ok(())
 }
 
 fn restore_key(
@@ -317,7 +349,7 @@ fn restore_key(
 
 /// Removes the install record and the saved config once disarm is done.
 pub fn forget(state: &Path) -> Result<()> {
-    for name in [RECORD, CONFIG_BEFORE] {
+    for name in [RECORD, CONFIG_BEFORE, CONFIG_AFTER] {
         match std::fs::remove_file(state.join(name)) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

@@ -84,10 +84,87 @@ pub fn new_history(
 }
 
 fn parents_of(repo: &gix::Repository, id: ObjectId) -> Result<Vec<ObjectId>> {
-    let commit = repo
-        .find_commit(id)
-        .with_context(|| format!("cannot read commit {id}"))?;
-    Ok(commit.parent_ids().map(|p| p.detach()).collect())
+    let mut buf = Vec::new();
+    Ok(read_commit(repo, id, &mut buf)?.parents().collect())
+}
+
+/// The object store as the checks read it: every object's content is hashed
+/// and compared with its id before it is used.
+///
+/// The agent can write any file under `.git/objects`, so it can plant a
+/// loose object whose content does not match its name next to the genuine
+/// packed copy. git reads the packed copy; an object store that reads the
+/// loose one first would let `verify` judge a decoy commit or tree while git
+/// checks out and publishes the real one. A mismatch is an error, so the
+/// check fails closed.
+pub struct Verified<'r>(pub &'r gix::Repository);
+
+impl gix::objs::Find for Verified<'_> {
+    fn try_find<'a>(
+        &self,
+        id: &gix::hash::oid,
+        buffer: &'a mut Vec<u8>,
+    ) -> gix::Result<Option<gix::objs::Data<'a>>> {
+        let Some(data) = self.0.objects.try_find(id, buffer)? else {
+            return Ok(None);
+        };
+        let actual = gix::objs::compute_hash(id.kind(), data.kind, data.data)?;
+        if actual != id {
+            return Err(gix::Error::from_error(ForgedObject {
+                id: id.to_owned(),
+                actual,
+            }));
+        }
+        Ok(Some(data))
+    }
+}
+
+/// An object whose content hashes to another id.
+#[derive(Debug)]
+struct ForgedObject {
+    id: ObjectId,
+    actual: ObjectId,
+}
+
+impl std::fmt::Display for ForgedObject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "object {} in the object store has content that hashes to {}: the object \
+             database was tampered with",
+            self.id, self.actual
+        )
+    }
+}
+
+impl std::error::Error for ForgedObject {}
+
+/// Reads an object through [`Verified`], failing if it is missing.
+pub fn read_verified<'a>(
+    repo: &gix::Repository,
+    id: ObjectId,
+    buffer: &'a mut Vec<u8>,
+) -> Result<gix::objs::Data<'a>> {
+    use gix::objs::Find;
+    Verified(repo)
+        .try_find(&id, buffer)
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .with_context(|| format!("cannot read object {id}"))?
+        .with_context(|| format!("object {id} is missing"))
+}
+
+fn read_commit<'a>(
+    repo: &gix::Repository,
+    id: ObjectId,
+    buffer: &'a mut Vec<u8>,
+) -> Result<gix::objs::CommitRef<'a>> {
+    let data = read_verified(repo, id, buffer)?;
+    if data.kind != gix::objs::Kind::Commit {
+        anyhow::bail!("object {id} is a {}, not a commit", data.kind);
+    }
+    gix::objs::CommitRef::from_bytes(data.data, repo.object_hash())
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .with_context(|| format!("commit {id} is malformed"))
 }
 
 fn full_walk(
@@ -169,24 +246,38 @@ pub fn changed_paths(
     let old_tree = tree_of(repo, parent)?;
     let mut recorder = gix::diff::tree::Recorder::default();
     gix::diff::tree(
-        gix::objs::TreeRefIter::from_bytes(&old_tree.data, repo.object_hash()),
-        gix::objs::TreeRefIter::from_bytes(&new_tree.data, repo.object_hash()),
+        gix::objs::TreeRefIter::from_bytes(&old_tree, repo.object_hash()),
+        gix::objs::TreeRefIter::from_bytes(&new_tree, repo.object_hash()),
         &mut gix::diff::tree::State::default(),
-        &repo.objects,
+        Verified(repo),
         &mut recorder,
     )
     .with_context(|| format!("cannot diff commit {commit} against its parent"))?;
     Ok(recorder.records.into_iter().filter_map(classify).collect())
 }
 
-fn tree_of(repo: &gix::Repository, commit: Option<ObjectId>) -> Result<gix::Tree<'_>> {
-    match commit {
-        None => Ok(repo.empty_tree()),
-        Some(id) => repo
-            .find_commit(id)
-            .and_then(|c| c.tree())
-            .with_context(|| format!("cannot read the tree of commit {id}")),
+/// The tree id of `commit` (the empty tree for `None`), read verified.
+pub fn tree_id_of(repo: &gix::Repository, commit: Option<ObjectId>) -> Result<ObjectId> {
+    let Some(id) = commit else {
+        return Ok(ObjectId::empty_tree(repo.object_hash()));
+    };
+    let mut buf = Vec::new();
+    Ok(read_commit(repo, id, &mut buf)?.tree())
+}
+
+/// The raw tree of `commit` (empty for `None`), both objects verified.
+fn tree_of(repo: &gix::Repository, commit: Option<ObjectId>) -> Result<Vec<u8>> {
+    let Some(id) = commit else {
+        return Ok(Vec::new());
+    };
+    let mut buf = Vec::new();
+    let tree_id = read_commit(repo, id, &mut buf)?.tree();
+    let mut tree = Vec::new();
+    let data = read_verified(repo, tree_id, &mut tree)?;
+    if data.kind != gix::objs::Kind::Tree {
+        anyhow::bail!("object {tree_id} is a {}, not a tree", data.kind);
     }
+    Ok(data.data.to_vec())
 }
 
 fn non_tree(mode: EntryMode) -> Option<EntryMode> {

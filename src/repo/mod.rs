@@ -19,11 +19,14 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 
 pub use commits::{
-    ChangeKind, ChangedPath, FULL_WALK_LIMIT, NewCommit, NewHistory, changed_paths, new_history,
+    ChangeKind, ChangedPath, FULL_WALK_LIMIT, NewCommit, NewHistory, Verified, changed_paths,
+    new_history, read_verified, tree_id_of,
 };
 pub use metadata::metadata_digests;
 pub use refs::{Head, RefMap, head, ref_snapshot};
-pub use worktree::{Dirt, in_progress_operations, worktree_dirt};
+pub use worktree::{
+    Dirt, hidden_index_entries, in_progress_operations, worktree_dirt, worktree_dirt_against,
+};
 
 /// Where a repository lives on disk, resolved to canonical absolute paths.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -114,6 +117,14 @@ fn harden(mut repo: gix::Repository) -> Result<gix::Repository> {
             .commit()
             .context("cannot apply the in-memory config hardening")?;
     }
+    // Load every pack index now, so that an object is looked up in the packs
+    // before the loose objects, as git does. Left lazy, gix reads a loose
+    // copy first, and a loose copy planted next to a packed object would be
+    // what we see while git sees the packed one. (Objects the checks decide
+    // on are also hash-verified: see `commits::Verified`.)
+    repo.objects
+        .packed_object_count()
+        .context("cannot load the pack indices")?;
     Ok(repo)
 }
 

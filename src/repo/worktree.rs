@@ -14,8 +14,8 @@ pub struct Dirt {
     /// The path concerned.
     pub path: BString,
     /// `staged` (index differs from the tip), `unstaged` (worktree differs
-    /// from the index), `untracked` (a new file that is not ignored) or
-    /// `conflict`.
+    /// from the index), `untracked` (a new file that is not ignored),
+    /// `conflict`, or hidden by an index flag.
     pub what: &'static str,
 }
 
@@ -23,9 +23,24 @@ pub struct Dirt {
 /// untracked non-ignored files. Ignored directories are not descended.
 /// Sorted by path.
 pub fn worktree_dirt(repo: &gix::Repository) -> Result<Vec<Dirt>> {
-    let status = repo
+    worktree_dirt_against(repo, None)
+}
+
+/// Like [`worktree_dirt`], but the index is compared with `tree` (the tip
+/// a check already decided on) instead of whatever HEAD points to now: a
+/// HEAD that moves while we look cannot pair one commit's history with
+/// another commit's clean worktree.
+pub fn worktree_dirt_against(
+    repo: &gix::Repository,
+    tree: Option<gix::ObjectId>,
+) -> Result<Vec<Dirt>> {
+    let mut status = repo
         .status(gix::progress::Discard)
-        .context("cannot prepare the worktree status")?
+        .context("cannot prepare the worktree status")?;
+    if let Some(tree) = tree {
+        status = status.head_tree(tree);
+    }
+    let status = status
         .untracked_files(gix::status::UntrackedFiles::Files)
         .index_worktree_rewrites(None)
         .index_worktree_submodules(gix::status::Submodule::Given {
@@ -64,6 +79,33 @@ pub fn worktree_dirt(repo: &gix::Repository) -> Result<Vec<Dirt>> {
         });
     }
     out.sort_by(|a, b| a.path.cmp(&b.path).then(a.what.cmp(b.what)));
+    Ok(out)
+}
+
+/// Index entries flagged so that git does not look at their worktree file:
+/// `assume-unchanged` always, `skip-worktree` unless a sparse checkout
+/// (`info/sparse-checkout`, protected metadata) explains it. With such a flag
+/// a modified file is invisible to `git status` and to a status check that
+/// honours the flag, so each one is reported as `hidden` dirt.
+pub fn hidden_index_entries(repo: &gix::Repository, git_dir: &Path) -> Result<Vec<Dirt>> {
+    use gix::index::entry::Flags;
+    let index = match repo.open_index() {
+        Ok(index) => index,
+        Err(_) if !git_dir.join("index").exists() => return Ok(Vec::new()),
+        Err(e) => return Err(anyhow::anyhow!("{e}")).context("cannot read the index"),
+    };
+    let sparse = git_dir.join("info/sparse-checkout").exists();
+    let mut out = Vec::new();
+    for entry in index.entries() {
+        let hidden = entry.flags.contains(Flags::ASSUME_VALID)
+            || (!sparse && entry.flags.contains(Flags::SKIP_WORKTREE));
+        if hidden {
+            out.push(Dirt {
+                path: entry.path(&index).to_owned(),
+                what: "hidden from status by an assume-unchanged or skip-worktree flag",
+            });
+        }
+    }
     Ok(out)
 }
 

@@ -63,9 +63,7 @@ pub const DEFAULT_WORKER: &str = "local";
 /// File name of the default metrics file in the state directory.
 pub const DEFAULT_METRICS_FILE: &str = "metrics.jsonl";
 
-/// Environment variable naming the step at which a debug build kills itself
-/// with `SIGKILL` (tests only; ignored by release builds).
-pub const CRASH_ENV: &str = "GRANTGUARD_TEST_CRASH_AT";
+pub use crate::fsutil::{CRASH_ENV, crash_point};
 
 /// Stable rule ids of `run`'s own violations.
 pub mod rule {
@@ -167,21 +165,6 @@ pub struct Request {
     pub on_reject: OnReject,
     /// The command and its arguments.
     pub command: Vec<OsString>,
-}
-
-/// Kills the process with `SIGKILL` when [`CRASH_ENV`] names `step`, in debug
-/// builds only: the tests use it to prove that a crash at any step leaves a
-/// journal the next invocation reconciles.
-pub fn crash_point(step: &str) {
-    #[cfg(debug_assertions)]
-    if std::env::var_os(CRASH_ENV).is_some_and(|v| v == step) {
-        // SAFETY: plain syscalls; SIGKILL does not return.
-        unsafe {
-            libc::kill(libc::getpid(), libc::SIGKILL);
-        }
-    }
-    #[cfg(not(debug_assertions))]
-    let _ = step;
 }
 
 /// `sha256:` + hex SHA-256 of the argv's bytes, each argument followed by a

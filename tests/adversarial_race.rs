@@ -1,0 +1,130 @@
+//! Attack family: racing `verify`. The agent keeps changing the repository
+//! while verify runs. Verify snapshots HEAD, refs and metadata first, decides
+//! on that snapshot (the worktree is compared with the snapshot's tip, not
+//! with whatever HEAD says a moment later), and re-checks the snapshot at
+//! the end (`changed_during_verify`).
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use common::Sandbox;
+
+/// Replaces the branch's loose ref atomically, as git does.
+fn set_ref(git_dir: &std::path::Path, id: &str) {
+    let tmp = git_dir.join("refs/heads/main.race");
+    std::fs::write(&tmp, format!("{id}\n")).unwrap();
+    std::fs::rename(&tmp, git_dir.join("refs/heads/main")).unwrap();
+}
+
+/// Neither state the agent flips between is acceptable:
+///
+/// - A: the branch at a granted commit G, with the index and worktree of E
+///   (`src/evil.rs` staged): not clean;
+/// - B: the branch at E = G + `src/evil.rs`: a path outside the grant.
+///
+/// Mixing them (history read at A, worktree compared with HEAD read at B)
+/// looks acceptable, and an A→B→A flip during one verify leaves the
+/// start and end snapshots equal. Verify must never accept.
+#[test]
+fn verify_never_accepts_while_the_branch_flips_between_two_bad_states() {
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    let good = sb.commit_file("docs/guide.md", "granted\n", "granted");
+    let evil = sb.commit_file("src/evil.rs", "pub fn evil() {}\n", "evil");
+    // One commit is allowed: make E a single commit on the baseline too.
+    sb.git_nohooks(&["reset", "-q", "--soft", "HEAD~2"]);
+    let evil = {
+        let _ = evil;
+        sb.git_nohooks(&["commit", "-q", "-m", "granted plus evil"]);
+        sb.git(&["rev-parse", "HEAD"])
+    };
+    let tree_g = sb.git(&["rev-parse", &format!("{good}^{{tree}}")]);
+    assert_ne!(tree_g, sb.git(&["rev-parse", "HEAD^{tree}"]));
+    // Index and worktree stay those of E throughout.
+    let git_dir = sb.git_dir();
+    let stop = Arc::new(AtomicBool::new(false));
+    let flipper = {
+        let stop = Arc::clone(&stop);
+        let git_dir = git_dir.clone();
+        let (good, evil) = (good.clone(), evil.clone());
+        std::thread::spawn(move || {
+            let mut flips = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                // Mostly at A with short visits to B: the shape of an A→B→A
+                // flip inside one verify, at varying speeds.
+                set_ref(&git_dir, &good);
+                std::thread::sleep(std::time::Duration::from_micros(500 + (flips % 7) * 700));
+                set_ref(&git_dir, &evil);
+                std::thread::sleep(std::time::Duration::from_micros(200 + (flips % 5) * 300));
+                flips += 2;
+            }
+            set_ref(&git_dir, &good);
+            flips
+        })
+    };
+    let mut outcomes = std::collections::BTreeMap::<String, usize>::new();
+    let mut accepted = Vec::new();
+    let started = std::time::Instant::now();
+    let mut runs = 0;
+    while runs < 60 && started.elapsed() < std::time::Duration::from_secs(40) {
+        let (code, r) = sb.verify();
+        runs += 1;
+        if r["status"] == "succeeded" || code != 1 {
+            accepted.push(r);
+            continue;
+        }
+        let mut rules = common::rules(&r);
+        rules.sort();
+        *outcomes.entry(rules.join("+")).or_default() += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let flips = flipper.join().unwrap();
+    eprintln!("{runs} verify runs, {flips} ref flips: {outcomes:?}");
+    assert!(
+        accepted.is_empty(),
+        "verify accepted a state that was never acceptable: {:#}",
+        accepted[0]
+    );
+    // Quiet again at A: rejected for the staged file, nothing else.
+    let (code, r) = sb.verify();
+    assert_eq!(code, 1);
+    assert_eq!(common::rules(&r), ["worktree_not_clean"], "{r:#}");
+}
+
+/// The agent edits the worktree (and the index) in a tight loop; every
+/// state it passes through is dirty. Verify must never accept.
+#[test]
+fn verify_never_accepts_while_the_worktree_is_being_rewritten() {
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "granted\n", "granted");
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let stop = Arc::clone(&stop);
+        let repo = sb.repo.clone();
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                // Always dirty: either an untracked file or a modified one.
+                std::fs::write(repo.join("docs/new.md"), format!("{n}\n")).unwrap();
+                std::fs::write(repo.join("docs/guide.md"), format!("edited {n}\n")).unwrap();
+                std::fs::remove_file(repo.join("docs/new.md")).unwrap();
+                std::fs::write(repo.join("docs/guide.md"), "granted\n").unwrap();
+                std::fs::write(repo.join("docs/new.md"), "x\n").unwrap();
+                std::fs::remove_file(repo.join("docs/new.md")).unwrap();
+                std::fs::write(repo.join("src/lib.rs"), format!("// {n}\n")).unwrap();
+                n += 1;
+            }
+            n
+        })
+    };
+    let results: Vec<(i32, serde_json::Value)> = (0..25).map(|_| sb.verify()).collect();
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    for (code, r) in results {
+        assert_ne!(r["status"], "succeeded", "{r:#}");
+        assert_eq!(code, 1, "{r:#}");
+    }
+}
