@@ -52,7 +52,15 @@ impl Location {
 /// own config says.
 /// `core.commitGraph=false`: the commit-graph file is a cache the agent can
 /// rewrite (`git gc` does), so parents are read from the commits themselves.
-const OVERRIDES: &[&str] = &["core.useReplaceRefs=false", "core.commitGraph=false"];
+/// `index.skipHash=true`: do not recompute the index file's trailing SHA-1 on
+/// every read. It guards against disk corruption, not against the agent, who
+/// can rewrite it at will; git does not check it on reads either. Nothing
+/// here writes the index, so the key changes no file.
+const OVERRIDES: &[&str] = &[
+    "core.useReplaceRefs=false",
+    "core.commitGraph=false",
+    "index.skipHash=true",
+];
 
 fn options(honour_git_env: bool) -> gix::sec::trust::Mapping<gix::open::Options> {
     let mut permissions = gix::open::Permissions::isolated();
