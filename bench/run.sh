@@ -150,6 +150,11 @@ hook_overhead() {
   local note="+$added ms per commit"
   [ -n "${3:-}" ] && note="$note; target <= $3 ms: $(verdict "$added" "$3")"
   row "git commit, armed vs no hooks, $label (ms)" "$armed" "$plain" "$(ratio "$armed" "$plain")" "$note"
+  # The floor any hook pays here: the same hooks as `exit 0` shell stubs.
+  local floor
+  floor=$(median_ms "$prepare" "git -c core.hooksPath=$work/noop-hooks commit -q -m bench")
+  added=$(awk -v a="$floor" -v b="$plain" 'BEGIN { printf "%.2f", a - b }')
+  row "  floor: no-op sh hooks vs no hooks, $label" "$floor" "$plain" "$(ratio "$floor" "$plain")" "+$added ms: $(calls) hook processes per commit"
   $nohooks reset -q --soft "$base"
   git checkout -q -- docs/guide.md
   $nohooks reset -q
@@ -163,6 +168,19 @@ new_commits() {
     git add "docs/note-$i.md"
     $nohooks commit -q -m "note $i"
   done
+}
+
+mkdir -p "$work/noop-hooks"
+for h in pre-commit reference-transaction; do
+  printf '#!/bin/sh\n[ -n "$HOOK_LOG" ] && echo "$0" >> "$HOOK_LOG"\nexit 0\n' >"$work/noop-hooks/$h"
+  chmod +x "$work/noop-hooks/$h"
+done
+# calls: how many hook processes one `git commit` starts (git 2.47: 6).
+calls() {
+  HOOK_LOG=$work/calls git -c core.hooksPath="$work/noop-hooks" commit -q --allow-empty -m count
+  $nohooks reset -q --soft HEAD~1
+  wc -l <"$work/calls"
+  rm -f "$work/calls"
 }
 
 setup "$small_kind" small
