@@ -300,3 +300,36 @@ fn a_conflicted_path_is_staged() {
     assert!(!sb.try_git(&["merge", "-q", "main"]).status.success());
     assert_eq!(our_staged(&sb.repo), vec!["docs/guide.md".to_owned()]);
 }
+
+fn dirt(repo: &Path) -> Vec<(String, &'static str)> {
+    let repo = grantguard::repo::open(repo).unwrap();
+    grantguard::repo::worktree_dirt(&repo)
+        .unwrap()
+        .into_iter()
+        .map(|d| (String::from_utf8(d.path.into()).unwrap(), d.what))
+        .collect()
+}
+
+#[test]
+fn worktree_dirt_sees_changes_staged_under_a_later_commits_cache_tree() {
+    let sb = Sandbox::new();
+    sb.commit_file("docs/guide.md", "later\n", "later");
+    // The index (and its cache-tree) now hold the later commit; HEAD does
+    // not.
+    sb.git(&["reset", "-q", "--soft", "HEAD~1"]);
+    assert_eq!(dirt(&sb.repo), vec![("docs/guide.md".to_owned(), "staged")]);
+}
+
+#[test]
+fn worktree_dirt_reports_a_conflict_once() {
+    let sb = Sandbox::new();
+    let base = sb.git(&["rev-parse", "HEAD"]);
+    sb.commit_file("docs/guide.md", "ours\n", "ours");
+    sb.git(&["checkout", "-q", "-b", "other", &base]);
+    sb.commit_file("docs/guide.md", "theirs\n", "theirs");
+    assert!(!sb.try_git(&["merge", "-q", "main"]).status.success());
+    assert_eq!(
+        dirt(&sb.repo),
+        vec![("docs/guide.md".to_owned(), "conflict")]
+    );
+}
