@@ -105,10 +105,17 @@ pub fn open_from_hook_environment() -> Result<gix::Repository> {
     harden(repo)
 }
 
+/// Bytes of decoded objects kept per repository handle. Walking new commits
+/// reads each commit and tree more than once (for the walk, then for the diff
+/// against its parent, whose tree is the previous commit's); the cache makes
+/// the repeats free.
+const OBJECT_CACHE_BYTES: usize = 4 * 1024 * 1024;
+
 fn harden(mut repo: gix::Repository) -> Result<gix::Repository> {
     if repo.git_dir().join("reftable").is_dir() {
         bail!("this repository uses the reftable ref format, which grantguard cannot read yet");
     }
+    repo.object_cache_size_if_unset(OBJECT_CACHE_BYTES);
     {
         let mut config = repo.config_snapshot_mut();
         let ids: Vec<_> = config
