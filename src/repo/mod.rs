@@ -56,10 +56,16 @@ impl Location {
 /// every read. It guards against disk corruption, not against the agent, who
 /// can rewrite it at will; git does not check it on reads either. Nothing
 /// here writes the index, so the key changes no file.
+/// `index.threads=1`: decode the index on the calling thread. On 2 cores the
+/// decoding threads cost more than they save, and wait for a core whenever
+/// the machine is busy (pre-commit on 100,000 files: 14.3 ms -> 10.2 ms wall,
+/// 10.7 -> 9.7 ms CPU, `perf stat -r 40`). The worktree scan in `verify`
+/// keeps its own threads.
 const OVERRIDES: &[&str] = &[
     "core.useReplaceRefs=false",
     "core.commitGraph=false",
     "index.skipHash=true",
+    "index.threads=1",
 ];
 
 fn options(honour_git_env: bool) -> gix::sec::trust::Mapping<gix::open::Options> {
