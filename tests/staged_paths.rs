@@ -333,3 +333,39 @@ fn worktree_dirt_reports_a_conflict_once() {
         vec![("docs/guide.md".to_owned(), "conflict")]
     );
 }
+
+/// The `TREE` extension of an index file: its byte range, header included.
+fn tree_extension(index: &[u8]) -> std::ops::Range<usize> {
+    let at = index
+        .windows(4)
+        .rposition(|w| w == b"TREE")
+        .expect("the index has a cache-tree");
+    let size = u32::from_be_bytes(index[at + 4..at + 8].try_into().unwrap()) as usize;
+    at..at + 8 + size
+}
+
+#[test]
+fn a_forged_cache_tree_does_not_hide_a_staged_change_from_verify() {
+    let sb = Sandbox::new();
+    let honest = std::fs::read(sb.git_dir().join("index")).unwrap();
+    sb.write("docs/guide.md", "changed\n");
+    sb.git(&["add", "docs/guide.md"]);
+    sb.git(&["write-tree"]);
+    // Splice the clean index's cache-tree (claiming HEAD's ids) into the
+    // index that stages a change.
+    let staged = std::fs::read(sb.git_dir().join("index")).unwrap();
+    let (old, new) = (tree_extension(&staged), tree_extension(&honest));
+    let mut forged = staged[..old.start].to_vec();
+    forged.extend_from_slice(&honest[new]);
+    forged.extend_from_slice(&staged[old.end..]);
+    std::fs::write(sb.git_dir().join("index"), forged).unwrap();
+
+    // The hook trusts the cache-tree, as the commit git writes from it does.
+    assert_eq!(our_staged(&sb.repo), Vec::<String>::new());
+    // Final acceptance does not.
+    assert!(
+        dirt(&sb.repo).contains(&("docs/guide.md".to_owned(), "staged")),
+        "{:?}",
+        dirt(&sb.repo)
+    );
+}

@@ -24,7 +24,7 @@ pub use commits::{
 };
 pub use metadata::metadata_digests;
 pub use refs::{Head, RefMap, head, ref_snapshot};
-pub use staged::staged_changes;
+pub use staged::{CacheTreeUse, staged_changes};
 pub use worktree::{Dirt, in_progress_operations, worktree_dirt};
 
 /// Where a repository lives on disk, resolved to canonical absolute paths.

@@ -15,7 +15,8 @@
 //!
 //! Where the cache is missing, invalid or inconsistent with the entries (its
 //! entry count differs), the walk compares entry by entry; an index without
-//! the extension gets the full comparison.
+//! the extension gets the full comparison. Final acceptance never trusts the
+//! cache ([`CacheTreeUse::Ignore`]): it is data the agent can forge.
 
 use std::cmp::Ordering;
 use std::ops::Range;
@@ -27,6 +28,19 @@ use gix::index::entry::{Flags, Mode, Stage};
 use gix::index::extension::Tree as CacheTree;
 use gix::objs::tree::EntryMode;
 
+/// Whether [`staged_changes`] may skip directories by the index's
+/// cache-tree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheTreeUse {
+    /// Skip a directory whose valid cached id equals HEAD's. Exact for the
+    /// commit git is about to write, which reuses the same cached ids: the
+    /// `pre-commit` hook.
+    Trust,
+    /// Compare every entry. The index is the agent's to write, and a forged
+    /// cache-tree must not hide a staged change from final acceptance.
+    Ignore,
+}
+
 /// Every path whose committed state would differ from HEAD's if the index
 /// were committed now: additions, deletions, content, mode and type changes
 /// (a rename is its two sides), gitlinks included, and unmerged paths.
@@ -37,6 +51,7 @@ pub fn staged_changes(
     repo: &gix::Repository,
     head_tree: Option<ObjectId>,
     index: &gix::index::State,
+    cache_tree: CacheTreeUse,
 ) -> Result<Vec<BString>> {
     let mut walk = Walk {
         repo,
@@ -44,13 +59,12 @@ pub fn staged_changes(
         out: Vec::new(),
     };
     let head_tree = head_tree.filter(|id| !id.is_empty_tree());
+    let cache = match cache_tree {
+        CacheTreeUse::Trust => index.tree(),
+        CacheTreeUse::Ignore => None,
+    };
     let mut prefix = BString::default();
-    walk.dir(
-        &mut prefix,
-        head_tree,
-        0..index.entries().len(),
-        index.tree(),
-    )?;
+    walk.dir(&mut prefix, head_tree, 0..index.entries().len(), cache)?;
     Ok(walk.out)
 }
 

@@ -23,25 +23,24 @@ pub struct Dirt {
 /// untracked non-ignored files. Ignored directories are not descended.
 /// Sorted by path.
 ///
-/// Staged changes come from [`super::staged_changes`], which skips the
-/// directories the index's cache-tree proves equal to HEAD's; gix's own
-/// tree-to-index status would flatten HEAD's whole tree first (inflating
-/// every tree object of a 100,000-file checkout). The index is read once and
-/// shared by both comparisons.
+/// Staged changes come from [`super::staged_changes`], entry by entry: the
+/// cache-tree is not trusted here, since the agent can forge it. The index is
+/// read once and shared with gix's index-vs-worktree status.
 pub fn worktree_dirt(repo: &gix::Repository) -> Result<Vec<Dirt>> {
     let index = repo.index_or_empty().context("cannot read the index")?;
     let head_tree = repo
         .head_tree_id_or_empty()
         .context("cannot read HEAD's tree")?
         .detach();
-    let mut out: Vec<Dirt> = super::staged_changes(repo, Some(head_tree), &index)
-        .context("cannot compare the index with HEAD")?
-        .into_iter()
-        .map(|path| Dirt {
-            path,
-            what: "staged",
-        })
-        .collect();
+    let mut out: Vec<Dirt> =
+        super::staged_changes(repo, Some(head_tree), &index, super::CacheTreeUse::Ignore)
+            .context("cannot compare the index with HEAD")?
+            .into_iter()
+            .map(|path| Dirt {
+                path,
+                what: "staged",
+            })
+            .collect();
     let status = repo
         .status(gix::progress::Discard)
         .context("cannot prepare the worktree status")?
