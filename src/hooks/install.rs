@@ -188,6 +188,7 @@ pub fn install(location: &Location, state: &Path, binary: &Path) -> Result<Insta
             None => String::new(),
         };
         let text = GUARD_TEMPLATE
+            .replace("@SETTLED@", &settled_phases(name, original(name)))
             .replace("@GRANTGUARD@", &bin)
             .replace("@HOOK@", name)
             .replace("@STATE@", &state_q)
@@ -237,6 +238,24 @@ pub fn install(location: &Location, state: &Path, binary: &Path) -> Result<Insta
     write_config(&config_path, &after)?;
     crate::fsutil::crash_point("config-written");
     Ok(record)
+}
+
+/// The stub's answer to the `reference-transaction` phases that come too
+/// late to refuse (`committed`, `aborted`): run the chained hook, or nothing,
+/// without starting grantguard. git 2.47 calls the hook five times per commit,
+/// and three of them are these; the binary would only chain them too.
+fn settled_phases(name: &str, original: Option<&PathBuf>) -> String {
+    if name != "reference-transaction" {
+        return String::new();
+    }
+    let action = match original {
+        Some(p) => format!("exec {} \"$@\"", sh_quote(&p.to_string_lossy())),
+        None => "exit 0".into(),
+    };
+    format!(
+        "# committed and aborted come too late to refuse: only the chained hook runs.\n\
+         case \"$1\" in committed|aborted) {action} ;; esac\n"
+    )
 }
 
 fn write_stub(path: &Path, text: &str) -> Result<()> {
@@ -370,6 +389,19 @@ pub fn check_installed(state: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_reference_transaction_settles_late_phases_in_the_stub() {
+        assert_eq!(settled_phases("pre-commit", None), "");
+        assert_eq!(settled_phases("pre-push", None), "");
+        let none = settled_phases("reference-transaction", None);
+        assert!(none.contains("committed|aborted) exit 0 ;;"), "{none}");
+        let chained = settled_phases("reference-transaction", Some(&PathBuf::from("/h/it's")));
+        assert!(
+            chained.contains(r#"committed|aborted) exec '/h/it'\''s' "$@" ;;"#),
+            "{chained}"
+        );
+    }
 
     #[test]
     fn shell_quoting_survives_quotes_and_spaces() {

@@ -13,32 +13,17 @@ use crate::repo::{self, Head};
 use crate::result::Violation;
 
 /// Every path the next commit would change: both sides of a rename, adds,
-/// deletes and mode changes.
+/// deletes and mode changes. Reads the index git named for the hook
+/// (`GIT_INDEX_FILE`) and skips the directories its cache-tree proves
+/// unchanged (see [`repo::staged_changes`]).
 pub fn staged_paths(repo: &gix::Repository) -> Result<Vec<BString>> {
     let head_tree = repo
         .head_tree_id_or_empty()
-        .context("cannot read HEAD's tree")?;
+        .context("cannot read HEAD's tree")?
+        .detach();
     let index = repo.index_or_empty().context("cannot read the index")?;
-    let mut paths = Vec::new();
-    repo.tree_index_status(
-        &head_tree,
-        &index,
-        None,
-        gix::status::tree_index::TrackRenames::Disabled,
-        |change, _, _| {
-            use gix::diff::index::ChangeRef;
-            if let ChangeRef::Rewrite {
-                source_location, ..
-            } = &change
-            {
-                paths.push(source_location.as_ref().to_owned());
-            }
-            paths.push(change.location().to_owned());
-            Ok(gix::diff::index::Action::Continue(()))
-        },
-    )
-    .context("cannot compare the index with HEAD")?;
-    Ok(paths)
+    repo::staged_changes(repo, Some(head_tree), &index, repo::CacheTreeUse::Trust)
+        .context("cannot compare the index with HEAD")
 }
 
 /// Whether git is amending: the commit will replace HEAD rather than add to

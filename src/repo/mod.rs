@@ -12,6 +12,7 @@
 mod commits;
 mod metadata;
 mod refs;
+mod staged;
 mod worktree;
 
 use std::path::{Path, PathBuf};
@@ -24,6 +25,7 @@ pub use commits::{
 };
 pub use metadata::metadata_digests;
 pub use refs::{Head, RefMap, head, ref_snapshot};
+pub use staged::{CacheTreeUse, staged_changes};
 pub use worktree::{
     Dirt, hidden_index_entries, in_progress_operations, worktree_dirt, worktree_dirt_against,
 };
@@ -53,7 +55,21 @@ impl Location {
 /// own config says.
 /// `core.commitGraph=false`: the commit-graph file is a cache the agent can
 /// rewrite (`git gc` does), so parents are read from the commits themselves.
-const OVERRIDES: &[&str] = &["core.useReplaceRefs=false", "core.commitGraph=false"];
+/// `index.skipHash=true`: do not recompute the index file's trailing SHA-1 on
+/// every read. It guards against disk corruption, not against the agent, who
+/// can rewrite it at will; git does not check it on reads either. Nothing
+/// here writes the index, so the key changes no file.
+/// `index.threads=1`: decode the index on the calling thread. On 2 cores the
+/// decoding threads cost more than they save, and wait for a core whenever
+/// the machine is busy (pre-commit on 100,000 files: 14.3 ms -> 10.2 ms wall,
+/// 10.7 -> 9.7 ms CPU, `perf stat -r 40`). The worktree scan in `verify`
+/// keeps its own threads.
+const OVERRIDES: &[&str] = &[
+    "core.useReplaceRefs=false",
+    "core.commitGraph=false",
+    "index.skipHash=true",
+    "index.threads=1",
+];
 
 fn options(honour_git_env: bool) -> gix::sec::trust::Mapping<gix::open::Options> {
     let mut permissions = gix::open::Permissions::isolated();
@@ -98,10 +114,17 @@ pub fn open_from_hook_environment() -> Result<gix::Repository> {
     harden(repo)
 }
 
+/// Bytes of decoded objects kept per repository handle. Walking new commits
+/// reads each commit and tree more than once (for the walk, then for the diff
+/// against its parent, whose tree is the previous commit's); the cache makes
+/// the repeats free.
+const OBJECT_CACHE_BYTES: usize = 4 * 1024 * 1024;
+
 fn harden(mut repo: gix::Repository) -> Result<gix::Repository> {
     if repo.git_dir().join("reftable").is_dir() {
         bail!("this repository uses the reftable ref format, which grantguard cannot read yet");
     }
+    repo.object_cache_size_if_unset(OBJECT_CACHE_BYTES);
     {
         let mut config = repo.config_snapshot_mut();
         let ids: Vec<_> = config

@@ -22,6 +22,10 @@ pub struct Dirt {
 /// Everything that keeps the checkout from being clean: staged, unstaged and
 /// untracked non-ignored files. Ignored directories are not descended.
 /// Sorted by path.
+///
+/// Staged changes come from [`super::staged_changes`], entry by entry: the
+/// cache-tree is not trusted here, since the agent can forge it. The index is
+/// read once and shared with gix's index-vs-worktree status.
 pub fn worktree_dirt(repo: &gix::Repository) -> Result<Vec<Dirt>> {
     worktree_dirt_against(repo, None)
 }
@@ -34,13 +38,27 @@ pub fn worktree_dirt_against(
     repo: &gix::Repository,
     tree: Option<gix::ObjectId>,
 ) -> Result<Vec<Dirt>> {
-    let mut status = repo
+    let index = repo.index_or_empty().context("cannot read the index")?;
+    let head_tree = match tree {
+        Some(tree) => tree,
+        None => repo
+            .head_tree_id_or_empty()
+            .context("cannot read HEAD's tree")?
+            .detach(),
+    };
+    let mut out: Vec<Dirt> =
+        super::staged_changes(repo, Some(head_tree), &index, super::CacheTreeUse::Ignore)
+            .context("cannot compare the index with the tip")?
+            .into_iter()
+            .map(|path| Dirt {
+                path,
+                what: "staged",
+            })
+            .collect();
+    let status = repo
         .status(gix::progress::Discard)
-        .context("cannot prepare the worktree status")?;
-    if let Some(tree) = tree {
-        status = status.head_tree(tree);
-    }
-    let status = status
+        .context("cannot prepare the worktree status")?
+        .index(gix::worktree::IndexPersistedOrInMemory::Persisted(index))
         .untracked_files(gix::status::UntrackedFiles::Files)
         .index_worktree_rewrites(None)
         .index_worktree_submodules(gix::status::Submodule::Given {
@@ -50,35 +68,33 @@ pub fn worktree_dirt_against(
             ignore: gix::submodule::config::Ignore::Dirty,
             check_dirty: true,
         });
-    let mut out = Vec::new();
     for item in status
-        .into_iter(None)
+        .into_index_worktree_iter(None)
         .context("cannot compute the worktree status")?
     {
         let item = item.context("cannot compute the worktree status")?;
         let what = match &item {
-            gix::status::Item::TreeIndex(_) => "staged",
-            gix::status::Item::IndexWorktree(WorktreeItem::Modification { status, .. }) => {
-                match status {
-                    EntryStatus::NeedsUpdate(_) => continue,
-                    EntryStatus::Conflict { .. } => "conflict",
-                    EntryStatus::Change(_) | EntryStatus::IntentToAdd => "unstaged",
-                }
-            }
-            gix::status::Item::IndexWorktree(WorktreeItem::DirectoryContents { entry, .. }) => {
-                match entry.status {
-                    gix::dir::entry::Status::Untracked => "untracked",
-                    _ => continue,
-                }
-            }
-            gix::status::Item::IndexWorktree(WorktreeItem::Rewrite { .. }) => "unstaged",
+            WorktreeItem::Modification { status, .. } => match status {
+                EntryStatus::NeedsUpdate(_) => continue,
+                EntryStatus::Conflict { .. } => "conflict",
+                EntryStatus::Change(_) | EntryStatus::IntentToAdd => "unstaged",
+            },
+            WorktreeItem::DirectoryContents { entry, .. } => match entry.status {
+                gix::dir::entry::Status::Untracked => "untracked",
+                _ => continue,
+            },
+            WorktreeItem::Rewrite { .. } => "unstaged",
         };
         out.push(Dirt {
-            path: item.location().to_owned(),
+            path: item.rela_path().to_owned(),
             what,
         });
     }
     out.sort_by(|a, b| a.path.cmp(&b.path).then(a.what.cmp(b.what)));
+    // An unmerged path is reported as a conflict, not also as staged.
+    out.dedup_by(|later, earlier| {
+        later.path == earlier.path && earlier.what == "conflict" && later.what == "staged"
+    });
     Ok(out)
 }
 

@@ -1,0 +1,234 @@
+#!/usr/bin/env bash
+# Measures grantguard against the git CLI on generated repositories and prints
+# one table. See "Performance" in the README.
+#
+#   bench/run.sh            the full run (release build, ~3 minutes)
+#   bench/run.sh --smoke    a tiny run that only proves the runner works
+#
+# Options: --runs N (timed runs per figure, default 21), --keep (keep the
+# work directory and print its path). Environment: GRANTGUARD=path uses that
+# binary instead of building one; BENCH_NO_HYPERFINE=1 forces the built-in
+# loop.
+#
+# Timing uses hyperfine when it is installed (the full run tries to install
+# the Debian package), else a loop of its own: warm-up runs, then the median of
+# the timed runs. Peak memory uses GNU time (`/usr/bin/time`, the Debian
+# package `time`). Both sides of a ratio are measured back to back on the same
+# repository, so load from other processes hits them alike; on a busy
+# machine, run twice and compare.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+smoke=0 runs=21 keep=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    --smoke) smoke=1 ;;
+    --runs) runs=$2; shift ;;
+    --keep) keep=1 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+if [ "$smoke" = 1 ]; then
+  small_kind=tiny large_kind=tiny deep_kind=tiny new_commits=3 warmup=1
+  [ "$runs" = 21 ] && runs=3
+else
+  small_kind=small large_kind=large deep_kind=deep new_commits=32 warmup=3
+fi
+
+if [ -n "${GRANTGUARD:-}" ]; then
+  gg=$GRANTGUARD
+else
+  echo "building grantguard (release)..." >&2
+  (cd "$root" && cargo build --release --locked --quiet --bin grantguard)
+  gg=$root/target/release/grantguard
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/grantguard-bench.XXXXXX")
+if [ "$keep" = 1 ]; then
+  echo "work directory: $work" >&2
+else
+  trap 'rm -rf "$work"' EXIT
+fi
+
+# Isolation: no system or user git config, a fixed identity, C locale.
+for v in GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE GIT_OBJECT_DIRECTORY GIT_CONFIG \
+         GIT_CONFIG_PARAMETERS GIT_CONFIG_COUNT GIT_CEILING_DIRECTORIES \
+         GRANTGUARD_STATE XDG_CONFIG_HOME; do
+  unset "$v"
+done
+export HOME=$work/home LC_ALL=C GIT_CONFIG_NOSYSTEM=1
+export GIT_CONFIG_GLOBAL=$HOME/.gitconfig
+export GIT_AUTHOR_NAME=Bench GIT_AUTHOR_EMAIL=bench@example.invalid
+export GIT_COMMITTER_NAME=Bench GIT_COMMITTER_EMAIL=bench@example.invalid
+mkdir -p "$HOME"
+
+have() { command -v "$1" >/dev/null 2>&1; }
+try_install() { # Debian package name; only in a full run, only as root
+  [ "$smoke" = 0 ] && [ "$(id -u)" = 0 ] && have apt-get || return 1
+  apt-get install -y -qq "$1" >/dev/null 2>&1 \
+    || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq "$1" >/dev/null 2>&1; }
+}
+
+hyperfine=
+if [ "${BENCH_NO_HYPERFINE:-0}" != 1 ]; then
+  if have hyperfine || try_install hyperfine; then hyperfine=$(command -v hyperfine); fi
+fi
+gnu_time=
+if [ -x /usr/bin/time ] || try_install time; then
+  /usr/bin/time -f %M true >/dev/null 2>&1 && gnu_time=/usr/bin/time
+fi
+
+# median_ms PREPARE COMMAND: the median wall time of COMMAND in milliseconds,
+# run in the current directory, PREPARE (may be empty) before each run.
+median_ms() {
+  local prepare=$1 cmd=$2
+  if [ -n "$hyperfine" ]; then
+    local args=(--style none --warmup "$warmup" --runs "$runs" --export-csv "$work/h.csv")
+    if [ -n "$prepare" ]; then
+      args+=(--prepare "$prepare")
+    elif [[ $cmd != *[\<\|\&\;\$]* ]]; then
+      args+=(--shell=none) # no shell to spawn and subtract
+    fi
+    "$hyperfine" "${args[@]}" "$cmd" >/dev/null 2>"$work/h.err" \
+      || { cat "$work/h.err" >&2; return 1; }
+    awk -F, 'NR == 2 { printf "%.2f\n", $4 * 1000 }' "$work/h.csv"
+  else
+    local i t0 t1
+    for ((i = 0; i < warmup + runs; i++)); do
+      [ -n "$prepare" ] && eval "$prepare" >/dev/null 2>&1
+      t0=$EPOCHREALTIME
+      eval "$cmd" >/dev/null 2>&1 || { echo "failed: $cmd" >&2; return 1; }
+      t1=$EPOCHREALTIME
+      [ "$i" -ge "$warmup" ] && echo "$t0 $t1"
+    done | awk '{ print ($2 - $1) * 1000 }' | sort -n \
+      | awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.2f\n", m }'
+  fi
+}
+
+# peak_mib COMMAND: the largest resident set of COMMAND and its children.
+peak_mib() {
+  [ -n "$gnu_time" ] || { echo n/a; return; }
+  "$gnu_time" -f %M -o "$work/rss" sh -c "$1" >/dev/null 2>&1
+  awk '{ printf "%.1f\n", $1 / 1024 }' "$work/rss"
+}
+
+rows=()
+# row FIGURE GRANTGUARD GIT RATIO NOTE
+row() { rows+=("$(printf '%-46s|%12s|%12s|%7s| %s' "$@")"); }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
+verdict() { awk -v v="$1" -v t="$2" 'BEGIN { print (v <= t ? "met" : "MISSED") }'; }
+
+grant=$work/grant.json
+printf '%s\n' '{"repository_grant": {"version": "1", "allowed_paths": ["docs/"],
+  "commit_count": {"min": 1, "max": 32}, "publish": false}}' >"$grant"
+
+# setup KIND NAME: generate, arm; prints nothing, leaves base commit in $base.
+setup() {
+  local kind=$1 name=$2
+  echo "generating $name ($kind)..." >&2
+  "$here/gen.sh" "$kind" "$work/$name" >/dev/null
+  "$gg" arm --repo "$work/$name" --grant "$grant" --state "$work/$name.state" >/dev/null 2>&1 \
+    || { echo "cannot arm $name" >&2; exit 1; }
+  base=$(git -C "$work/$name" rev-parse HEAD)
+}
+
+# Bypasses the hooks: setup steps the benchmark does not measure.
+nohooks="git -c core.hooksPath=/dev/null"
+
+# hook_overhead NAME LABEL: `git commit` of one granted file, armed vs none.
+hook_overhead() {
+  local name=$1 label=$2 prepare armed plain added
+  cd "$work/$name"
+  prepare="$nohooks reset -q --soft $base && echo \$RANDOM >> docs/guide.md && git add docs/guide.md"
+  armed=$(median_ms "$prepare" "git commit -q -m bench")
+  plain=$(median_ms "$prepare" "$nohooks commit -q -m bench")
+  added=$(awk -v a="$armed" -v b="$plain" 'BEGIN { printf "%.2f", a - b }')
+  local note="+$added ms per commit"
+  [ -n "${3:-}" ] && note="$note; target <= $3 ms: $(verdict "$added" "$3")"
+  row "git commit, armed vs no hooks, $label (ms)" "$armed" "$plain" "$(ratio "$armed" "$plain")" "$note"
+  # The floor any hook pays here: the same hooks as `exit 0` shell stubs.
+  local floor
+  floor=$(median_ms "$prepare" "git -c core.hooksPath=$work/noop-hooks commit -q -m bench")
+  added=$(awk -v a="$floor" -v b="$plain" 'BEGIN { printf "%.2f", a - b }')
+  row "  floor: no-op sh hooks vs no hooks, $label" "$floor" "$plain" "$(ratio "$floor" "$plain")" "+$added ms: $(calls) hook processes per commit"
+  $nohooks reset -q --soft "$base"
+  git checkout -q -- docs/guide.md
+  $nohooks reset -q
+}
+
+# new_commits N: N granted commits on top of the baseline, hooks bypassed.
+new_commits() {
+  local i
+  for ((i = 1; i <= $1; i++)); do
+    echo "note $i" >"docs/note-$i.md"
+    git add "docs/note-$i.md"
+    $nohooks commit -q -m "note $i"
+  done
+}
+
+mkdir -p "$work/noop-hooks"
+for h in pre-commit reference-transaction; do
+  printf '#!/bin/sh\n[ -n "$HOOK_LOG" ] && echo "$0" >> "$HOOK_LOG"\nexit 0\n' >"$work/noop-hooks/$h"
+  chmod +x "$work/noop-hooks/$h"
+done
+# calls: how many hook processes one `git commit` starts (git 2.47: 6).
+calls() {
+  HOOK_LOG=$work/calls git -c core.hooksPath="$work/noop-hooks" commit -q --allow-empty -m count
+  $nohooks reset -q --soft HEAD~1
+  wc -l <"$work/calls"
+  rm -f "$work/calls"
+}
+
+setup "$small_kind" small
+hook_overhead small small 5
+
+setup "$large_kind" large
+hook_overhead large large
+cd "$work/large"
+echo "staged $RANDOM" >>docs/guide.md
+git add docs/guide.md
+pre=$(median_ms "" "$gg hook pre-commit --state $work/large.state")
+diff=$(median_ms "" "git diff --cached --name-only -z")
+r=$(ratio "$pre" "$diff")
+row "pre-commit vs git diff --cached, large (ms)" "$pre" "$diff" "$r" "target <= 1.2x: $(verdict "$r" 1.2)"
+git checkout -q -- docs/guide.md 2>/dev/null || true
+$nohooks reset -q --hard "$base"
+new_commits "$new_commits"
+tip=$(git rev-parse HEAD)
+"$gg" verify --state "$work/large.state" >/dev/null 2>&1 \
+  || { echo "verify rejected the benchmark repository" >&2; exit 1; }
+cat >"$work/git-verify.sh" <<EOF
+git status --porcelain=v2 -z --untracked-files=all >/dev/null
+git for-each-ref >/dev/null
+for c in \$(git rev-list $base..$tip); do
+  git diff-tree -r --no-renames --name-only \$c >/dev/null
+done
+EOF
+ver=$(median_ms "" "$gg verify --state $work/large.state")
+gitver=$(median_ms "" "sh $work/git-verify.sh")
+r=$(ratio "$ver" "$gitver")
+row "verify vs git CLI, large, $new_commits new (ms)" "$ver" "$gitver" "$r" "target <= 1.0x: $(verdict "$r" 1.0)"
+mem=$(peak_mib "$gg verify --state $work/large.state")
+gitmem=$(peak_mib "sh $work/git-verify.sh")
+if [ "$mem" = n/a ]; then note="GNU time not installed"; else note="target <= 64 MiB: $(verdict "$mem" 64)"; fi
+row "verify peak RSS vs git CLI's, large (MiB)" "$mem" "$gitmem" "$(ratio "$mem" "$gitmem")" "$note"
+
+setup "$deep_kind" deep
+cd "$work/deep"
+new_commits "$new_commits"
+tip=$(git rev-parse HEAD)
+printf '%s %s HEAD\n%s %s refs/heads/main\n' "$base" "$tip" "$base" "$tip" >"$work/rt.in"
+rt=$(median_ms "" "$gg hook reference-transaction --state $work/deep.state -- prepared < $work/rt.in")
+revlist=$(median_ms "" "git rev-list --count $base..$tip")
+row "ref-transaction vs rev-list --count, deep (ms)" "$rt" "$revlist" "$(ratio "$rt" "$revlist")" "$new_commits new commits on $(git rev-list --count "$base") (median)"
+
+timer=${hyperfine:+hyperfine $("$hyperfine" --version | cut -d' ' -f2)}
+echo
+echo "grantguard bench: ${timer:-built-in loop}, median of $runs runs after $warmup warm-ups; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '%-46s|%12s|%12s|%7s| %s\n' "figure" "grantguard" "git" "ratio" "note"
+printf '%s\n' "----------------------------------------------|------------|------------|-------|------------------------------"
+printf '%s\n' "${rows[@]}"

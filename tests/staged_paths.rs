@@ -1,0 +1,371 @@
+//! The pre-commit hook's staged paths (index against HEAD, skipping
+//! directories by their cache-tree id) equal what git itself reports with
+//! `git diff --cached --name-only --no-renames`, on randomized repositories:
+//! adds, deletes, content and mode changes, both sides of renames, file <->
+//! directory and file <-> symlink swaps, gitlinks, with the index's
+//! cache-tree present (partly invalidated by the staging) and removed.
+
+mod common;
+
+use std::path::Path;
+
+use common::Sandbox;
+
+/// xorshift64*: deterministic, so a failing seed can be replayed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn pick<'a>(&mut self, items: &'a [String]) -> Option<&'a String> {
+        (!items.is_empty()).then(|| &items[self.below(items.len())])
+    }
+}
+
+/// Names chosen to stress git's ordering: a directory sorts as if its name
+/// ended in `/`, so `a.b` < `a/` < `a0`.
+const NAMES: &[&str] = &["a", "a.b", "a-b", "a0", "ab", "b", "z", "x.txt"];
+const DIRS: &[&str] = &["", "a/", "a/b/", "a.b/", "c/", "c/d/e/", "z/"];
+const COMMIT_A: &str = "1111111111111111111111111111111111111111";
+const COMMIT_B: &str = "2222222222222222222222222222222222222222";
+
+fn tracked(sb: &Sandbox, repo: &Path) -> Vec<String> {
+    sb.run_git(repo, &["ls-files", "-z"])
+        .split('\0')
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+fn write(repo: &Path, rel: &str, content: &str) -> bool {
+    let path = repo.join(rel);
+    // A path whose parent is a file (or that is a directory) is skipped.
+    if path.is_dir() || std::fs::create_dir_all(path.parent().unwrap()).is_err() {
+        return false;
+    }
+    std::fs::write(path, content).is_ok()
+}
+
+fn git_staged(sb: &Sandbox, repo: &Path) -> Vec<String> {
+    let out = sb.run_git(
+        repo,
+        &["diff", "--cached", "--name-only", "--no-renames", "-z"],
+    );
+    let mut paths: Vec<String> = out
+        .split('\0')
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+        .collect();
+    paths.sort();
+    paths
+}
+
+fn our_staged(repo: &Path) -> Vec<String> {
+    let repo = grantguard::repo::open(repo).unwrap();
+    let mut paths: Vec<String> = grantguard::hooks::pre_commit::staged_paths(&repo)
+        .unwrap()
+        .into_iter()
+        .map(|p| String::from_utf8(p.into()).unwrap())
+        .collect();
+    paths.sort();
+    let n = paths.len();
+    paths.dedup();
+    assert_eq!(n, paths.len(), "a path was reported twice: {paths:?}");
+    paths
+}
+
+fn has_cache_tree(repo: &Path) -> bool {
+    let index = std::fs::read(repo.join(".git/index")).unwrap();
+    index.windows(4).any(|w| w == b"TREE")
+}
+
+/// Rewrites the index with the same entries and no extensions.
+fn drop_cache_tree(sb: &Sandbox, repo: &Path) {
+    let listing = sb.run_git(repo, &["ls-files", "-s", "-z"]);
+    let fresh = repo.join(".git/index.fresh");
+    let mut child = sb
+        .command("git")
+        .current_dir(repo)
+        .env("GIT_INDEX_FILE", &fresh)
+        .args(["update-index", "-z", "--index-info"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(listing.as_bytes())
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    std::fs::rename(&fresh, repo.join(".git/index")).unwrap();
+    assert!(!has_cache_tree(repo));
+}
+
+/// One random staging operation; returns whether it did anything.
+fn mutate(sb: &Sandbox, repo: &Path, rng: &mut Rng) -> bool {
+    let files = tracked(sb, repo);
+    let new_path = format!(
+        "{}{}",
+        DIRS[rng.below(DIRS.len())],
+        NAMES[rng.below(NAMES.len())]
+    );
+    // Some operations legitimately fail (a directory/file clash); whatever
+    // git leaves behind is compared all the same.
+    let git = |args: &[&str]| {
+        sb.command("git")
+            .current_dir(repo)
+            .args(args)
+            .output()
+            .unwrap()
+            .status
+            .success()
+    };
+    match rng.below(9) {
+        0 => {
+            let Some(p) = rng.pick(&files).filter(|p| repo.join(p).is_file()) else {
+                return false;
+            };
+            write(repo, p, &format!("changed {}\n", rng.next())) && git(&["add", "--", p])
+        }
+        1 => {
+            if tracked(sb, repo).contains(&new_path) || !write(repo, &new_path, "new\n") {
+                return false;
+            }
+            git(&["add", "--", &new_path])
+        }
+        2 => {
+            let Some(p) = rng.pick(&files) else {
+                return false;
+            };
+            git(&["rm", "-q", "--cached", "--", p])
+        }
+        3 => {
+            let Some(p) = rng.pick(&files).filter(|p| {
+                repo.join(p)
+                    .symlink_metadata()
+                    .is_ok_and(|m| m.file_type().is_file())
+            }) else {
+                return false;
+            };
+            git(&["update-index", "--chmod=+x", "--", p])
+        }
+        4 => {
+            let Some(p) = rng.pick(&files).filter(|p| repo.join(p).is_file()) else {
+                return false;
+            };
+            if files.contains(&new_path) || repo.join(&new_path).exists() {
+                return false;
+            }
+            let parent = repo.join(&new_path);
+            if std::fs::create_dir_all(parent.parent().unwrap()).is_err() {
+                return false;
+            }
+            git(&["mv", "--", p, &new_path])
+        }
+        5 => {
+            // A file becomes a directory.
+            let Some(p) = rng.pick(&files).filter(|p| repo.join(p).is_file()) else {
+                return false;
+            };
+            let inner = format!("{p}/inner");
+            git(&["rm", "-q", "--", p])
+                && write(repo, &inner, "inner\n")
+                && git(&["add", "--", &inner])
+        }
+        6 => {
+            // A file becomes a symlink.
+            let Some(p) = rng.pick(&files).filter(|p| repo.join(p).is_file()) else {
+                return false;
+            };
+            std::fs::remove_file(repo.join(p)).unwrap();
+            std::os::unix::fs::symlink("target", repo.join(p)).unwrap();
+            git(&["add", "--", p])
+        }
+        7 => {
+            // A gitlink is added or moved.
+            let id = if rng.below(2) == 0 {
+                COMMIT_A
+            } else {
+                COMMIT_B
+            };
+            let at = format!("{}sub", DIRS[rng.below(DIRS.len())]);
+            if repo.join(&at).exists() {
+                return false;
+            }
+            git(&[
+                "update-index",
+                "--add",
+                "--cacheinfo",
+                &format!("160000,{id},{at}"),
+            ])
+        }
+        _ => {
+            // A whole directory goes.
+            let dir = DIRS[1 + rng.below(DIRS.len() - 1)].trim_end_matches('/');
+            if !files.iter().any(|f| f.starts_with(&format!("{dir}/"))) {
+                return false;
+            }
+            git(&["rm", "-q", "-r", "--cached", "--", dir])
+        }
+    }
+}
+
+fn check(sb: &Sandbox, repo: &Path, seed: u64, what: &str) {
+    assert_eq!(
+        our_staged(repo),
+        git_staged(sb, repo),
+        "seed {seed} ({what}): staged paths differ from git diff --cached"
+    );
+}
+
+#[test]
+fn staged_paths_equal_git_diff_cached_on_random_repositories() {
+    let sb = Sandbox::empty();
+    for seed in 1..=40u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+        let repo = sb.root.join(format!("r{seed}"));
+        sb.run_git(
+            &sb.root,
+            &["init", "-q", "-b", "main", repo.to_str().unwrap()],
+        );
+        for _ in 0..25 {
+            let p = format!(
+                "{}{}",
+                DIRS[rng.below(DIRS.len())],
+                NAMES[rng.below(NAMES.len())]
+            );
+            write(&repo, &p, &format!("{p} {}\n", rng.next()));
+        }
+        sb.run_git(&repo, &["add", "-A"]);
+        sb.run_git(
+            &repo,
+            &[
+                "update-index",
+                "--add",
+                "--cacheinfo",
+                &format!("160000,{COMMIT_A},c/sub"),
+            ],
+        );
+        // Unborn branch: everything is staged.
+        check(&sb, &repo, seed, "unborn");
+        sb.run_git(&repo, &["commit", "-q", "-m", "base"]);
+        assert!(
+            has_cache_tree(&repo),
+            "seed {seed}: commit writes a cache-tree"
+        );
+        check(&sb, &repo, seed, "clean");
+        let mut done = 0;
+        while done < 1 + rng.below(5) {
+            if mutate(&sb, &repo, &mut rng) {
+                done += 1;
+            }
+        }
+        check(&sb, &repo, seed, "with cache-tree");
+        // A valid cache-tree that is not HEAD's: commit, then move HEAD back
+        // (what `git reset --soft` and amending do).
+        sb.run_git(&repo, &["commit", "-q", "--allow-empty", "-m", "next"]);
+        sb.run_git(&repo, &["reset", "-q", "--soft", "HEAD~1"]);
+        check(&sb, &repo, seed, "cache-tree of a later commit");
+        while !mutate(&sb, &repo, &mut rng) {}
+        check(&sb, &repo, seed, "cache-tree of a later commit, changed");
+        drop_cache_tree(&sb, &repo);
+        check(&sb, &repo, seed, "without cache-tree");
+    }
+}
+
+#[test]
+fn an_intent_to_add_entry_is_not_staged() {
+    let sb = Sandbox::new();
+    sb.write("docs/new.md", "new\n");
+    sb.git(&["add", "-N", "docs/new.md"]);
+    assert_eq!(our_staged(&sb.repo), Vec::<String>::new());
+}
+
+#[test]
+fn a_conflicted_path_is_staged() {
+    let sb = Sandbox::new();
+    let base = sb.git(&["rev-parse", "HEAD"]);
+    sb.commit_file("docs/guide.md", "ours\n", "ours");
+    sb.git(&["checkout", "-q", "-b", "other", &base]);
+    sb.commit_file("docs/guide.md", "theirs\n", "theirs");
+    assert!(!sb.try_git(&["merge", "-q", "main"]).status.success());
+    assert_eq!(our_staged(&sb.repo), vec!["docs/guide.md".to_owned()]);
+}
+
+fn dirt(repo: &Path) -> Vec<(String, &'static str)> {
+    let repo = grantguard::repo::open(repo).unwrap();
+    grantguard::repo::worktree_dirt(&repo)
+        .unwrap()
+        .into_iter()
+        .map(|d| (String::from_utf8(d.path.into()).unwrap(), d.what))
+        .collect()
+}
+
+#[test]
+fn worktree_dirt_sees_changes_staged_under_a_later_commits_cache_tree() {
+    let sb = Sandbox::new();
+    sb.commit_file("docs/guide.md", "later\n", "later");
+    // The index (and its cache-tree) now hold the later commit; HEAD does
+    // not.
+    sb.git(&["reset", "-q", "--soft", "HEAD~1"]);
+    assert_eq!(dirt(&sb.repo), vec![("docs/guide.md".to_owned(), "staged")]);
+}
+
+#[test]
+fn worktree_dirt_reports_a_conflict_once() {
+    let sb = Sandbox::new();
+    let base = sb.git(&["rev-parse", "HEAD"]);
+    sb.commit_file("docs/guide.md", "ours\n", "ours");
+    sb.git(&["checkout", "-q", "-b", "other", &base]);
+    sb.commit_file("docs/guide.md", "theirs\n", "theirs");
+    assert!(!sb.try_git(&["merge", "-q", "main"]).status.success());
+    assert_eq!(
+        dirt(&sb.repo),
+        vec![("docs/guide.md".to_owned(), "conflict")]
+    );
+}
+
+/// The `TREE` extension of an index file: its byte range, header included.
+fn tree_extension(index: &[u8]) -> std::ops::Range<usize> {
+    let at = index
+        .windows(4)
+        .rposition(|w| w == b"TREE")
+        .expect("the index has a cache-tree");
+    let size = u32::from_be_bytes(index[at + 4..at + 8].try_into().unwrap()) as usize;
+    at..at + 8 + size
+}
+
+#[test]
+fn a_forged_cache_tree_does_not_hide_a_staged_change_from_verify() {
+    let sb = Sandbox::new();
+    let honest = std::fs::read(sb.git_dir().join("index")).unwrap();
+    sb.write("docs/guide.md", "changed\n");
+    sb.git(&["add", "docs/guide.md"]);
+    sb.git(&["write-tree"]);
+    // Splice the clean index's cache-tree (claiming HEAD's ids) into the
+    // index that stages a change.
+    let staged = std::fs::read(sb.git_dir().join("index")).unwrap();
+    let (old, new) = (tree_extension(&staged), tree_extension(&honest));
+    let mut forged = staged[..old.start].to_vec();
+    forged.extend_from_slice(&honest[new]);
+    forged.extend_from_slice(&staged[old.end..]);
+    std::fs::write(sb.git_dir().join("index"), forged).unwrap();
+
+    // The hook trusts the cache-tree, as the commit git writes from it does.
+    assert_eq!(our_staged(&sb.repo), Vec::<String>::new());
+    // Final acceptance does not.
+    assert!(
+        dirt(&sb.repo).contains(&("docs/guide.md".to_owned(), "staged")),
+        "{:?}",
+        dirt(&sb.repo)
+    );
+}
