@@ -396,33 +396,117 @@ pub fn verify(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
                 "verify",
                 FailureClass::UnsafeState,
                 Violation::new(rule::BASELINE_INVALID, format!("{e:#}")),
-            );
+            )
+            .with_evidence("metadata_intact", false);
         }
     };
-    match evaluate(&baseline, &grant, armed, repo_dir) {
-        Ok(result) => result,
-        Err(e) => ToolResult::rejected(
-            "verify",
-            FailureClass::UnsafeState,
-            Violation::new(rule::REPOSITORY_UNREADABLE, format!("{e:#}")),
+    let mut findings = Findings::default();
+    // Protected metadata first: before anything reads the worktree (where a
+    // changed config could make a program run). Metadata that cannot be read
+    // counts as changed.
+    let metadata = match repo::metadata_digests(&baseline.repo) {
+        Ok(now) => {
+            compare_metadata(baseline.expected_metadata(armed), &now, &mut findings);
+            Some(now)
+        }
+        Err(e) => {
+            findings.push(Violation::new(
+                rule::PROTECTED_METADATA_CHANGED,
+                format!("protected git metadata cannot be read: {e:#}"),
+            ));
+            None
+        }
+    };
+    let metadata_intact = findings.is_empty();
+    // Whatever goes wrong below, the findings so far stand: an error adds
+    // `repository_unreadable`, it never replaces what was already found.
+    let observed = evaluate(
+        &baseline,
+        &grant,
+        repo_dir,
+        metadata.as_ref().filter(|_| metadata_intact),
+        &mut findings,
+    );
+    let observed = match observed {
+        Ok(observed) => observed,
+        Err(e) => {
+            findings.push(Violation::new(
+                rule::REPOSITORY_UNREADABLE,
+                format!("{e:#}"),
+            ));
+            Observed::default()
+        }
+    };
+    // Positive evidence for whoever acts on the result (run's restore runs
+    // git in the checkout only when this is true).
+    let intact = metadata_intact && !findings.has(rule::REPOSITORY_UNREADABLE);
+    let class = if intact {
+        FailureClass::Verification
+    } else {
+        FailureClass::UnsafeState
+    };
+    let mut result = if findings.is_empty() {
+        ToolResult::succeeded("verify")
+    } else {
+        ToolResult::failed("verify", class)
+    };
+    let facts = &observed.facts;
+    let paths_joined = facts
+        .paths
+        .iter()
+        .map(|p| p.as_slice())
+        .collect::<Vec<_>>()
+        .join(&b'\n');
+    let listed: Vec<String> = facts
+        .commits
+        .iter()
+        .take(MAX_LISTED)
+        .map(ToString::to_string)
+        .collect();
+    result = result
+        .with_evidence("grant", grant.evidence())
+        .with_evidence(
+            "baseline",
+            json!({"branch": baseline.branch, "commit": baseline.commit}),
         )
-        .with_evidence("grant", grant.evidence()),
+        .with_evidence(
+            "policy",
+            json!({"min_commits": grant.min_commits(), "max_commits": grant.max_commits(), "publish": false}),
+        )
+        .with_evidence(
+            "commits",
+            json!({"count": facts.count, "ids": listed, "tip": observed.tip.map(|t| t.to_string())}),
+        )
+        .with_evidence(
+            "paths",
+            json!({"count": facts.paths.len(), "digest": format!("sha256:{}", sha256_hex(&paths_joined))}),
+        )
+        .with_evidence("metadata_intact", intact);
+    if !findings.is_empty() {
+        result = result.with_evidence("violation_totals", &findings.totals);
     }
+    result.violations = findings.listed;
+    result.warnings = findings.warnings.into_iter().collect();
+    result
 }
 
+/// What the repository checks saw, for the evidence.
+#[derive(Default)]
+struct Observed {
+    facts: HistoryFacts,
+    tip: Option<ObjectId>,
+}
+
+/// Runs every check after the metadata comparison. `metadata` is the digest
+/// map read at the start when it was intact (`None`: do not read the
+/// worktree, and skip the end-of-run metadata re-check).
 fn evaluate(
     baseline: &Baseline,
     grant: &Grant,
-    armed: bool,
     repo_dir: Option<&Path>,
-) -> Result<ToolResult> {
-    let mut findings = Findings::default();
-    // Protected metadata first: before anything reads the worktree (where a
-    // changed config could make a program run).
-    let metadata = repo::metadata_digests(&baseline.repo)?;
-    compare_metadata(baseline.expected_metadata(armed), &metadata, &mut findings);
-    let metadata_intact = findings.is_empty();
-
+    metadata: Option<&BTreeMap<String, String>>,
+    findings: &mut Findings,
+) -> Result<Observed> {
     let repo = repo::open(&baseline.repo.work_dir)?;
     let location = repo::location(&repo)?;
     if location != baseline.repo {
@@ -450,7 +534,7 @@ fn evaluate(
     // the end: a state that moved while we looked is never accepted.
     let head = repo::head(&repo)?;
     let refs = repo::ref_snapshot(&repo)?;
-    check_head(&head, &baseline.branch, &mut findings);
+    check_head(&head, &baseline.branch, findings);
     let tip = match refs.get(&baseline.branch) {
         None => None,
         Some(v) => match repo::parse_id(v) {
@@ -474,15 +558,15 @@ fn evaluate(
         grant,
         &grant.matcher(),
         CountCheck::Full,
-        &mut findings,
+        findings,
     )?;
-    compare_refs(&baseline.refs, &refs, &baseline.branch, &mut findings);
-    if metadata_intact
+    compare_refs(&baseline.refs, &refs, &baseline.branch, findings);
+    if metadata.is_some()
         && let Err(e) = check_worktree(
             &repo,
             &location,
             worktree_base(&head, &baseline.branch, tip),
-            &mut findings,
+            findings,
         )
     {
         // A tip git itself refuses to check out (a crafted `.git` entry)
@@ -493,10 +577,11 @@ fn evaluate(
             format!("the worktree cannot be compared with the tip: {e:#}"),
         ));
     }
-    if repo::head(&repo)? != head
-        || repo::ref_snapshot(&repo)? != refs
-        || repo::metadata_digests(&baseline.repo)? != metadata
-    {
+    let metadata_moved = match metadata {
+        Some(before) => repo::metadata_digests(&baseline.repo)? != *before,
+        None => false,
+    };
+    if repo::head(&repo)? != head || repo::ref_snapshot(&repo)? != refs || metadata_moved {
         findings.push(Violation::new(
             rule::CHANGED_DURING_VERIFY,
             "HEAD, refs or protected metadata changed while verify ran; verify again once the \
@@ -504,52 +589,7 @@ fn evaluate(
         ));
     }
 
-    let class = if !metadata_intact {
-        FailureClass::UnsafeState
-    } else {
-        FailureClass::Verification
-    };
-    let mut result = if findings.is_empty() {
-        ToolResult::succeeded("verify")
-    } else {
-        ToolResult::failed("verify", class)
-    };
-    let paths_joined = facts
-        .paths
-        .iter()
-        .map(|p| p.as_slice())
-        .collect::<Vec<_>>()
-        .join(&b'\n');
-    let listed: Vec<String> = facts
-        .commits
-        .iter()
-        .take(MAX_LISTED)
-        .map(ToString::to_string)
-        .collect();
-    result = result
-        .with_evidence("grant", grant.evidence())
-        .with_evidence(
-            "baseline",
-            json!({"branch": baseline.branch, "commit": baseline.commit}),
-        )
-        .with_evidence(
-            "policy",
-            json!({"min_commits": grant.min_commits(), "max_commits": grant.max_commits(), "publish": false}),
-        )
-        .with_evidence(
-            "commits",
-            json!({"count": facts.count, "ids": listed, "tip": tip.map(|t| t.to_string())}),
-        )
-        .with_evidence(
-            "paths",
-            json!({"count": facts.paths.len(), "digest": format!("sha256:{}", sha256_hex(&paths_joined))}),
-        );
-    if !findings.is_empty() {
-        result = result.with_evidence("violation_totals", &findings.totals);
-    }
-    result.violations = findings.listed;
-    result.warnings = findings.warnings.into_iter().collect();
-    Ok(result)
+    Ok(Observed { facts, tip })
 }
 
 fn compare_metadata(

@@ -4,7 +4,10 @@
 //! `verify` decides from the repository and this record alone, so the record
 //! must be whole and unaltered. It is written atomically and carries an
 //! integrity digest over its body; a record that is missing, unreadable,
-//! malformed, or whose digest or grant id does not match, is refused.
+//! malformed, or whose digest or grant id does not match, is refused. The
+//! digest is unkeyed: it catches corruption and careless edits, not a forger.
+//! What keeps the agent from forging the record is that the state directory
+//! is outside its reach (see THREAT_MODEL.md).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -137,7 +140,7 @@ impl Baseline {
         }
         if integrity_of(&baseline) != envelope.integrity {
             bail!(
-                "the baseline {} fails its integrity check: it was altered after arm",
+                "the baseline {} fails its integrity check: it was corrupted or edited after arm",
                 path.display()
             );
         }

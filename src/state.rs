@@ -181,8 +181,8 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
 }
 
 /// Disarms the repository recorded in `state_dir`: undoes what `arm` changed
-/// in it and removes the baseline. `verify` needs the baseline, so run it
-/// before disarming, or keep a copy.
+/// in it and retires the baseline to `baseline.disarmed.json`, which hooks
+/// ignore and `verify` still reads (expecting the pre-arm config).
 pub fn disarm(state_dir: &Path) -> ToolResult {
     match disarm_inner(state_dir) {
         Ok(result) => result,

@@ -343,6 +343,9 @@ fn allows_moving_the_branch_back_to_the_baseline() {
     assert_ok(&sb, &["commit", "-q", "-m", "one"]);
     assert_ok(&sb, &["reset", "-q", "--hard", &base]);
     assert_eq!(sb.git(&["rev-parse", "HEAD"]), base);
+    // Legal to do; verify then only misses the required commit.
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["commit_count_out_of_bounds"]);
 }
 
 #[test]
@@ -731,4 +734,22 @@ fn pre_commit_reads_the_index_git_commits_with_all_and_with_paths() {
     sb.git(&["checkout", "--", "src/lib.rs"]);
     let (code, r) = sb.verify();
     assert_accepted(code, &r);
+}
+
+#[test]
+fn a_linked_worktree_added_while_armed_is_refused_and_rejected() {
+    let sb = armed(&["docs/"], 1, 1);
+    sb.write("docs/guide.md", "x\n");
+    sb.git(&["add", "docs/guide.md"]);
+    assert_ok(&sb, &["commit", "-q", "-m", "docs"]);
+    let wt = sb.root.join("wt");
+    let out = sb.try_git(&["worktree", "add", "-q", "--detach", wt.to_str().unwrap()]);
+    assert!(
+        !out.status.success(),
+        "the hooks refuse work in another worktree"
+    );
+    sb.git_nohooks(&["worktree", "add", "-q", "--detach", wt.to_str().unwrap()]);
+    let (code, r) = sb.verify();
+    assert_eq!(code, 1, "{r:#}");
+    assert!(r.to_string().contains(".git/worktrees"), "{r:#}");
 }

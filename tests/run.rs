@@ -841,3 +841,55 @@ fn a_sigkill_at_any_step_leaves_whole_records_and_never_runs_twice() {
         }
     }
 }
+
+#[test]
+fn restore_runs_no_git_when_the_agent_changed_git_metadata() {
+    // The agent plants a clean filter and points core.worktree elsewhere: a
+    // restore that ran `git add` / `git reset --hard` / `git clean` now would
+    // run the filter or wipe the other directory. It must refuse instead.
+    for (setup, what) in [
+        (
+            "git config filter.evil.clean \"touch '$MARKER'; cat\" && echo '* filter=evil' > .gitattributes",
+            "filter",
+        ),
+        ("git config core.worktree \"$VICTIM\"", "worktree"),
+        (
+            "mkdir -p .git/hooks/locked && chmod 000 .git/hooks/locked",
+            "unreadable",
+        ),
+    ] {
+        let sb = Sandbox::new();
+        let marker = sb.root.join("filter-ran");
+        let victim = sb.root.join("victim");
+        std::fs::create_dir(&victim).unwrap();
+        std::fs::write(victim.join("precious"), "keep me").unwrap();
+        let t = task(&sb, Some(grant_json(&["docs/"], 1, 1)));
+        let body = format!(
+            "MARKER='{}'; VICTIM='{}'\necho bad > src/lib.rs && git -c core.hooksPath=/dev/null commit -q -am bad\n{setup}",
+            marker.display(),
+            victim.display()
+        );
+        let a = agent(&sb, &body);
+        let (code, r) = run_task(&sb, &t, &["--on-reject", "restore", "--run-id", "r1"], &a);
+        let _ = std::fs::set_permissions(
+            sb.git_dir().join("hooks/locked"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        );
+        assert_eq!(code, 1, "{what}: {r:#}");
+        assert_eq!(r["evidence"]["metadata_intact"], false, "{what}: {r:#}");
+        assert_eq!(
+            r["evidence"]["compensation"]["done"], false,
+            "{what}: {r:#}"
+        );
+        assert!(!marker.exists(), "{what}: restore ran the agent's filter");
+        assert!(
+            victim.join("precious").exists(),
+            "{what}: restore wiped another directory"
+        );
+        assert_eq!(
+            sb.git(&["log", "-1", "--format=%s"]),
+            "bad",
+            "{what}: nothing may be reset"
+        );
+    }
+}

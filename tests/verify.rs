@@ -603,6 +603,7 @@ fn rejected_result_matches_the_designed_tool_result_shape() {
             "policy": {"min_commits": 1, "max_commits": 1, "publish": false},
             "commits": {"count": 1, "ids": ["<oid>"], "tip": "<oid>"},
             "paths": {"count": 1, "digest": "sha256:<digest>"},
+            "metadata_intact": true,
             "violation_totals": {"path_not_granted": 1}
         }
     });

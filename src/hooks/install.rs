@@ -119,35 +119,49 @@ fn local_value(file: &gix::config::File, key: &str) -> Option<String> {
     file.raw_value(key).ok().map(|v| v.to_string())
 }
 
-/// Writes a config file the way git does: `config.lock` created exclusively,
-/// fsynced, renamed over `config`. A concurrent git fails to take the lock
+/// Writes a config file the way git does: take `config.lock` exclusively,
+/// then rename it over `config`. A concurrent git fails to take the lock
 /// instead of losing our write.
+///
+/// The new content is written and fsynced in a staging file first and only
+/// then hard-linked into place as `config.lock` (a link, like git's
+/// `O_EXCL`, fails if the lock exists). So a lock we leave behind when we
+/// are killed always holds a complete config, which
+/// [`clear_own_stale_lock`] recognises; a half-written lock is never ours.
 fn write_config(path: &Path, bytes: &[u8]) -> Result<()> {
     use std::io::Write;
     use std::os::unix::fs::PermissionsExt;
     let lock = path.with_extension("lock");
+    let staging = path.with_extension("grantguard-new");
     let mode = std::fs::metadata(path).map_or(0o644, |m| m.permissions().mode() & 0o777);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&lock)
-        .with_context(|| {
-            format!(
-                "cannot lock {} ({} exists: is git running, or did it crash?)",
-                path.display(),
-                lock.display()
-            )
-        })?;
     let half = bytes.len() / 2;
-    let written = file
-        .write_all(&bytes[..half])
-        .map(|()| crate::fsutil::crash_point("config-lock-half-written"))
-        .and_then(|()| file.write_all(&bytes[half..]))
-        .and_then(|()| file.set_permissions(std::fs::Permissions::from_mode(mode)))
-        .and_then(|()| file.sync_all())
-        .map(|()| crate::fsutil::crash_point("config-lock-written"))
-        .and_then(|()| std::fs::rename(&lock, path));
-    if let Err(e) = written {
+    let staged = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&staging)
+        .and_then(|mut file| {
+            file.write_all(&bytes[..half])?;
+            crate::fsutil::crash_point("config-lock-half-written");
+            file.write_all(&bytes[half..])?;
+            file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+            file.sync_all()
+        });
+    if let Err(e) = staged {
+        let _ = std::fs::remove_file(&staging);
+        return Err(e).with_context(|| format!("cannot write {}", staging.display()));
+    }
+    let locked = std::fs::hard_link(&staging, &lock);
+    let _ = std::fs::remove_file(&staging);
+    locked.with_context(|| {
+        format!(
+            "cannot lock {} ({} exists: is git running, or did it crash?)",
+            path.display(),
+            lock.display()
+        )
+    })?;
+    crate::fsutil::crash_point("config-lock-written");
+    if let Err(e) = std::fs::rename(&lock, path) {
         let _ = std::fs::remove_file(&lock);
         return Err(e).with_context(|| format!("cannot write {}", path.display()));
     }

@@ -56,10 +56,18 @@ pub struct Invocation {
 /// failure to decide refuses.
 pub fn run(invocation: &Invocation) -> i32 {
     let name = invocation.name.as_str();
-    let stdin = if matches!(name, "reference-transaction" | "pre-push") {
+    let stdin = if name == "reference-transaction" {
         let mut buf = Vec::new();
-        if let Err(e) = std::io::stdin().take(MAX_STDIN).read_to_end(&mut buf) {
+        if let Err(e) = std::io::stdin().take(MAX_STDIN + 1).read_to_end(&mut buf) {
             return refuse_unchecked(name, &format!("cannot read standard input: {e}"));
+        }
+        // Never decide on part of the input: what was not read could not be
+        // checked.
+        if buf.len() as u64 > MAX_STDIN {
+            return refuse_unchecked(
+                name,
+                &format!("standard input is larger than {MAX_STDIN} bytes"),
+            );
         }
         Some(buf)
     } else {
@@ -78,7 +86,7 @@ pub fn run(invocation: &Invocation) -> i32 {
                     invocation.args.first()
                 )),
                 // Too late to refuse: exit at once (after the chained hook).
-                Some(p) if !p.can_refuse() => Ok(Findings::default()),
+                Some(p) if !p.can_refuse() => Ok((Findings::default(), None)),
                 Some(_) => with_state(invocation, |repo, baseline, grant| {
                     let updates =
                         reference_transaction::parse_updates(stdin.as_deref().unwrap_or_default())
@@ -94,9 +102,9 @@ pub fn run(invocation: &Invocation) -> i32 {
         other => Err(format!("{other:?} is not a hook grantguard checks")),
     };
     match verdict {
-        Ok(findings) if findings.is_empty() => chain(invocation, stdin.as_deref()),
-        Ok(findings) => {
-            print_refusal(name, &findings, invocation);
+        Ok((findings, _)) if findings.is_empty() => chain(invocation, stdin.as_deref()),
+        Ok((findings, grant)) => {
+            print_refusal(name, &findings, grant.as_ref(), invocation);
             1
         }
         Err(message) => refuse_unchecked(name, &message),
@@ -108,7 +116,7 @@ pub fn run(invocation: &Invocation) -> i32 {
 fn with_state(
     invocation: &Invocation,
     decide: impl FnOnce(&gix::Repository, &Baseline, &Grant) -> anyhow::Result<Findings>,
-) -> Result<Findings, String> {
+) -> Result<(Findings, Option<Grant>), String> {
     let state = invocation
         .state
         .as_deref()
@@ -122,7 +130,18 @@ fn with_state(
         )
     })?;
     let repo = crate::repo::open_from_hook_environment().map_err(|e| format!("{e:#}"))?;
-    decide(&repo, &baseline, &grant).map_err(|e| format!("cannot decide: {e:#}"))
+    // A hook running in another worktree or repository (one the agent
+    // created, say) is not covered by this grant's baseline.
+    let location = crate::repo::location(&repo).map_err(|e| format!("{e:#}"))?;
+    if location != baseline.repo {
+        return Err(format!(
+            "this hook runs in {}, not in the armed repository {}",
+            location.work_dir.display(),
+            baseline.repo.work_dir.display()
+        ));
+    }
+    let findings = decide(&repo, &baseline, &grant).map_err(|e| format!("cannot decide: {e:#}"))?;
+    Ok((findings, Some(grant)))
 }
 
 fn refuse_unchecked(name: &str, message: &str) -> i32 {
@@ -143,7 +162,7 @@ fn refuse_push(invocation: &Invocation) -> i32 {
     1
 }
 
-fn print_refusal(name: &str, findings: &Findings, invocation: &Invocation) {
+fn print_refusal(name: &str, findings: &Findings, grant: Option<&Grant>, invocation: &Invocation) {
     let mut out = format!("grantguard ({name}): refused by the repository grant\n");
     for v in findings.listed.iter().take(MAX_SHOWN) {
         out.push_str(&format!("  [{}] {}\n", v.rule, v.message));
@@ -152,9 +171,7 @@ fn print_refusal(name: &str, findings: &Findings, invocation: &Invocation) {
     if total > MAX_SHOWN {
         out.push_str(&format!("  ... and {} more\n", total - MAX_SHOWN));
     }
-    if let Some(state) = &invocation.state
-        && let Ok((_, grant)) = Baseline::read(state)
-    {
+    if let (Some(state), Some(grant)) = (&invocation.state, grant) {
         out.push_str(&format!(
             "  allowed paths: {}\n  new commits: {} to {}; publishing is not granted\n  \
              see `grantguard status --state {}`\n",

@@ -37,7 +37,10 @@ fn is_amend() -> bool {
     )) else {
         return false;
     };
-    cmdline.split(|&b| b == 0).any(|arg| arg == b"--amend")
+    // git accepts any unique prefix of a long option: `--am` to `--amend`.
+    cmdline
+        .split(|&b| b == 0)
+        .any(|arg| arg.len() >= 4 && b"--amend".starts_with(arg))
 }
 
 /// Decides the commit about to be made.

@@ -154,31 +154,33 @@ const PSEUDOREFS: &[&str] = &[
     "AUTO_MERGE",
 ];
 
-/// How a ref is treated.
+/// How a ref the grant cares about is treated.
 #[derive(Debug, PartialEq, Eq)]
 enum Kind {
     Head,
-    /// Pseudorefs, `refs/stash` and `refs/bisect/*`: free to move while
-    /// armed (verify demands `refs/stash` back at its baseline).
-    Scratch,
     GrantedBranch,
     Protected,
 }
 
-fn kind(name: &str, branch: &str) -> Kind {
-    if name == "HEAD" {
-        Kind::Head
-    } else if name == branch {
-        Kind::GrantedBranch
-    } else if PSEUDOREFS.contains(&name)
+/// The kind of a ref, or `None` for scratch refs that are free to move while
+/// armed: pseudorefs, `refs/stash`, `refs/bisect/*` and `refs/rewritten/*`
+/// (`git rebase --rebase-merges` labels). Verify demands the ones under
+/// `refs/` back at their baseline values.
+fn kind(name: &str, branch: &str) -> Option<Kind> {
+    let scratch = PSEUDOREFS.contains(&name)
         || name.starts_with("BISECT_")
         || name == "refs/stash"
         || name.starts_with("refs/bisect/")
-    {
-        Kind::Scratch
+        || name.starts_with("refs/rewritten/");
+    Some(if name == "HEAD" {
+        Kind::Head
+    } else if name == branch {
+        Kind::GrantedBranch
+    } else if scratch {
+        return None;
     } else {
         Kind::Protected
-    }
+    })
 }
 
 /// Values in `packed-refs`, read only when a deletion line needs them.
@@ -240,13 +242,11 @@ pub fn decide(
     let mut packed = None;
     let mut branch_values: Vec<Option<String>> = Vec::new();
     for update in updates {
-        let kind = kind(&update.name, &baseline.branch);
-        if kind == Kind::Scratch {
+        let Some(kind) = kind(&update.name, &baseline.branch) else {
             continue;
-        }
+        };
         let value = effect(update, &baseline.repo.common_dir, &mut packed)?;
         match kind {
-            Kind::Scratch => {}
             // A commit through HEAD always comes with a line for the branch
             // itself, which is decided below; a HEAD line alone detaches or
             // switches HEAD, which verify checks at the end.
@@ -361,16 +361,17 @@ mod tests {
     #[test]
     fn classifies_refs() {
         let b = "refs/heads/main";
-        assert_eq!(kind("HEAD", b), Kind::Head);
-        assert_eq!(kind("refs/heads/main", b), Kind::GrantedBranch);
+        assert_eq!(kind("HEAD", b), Some(Kind::Head));
+        assert_eq!(kind("refs/heads/main", b), Some(Kind::GrantedBranch));
         for scratch in [
             "ORIG_HEAD",
             "AUTO_MERGE",
             "BISECT_EXPECTED_REV",
             "refs/stash",
             "refs/bisect/bad",
+            "refs/rewritten/onto",
         ] {
-            assert_eq!(kind(scratch, b), Kind::Scratch, "{scratch}");
+            assert_eq!(kind(scratch, b), None, "{scratch}");
         }
         for protected in [
             "refs/heads/other",
@@ -379,7 +380,7 @@ mod tests {
             "refs/notes/commits",
             "refs/replace/x",
         ] {
-            assert_eq!(kind(protected, b), Kind::Protected, "{protected}");
+            assert_eq!(kind(protected, b), Some(Kind::Protected), "{protected}");
         }
     }
 

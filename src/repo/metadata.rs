@@ -52,7 +52,29 @@ pub fn metadata_digests(location: &Location) -> Result<BTreeMap<String, String>>
             .with_context(|| format!("cannot read protected metadata {name}"))?;
         out.insert((*name).to_owned(), digest);
     }
+    // Linked worktrees: which ones exist, not their content (their HEADs and
+    // indexes change with ordinary work in them). A worktree the agent adds
+    // is outside the baseline, with a HEAD no ref snapshot sees.
+    let worktrees = location.common_dir.join("worktrees");
+    out.insert("worktrees".into(), digest_names(&worktrees)?);
     Ok(out)
+}
+
+fn digest_names(dir: &Path) -> Result<String> {
+    let mut names: Vec<_> = match std::fs::read_dir(dir) {
+        Ok(entries) => entries
+            .map(|e| e.map(|e| e.file_name()))
+            .collect::<Result<_, _>>()
+            .with_context(|| format!("cannot list {}", dir.display()))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok("absent".into()),
+        Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
+    };
+    names.sort();
+    let joined: Vec<&[u8]> = names.iter().map(|n| n.as_encoded_bytes()).collect();
+    Ok(format!(
+        "names:{}",
+        crate::digest::sha256_hex(&joined.join(&b'\n'))
+    ))
 }
 
 fn digest_entry(path: &Path) -> Result<String> {

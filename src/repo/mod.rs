@@ -8,6 +8,8 @@
 //! `filter.*` driver is dropped from the in-memory config before the worktree
 //! is read, so a `clean` filter planted by the agent cannot execute. gix does
 //! not implement `core.fsmonitor`, hooks or external diff drivers at all.
+//! The only place grantguard runs `git` is `run`'s compensation
+//! ([`crate::run::preserve`]), under the conditions documented there.
 
 mod commits;
 mod metadata;

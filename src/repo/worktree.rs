@@ -110,7 +110,13 @@ pub fn hidden_index_entries(repo: &gix::Repository, git_dir: &Path) -> Result<Ve
         Err(_) if !git_dir.join("index").exists() => return Ok(Vec::new()),
         Err(e) => return Err(anyhow::anyhow!("{e}")).context("cannot read the index"),
     };
-    let sparse = git_dir.join("info/sparse-checkout").exists();
+    // Skip-worktree is legitimate only in a sparse checkout that is both
+    // switched on and described (both are protected metadata).
+    let sparse = git_dir.join("info/sparse-checkout").exists()
+        && repo
+            .config_snapshot()
+            .boolean("core.sparseCheckout")
+            .unwrap_or(false);
     let mut out = Vec::new();
     for entry in index.entries() {
         let hidden = entry.flags.contains(Flags::ASSUME_VALID)

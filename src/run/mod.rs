@@ -945,11 +945,21 @@ fn apply_command_outcome(
 }
 
 /// Step 7: preserve then reset; a failure to preserve resets nothing.
+/// Reads the protected metadata once more, right before git runs in the
+/// checkout: the agent's processes may outlive the command.
+fn metadata_still_intact(state: &Path) -> bool {
+    let Ok((baseline, _, armed)) = crate::baseline::Baseline::read_live_or_retired(state) else {
+        return false;
+    };
+    crate::repo::metadata_digests(&baseline.repo)
+        .is_ok_and(|now| now == *baseline.expected_metadata(armed))
+}
+
 fn compensate(result: &mut ToolResult, places: &Places, branch: &str, run_id: &str) {
-    let metadata_changed = result
-        .violations
-        .iter()
-        .any(|v| v.rule == crate::acceptance::rule::PROTECTED_METADATA_CHANGED);
+    // Positive evidence only: git runs in the checkout when verify read the
+    // protected metadata and found it equal to the baseline, never merely
+    // because no violation says otherwise.
+    let metadata_changed = result.evidence.get("metadata_intact") != Some(&Value::Bool(true));
     let preserve_dir = places.state.join("preserved").join(run_id);
     let target = preserve::Target {
         work_dir: &places.work_dir,
@@ -957,9 +967,10 @@ fn compensate(result: &mut ToolResult, places: &Places, branch: &str, run_id: &s
         baseline: places.baseline_commit.as_deref(),
         preserve_dir: &preserve_dir,
     };
-    let outcome = if metadata_changed {
+    let outcome = if metadata_changed || !metadata_still_intact(&places.state) {
         Err(preserve::RestoreError::NotPreserved(anyhow::anyhow!(
-            "protected git metadata changed, so running git in this checkout is not safe"
+            "verify did not find the protected git metadata intact, so running git in this \
+             checkout is not safe"
         )))
     } else {
         preserve::restore(&target)

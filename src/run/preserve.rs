@@ -16,9 +16,12 @@
 //! - `-c core.hooksPath=/dev/null` (no hooks), `-c core.fsmonitor=` (no
 //!   fsmonitor daemon), `-c diff.external=` and `--no-ext-diff`,
 //!   `--no-textconv` (no diff drivers), `-c core.pager=cat`;
-//! - `GIT_CONFIG_NOSYSTEM=1`, and the `GIT_*` variables that could redirect
-//!   it (`GIT_DIR`, `GIT_INDEX_FILE`, `GIT_CONFIG_PARAMETERS`, ...) removed;
-//! - it only runs when `verify` found the protected metadata (`config`,
+//! - a cleared environment (only `PATH`, `HOME`, `LANG`, `LC_ALL`, `TMPDIR`
+//!   kept, so no `GIT_*` variable can redirect it), `GIT_CONFIG_NOSYSTEM=1`
+//!   and `GIT_CONFIG_GLOBAL=/dev/null`: only the repository's own config;
+//! - it only runs when `verify` positively found the protected metadata
+//!   (`evidence.metadata_intact`) equal to the baseline, and the caller reads
+//!   the digests once more right before the first git command (`config`,
 //!   `hooks/`, `info/attributes`, ...) equal to the baseline. Filter drivers
 //!   (`filter.*.clean`/`smudge`) are defined only in config, so the ones left
 //!   are those the repository had before the agent started, no more than
@@ -133,16 +136,28 @@ pub fn restore(target: &Target<'_>) -> Result<Restored, RestoreError> {
     }
 }
 
+/// Environment variables a git invocation keeps; everything else (every
+/// `GIT_*` variable among them) is cleared.
+const KEPT_ENV: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "TMPDIR"];
+
 fn git(work_dir: &Path) -> Command {
     let mut cmd = Command::new("git");
-    cmd.current_dir(work_dir)
-        .args(HARDENING)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(Stdio::null());
+    cmd.current_dir(work_dir).args(HARDENING).env_clear();
+    for var in KEPT_ENV {
+        if let Some(value) = std::env::var_os(var) {
+            cmd.env(var, value);
+        }
+    }
     for var in SCRUBBED_ENV {
         cmd.env_remove(var);
     }
+    // Neither the system's nor the user's config (which the agent may be
+    // able to write) is read: only the repository's, which verify found
+    // equal to the baseline.
+    cmd.env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(Stdio::null());
     cmd
 }
 
