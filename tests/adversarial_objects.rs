@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{Sandbox, rules};
+use common::{Sandbox, replace_lines_ending, rules};
 
 fn loose_path(sb: &Sandbox, id: &str) -> std::path::PathBuf {
     sb.git_dir().join("objects").join(&id[..2]).join(&id[2..])
@@ -43,16 +43,8 @@ fn rejects_a_packed_tree_shadowed_by_a_forged_loose_copy() {
             sb.git_stdin(&["hash-object", "-w", "--stdin"], "granted\n")
         ),
     );
-    let decoy_listing: String = listing
-        .lines()
-        .map(|l| {
-            if l.ends_with("\tdocs") {
-                format!("040000 tree {docs}\tdocs\n")
-            } else {
-                format!("{l}\n")
-            }
-        })
-        .collect();
+    let decoy_listing =
+        replace_lines_ending(&listing, "\tdocs", &format!("040000 tree {docs}\tdocs"));
     let decoy = sb.git_stdin(&["mktree"], &decoy_listing);
     forge_loose(&sb, &real_tree, &decoy);
     // git still sees the real (packed) tree: the branch changes src/.

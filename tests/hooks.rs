@@ -5,7 +5,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{Sandbox, assert_accepted, assert_rejected, output_with_stdin};
+use common::{Sandbox, assert_accepted, assert_rejected, output_with_stdin, replace_lines_ending};
 
 fn armed(paths: &[&str], min: u32, max: u32) -> Sandbox {
     let sb = Sandbox::new();
@@ -280,14 +280,11 @@ fn refuses_a_dotgit_path_in_a_commit() {
         &["mktree"],
         &format!("{docs_entries}\n040000 tree {inner}\t.GIT\n"),
     );
-    let root: String = sb
-        .git(&["ls-tree", "HEAD"])
-        .lines()
-        .map(|l| match l.strip_suffix("\tdocs") {
-            Some(_) => format!("040000 tree {docs}\tdocs\n"),
-            None => format!("{l}\n"),
-        })
-        .collect();
+    let root = replace_lines_ending(
+        &sb.git(&["ls-tree", "HEAD"]),
+        "\tdocs",
+        &format!("040000 tree {docs}\tdocs"),
+    );
     let tree = sb.git_stdin(&["mktree"], &root);
     let commit = sb.git(&["commit-tree", &tree, "-p", "HEAD", "-m", "crafted"]);
     assert_refused(

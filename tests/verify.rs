@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Sandbox, assert_accepted, assert_rejected, rules};
+use common::{Sandbox, assert_accepted, assert_rejected, replace_lines_ending, rules};
 use serde_json::Value;
 
 fn armed(paths: &[&str], min: u32, max: u32) -> Sandbox {
@@ -129,17 +129,11 @@ fn commit_with_nested_entry(sb: &Sandbox, name: &str) -> String {
         &["mktree"],
         &format!("{docs_listing}\n040000 tree {inner}\t{name}\n"),
     );
-    let root_listing: String = sb
-        .git(&["ls-tree", "HEAD"])
-        .lines()
-        .map(|l| {
-            if l.ends_with("\tdocs") {
-                format!("040000 tree {docs}\tdocs\n")
-            } else {
-                format!("{l}\n")
-            }
-        })
-        .collect();
+    let root_listing = replace_lines_ending(
+        &sb.git(&["ls-tree", "HEAD"]),
+        "\tdocs",
+        &format!("040000 tree {docs}\tdocs"),
+    );
     let tree = sb.git_stdin(&["mktree"], &root_listing);
     let commit = sb.git(&["commit-tree", &tree, "-p", "HEAD", "-m", "crafted"]);
     sb.git_nohooks(&["update-ref", "refs/heads/main", &commit]);
@@ -358,16 +352,11 @@ fn rejects_a_remote_tracking_ref_moved_by_editing_packed_refs() {
     let c = sb.commit_file("docs/guide.md", "new\n", "docs");
     let packed = sb.git_dir().join("packed-refs");
     let text = std::fs::read_to_string(&packed).unwrap();
-    let edited: String = text
-        .lines()
-        .map(|l| {
-            if l.ends_with(" refs/remotes/origin/main") {
-                format!("{c} refs/remotes/origin/main\n")
-            } else {
-                format!("{l}\n")
-            }
-        })
-        .collect();
+    let edited = replace_lines_ending(
+        &text,
+        " refs/remotes/origin/main",
+        &format!("{c} refs/remotes/origin/main"),
+    );
     assert_ne!(text, edited, "packed-refs must hold origin/main");
     std::fs::write(&packed, edited).unwrap();
     let (code, r) = sb.verify();

@@ -893,33 +893,11 @@ fn apply_command_outcome(
     );
     match outcome.ending {
         Ending::Exited(0) => {}
-        Ending::Exited(code) => {
-            demote(
-                result,
-                FailureClass::TargetRejection,
-                Status::FailedPermanent,
-            );
-            result.violations.push(Violation::new(
-                rule::COMMAND_FAILED,
-                format!(
-                    "the command exited with status {code}; a failed command is never accepted"
-                ),
-            ));
-        }
-        Ending::Signalled(s) => {
-            demote(
-                result,
-                FailureClass::TargetRejection,
-                Status::FailedPermanent,
-            );
-            result.violations.push(Violation::new(
-                rule::COMMAND_FAILED,
-                format!(
-                    "the command was killed by {}; a failed command is never accepted",
-                    process::signal_name(s)
-                ),
-            ));
-        }
+        Ending::Exited(code) => command_failed(result, &format!("exited with status {code}")),
+        Ending::Signalled(s) => command_failed(
+            result,
+            &format!("was killed by {}", process::signal_name(s)),
+        ),
         Ending::TimedOut => {
             demote(result, FailureClass::Timeout, Status::Cancelled);
             result.violations.push(Violation::new(
@@ -945,6 +923,20 @@ fn apply_command_outcome(
 }
 
 /// Step 7: preserve then reset; a failure to preserve resets nothing.
+/// A command that failed is never accepted, whatever the repository looks
+/// like.
+fn command_failed(result: &mut ToolResult, how: &str) {
+    demote(
+        result,
+        FailureClass::TargetRejection,
+        Status::FailedPermanent,
+    );
+    result.violations.push(Violation::new(
+        rule::COMMAND_FAILED,
+        format!("the command {how}; a failed command is never accepted"),
+    ));
+}
+
 /// Reads the protected metadata once more, right before git runs in the
 /// checkout: the agent's processes may outlive the command.
 fn metadata_still_intact(state: &Path) -> bool {

@@ -232,6 +232,20 @@ pub fn output_with_stdin(mut cmd: Command, stdin: &str) -> Output {
     child.wait_with_output().unwrap()
 }
 
+/// `text` (a `git ls-tree` listing or `packed-refs`) with every line that
+/// ends in `suffix` replaced by `line`; each line ends in a newline.
+pub fn replace_lines_ending(text: &str, suffix: &str, line: &str) -> String {
+    text.lines()
+        .map(|l| {
+            if l.ends_with(suffix) {
+                format!("{line}\n")
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect()
+}
+
 /// The rule ids of a result's violations, sorted and unique.
 pub fn rules(result: &Value) -> Vec<String> {
     let mut out: Vec<String> = result["violations"]
