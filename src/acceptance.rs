@@ -64,7 +64,22 @@ pub mod rule {
     /// A new commit makes a granted path a symlink whose target leaves the
     /// worktree (absolute, `..` past the root, or into `.git`).
     pub const SYMLINK_ESCAPES_REPOSITORY: &str = "symlink_escapes_repository";
+    /// The ref store is not canonical, or git resolves HEAD, the branch, its
+    /// short name or a ref to something other than what verify read.
+    pub const REF_STORE_INVALID: &str = "ref_store_invalid";
+    /// The object store does not read as verify read it: storage written
+    /// since arm that does not prove consistent, or git reading other
+    /// commits, trees or changed paths for the new history.
+    pub const OBJECT_STORE_INVALID: &str = "object_store_invalid";
 }
+
+/// Rules whose violation means the on-disk storage itself is hostile: no
+/// git command may be run on it (see the `metadata_intact` evidence).
+const STORAGE_RULES: &[&str] = &[
+    rule::REPOSITORY_UNREADABLE,
+    rule::REF_STORE_INVALID,
+    rule::OBJECT_STORE_INVALID,
+];
 
 /// Most new commits whose paths are diffed. A valid history has at most 32;
 /// past this bound the result is a rejection already, and diffing a hostile
@@ -117,6 +132,10 @@ pub struct HistoryFacts {
     pub descends: bool,
     /// Every path changed by the diffed commits, sorted and unique.
     pub paths: BTreeSet<BString>,
+    /// The diffed commits, newest first: id, tree, parents.
+    pub trees: Vec<(ObjectId, ObjectId, Vec<ObjectId>)>,
+    /// What each diffed commit changed against its first parent.
+    pub changes: Vec<(ObjectId, Vec<ChangedPath>)>,
 }
 
 /// Which commit-count bounds apply.
@@ -202,10 +221,14 @@ pub fn check_history(
     }
     for commit in history.commits.iter().take(MAX_DIFFED_COMMITS) {
         let parent = commit.parents.first().copied();
-        for change in repo::changed_paths(repo, commit.id, parent)? {
-            check_path(repo, commit.id, &change, matcher, findings);
-            facts.paths.insert(change.path);
+        let changes = repo::changed_paths(repo, commit.id, parent)?;
+        for change in &changes {
+            check_path(repo, commit.id, change, matcher, findings);
+            facts.paths.insert(change.path.clone());
         }
+        let tree = repo::tree_id_of(repo, Some(commit.id))?;
+        facts.trees.push((commit.id, tree, commit.parents.clone()));
+        facts.changes.push((commit.id, changes));
     }
     Ok(facts)
 }
@@ -439,7 +462,7 @@ pub fn verify(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
     };
     // Positive evidence for whoever acts on the result (run's restore runs
     // git in the checkout only when this is true).
-    let intact = metadata_intact && !findings.has(rule::REPOSITORY_UNREADABLE);
+    let intact = metadata_intact && !STORAGE_RULES.iter().any(|r| findings.has(r));
     let class = if intact {
         FailureClass::Verification
     } else {
@@ -588,8 +611,53 @@ fn evaluate(
              repository is quiet",
         ));
     }
+    // The last word on a state about to be accepted: git itself must see it
+    // as verify did. Only then, since it costs a few git processes and a
+    // rejection needs no proof.
+    if findings.is_empty() {
+        cross_check_with_git(baseline, &location, tip, &refs, &facts, findings)?;
+    }
 
     Ok(Observed { facts, tip })
+}
+
+/// Asks git for its view of the state (see [`repo::git_view`]) and turns
+/// every difference into a violation.
+fn cross_check_with_git(
+    baseline: &Baseline,
+    location: &repo::Location,
+    tip: Option<ObjectId>,
+    refs: &RefMap,
+    facts: &HistoryFacts,
+    findings: &mut Findings,
+) -> Result<()> {
+    let decided = repo::git_view::Decided {
+        location,
+        branch: baseline.branch.as_bytes().as_bstr(),
+        tip,
+        baseline: baseline.commit_id(),
+        refs: refs
+            .iter()
+            .map(|(n, v)| (BString::from(n.as_str()), BString::from(v.as_str())))
+            .collect(),
+        commits: facts.trees.clone(),
+        changes: &facts.changes,
+    };
+    for difference in repo::git_view::differences(&decided)? {
+        let id = match difference.area {
+            repo::git_view::Area::Refs => rule::REF_STORE_INVALID,
+            repo::git_view::Area::History => rule::OBJECT_STORE_INVALID,
+        };
+        findings.push(Violation::new(
+            id,
+            format!(
+                "{}; the repository's storage reads differently to git than to verify, so \
+                 the state cannot be accepted (restore the repository from the baseline)",
+                difference.message
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn compare_metadata(

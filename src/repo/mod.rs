@@ -12,6 +12,7 @@
 //! ([`crate::run::preserve`]), under the conditions documented there.
 
 mod commits;
+pub mod git_view;
 mod metadata;
 mod refs;
 mod staged;

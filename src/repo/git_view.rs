@@ -1,0 +1,560 @@
+//! git's own view of the state `verify` is about to accept, as a cross-check.
+//!
+//! Whatever `verify` accepts, the harness then pushes, bundles or exports
+//! with plain git. The in-process reader (gix, plus the strict ref and object
+//! store checks) is built to read as git reads, but "built to" is a claim;
+//! this module is the proof for each accepted state. It asks git itself, with
+//! the repository's own config (equal to the baseline's: protected metadata
+//! is checked first) and nothing else, where HEAD, the branch, its short name
+//! and every ref point, which commits `baseline..tip` holds with which trees
+//! and parents, and which paths each of them changes, and reports every
+//! difference from what `verify` decided.
+//!
+//! This is the one checking path that runs `git`, and the design allows it
+//! because none of these commands runs a configured program: `rev-parse`,
+//! `symbolic-ref`, `for-each-ref`, `rev-list` and `diff-tree` are plumbing
+//! that never read the worktree (so no filter driver), start no pager
+//! (`--no-pager`, no terminal) and run no hook; `diff-tree` reads the index,
+//! so `core.fsmonitor` is forced off on the command line, which outranks the
+//! repository's config. The environment is scrubbed: no system or global config, no `GIT_*`
+//! variable of the caller's, no lazy fetch in a partial clone, no prompt.
+//!
+//! Replace refs, grafts and the commit-graph are deliberately *not* turned
+//! off: the point is to see what the harness's plain git will see.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsStr;
+use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use anyhow::{Context, Result, bail};
+use gix::ObjectId;
+use gix::bstr::{BStr, BString, ByteSlice};
+
+use super::{ChangedPath, Location};
+
+/// What `verify` decided, to be compared with git's view.
+pub struct Decided<'a> {
+    /// Where the repository is.
+    pub location: &'a Location,
+    /// The granted branch's full name (`refs/heads/...`), as bytes.
+    pub branch: &'a BStr,
+    /// The branch tip `verify` judged (`None`: unborn).
+    pub tip: Option<ObjectId>,
+    /// The baseline commit (`None`: the branch was unborn at arm).
+    pub baseline: Option<ObjectId>,
+    /// Every ref under `refs/` and its raw value: a hex id, or
+    /// `ref:<target>` for a symbolic ref.
+    pub refs: Vec<(BString, BString)>,
+    /// `baseline..tip`, newest first: id, tree, parents.
+    pub commits: Vec<(ObjectId, ObjectId, Vec<ObjectId>)>,
+    /// The paths each new commit changed against its first parent.
+    pub changes: &'a [(ObjectId, Vec<ChangedPath>)],
+}
+
+/// Which part of the state git sees differently.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Area {
+    /// Where the repository is, HEAD, the branch, its short name, the refs.
+    Refs,
+    /// The new commits, their trees, parents and changed paths.
+    History,
+}
+
+/// One difference between git's view and `verify`'s.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Difference {
+    /// Which part differs.
+    pub area: Area,
+    /// What differs, for a human.
+    pub message: String,
+}
+
+/// Runs git's plumbing and lists every way its view differs from `decided`.
+/// An error means git could not be asked at all (not installed, or it
+/// refused the repository): the caller fails closed.
+pub fn differences(decided: &Decided<'_>) -> Result<Vec<Difference>> {
+    let git = Git {
+        work_dir: &decided.location.work_dir,
+    };
+    let short = decided
+        .branch
+        .strip_prefix(b"refs/heads/")
+        .unwrap_or(decided.branch);
+    // Start every query at once: each is a few milliseconds of process
+    // start-up, and they are independent.
+    let location = git.spawn(
+        &[
+            "rev-parse",
+            "--absolute-git-dir",
+            "--git-common-dir",
+            "--show-toplevel",
+        ],
+        None,
+    )?;
+    let head = git.spawn(&["symbolic-ref", "-q", "HEAD"], None)?;
+    // rev-parse has no way to end its options before a name (git 2.47
+    // prints `--end-of-options` back), so a name that looks like an option
+    // is not asked about; it is reported as a difference below.
+    let looks_like_option = short.starts_with(b"-");
+    let short_args: [&OsStr; 3] = [
+        "rev-parse".as_ref(),
+        "--symbolic-full-name".as_ref(),
+        OsStr::from_bytes(if looks_like_option { b"HEAD" } else { short }),
+    ];
+    let short_name = git.spawn(&short_args, None)?;
+    let refs = git.spawn(
+        &[
+            "for-each-ref",
+            "--format=%(refname)%00%(objectname)%00%(symref)",
+        ],
+        None,
+    )?;
+    let history = match decided.tip {
+        Some(tip) => {
+            let range = match decided.baseline {
+                Some(base) => format!("{base}..{tip}"),
+                None => tip.to_string(),
+            };
+            Some(git.spawn(
+                &[
+                    "rev-list",
+                    "--no-commit-header",
+                    "--format=%H %T %P",
+                    &range,
+                    "--",
+                ],
+                None,
+            )?)
+        }
+        None => None,
+    };
+    let diff = if decided.commits.is_empty() {
+        None
+    } else {
+        let mut stdin = Vec::new();
+        for (commit, parents) in decided.commits.iter().map(|(c, _, p)| (c, p)) {
+            match parents.first() {
+                Some(parent) => writeln!(stdin, "{commit} {parent}")?,
+                None => writeln!(stdin, "{commit}")?,
+            }
+        }
+        Some(git.spawn(
+            &[
+                "diff-tree",
+                "--stdin",
+                "-r",
+                "-z",
+                "--root",
+                "--no-renames",
+                "--ignore-submodules=none",
+                "--no-ext-diff",
+                "--no-textconv",
+            ],
+            Some(stdin),
+        )?)
+    };
+
+    let mut out = Vec::new();
+    let mut differ = |area, message: String| out.push(Difference { area, message });
+
+    compare_location(decided.location, &finish(location)?, &mut differ)?;
+    let head = finish_allowing(head, &[1])?;
+    let head = head.trim_end_with(|c| c == '\n');
+    if head != decided.branch.as_bytes() {
+        differ(
+            Area::Refs,
+            format!(
+                "git reads HEAD as {:?}, verify as {:?}",
+                head.as_bstr(),
+                decided.branch
+            ),
+        );
+    }
+    let short_name = finish_allowing(short_name, &[128])?;
+    let resolved = short_name.trim_end_with(|c| c == '\n');
+    if looks_like_option {
+        differ(
+            Area::Refs,
+            format!(
+                "the branch's short name {:?} starts with '-', which git reads as an option",
+                short.as_bstr()
+            ),
+        );
+    } else if decided.tip.is_some() && resolved != decided.branch.as_bytes() {
+        differ(
+            Area::Refs,
+            format!(
+                "git resolves the short name {:?} to {:?}, not to the branch {:?}: a file or ref \
+                 shadows it",
+                short.as_bstr(),
+                resolved.as_bstr(),
+                decided.branch
+            ),
+        );
+    }
+    compare_refs(&decided.refs, &finish(refs)?, &mut differ);
+    if let Some(history) = history {
+        compare_history(&decided.commits, &finish(history)?, &mut differ);
+    }
+    if let Some(diff) = diff {
+        compare_changes(decided.changes, &finish(diff)?, &mut differ);
+    }
+    Ok(out)
+}
+
+struct Git<'a> {
+    work_dir: &'a Path,
+}
+
+impl Git<'_> {
+    /// Starts `git --no-pager <args>` in the worktree with a scrubbed
+    /// environment, feeding `stdin` if given.
+    fn spawn<S: AsRef<OsStr>>(
+        &self,
+        args: &[S],
+        stdin: Option<Vec<u8>>,
+    ) -> Result<std::process::Child> {
+        let mut cmd = Command::new("git");
+        cmd.env_clear();
+        if let Some(path) = std::env::var_os("PATH") {
+            cmd.env("PATH", path);
+        }
+        cmd.env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("HOME", "/nonexistent")
+            .env("LC_ALL", "C")
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .env("GIT_NO_LAZY_FETCH", "1")
+            .env("GIT_OPTIONAL_LOCKS", "0")
+            .env("GIT_ATTR_NOSYSTEM", "1")
+            .arg("--no-pager")
+            // The caller may not own the checkout; these commands run no
+            // configured program, which is what the ownership check guards.
+            .arg("-c")
+            .arg(format!("safe.directory={}", self.work_dir.display()))
+            // diff-tree reads the index (for sparse checkouts), and reading
+            // the index asks `core.fsmonitor`, a program. Nothing else these
+            // commands do consults a configured program; the adversarial
+            // config test plants one for every key that names a program.
+            .args(["-c", "core.fsmonitor=false"])
+            .args(args)
+            .current_dir(self.work_dir)
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd
+            .spawn()
+            .context("cannot run git for the cross-check (is git installed?)")?;
+        if let Some(bytes) = stdin {
+            let mut pipe = child.stdin.take().expect("stdin is piped");
+            // diff-tree reads all of its input before it answers; a few
+            // dozen lines fit in the pipe, so this cannot block.
+            std::thread::spawn(move || pipe.write_all(&bytes));
+        }
+        Ok(child)
+    }
+}
+
+fn finish(child: std::process::Child) -> Result<Vec<u8>> {
+    finish_allowing(child, &[])
+}
+
+/// Waits for `child`; exit 0 or one of `allowed` gives its stdout.
+fn finish_allowing(child: std::process::Child, allowed: &[i32]) -> Result<Vec<u8>> {
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = child.wait_with_output().context("git did not finish")?;
+    match status.code() {
+        Some(0) => Ok(stdout),
+        Some(code) if allowed.contains(&code) => Ok(Vec::new()),
+        _ => bail!(
+            "git failed ({status}) in the cross-check: {}",
+            String::from_utf8_lossy(&stderr).trim()
+        ),
+    }
+}
+
+fn compare_location(
+    location: &Location,
+    output: &[u8],
+    differ: &mut impl FnMut(Area, String),
+) -> Result<()> {
+    let lines: Vec<&[u8]> = output.lines().collect();
+    let [git_dir, common_dir, top] = lines[..] else {
+        bail!("unexpected output of git rev-parse: {:?}", output.as_bstr());
+    };
+    let work_dir = &location.work_dir;
+    let resolve = |p: &[u8]| {
+        let p = Path::new(OsStr::from_bytes(p));
+        let p = if p.is_relative() {
+            work_dir.join(p)
+        } else {
+            p.to_owned()
+        };
+        p.canonicalize()
+            .with_context(|| format!("cannot resolve {}", p.display()))
+    };
+    for (what, theirs, ours) in [
+        ("git dir", git_dir, &location.git_dir),
+        ("common dir", common_dir, &location.common_dir),
+        ("worktree", top, &location.work_dir),
+    ] {
+        let theirs = resolve(theirs)?;
+        if theirs != *ours {
+            differ(
+                Area::Refs,
+                format!(
+                    "git finds the {what} at {}, verify at {}",
+                    theirs.display(),
+                    ours.display()
+                ),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The refs as git lists them: `for-each-ref` resolves symbolic refs and
+/// leaves out those that resolve to nothing (and any ref it cannot read).
+fn compare_refs(ours: &[(BString, BString)], output: &[u8], differ: &mut impl FnMut(Area, String)) {
+    let raw: BTreeMap<&BStr, &BStr> = ours
+        .iter()
+        .map(|(n, v)| (n.as_bstr(), v.as_bstr()))
+        .collect();
+    // Our view, resolved the way for-each-ref shows it.
+    let mut expected = BTreeMap::new();
+    for name in raw.keys() {
+        if let Some((id, target)) = resolve(&raw, name) {
+            expected.insert(name.to_owned(), (id, target));
+        }
+    }
+    let mut seen = BTreeSet::new();
+    for line in output.lines() {
+        let mut fields = line.splitn(3, |&b| b == 0);
+        let (Some(name), Some(id), Some(symref)) = (fields.next(), fields.next(), fields.next())
+        else {
+            differ(
+                Area::Refs,
+                format!("unexpected for-each-ref line {:?}", line.as_bstr()),
+            );
+            continue;
+        };
+        let name = name.as_bstr();
+        seen.insert(name);
+        let target = (!symref.is_empty()).then(|| symref.as_bstr());
+        match expected.get(name) {
+            Some((our_id, our_target)) if *our_id == id.as_bstr() && *our_target == target => {}
+            Some((our_id, _)) => differ(
+                Area::Refs,
+                format!(
+                    "git reads {name:?} as {:?}, verify as {our_id:?}",
+                    id.as_bstr()
+                ),
+            ),
+            None => differ(
+                Area::Refs,
+                format!(
+                    "git sees a ref {name:?} ({:?}) that verify does not",
+                    id.as_bstr()
+                ),
+            ),
+        }
+    }
+    for name in expected.keys().filter(|n| !seen.contains(*n)) {
+        differ(
+            Area::Refs,
+            format!("verify sees a ref {name:?} that git does not list"),
+        );
+    }
+}
+
+/// Follows a ref in `refs` to an object id, as for-each-ref shows it: the id
+/// and, for a symbolic ref, its immediate target. `None` for a symbolic ref
+/// that resolves to nothing (git leaves those out).
+fn resolve<'a>(
+    refs: &BTreeMap<&'a BStr, &'a BStr>,
+    name: &BStr,
+) -> Option<(&'a BStr, Option<&'a BStr>)> {
+    let mut value = *refs.get(name)?;
+    let mut first_target = None;
+    // git follows at most 5 levels of symbolic refs (SYMREF_MAXDEPTH).
+    for _ in 0..=5 {
+        match value.strip_prefix(b"ref:") {
+            Some(target) => {
+                let target = target.trim_start().as_bstr();
+                first_target.get_or_insert(target);
+                value = refs.get(target)?;
+            }
+            None => return Some((value, first_target)),
+        }
+    }
+    None
+}
+
+fn compare_history(
+    ours: &[(ObjectId, ObjectId, Vec<ObjectId>)],
+    output: &[u8],
+    differ: &mut impl FnMut(Area, String),
+) {
+    let expected: Vec<String> = ours
+        .iter()
+        .map(|(id, tree, parents)| {
+            let parents: Vec<String> = parents.iter().map(ToString::to_string).collect();
+            format!("{id} {tree} {}", parents.join(" "))
+        })
+        .collect();
+    let theirs: Vec<String> = output
+        .lines()
+        .map(|l| l.to_str_lossy().into_owned())
+        .collect();
+    // rev-list orders by commit date; a linear history is in the same order
+    // either way, but compare as sets so a date skew is not a difference.
+    let (a, b): (BTreeSet<_>, BTreeSet<_>) = (expected.iter().collect(), theirs.iter().collect());
+    for line in a.difference(&b) {
+        differ(
+            Area::History,
+            format!("verify reads the new commit as {line:?}; git does not"),
+        );
+    }
+    for line in b.difference(&a) {
+        differ(
+            Area::History,
+            format!("git reads a new commit as {line:?} (id, tree, parents); verify does not"),
+        );
+    }
+}
+
+/// One changed path as `diff-tree --raw` shows it: path, old mode, new mode,
+/// new id (modes in octal, `000000` and the null id for "absent").
+type RawChange = (BString, String, String, String);
+
+fn compare_changes(
+    ours: &[(ObjectId, Vec<ChangedPath>)],
+    output: &[u8],
+    differ: &mut impl FnMut(Area, String),
+) {
+    let null = |len: usize| "0".repeat(len);
+    let mut expected: BTreeSet<(String, RawChange)> = BTreeSet::new();
+    for (commit, changes) in ours {
+        let hex_len = commit.kind().len_in_hex();
+        for c in changes {
+            let mode = |m: Option<gix::objs::tree::EntryMode>| {
+                m.map_or_else(|| "000000".to_owned(), |m| format!("{:06o}", m.value()))
+            };
+            expected.insert((
+                commit.to_string(),
+                (
+                    c.path.clone(),
+                    mode(c.old_mode),
+                    mode(c.new_mode),
+                    c.new_id.map_or_else(|| null(hex_len), |id| id.to_string()),
+                ),
+            ));
+        }
+    }
+    let mut theirs = BTreeSet::new();
+    let mut tokens = output.split(|&b| b == 0).filter(|t| !t.is_empty());
+    let mut commit = String::new();
+    while let Some(token) = tokens.next() {
+        if let Some(record) = token.strip_prefix(b":") {
+            let fields: Vec<&[u8]> = record.split(|&b| b == b' ').collect();
+            let path = tokens.next().unwrap_or_default();
+            if let [old_mode, new_mode, _old_id, new_id, _status] = fields[..] {
+                theirs.insert((
+                    commit.clone(),
+                    (
+                        BString::from(path),
+                        old_mode.to_str_lossy().into_owned(),
+                        new_mode.to_str_lossy().into_owned(),
+                        new_id.to_str_lossy().into_owned(),
+                    ),
+                ));
+                continue;
+            }
+            differ(
+                Area::History,
+                format!("unexpected diff-tree record {:?}", token.as_bstr()),
+            );
+        } else {
+            commit = token.to_str_lossy().into_owned();
+        }
+    }
+    for (commit, (path, old, new, id)) in expected.difference(&theirs) {
+        differ(
+            Area::History,
+            format!(
+                "verify sees commit {commit} change {path:?} ({old} -> {new} {id}); git does not"
+            ),
+        );
+    }
+    for (commit, (path, old, new, id)) in theirs.difference(&expected) {
+        differ(
+            Area::History,
+            format!(
+                "git sees commit {commit} change {path:?} ({old} -> {new} {id}); verify does not"
+            ),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> Vec<(BString, BString)> {
+        pairs
+            .iter()
+            .map(|(n, v)| (BString::from(*n), BString::from(*v)))
+            .collect()
+    }
+
+    fn diffs_of(ours: &[(BString, BString)], output: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        compare_refs(ours, output.as_bytes(), &mut |_, m| out.push(m));
+        out
+    }
+
+    #[test]
+    fn symbolic_refs_compare_by_target_and_dangling_ones_are_left_out() {
+        let ours = map(&[
+            ("refs/heads/main", "aa"),
+            ("refs/remotes/o/HEAD", "ref:refs/heads/main"),
+            ("refs/remotes/o/gone", "ref:refs/heads/nothere"),
+        ]);
+        let git = "refs/heads/main\0aa\0\nrefs/remotes/o/HEAD\0aa\0refs/heads/main\n";
+        assert!(diffs_of(&ours, git).is_empty());
+    }
+
+    #[test]
+    fn a_ref_only_one_side_sees_or_reads_differently_is_a_difference() {
+        let ours = map(&[("refs/heads/main", "aa"), ("refs/tags/t", "bb")]);
+        assert_eq!(diffs_of(&ours, "refs/heads/main\0aa\0\n").len(), 1);
+        assert_eq!(
+            diffs_of(&ours, "refs/heads/main\0cc\0\nrefs/tags/t\0bb\0\n").len(),
+            1
+        );
+        assert_eq!(
+            diffs_of(
+                &ours,
+                "refs/heads/main\0aa\0\nrefs/tags/t\0bb\0\nrefs/heads/x\0aa\0\n"
+            )
+            .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn a_symbolic_ref_cycle_resolves_to_nothing() {
+        let ours = map(&[("refs/a", "ref:refs/b"), ("refs/b", "ref:refs/a")]);
+        assert!(diffs_of(&ours, "").is_empty());
+    }
+}
