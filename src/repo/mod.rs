@@ -15,6 +15,8 @@ mod commits;
 mod metadata;
 mod refs;
 mod staged;
+mod submodule;
+mod submodule_meta;
 mod worktree;
 
 use std::path::{Path, PathBuf};
@@ -25,7 +27,7 @@ pub use commits::{
     ChangeKind, ChangedPath, FULL_WALK_LIMIT, NewCommit, NewHistory, Verified, changed_paths,
     new_history, read_verified, tree_id_of,
 };
-pub use metadata::metadata_digests;
+pub use metadata::{HookPaths, metadata_digests};
 pub use refs::{Head, RefMap, head, ref_snapshot};
 pub use staged::{CacheTreeUse, staged_changes};
 pub use worktree::{
@@ -99,6 +101,17 @@ pub fn open(dir: &Path) -> Result<gix::Repository> {
     )
     .with_context(|| format!("{} is not inside a git repository", dir.display()))?
     .to_thread_local();
+    harden(repo)
+}
+
+/// Opens the submodule checked out at `dir` (which holds its `.git`),
+/// exactly there, never searching upwards: the same local-config-only,
+/// filter-free hardening as [`open`], so reading a submodule the agent
+/// controls runs nothing either.
+pub fn open_submodule(dir: &Path) -> Result<gix::Repository> {
+    let repo = gix::ThreadSafeRepository::open_opts(dir, options(false).full)
+        .with_context(|| format!("{} is not a readable git checkout", dir.display()))?
+        .to_thread_local();
     harden(repo)
 }
 

@@ -943,7 +943,7 @@ fn metadata_still_intact(state: &Path) -> bool {
     let Ok((baseline, _, armed)) = crate::baseline::Baseline::read_live_or_retired(state) else {
         return false;
     };
-    crate::repo::metadata_digests(&baseline.repo)
+    crate::repo::metadata_digests(&baseline.repo, &baseline.hooks)
         .is_ok_and(|now| now == *baseline.expected_metadata(armed))
 }
 
