@@ -162,3 +162,37 @@ fn accepts_an_ordinary_commit_with_a_chained_hook_and_a_worktree_hooks_path() {
     let (code, r) = sb.verify();
     assert_accepted(code, &r);
 }
+
+#[test]
+fn rejects_a_change_to_a_file_the_repository_config_includes() {
+    // The config includes an ignored file in the worktree: rewriting it
+    // rewrites the config git reads, though `.git/config` never changes.
+    let sb = Sandbox::new();
+    sb.write("target/extra.gitconfig", "[user]\n\tname = Someone\n");
+    sb.git(&["config", "include.path", "../target/extra.gitconfig"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    sb.write(
+        "target/extra.gitconfig",
+        "[core]\n\tfsmonitor = /tmp/payload\n",
+    );
+    assert_eq!(sb.git(&["config", "core.fsmonitor"]), "/tmp/payload");
+    let (code, r) = sb.verify();
+    assert_unsafe(code, &r, "extra.gitconfig");
+}
+
+#[test]
+fn rejects_a_granted_commit_that_changes_a_tracked_hooks_directory() {
+    // Granted or not, a hook the harness's next `git commit` runs is not
+    // the agent's to change.
+    let sb = Sandbox::new();
+    write_exec(&sb.repo.join(".githooks/pre-commit"), "#!/bin/sh\nexit 0\n");
+    sb.commit_file(".githooks/pre-commit", "#!/bin/sh\nexit 0\n", "hooks");
+    sb.git(&["config", "core.hooksPath", ".githooks"]);
+    sb.arm(&sb.grant(&[".githooks/"], 1, 1));
+    sb.commit_file(".githooks/pre-commit", "#!/bin/sh\necho pwned\n", "hook");
+    let (code, r) = sb.verify();
+    assert_unsafe(code, &r, ".githooks");
+}

@@ -10,7 +10,8 @@
 //! `<common>/modules/` and each checked-out submodule's `.git`
 //! ([`super::submodule_meta`]), the hooks directory that was effective
 //! before `arm` wherever it lives (husky keeps it, ignored, in the worktree),
-//! every hook `arm` chains, and grantguard's own stubs ([`HookPaths`]).
+//! every hook `arm` chains, and grantguard's own stubs ([`HookPaths`]), and
+//! every file a protected config includes ([`super::config_includes`]).
 //! Any of them changed after acceptance runs the agent's program at the
 //! harness's next `git status` or `git commit`.
 
@@ -90,6 +91,16 @@ pub fn metadata_digests(
             .with_context(|| format!("cannot read protected metadata {name}"))?;
         out.insert((*name).to_owned(), digest);
     }
+    super::config_includes::include_digests(
+        location,
+        &location.common_dir.join("config"),
+        &mut out,
+    )?;
+    super::config_includes::include_digests(
+        location,
+        &location.git_dir.join("config.worktree"),
+        &mut out,
+    )?;
     super::submodule_meta::module_digests(location, &mut out)?;
     super::submodule_meta::checkout_digests(location, &mut out)?;
     hook_digests(location, hooks, &mut out)?;
@@ -133,7 +144,7 @@ pub(super) fn key_for(location: &Location, path: &Path) -> String {
 /// [`digest_entry`] of the path itself (a symlink by its target) and, when
 /// it is a symlink, of what it resolves to: both what the link says and the
 /// file that runs.
-fn digest_followed(path: &Path) -> Result<String> {
+pub(super) fn digest_followed(path: &Path) -> Result<String> {
     let own = digest_entry(path)?;
     if !own.starts_with("symlink:") {
         return Ok(own);

@@ -12,6 +12,7 @@
 //! ([`crate::run::preserve`]), under the conditions documented there.
 
 mod commits;
+mod config_includes;
 mod metadata;
 mod refs;
 mod staged;

@@ -116,6 +116,9 @@ fn git_dir_entries(
     }
     let worktrees = dir.join("worktrees");
     out.insert(key_for(location, &worktrees), digest_names(&worktrees)?);
+    for config in ["config", "config.worktree"] {
+        super::config_includes::include_digests(location, &dir.join(config), out)?;
+    }
     Ok(())
 }
 
