@@ -196,3 +196,19 @@ fn rejects_a_granted_commit_that_changes_a_tracked_hooks_directory() {
     let (code, r) = sb.verify();
     assert_unsafe(code, &r, ".githooks");
 }
+
+#[test]
+fn rejects_a_hook_added_behind_a_symlinked_hooks_directory() {
+    let sb = Sandbox::new();
+    let shared = sb.root.join("shared-hooks");
+    std::fs::create_dir_all(&shared).unwrap();
+    std::fs::remove_dir_all(sb.git_dir().join("hooks")).unwrap();
+    std::os::unix::fs::symlink(&shared, sb.git_dir().join("hooks")).unwrap();
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    write_exec(&shared.join("post-commit"), "#!/bin/sh\n");
+    let (code, r) = sb.verify();
+    assert_unsafe(code, &r, ".git/hooks");
+}

@@ -73,7 +73,9 @@ impl HookPaths {
 }
 
 /// A digest per protected entry: `absent`, or a digest of its kind and
-/// content (directories recursively, symlinks by target, never followed).
+/// content (directories recursively; a symlink by its target and, since git
+/// follows it, by what it leads to; symlinks inside a directory are not
+/// followed).
 ///
 /// Keys are paths: relative to the common dir when inside it (shown as
 /// `.git/<key>`), absolute otherwise.
@@ -87,7 +89,7 @@ pub fn metadata_digests(
             Base::Common => &location.common_dir,
             Base::GitDir => &location.git_dir,
         };
-        let digest = digest_entry(&root.join(name))
+        let digest = digest_followed(&root.join(name))
             .with_context(|| format!("cannot read protected metadata {name}"))?;
         out.insert((*name).to_owned(), digest);
     }
@@ -112,15 +114,17 @@ pub fn metadata_digests(
     Ok(out)
 }
 
-/// The hooks directory at arm (recursively), each chained hook with its
-/// symlinks followed (the stub runs what the link points to), and the stubs.
+/// The hooks directory at arm and the stubs (recursively), and each chained
+/// hook, with symlinks followed: git runs what a link points to, so a
+/// hooks directory that is a symlink is pinned by its target *and* the
+/// directory it leads to.
 fn hook_digests(
     location: &Location,
     hooks: &HookPaths,
     out: &mut BTreeMap<String, String>,
 ) -> Result<()> {
     for dir in hooks.dir_at_arm.iter().chain(&hooks.stubs) {
-        let digest = digest_entry(dir)
+        let digest = digest_followed(dir)
             .with_context(|| format!("cannot read the hooks directory {}", dir.display()))?;
         out.insert(key_for(location, dir), digest);
     }

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 
 use super::Location;
-use super::metadata::{ENTRIES, digest_entry, digest_names, key_for};
+use super::metadata::{ENTRIES, digest_entry, digest_followed, digest_names, key_for};
 
 /// Directories visited under `modules/` before giving up: far more than any
 /// real superproject has, and a bound on what a hostile tree can cost.
@@ -110,7 +110,7 @@ fn git_dir_entries(
 ) -> Result<()> {
     for (name, _) in ENTRIES {
         let path = dir.join(name);
-        let digest = digest_entry(&path)
+        let digest = digest_followed(&path)
             .with_context(|| format!("cannot read protected metadata {}", path.display()))?;
         out.insert(key_for(location, &path), digest);
     }
