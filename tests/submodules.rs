@@ -369,3 +369,24 @@ fn arm_refuses_a_dirty_submodule() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn accepts_a_submodule_with_only_ignored_content_added() {
+    // The submodule's own `.gitignore` hides a build output: clean to git,
+    // clean to verify.
+    let sb = Sandbox::new();
+    let src = source_repo(&sb, "subsrc");
+    std::fs::write(src.join(".gitignore"), "build/\n").unwrap();
+    sb.run_git(&src, &["add", ".gitignore"]);
+    sb.run_git(&src, &["commit", "-q", "-m", "ignore build"]);
+    add_submodule(&sb, &sb.repo, &src, "sub");
+    sb.git_nohooks(&["commit", "-q", "-m", "add submodule"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    std::fs::create_dir_all(sb.repo.join("sub/build")).unwrap();
+    std::fs::write(sb.repo.join("sub/build/out.o"), "obj\n").unwrap();
+    assert_eq!(git_status(&sb), "");
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    assert_agrees_with_git_status(&sb, &r);
+}
