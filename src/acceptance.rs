@@ -427,7 +427,7 @@ pub fn verify(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
     // Protected metadata first: before anything reads the worktree (where a
     // changed config could make a program run). Metadata that cannot be read
     // counts as changed.
-    let metadata = match repo::metadata_digests(&baseline.repo) {
+    let metadata = match repo::metadata_digests(&baseline.repo, &baseline.hooks) {
         Ok(now) => {
             compare_metadata(baseline.expected_metadata(armed), &now, &mut findings);
             Some(now)
@@ -601,7 +601,7 @@ fn evaluate(
         ));
     }
     let metadata_moved = match metadata {
-        Some(before) => repo::metadata_digests(&baseline.repo)? != *before,
+        Some(before) => repo::metadata_digests(&baseline.repo, &baseline.hooks)? != *before,
         None => false,
     };
     if repo::head(&repo)? != head || repo::ref_snapshot(&repo)? != refs || metadata_moved {
@@ -668,15 +668,22 @@ fn compare_metadata(
     let names: BTreeSet<&String> = before.keys().chain(now.keys()).collect();
     for name in names {
         if before.get(name) != now.get(name) {
+            // Keys are relative to the common dir, or absolute paths
+            // (submodule checkouts, hooks outside the git dir).
+            let shown = if name.starts_with('/') {
+                name.clone()
+            } else {
+                format!(".git/{name}")
+            };
             findings.push(
                 Violation::new(
                     rule::PROTECTED_METADATA_CHANGED,
                     format!(
-                        ".git/{name} changed since arm; git metadata is not part of any grant \
+                        "{shown} changed since arm; git metadata is not part of any grant \
                          (restore it exactly)"
                     ),
                 )
-                .with_path(format!(".git/{name}")),
+                .with_path(shown),
             );
         }
     }

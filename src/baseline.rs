@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use crate::digest::sha256_hex;
 use crate::grant::Grant;
-use crate::repo::{Location, RefMap};
+use crate::repo::{HookPaths, Location, RefMap};
 
 /// Schema id of the record.
 pub const SCHEMA: &str = "grantguard.baseline/1";
@@ -49,6 +49,10 @@ pub struct Baseline {
     /// The same digests before `arm` installed the hooks: what a clean
     /// `disarm` restores, and what `verify` expects after it.
     pub metadata_before_arm: BTreeMap<String, String>,
+    /// Hook files outside the git dir whose digests are part of `metadata`
+    /// (absent from baselines written before they were protected).
+    #[serde(default, skip_serializing_if = "HookPaths::is_empty")]
+    pub hooks: HookPaths,
     /// Seconds since the Unix epoch when the record was made.
     pub armed_at: u64,
 }

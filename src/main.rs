@@ -151,6 +151,7 @@ fn main() -> ExitCode {
             json,
         } => report(&state::arm(&repo, &grant, &state), json),
         Command::Verify { state, repo, json } => {
+            test_fault_in_verify();
             report(&acceptance::verify(&state, repo.as_deref()), json)
         }
         Command::Disarm { state, json } => report(&state::disarm(&state), json),
@@ -176,6 +177,32 @@ fn main() -> ExitCode {
         Command::Run(args) => run_command(*args),
     };
     exit_code(code)
+}
+
+/// Environment variable of the test-only fault injection in `verify`.
+#[cfg(debug_assertions)]
+const TEST_FAULT_ENV: &str = "GRANTGUARD_TEST_FAULT";
+
+/// Test-only fault injection, so that the tests can show what `run` does
+/// when its verify child dies, without depending on a real crash:
+/// `GRANTGUARD_TEST_FAULT=verify-abort` makes `verify` call
+/// `std::process::abort()` (SIGABRT, as a stack overflow or a
+/// `panic = "abort"` would), `verify-garbage` makes it print a line that is
+/// not JSON and exit 0.
+///
+/// It exists only in debug builds: in a release build this function is
+/// empty and the variable is never read (`cfg(debug_assertions)` is off
+/// there), so nobody can make a released verify misbehave through it.
+fn test_fault_in_verify() {
+    #[cfg(debug_assertions)]
+    match std::env::var(TEST_FAULT_ENV).as_deref() {
+        Ok("verify-abort") => std::process::abort(),
+        Ok("verify-garbage") => {
+            println!("this is not a ToolResult");
+            std::process::exit(0);
+        }
+        _ => {}
+    }
 }
 
 fn exit_code(code: i32) -> ExitCode {

@@ -146,7 +146,8 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
     let binary = std::env::current_exe()
         .and_then(|p| p.canonicalize())
         .context("cannot locate the grantguard executable for the hook stubs")?;
-    let metadata_before_arm = repo::metadata_digests(&location)?;
+    let hooks = install::hook_paths(&location, &state)?;
+    let metadata_before_arm = repo::metadata_digests(&location, &hooks)?;
     let installed = install::install(&location, &state, &binary)?;
     // The baseline is recorded after installation, so it includes the
     // config that points at the stubs.
@@ -158,8 +159,9 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
         branch: branch.clone(),
         commit: commit.map(|c| c.to_string()),
         refs: repo::ref_snapshot(&repo)?,
-        metadata: repo::metadata_digests(&location)?,
+        metadata: repo::metadata_digests(&location, &hooks)?,
         metadata_before_arm,
+        hooks,
         armed_at: now_secs(),
     };
     record.write(&state)?;

@@ -893,3 +893,81 @@ fn restore_runs_no_git_when_the_agent_changed_git_metadata() {
         );
     }
 }
+
+/// `run` with a test-only fault injected into its verify child (debug
+/// builds only; see `GRANTGUARD_TEST_FAULT` in src/main.rs).
+fn run_with_verify_fault(sb: &Sandbox, fault: &str) -> (Output, i32, Value) {
+    let t = task(sb, Some(grant_json(&["docs/"], 1, 1)));
+    let a = agent(sb, DOCS_COMMIT);
+    let metrics = metrics_file(sb);
+    let out = run_cmd(
+        sb,
+        &["--task", t.to_str().unwrap()],
+        &["--metrics", metrics.to_str().unwrap(), "--run-id", "r1"],
+        &[a.to_str().unwrap()],
+    )
+    .env("GRANTGUARD_TEST_FAULT", fault)
+    .output()
+    .unwrap();
+    let (code, r) = parse(&out);
+    (out, code, r)
+}
+
+#[track_caller]
+fn assert_defect_recorded_and_disarmed(sb: &Sandbox, code: i32, r: &Value) {
+    assert_eq!((code, class(r)), (70, "internal_defect"), "{r:#}");
+    assert_eq!(common::rules(r), ["verify_failed"], "{r:#}");
+    assert_eq!(r["evidence"]["verify"], "rejected", "{r:#}");
+    assert_eq!(r["evidence"]["disarmed"], true, "{r:#}");
+    assert_eq!(runs(sb), 1);
+    assert_disarmed(sb);
+    assert!(metrics_lines(sb).is_empty(), "a defect is never measured");
+    let terminal: Value = serde_json::from_str(
+        &std::fs::read_to_string(journal_dir(sb).join("r1/terminal.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(&terminal["result"], r);
+    // Not armed any more: a plain verify (no fault) reads the retired
+    // baseline, and the work itself was acceptable.
+    let (code, v) = sb.verify();
+    assert_eq!(
+        (code, v["status"].as_str()),
+        (0, Some("succeeded")),
+        "{v:#}"
+    );
+    assert!(sb.state.join("baseline.disarmed.json").exists());
+    assert!(
+        !sb.state.join("install.json").exists(),
+        "install record left"
+    );
+    assert!(!sb.state.join("hooks").exists(), "stubs left in place");
+}
+
+#[test]
+fn a_verify_that_aborts_is_an_internal_defect_and_the_run_still_disarms_and_records() {
+    let sb = Sandbox::new();
+    let (out, code, r) = run_with_verify_fault(&sb, "verify-abort");
+    assert_defect_recorded_and_disarmed(&sb, code, &r);
+    let message = r["violations"][0]["message"].as_str().unwrap();
+    assert!(message.contains("SIGABRT"), "names the signal: {message}");
+    // Only run's own result is on stdout: one JSON document.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(stdout.trim().lines().count(), 1, "{stdout}");
+}
+
+#[test]
+fn a_verify_that_prints_no_result_is_an_internal_defect() {
+    let sb = Sandbox::new();
+    let (out, code, r) = run_with_verify_fault(&sb, "verify-garbage");
+    assert_defect_recorded_and_disarmed(&sb, code, &r);
+    let message = r["violations"][0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("exited with status 0") && message.contains("no ToolResult"),
+        "{message}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !stdout.contains("this is not a ToolResult"),
+        "the child's output leaked into run's: {stdout}"
+    );
+}

@@ -168,6 +168,19 @@ fn write_config(path: &Path, bytes: &[u8]) -> Result<()> {
     sync_dir(path.parent().expect("config has a parent"))
 }
 
+/// The hook files `arm` makes git run, for the baseline's protected
+/// metadata: the hooks directory effective before arming, every hook in it
+/// that the stubs chain, and the stubs themselves.
+pub fn hook_paths(location: &Location, state: &Path) -> Result<crate::repo::HookPaths> {
+    let dir = effective_hooks_dir(location)?;
+    let chained = effective_hooks(&dir)?.into_iter().map(|(_, p)| p).collect();
+    Ok(crate::repo::HookPaths {
+        dir_at_arm: Some(dir),
+        chained,
+        stubs: Some(state.join(STUBS_DIR)),
+    })
+}
+
 /// Whether the repository's hooks already point at grantguard stubs.
 pub fn armed_elsewhere(location: &Location) -> Result<Option<PathBuf>> {
     let dir = effective_hooks_dir(location)?;

@@ -4,10 +4,20 @@
 //!
 //! Not `info/refs` or `objects/info/packs`: `git gc` rewrites those, and they
 //! change nothing a checker relies on.
+//!
+//! Beyond the repository's own git dir, the same kind of metadata in every
+//! place git reads it from later: the submodule git dirs under
+//! `<common>/modules/` and each checked-out submodule's `.git`
+//! ([`super::submodule_meta`]), the hooks directory that was effective
+//! before `arm` wherever it lives (husky keeps it, ignored, in the worktree),
+//! every hook `arm` chains, and grantguard's own stubs ([`HookPaths`]), and
+//! every file a protected config includes ([`super::config_includes`]).
+//! Any of them changed after acceptance runs the agent's program at the
+//! harness's next `git status` or `git commit`.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use sha2::{Digest, Sha256};
@@ -17,7 +27,7 @@ use crate::digest::{hex, sha256_file_hex};
 
 /// Which directory a protected entry lives in.
 #[derive(Clone, Copy, Debug)]
-enum Base {
+pub(super) enum Base {
     /// Shared by every worktree of the repository.
     Common,
     /// Private to this worktree (the same as `Common` for the main worktree).
@@ -25,7 +35,7 @@ enum Base {
 }
 
 /// Protected entries, relative to their base directory.
-const ENTRIES: &[(&str, Base)] = &[
+pub(super) const ENTRIES: &[(&str, Base)] = &[
     ("config", Base::Common),
     ("config.worktree", Base::GitDir),
     ("hooks", Base::Common),
@@ -39,19 +49,63 @@ const ENTRIES: &[(&str, Base)] = &[
     ("commondir", Base::GitDir),
 ];
 
+/// Hook files outside the repository's own `hooks/` that git runs later,
+/// as `arm` found them. Recorded in the baseline, since after `arm` the
+/// config no longer says where they were.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HookPaths {
+    /// The hooks directory that was effective before `arm` (what
+    /// `core.hooksPath` pointed to, else `<common>/hooks`). It is what git
+    /// runs again after `disarm`.
+    pub dir_at_arm: Option<PathBuf>,
+    /// Every hook `arm` chains: the stubs run it after their check.
+    pub chained: Vec<PathBuf>,
+    /// grantguard's own stubs, `<state>/hooks`: what git runs while armed.
+    pub stubs: Option<PathBuf>,
+}
+
+impl HookPaths {
+    /// Whether nothing is recorded (a baseline from before this field).
+    pub fn is_empty(&self) -> bool {
+        self == &HookPaths::default()
+    }
+}
+
 /// A digest per protected entry: `absent`, or a digest of its kind and
-/// content (directories recursively, symlinks by target, never followed).
-pub fn metadata_digests(location: &Location) -> Result<BTreeMap<String, String>> {
+/// content (directories recursively; a symlink by its target and, since git
+/// follows it, by what it leads to; symlinks inside a directory are not
+/// followed).
+///
+/// Keys are paths: relative to the common dir when inside it (shown as
+/// `.git/<key>`), absolute otherwise.
+pub fn metadata_digests(
+    location: &Location,
+    hooks: &HookPaths,
+) -> Result<BTreeMap<String, String>> {
     let mut out = BTreeMap::new();
     for (name, base) in ENTRIES {
         let root = match base {
             Base::Common => &location.common_dir,
             Base::GitDir => &location.git_dir,
         };
-        let digest = digest_entry(&root.join(name))
+        let digest = digest_followed(&root.join(name))
             .with_context(|| format!("cannot read protected metadata {name}"))?;
         out.insert((*name).to_owned(), digest);
     }
+    super::config_includes::include_digests(
+        location,
+        &location.common_dir.join("config"),
+        &mut out,
+    )?;
+    super::config_includes::include_digests(
+        location,
+        &location.git_dir.join("config.worktree"),
+        &mut out,
+    )?;
+    super::submodule_meta::module_digests(location, &mut out)?;
+    super::submodule_meta::checkout_digests(location, &mut out)?;
+    hook_digests(location, hooks, &mut out)?;
     // Linked worktrees: which ones exist, not their content (their HEADs and
     // indexes change with ordinary work in them). A worktree the agent adds
     // is outside the baseline, with a HEAD no ref snapshot sees.
@@ -60,7 +114,54 @@ pub fn metadata_digests(location: &Location) -> Result<BTreeMap<String, String>>
     Ok(out)
 }
 
-fn digest_names(dir: &Path) -> Result<String> {
+/// The hooks directory at arm and the stubs (recursively), and each chained
+/// hook, with symlinks followed: git runs what a link points to, so a
+/// hooks directory that is a symlink is pinned by its target *and* the
+/// directory it leads to.
+fn hook_digests(
+    location: &Location,
+    hooks: &HookPaths,
+    out: &mut BTreeMap<String, String>,
+) -> Result<()> {
+    for dir in hooks.dir_at_arm.iter().chain(&hooks.stubs) {
+        let digest = digest_followed(dir)
+            .with_context(|| format!("cannot read the hooks directory {}", dir.display()))?;
+        out.insert(key_for(location, dir), digest);
+    }
+    for hook in &hooks.chained {
+        let digest = digest_followed(hook)
+            .with_context(|| format!("cannot read the chained hook {}", hook.display()))?;
+        out.insert(key_for(location, hook), digest);
+    }
+    Ok(())
+}
+
+/// The key of a protected path: relative to the common dir when inside it,
+/// else absolute.
+pub(super) fn key_for(location: &Location, path: &Path) -> String {
+    match path.strip_prefix(&location.common_dir) {
+        Ok(rel) if !rel.as_os_str().is_empty() => rel.to_string_lossy().into_owned(),
+        _ => path.to_string_lossy().into_owned(),
+    }
+}
+
+/// [`digest_entry`] of the path itself (a symlink by its target) and, when
+/// it is a symlink, of what it resolves to: both what the link says and the
+/// file that runs.
+pub(super) fn digest_followed(path: &Path) -> Result<String> {
+    let own = digest_entry(path)?;
+    if !own.starts_with("symlink:") {
+        return Ok(own);
+    }
+    let target = match path.canonicalize() {
+        Ok(target) => digest_entry(&target)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => "dangling".into(),
+        Err(e) => return Err(e).with_context(|| format!("cannot resolve {}", path.display())),
+    };
+    Ok(format!("{own} -> {target}"))
+}
+
+pub(super) fn digest_names(dir: &Path) -> Result<String> {
     let mut names: Vec<_> = match std::fs::read_dir(dir) {
         Ok(entries) => entries
             .map(|e| e.map(|e| e.file_name()))
@@ -77,7 +178,7 @@ fn digest_names(dir: &Path) -> Result<String> {
     ))
 }
 
-fn digest_entry(path: &Path) -> Result<String> {
+pub(super) fn digest_entry(path: &Path) -> Result<String> {
     let meta = match std::fs::symlink_metadata(path) {
         Ok(meta) => meta,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok("absent".into()),

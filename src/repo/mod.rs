@@ -8,14 +8,19 @@
 //! `filter.*` driver is dropped from the in-memory config before the worktree
 //! is read, so a `clean` filter planted by the agent cannot execute. gix does
 //! not implement `core.fsmonitor`, hooks or external diff drivers at all.
-//! The only place grantguard runs `git` is `run`'s compensation
+//! grantguard runs `git` in two places only: [`git_view`], verify's
+//! cross-check with git's own view (plumbing that runs no configured
+//! program, in a scrubbed environment), and `run`'s compensation
 //! ([`crate::run::preserve`]), under the conditions documented there.
 
 mod commits;
+mod config_includes;
 pub mod git_view;
 mod metadata;
 mod refs;
 mod staged;
+mod submodule;
+mod submodule_meta;
 mod worktree;
 
 use std::path::{Path, PathBuf};
@@ -26,7 +31,7 @@ pub use commits::{
     ChangeKind, ChangedPath, FULL_WALK_LIMIT, NewCommit, NewHistory, Verified, changed_paths,
     new_history, read_verified, tree_id_of,
 };
-pub use metadata::metadata_digests;
+pub use metadata::{HookPaths, metadata_digests};
 pub use refs::{Head, RefMap, head, ref_snapshot};
 pub use staged::{CacheTreeUse, staged_changes};
 pub use worktree::{
@@ -100,6 +105,17 @@ pub fn open(dir: &Path) -> Result<gix::Repository> {
     )
     .with_context(|| format!("{} is not inside a git repository", dir.display()))?
     .to_thread_local();
+    harden(repo)
+}
+
+/// Opens the submodule checked out at `dir` (which holds its `.git`),
+/// exactly there, never searching upwards: the same local-config-only,
+/// filter-free hardening as [`open`], so reading a submodule the agent
+/// controls runs nothing either.
+pub fn open_submodule(dir: &Path) -> Result<gix::Repository> {
+    let repo = gix::ThreadSafeRepository::open_opts(dir, options(false).full)
+        .with_context(|| format!("{} is not a readable git checkout", dir.display()))?
+        .to_thread_local();
     harden(repo)
 }
 

@@ -20,8 +20,9 @@ pub struct Dirt {
 }
 
 /// Everything that keeps the checkout from being clean: staged, unstaged and
-/// untracked non-ignored files. Ignored directories are not descended.
-/// Sorted by path.
+/// untracked non-ignored files, and checked-out submodules that are not
+/// clean themselves (see [`super::submodule`]). Ignored directories are not
+/// descended. Sorted by path.
 ///
 /// Staged changes come from [`super::staged_changes`], entry by entry: the
 /// cache-tree is not trusted here, since the agent can forge it. The index is
@@ -38,7 +39,17 @@ pub fn worktree_dirt_against(
     repo: &gix::Repository,
     tree: Option<gix::ObjectId>,
 ) -> Result<Vec<Dirt>> {
+    dirt_at_depth(repo, tree, 0)
+}
+
+/// [`worktree_dirt_against`] for a repository `depth` submodules deep.
+pub(super) fn dirt_at_depth(
+    repo: &gix::Repository,
+    tree: Option<gix::ObjectId>,
+    depth: usize,
+) -> Result<Vec<Dirt>> {
     let index = repo.index_or_empty().context("cannot read the index")?;
+    let links = super::submodule::gitlinks_of(&index);
     let head_tree = match tree {
         Some(tree) => tree,
         None => repo
@@ -61,13 +72,9 @@ pub fn worktree_dirt_against(
         .index(gix::worktree::IndexPersistedOrInMemory::Persisted(index))
         .untracked_files(gix::status::UntrackedFiles::Files)
         .index_worktree_rewrites(None)
-        .index_worktree_submodules(gix::status::Submodule::Given {
-            // Compare a submodule's checked-out commit with its gitlink, but
-            // do not look into its worktree: that would read another
-            // repository's config.
-            ignore: gix::submodule::config::Ignore::Dirty,
-            check_dirty: true,
-        });
+        // Submodules are read by `submodule_dirt` below: gix would find them
+        // through `.gitmodules` only and open them with their full config.
+        .index_worktree_submodules(None);
     for item in status
         .into_index_worktree_iter(None)
         .context("cannot compute the worktree status")?
@@ -89,6 +96,14 @@ pub fn worktree_dirt_against(
             path: item.rela_path().to_owned(),
             what,
         });
+    }
+    if !links.is_empty() {
+        let work_dir = repo
+            .workdir()
+            .context("the repository has no worktree")?
+            .canonicalize()
+            .context("cannot resolve the worktree")?;
+        out.extend(super::submodule::submodule_dirt(&work_dir, &links, depth)?);
     }
     out.sort_by(|a, b| a.path.cmp(&b.path).then(a.what.cmp(b.what)));
     // An unmerged path is reported as a conflict, not also as staged.

