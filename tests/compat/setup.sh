@@ -30,6 +30,10 @@ need python3 "the Python tools (pre-commit, pygit2, dulwich, GitPython)"
 need node "the npm tools (husky, lefthook, isomorphic-git)"
 need npm "the npm tools (husky, lefthook, isomorphic-git)"
 need git "git-lfs"
+python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+    || fail "pre-commit, pygit2" "python3 is $(python3 -V 2>&1); pre-commit 4.7 and pygit2 1.21 need 3.11 or newer"
+[ "$(node -p 'process.versions.node.split(".")[0] >= 18')" = true ] \
+    || fail husky "node is $(node --version); husky 9 needs Node.js 18 or newer"
 mkdir -p "$dir/bin"
 
 # git-lfs: Debian's package. apt-get update only when the install needs it.
