@@ -217,8 +217,8 @@ fn disarm_inner(state_dir: &Path) -> Result<ToolResult> {
         let restored = install::uninstall(state_dir, record)?;
         if restored == install::Restored::KeysOnly {
             result.warnings.push(
-                "the repository config changed while armed; only core.hooksPath and \
-                 protocol.allow were restored"
+                "the repository config changed while armed; only core.hooksPath and the \
+                 protocol.*allow keys arm set were restored"
                     .into(),
             );
         }

@@ -8,7 +8,7 @@ use common::{Sandbox, assert_accepted};
 
 #[test]
 fn publication_with_every_local_lock_lifted_reaches_a_reachable_remote() {
-    // The agent controls git's command line: it can lift protocol.allow and
+    // The agent controls git's command line: it can lift protocol.file.allow and
     // core.hooksPath and push by URL (no remote-tracking ref moves). Nothing
     // local can stop or see this; only the sandbox's network policy can.
     let sb = Sandbox::new();
@@ -17,7 +17,7 @@ fn publication_with_every_local_lock_lifted_reaches_a_reachable_remote() {
     let url = format!("file://{}", sb.origin.display());
     sb.git(&[
         "-c",
-        "protocol.allow=always",
+        "protocol.file.allow=always",
         "-c",
         "core.hooksPath=/dev/null",
         "push",

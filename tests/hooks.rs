@@ -131,7 +131,7 @@ fn refuses_push_with_and_without_no_verify() {
     // Overriding the transport lock on the command line meets the pre-push hook.
     let out = sb.try_git(&[
         "-c",
-        "protocol.allow=always",
+        "protocol.file.allow=always",
         "push",
         "-q",
         "origin",
@@ -142,7 +142,14 @@ fn refuses_push_with_and_without_no_verify() {
     assert!(stderr.contains("[publish_not_granted]"), "{stderr}");
     // And a push to an explicit URL is no different.
     let url = format!("file://{}", sb.origin.display());
-    let out = sb.try_git(&["-c", "protocol.allow=always", "push", "-q", &url, "main"]);
+    let out = sb.try_git(&[
+        "-c",
+        "protocol.file.allow=always",
+        "push",
+        "-q",
+        &url,
+        "main",
+    ]);
     assert!(!out.status.success());
     assert_eq!(
         origin_main(&sb),
@@ -178,7 +185,7 @@ fn refuses_fetch_even_when_the_transport_lock_is_overridden() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("not allowed"));
     assert_refused(
         &sb,
-        &["-c", "protocol.allow=always", "fetch", "-q", "origin"],
+        &["-c", "protocol.file.allow=always", "fetch", "-q", "origin"],
         "[remote_tracking_ref_changed]",
     );
 }

@@ -1,6 +1,6 @@
-//! Installing and removing the hook stubs, and the two config keys `arm`
-//! sets: `core.hooksPath` (to the stubs) and `protocol.allow = never` (so no
-//! transport works while armed, even with `--no-verify`).
+//! Installing and removing the hook stubs, and the config keys `arm` sets:
+//! `core.hooksPath` (to the stubs) and the transport lock (so no transport
+//! works while armed, even with `--no-verify`; see [`transport_lock_keys`]).
 //!
 //! Crash safety: the original config bytes and an install record are written
 //! (atomically) *before* the config is changed, so a `disarm` after a crash at
@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+use gix::bstr::ByteSlice;
 use serde::{Deserialize, Serialize};
 
 use crate::digest::sha256_hex;
@@ -45,6 +46,10 @@ pub struct InstallRecord {
     pub previous_hooks_path: Option<String>,
     /// The local `protocol.allow` before arming, if set.
     pub previous_protocol_allow: Option<String>,
+    /// The local `protocol.<name>.allow` keys before arming, each with its
+    /// value if it was set (absent in records of older versions).
+    #[serde(default)]
+    pub previous_protocol_keys: Vec<(String, Option<String>)>,
     /// Hooks that were effective before arming, by name, with their path.
     pub chained: Vec<(String, PathBuf)>,
 }
@@ -233,23 +238,31 @@ pub fn install(location: &Location, state: &Path, binary: &Path) -> Result<Insta
     crate::fsutil::crash_point("stubs-written");
 
     // 2. What we are about to change, before changing it.
+    let lock_keys = transport_lock_keys(location)?;
     let previous_hooks_path = local_value(&config, "core.hooksPath");
     let previous_protocol_allow = local_value(&config, "protocol.allow");
+    let previous_protocol_keys = lock_keys
+        .iter()
+        .map(|key| (key.clone(), local_value(&config, key)))
+        .collect();
     config
         .set_raw_value(
             "core.hooksPath",
             stubs.to_str().context("the state path is not UTF-8")?,
         )
         .context("cannot set core.hooksPath")?;
-    config
-        .set_raw_value("protocol.allow", "never")
-        .context("cannot set protocol.allow")?;
+    for key in std::iter::once("protocol.allow").chain(lock_keys.iter().map(String::as_str)) {
+        config
+            .set_raw_value(key, "never")
+            .with_context(|| format!("cannot set {key}"))?;
+    }
     let after = config.to_bstring();
     let record = InstallRecord {
         config_path: config_path.clone(),
         config_after_digest: config_digest(&after),
         previous_hooks_path,
         previous_protocol_allow,
+        previous_protocol_keys,
         chained,
     };
     write_atomic(&state.join(CONFIG_BEFORE), &before)?;
@@ -265,6 +278,66 @@ pub fn install(location: &Location, state: &Path, binary: &Path) -> Result<Insta
     write_config(&config_path, &after)?;
     crate::fsutil::crash_point("config-written");
     Ok(record)
+}
+
+/// The transports git knows by name. `protocol.<name>.allow` outranks
+/// `protocol.allow`, so each must be locked on its own: a global
+/// `protocol.file.allow=always` (common since git's 2022 submodule change)
+/// would otherwise reopen `file://` pushes while armed.
+const KNOWN_TRANSPORTS: &[&str] = &["file", "git", "ssh", "http", "https", "ext"];
+
+/// The `protocol.<name>.allow` keys `arm` sets to `never` in the local
+/// config, besides `protocol.allow` (which covers every remote helper no key
+/// names): the known transports, and every other `<name>` any config scope
+/// git reads sets (remote helpers such as `protocol.foo.allow`).
+///
+/// A local value wins over system and global ones. What would outrank it
+/// (`config.worktree`, a file the local config includes, `GIT_CONFIG_*`
+/// variables) cannot be overridden from the local file, so a setting there
+/// that is not `never` makes `arm` refuse, naming it.
+pub fn transport_lock_keys(location: &Location) -> Result<Vec<String>> {
+    let all = gix::config::File::from_git_dir(location.git_dir.clone())
+        .context("cannot read the git configuration to lock every transport")?;
+    let local = location.common_dir.join("config");
+    let mut names: std::collections::BTreeSet<String> =
+        KNOWN_TRANSPORTS.iter().map(|s| (*s).to_owned()).collect();
+    for section in all.sections_by_name("protocol").into_iter().flatten() {
+        let Some(value) = section.values("allow").into_iter().next_back() else {
+            continue;
+        };
+        let value: &gix::bstr::BStr = value.as_ref();
+        let meta = section.meta();
+        let outranks_local = match meta.source {
+            gix::config::Source::Local => meta.path.as_deref() != Some(local.as_path()),
+            gix::config::Source::Worktree
+            | gix::config::Source::Env
+            | gix::config::Source::Cli
+            | gix::config::Source::Api => true,
+            _ => false,
+        };
+        if outranks_local && value != "never" {
+            let key = match section.header().subsection_name() {
+                Some(name) => format!("protocol.{name}.allow"),
+                None => "protocol.allow".to_owned(),
+            };
+            let from = meta
+                .path
+                .as_ref()
+                .map_or_else(|| format!("{:?}", meta.source), |p| p.display().to_string());
+            bail!(
+                "{key}={} is set in {from}, which outranks the repository config: arm cannot \
+                 lock the transports while it is there; remove it and arm again",
+                value
+            );
+        }
+        if let Some(name) = section.header().subsection_name() {
+            names.insert(name.to_string());
+        }
+    }
+    Ok(names
+        .into_iter()
+        .map(|name| format!("protocol.{name}.allow"))
+        .collect())
 }
 
 /// The stub's answer to the `reference-transaction` phases that come too
@@ -332,16 +405,17 @@ pub fn uninstall(state: &Path, record: &InstallRecord) -> Result<Restored> {
     } else {
         restore_key(
             &mut config,
-            "core",
-            "hooksPath",
+            "core.hooksPath",
             record.previous_hooks_path.as_deref(),
         )?;
         restore_key(
             &mut config,
-            "protocol",
-            "allow",
+            "protocol.allow",
             record.previous_protocol_allow.as_deref(),
         )?;
+        for (key, value) in &record.previous_protocol_keys {
+            restore_key(&mut config, key, value.as_deref())?;
+        }
         write_config(&record.config_path, &config.to_bstring())?;
         Restored::KeysOnly
     };
@@ -372,23 +446,31 @@ fn clear_own_stale_lock(config: &Path, before: &[u8], after: Option<&[u8]>) -> R
     Ok(())
 }
 
-fn restore_key(
-    config: &mut gix::config::File,
-    section: &str,
-    key: &str,
-    value: Option<&str>,
-) -> Result<()> {
-    match value {
-        Some(v) => {
-            config
-                .set_raw_value(format!("{section}.{key}").as_str(), v)
-                .with_context(|| format!("cannot restore {section}.{key}"))?;
+/// Puts `key` (`section.key` or `section.sub.key`) back to `value`, or
+/// removes it when it was not set; a section left empty by the removal goes
+/// too, so a net change of nothing leaves no trace.
+fn restore_key(config: &mut gix::config::File, key: &str, value: Option<&str>) -> Result<()> {
+    if let Some(v) = value {
+        config
+            .set_raw_value(key, v)
+            .with_context(|| format!("cannot restore {key}"))?;
+        return Ok(());
+    }
+    let (section, rest) = key.split_once('.').context("a config key has a section")?;
+    let (subsection, name) = match rest.rsplit_once('.') {
+        Some((sub, name)) => (Some(sub), name),
+        None => (None, rest),
+    };
+    let subsection = subsection.map(|s| s.as_bytes().as_bstr());
+    let emptied = match config.section_mut(section, subsection) {
+        Ok(mut s) => {
+            while s.remove(name).is_some() {}
+            s.num_values() == 0
         }
-        None => {
-            if let Ok(mut s) = config.section_mut(section, None) {
-                while s.remove(key).is_some() {}
-            }
-        }
+        Err(_) => false,
+    };
+    if emptied {
+        config.remove_section(section, subsection);
     }
     Ok(())
 }
