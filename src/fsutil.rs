@@ -79,7 +79,18 @@ pub fn create_private_dir(dir: &Path) -> Result<()> {
 /// Resolves a path that may not exist yet: the longest existing ancestor is
 /// canonicalised (symlinks resolved) and the rest appended. `..` in the part
 /// that does not exist is refused, since it cannot be resolved safely.
+///
+/// A dangling symlink on the way is followed too (its target does not exist
+/// yet, but a later create would land there): a metrics file named through a
+/// dangling link into the checkout must resolve into the checkout.
 pub fn resolve_path(path: &Path) -> Result<std::path::PathBuf> {
+    resolve_path_following(path, 0)
+}
+
+/// Most symlinks [`resolve_path`] follows, as the kernel's limit (40).
+const MAX_SYMLINKS: usize = 40;
+
+fn resolve_path_following(path: &Path, followed: usize) -> Result<std::path::PathBuf> {
     let absolute = std::path::absolute(path)
         .with_context(|| format!("cannot make {} absolute", path.display()))?;
     let mut existing = absolute.as_path();
@@ -91,6 +102,21 @@ pub fn resolve_path(path: &Path) -> Result<std::path::PathBuf> {
                 out.push(part);
             }
             return Ok(out);
+        }
+        if std::fs::symlink_metadata(existing).is_ok_and(|m| m.file_type().is_symlink()) {
+            if followed >= MAX_SYMLINKS {
+                anyhow::bail!("cannot resolve {}: too many symlinks", path.display());
+            }
+            let target = std::fs::read_link(existing)
+                .with_context(|| format!("cannot read the symlink {}", existing.display()))?;
+            let mut next = match existing.parent() {
+                Some(parent) => parent.join(target),
+                None => target,
+            };
+            for part in rest.iter().rev() {
+                next.push(part);
+            }
+            return resolve_path_following(&next, followed + 1);
         }
         let name = existing
             .file_name()
@@ -135,6 +161,24 @@ mod tests {
         let got = resolve_path(&dir.path().join("link/new/state")).unwrap();
         assert_eq!(got, real.canonicalize().unwrap().join("new/state"));
         assert!(resolve_path(&dir.path().join("missing/../x")).is_err());
+    }
+
+    #[test]
+    fn follows_dangling_symlinks_to_where_a_create_would_land() {
+        let dir = tempfile::tempdir().unwrap();
+        let inside = dir.path().join("checkout");
+        std::fs::create_dir(&inside).unwrap();
+        let link = dir.path().join("metrics.jsonl");
+        std::os::unix::fs::symlink("checkout/m.jsonl", &link).unwrap();
+        let got = resolve_path(&link).unwrap();
+        assert_eq!(got, inside.canonicalize().unwrap().join("m.jsonl"));
+        // A dangling link to a directory, with a missing tail below it.
+        std::os::unix::fs::symlink("checkout/sub", dir.path().join("d")).unwrap();
+        let got = resolve_path(&dir.path().join("d/x/y")).unwrap();
+        assert_eq!(got, inside.canonicalize().unwrap().join("sub/x/y"));
+        // A cycle is an error, not a hang.
+        std::os::unix::fs::symlink("loop", dir.path().join("loop")).unwrap();
+        assert!(resolve_path(&dir.path().join("loop")).is_err());
     }
 
     #[test]

@@ -971,3 +971,92 @@ fn a_verify_that_prints_no_result_is_an_internal_defect() {
         "the child's output leaked into run's: {stdout}"
     );
 }
+
+#[test]
+fn refuses_a_metrics_path_that_is_a_dangling_symlink_into_the_checkout() {
+    // The link's target does not exist yet, but the append would create it
+    // in the worktree: resolve before deciding.
+    let sb = Sandbox::new();
+    let t = task(&sb, Some(grant_json(&["docs/"], 1, 1)));
+    let a = agent(&sb, DOCS_COMMIT);
+    let link = sb.root.join("metrics-link.jsonl");
+    std::os::unix::fs::symlink(sb.repo.join("docs/metrics.jsonl"), &link).unwrap();
+    let out = run_cmd(
+        &sb,
+        &["--task", t.to_str().unwrap()],
+        &["--metrics", link.to_str().unwrap()],
+        &[a.to_str().unwrap()],
+    )
+    .output()
+    .unwrap();
+    let (code, r) = parse(&out);
+    assert_eq!(
+        (code, common::rules(&r)),
+        (1, vec!["inside_repository".to_owned()]),
+        "{r:#}"
+    );
+    assert_nothing_ran(&sb);
+    assert!(!sb.repo.join("docs/metrics.jsonl").exists());
+}
+
+#[test]
+fn a_full_disk_during_the_metrics_append_leaves_no_partial_line() {
+    // The metrics file lives on an 8 KiB tmpfs (in a mount namespace of its
+    // own): one page holds a 3,900-byte line already, a filler takes the
+    // other, so the next line fits only in part. The append must leave the
+    // file exactly as it was.
+    let sb = Sandbox::new();
+    let t = task(&sb, Some(grant_json(&["docs/"], 1, 1)));
+    let a = agent(&sb, DOCS_COMMIT);
+    let mount = sb.root.join("tiny");
+    std::fs::create_dir(&mount).unwrap();
+    let copy = sb.root.join("metrics-after.jsonl");
+    let metrics = mount.join("m.jsonl");
+    let script = format!(
+        "mount -t tmpfs -o size=8k tmpfs '{m}' || exit 99\n\
+         head -c 3899 /dev/zero | tr '\\0' x > '{f}'; echo >> '{f}'\n\
+         dd if=/dev/zero of='{m}/fill' bs=1k count=64 2>/dev/null\n\
+         \"$@\"; rc=$?; cp '{f}' '{c}'; exit $rc",
+        m = mount.display(),
+        f = metrics.display(),
+        c = copy.display()
+    );
+    let inner = run_cmd(
+        &sb,
+        &["--task", t.to_str().unwrap()],
+        &["--metrics", metrics.to_str().unwrap()],
+        &[a.to_str().unwrap()],
+    );
+    let mut cmd = sb.command("unshare");
+    cmd.current_dir(&sb.root)
+        .args([
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            &script,
+            "sh",
+        ])
+        .arg(inner.get_program())
+        .args(inner.get_args());
+    let out = cmd.output().unwrap();
+    assert_ne!(
+        out.status.code(),
+        Some(99),
+        "this test needs mount namespaces (root): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after = std::fs::read(&copy).expect("the script copies the metrics file out");
+    let mut expected = vec![b'x'; 3899];
+    expected.push(b'\n');
+    assert_eq!(
+        after.len(),
+        expected.len(),
+        "the failed append left {} bytes behind",
+        after.len() as i64 - expected.len() as i64
+    );
+    assert_eq!(after, expected);
+    let (_, r) = parse(&out);
+    assert_ne!(r["status"], "succeeded", "{r:#}");
+}

@@ -397,7 +397,7 @@ fn append_metrics(
     let (Some(record), Some(file)) = (record, file) else {
         return result;
     };
-    let outcome = metrics::contains_run(file, &record.run_id).and_then(|present| {
+    let outcome = metrics::contains_record(file, record).and_then(|present| {
         if present {
             Ok(())
         } else {
