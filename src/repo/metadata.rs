@@ -106,11 +106,11 @@ pub fn metadata_digests(
     super::submodule_meta::module_digests(location, &mut out)?;
     super::submodule_meta::checkout_digests(location, &mut out)?;
     hook_digests(location, hooks, &mut out)?;
-    // Linked worktrees: which ones exist, not their content (their HEADs and
-    // indexes change with ordinary work in them). A worktree the agent adds
-    // is outside the baseline, with a HEAD no ref snapshot sees.
+    // Linked worktrees: which live ones exist, not their content (their
+    // HEADs and indexes change with ordinary work in them). A worktree the
+    // agent adds is outside the baseline, with a HEAD no ref snapshot sees.
     let worktrees = location.common_dir.join("worktrees");
-    out.insert("worktrees".into(), digest_names(&worktrees)?);
+    out.insert("worktrees".into(), digest_live_worktrees(&worktrees)?);
     Ok(out)
 }
 
@@ -161,21 +161,56 @@ pub(super) fn digest_followed(path: &Path) -> Result<String> {
     Ok(format!("{own} -> {target}"))
 }
 
-pub(super) fn digest_names(dir: &Path) -> Result<String> {
+/// The names of the linked worktrees under `dir` that git would not prune
+/// (see [`prunable`]). A stale entry, whose worktree was already gone, is
+/// left out: an ordinary `git gc` prunes it (`git worktree prune`), and that
+/// changes nothing git does with the live ones. No worktrees and no
+/// `worktrees/` directory (git removes it when it prunes the last) digest
+/// alike. Adding a worktree, removing a live one, or bringing a stale one
+/// back to life changes the digest.
+pub(super) fn digest_live_worktrees(dir: &Path) -> Result<String> {
     let mut names: Vec<_> = match std::fs::read_dir(dir) {
         Ok(entries) => entries
             .map(|e| e.map(|e| e.file_name()))
             .collect::<Result<_, _>>()
             .with_context(|| format!("cannot list {}", dir.display()))?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok("absent".into()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
         Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
     };
+    names.retain(|name| !prunable(&dir.join(name)));
     names.sort();
     let joined: Vec<&[u8]> = names.iter().map(|n| n.as_encoded_bytes()).collect();
     Ok(format!(
-        "names:{}",
+        "live:{}",
         crate::digest::sha256_hex(&joined.join(&b'\n'))
     ))
+}
+
+/// Whether `git worktree prune` would remove this admin directory whatever
+/// its age (git's `should_prune_worktree`): not a directory, or not locked
+/// and its `gitdir` file is missing, empty, or names a `.git` file that does
+/// not exist.
+fn prunable(admin: &Path) -> bool {
+    if !std::fs::symlink_metadata(admin).is_ok_and(|m| m.is_dir()) {
+        return true;
+    }
+    if admin.join("locked").exists() {
+        return false;
+    }
+    let Ok(gitdir) = std::fs::read(admin.join("gitdir")) else {
+        return true;
+    };
+    let gitdir = gitdir.trim_ascii_end();
+    if gitdir.is_empty() {
+        return true;
+    }
+    let path = Path::new(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(gitdir));
+    let path = if path.is_relative() {
+        admin.join(path)
+    } else {
+        path.to_owned()
+    };
+    !path.exists()
 }
 
 pub(super) fn digest_entry(path: &Path) -> Result<String> {

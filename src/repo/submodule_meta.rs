@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 
 use super::Location;
-use super::metadata::{ENTRIES, digest_entry, digest_followed, digest_names, key_for};
+use super::metadata::{ENTRIES, digest_entry, digest_followed, digest_live_worktrees, key_for};
 
 /// Directories visited under `modules/` before giving up: far more than any
 /// real superproject has, and a bound on what a hostile tree can cost.
@@ -115,7 +115,10 @@ fn git_dir_entries(
         out.insert(key_for(location, &path), digest);
     }
     let worktrees = dir.join("worktrees");
-    out.insert(key_for(location, &worktrees), digest_names(&worktrees)?);
+    out.insert(
+        key_for(location, &worktrees),
+        digest_live_worktrees(&worktrees)?,
+    );
     for config in ["config", "config.worktree"] {
         super::config_includes::include_digests(location, &dir.join(config), out)?;
     }

@@ -1,0 +1,85 @@
+//! Linked worktrees as protected metadata: which live worktrees exist is
+//! pinned at arm (a worktree added or removed by the agent is rejected), but
+//! an ordinary `git gc` pruning a stale entry, whose directory was already
+//! gone at arm, is no violation.
+
+mod common;
+
+use common::{Sandbox, assert_accepted, rules};
+
+fn with_worktrees() -> Sandbox {
+    let sb = Sandbox::new();
+    for name in ["live", "stale"] {
+        let wt = sb.root.join(name);
+        sb.git(&["worktree", "add", "-q", "--detach", wt.to_str().unwrap()]);
+    }
+    // The stale one's directory is gone before arm; git would prune it.
+    std::fs::remove_dir_all(sb.root.join("stale")).unwrap();
+    assert!(
+        sb.git(&["worktree", "list", "--porcelain"])
+            .contains("prunable")
+    );
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "new\n", "granted");
+    sb
+}
+
+#[test]
+fn accepts_gc_pruning_a_worktree_that_was_already_gone_at_arm() {
+    let sb = with_worktrees();
+    sb.git(&["-c", "gc.worktreePruneExpire=now", "gc", "-q"]);
+    assert!(
+        !sb.git_dir().join("worktrees/stale").exists(),
+        "gc pruned it"
+    );
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
+#[test]
+fn accepts_pruning_the_last_stale_worktree_which_removes_the_directory() {
+    let sb = Sandbox::new();
+    let wt = sb.root.join("stale");
+    sb.git(&["worktree", "add", "-q", "--detach", wt.to_str().unwrap()]);
+    std::fs::remove_dir_all(&wt).unwrap();
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "new\n", "granted");
+    sb.git(&["worktree", "prune"]);
+    assert!(!sb.git_dir().join("worktrees").exists());
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
+#[test]
+fn rejects_removing_a_live_worktree() {
+    let sb = with_worktrees();
+    sb.git_nohooks(&["worktree", "remove", "--force", "../live"]);
+    let (code, r) = sb.verify();
+    assert_eq!(code, 1, "{r:#}");
+    assert_eq!(rules(&r), ["protected_metadata_changed"], "{r:#}");
+}
+
+#[test]
+fn rejects_bringing_a_stale_worktree_back_to_life() {
+    // A stale entry is ignored only while it is stale: recreating the
+    // directory it names makes a worktree the baseline never saw.
+    let sb = with_worktrees();
+    let admin = sb.git_dir().join("worktrees/stale");
+    let gitfile = std::fs::read_to_string(admin.join("gitdir")).unwrap();
+    let gitfile = std::path::Path::new(gitfile.trim_end());
+    std::fs::create_dir_all(gitfile.parent().unwrap()).unwrap();
+    std::fs::write(gitfile, format!("gitdir: {}\n", admin.display())).unwrap();
+    let (code, r) = sb.verify();
+    assert_eq!(code, 1, "{r:#}");
+    assert_eq!(rules(&r), ["protected_metadata_changed"], "{r:#}");
+}
+
+#[test]
+fn rejects_a_worktree_added_next_to_a_stale_one() {
+    let sb = with_worktrees();
+    let wt = sb.root.join("added");
+    sb.git_nohooks(&["worktree", "add", "-q", "--detach", wt.to_str().unwrap()]);
+    let (code, r) = sb.verify();
+    assert_eq!(code, 1, "{r:#}");
+    assert_eq!(rules(&r), ["protected_metadata_changed"], "{r:#}");
+}
