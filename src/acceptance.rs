@@ -64,6 +64,11 @@ pub mod rule {
     /// A new commit makes a granted path a symlink whose target leaves the
     /// worktree (absolute, `..` past the root, or into `.git`).
     pub const SYMLINK_ESCAPES_REPOSITORY: &str = "symlink_escapes_repository";
+    /// A file written to the object store since arm cannot be proven to hold
+    /// what git will read from it (a loose object or pack entry that does
+    /// not hash to its id, a forged commit-graph or reverse index, or a cache
+    /// grantguard cannot verify).
+    pub const OBJECT_STORE_INVALID: &str = "object_store_invalid";
 }
 
 /// Most new commits whose paths are diffed. A valid history has at most 32;
@@ -418,6 +423,7 @@ pub fn verify(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
         }
     };
     let metadata_intact = findings.is_empty();
+    check_object_store(&baseline, state, &mut findings);
     // Whatever goes wrong below, the findings so far stand: an error adds
     // `repository_unreadable`, it never replaces what was already found.
     let observed = evaluate(
@@ -439,7 +445,9 @@ pub fn verify(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
     };
     // Positive evidence for whoever acts on the result (run's restore runs
     // git in the checkout only when this is true).
-    let intact = metadata_intact && !findings.has(rule::REPOSITORY_UNREADABLE);
+    let intact = metadata_intact
+        && !findings.has(rule::REPOSITORY_UNREADABLE)
+        && !findings.has(rule::OBJECT_STORE_INVALID);
     let class = if intact {
         FailureClass::Verification
     } else {
@@ -488,6 +496,20 @@ pub fn verify(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
     result.violations = findings.listed;
     result.warnings = findings.warnings.into_iter().collect();
     result
+}
+
+/// Proves what was written to the object store since arm (see
+/// [`repo::objects`]); anything unproven is `object_store_invalid`.
+fn check_object_store(baseline: &Baseline, state: &Path, findings: &mut Findings) {
+    let problems = repo::objects::read_recorded(state, &baseline.object_inventory)
+        .and_then(|before| {
+            let repo = repo::open(&baseline.repo.work_dir)?;
+            repo::objects::check(&repo, &baseline.repo.common_dir, &before)
+        })
+        .unwrap_or_else(|e| vec![format!("the object store cannot be checked: {e:#}")]);
+    for problem in problems {
+        findings.push(Violation::new(rule::OBJECT_STORE_INVALID, problem));
+    }
 }
 
 /// What the repository checks saw, for the evidence.

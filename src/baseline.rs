@@ -21,7 +21,7 @@ use crate::grant::Grant;
 use crate::repo::{Location, RefMap};
 
 /// Schema id of the record.
-pub const SCHEMA: &str = "grantguard.baseline/1";
+pub const SCHEMA: &str = "grantguard.baseline/2";
 
 /// File name of the record inside the state directory.
 pub const FILE_NAME: &str = "baseline.json";
@@ -49,6 +49,11 @@ pub struct Baseline {
     /// The same digests before `arm` installed the hooks: what a clean
     /// `disarm` restores, and what `verify` expects after it.
     pub metadata_before_arm: BTreeMap<String, String>,
+    /// `sha256:` + hex SHA-256 of the object-store inventory written beside
+    /// the record (see [`crate::repo::objects`]); the list itself can be
+    /// large, and every hook call reads this record, so it is a file of its
+    /// own.
+    pub object_inventory: String,
     /// Seconds since the Unix epoch when the record was made.
     pub armed_at: u64,
 }
@@ -128,6 +133,17 @@ impl Baseline {
                 path.display()
             )
         })?;
+        let schema = serde_json::from_str::<Value>(&text)
+            .ok()
+            .and_then(|v| v["baseline"]["schema"].as_str().map(str::to_owned));
+        if let Some(old) = schema.filter(|s| s != SCHEMA && s.starts_with("grantguard.baseline/")) {
+            bail!(
+                "the baseline {} has schema {old:?} from an older grantguard, which did not \
+                 record the object store; disarm and arm again (re-arm) to record a \
+                 {SCHEMA:?} baseline",
+                path.display()
+            );
+        }
         let envelope: Envelope = serde_json::from_str(&text)
             .with_context(|| format!("the baseline {} is malformed", path.display()))?;
         let baseline = envelope.baseline;

@@ -147,6 +147,9 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
         .and_then(|p| p.canonicalize())
         .context("cannot locate the grantguard executable for the hook stubs")?;
     let metadata_before_arm = repo::metadata_digests(&location)?;
+    // Before the hooks are installed: a store that cannot be inventoried
+    // leaves the repository as it was.
+    let object_inventory = repo::objects::record(&location.common_dir, &state, repo.object_hash())?;
     let installed = install::install(&location, &state, &binary)?;
     // The baseline is recorded after installation, so it includes the
     // config that points at the stubs.
@@ -160,6 +163,7 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
         refs: repo::ref_snapshot(&repo)?,
         metadata: repo::metadata_digests(&location)?,
         metadata_before_arm,
+        object_inventory,
         armed_at: now_secs(),
     };
     record.write(&state)?;

@@ -13,6 +13,7 @@
 
 mod commits;
 mod metadata;
+pub mod objects;
 mod refs;
 mod staged;
 mod worktree;

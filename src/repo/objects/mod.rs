@@ -1,0 +1,253 @@
+//! The object store as git reads it: whatever was written there since `arm`
+//! is proven consistent, or the state is rejected as `object_store_invalid`.
+//!
+//! verify decides on objects it reads (and hash-checks) itself, but the
+//! harness then runs git, which trusts the store: it does not re-hash loose
+//! objects or pack entries, and it believes its caches (commit-graph,
+//! reverse indexes, multi-pack-index, bitmaps). A rewritten loose object of
+//! a baseline blob changes what `git archive` of the tip returns without any
+//! tree changing; a forged commit-graph gives a commit another tree or other
+//! parents for git. So at `arm` the storage is inventoried
+//! ([`inventory`]), and at verify every file that is new or whose `lstat`
+//! tuple changed is proven, at a cost proportional to what was written:
+//!
+//! | file | proof |
+//! | --- | --- |
+//! | loose object | inflates to a canonical object whose hash is its name ([`loose`]) |
+//! | `.idx` / `.pack` | every entry decoded and hashed against the index, both checksums ([`pack`]) |
+//! | `.rev` | a permutation of the index in pack order, naming the pack, own checksum |
+//! | commit-graph (file or chain) | every commit's tree, parents, date and generation equal the object's ([`graph`]) |
+//! | `multi-pack-index*`, `.bitmap` | not verifiable here: rejected (delete them; git works without) |
+//! | `.keep`, `.promisor`, `.mtimes` | change nothing git reads: allowed |
+//!
+//! Removed files are fine: a missing object makes reading fail, it cannot
+//! make git read something else. Symlinks anywhere git reads are refused,
+//! even unchanged ones: git follows them and what is behind them is not
+//! watched. The store is scanned once more at the end, so a file rewritten
+//! while it was being proven is not accepted.
+//!
+//! Not covered: object directories named in `objects/info/alternates` (the
+//! file itself is protected metadata; a store shared with others is outside
+//! the checkout), and a writer who can set the clock or ctime back (root).
+
+mod graph;
+pub mod inventory;
+mod loose;
+mod pack;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+
+use inventory::{Inventory, Kind};
+
+/// File name of the inventory in the state directory.
+pub const FILE_NAME: &str = "objects.inventory";
+
+/// Most problems listed one by one; the rest are counted.
+const MAX_PROBLEMS: usize = 32;
+
+/// The object directory of a common dir.
+pub fn objects_dir(common_dir: &Path) -> PathBuf {
+    common_dir.join("objects")
+}
+
+/// Scans the store and writes the inventory into `state` atomically;
+/// returns `sha256:<hex>` of what was written, for the baseline.
+pub fn record(common_dir: &Path, state: &Path, hash: gix::hash::Kind) -> Result<String> {
+    let inv = inventory::scan(&objects_dir(common_dir), hash.len_in_hex())
+        .context("cannot inventory the object store")?;
+    let bytes = inventory::encode(&inv);
+    crate::fsutil::write_atomic(&state.join(FILE_NAME), &bytes)?;
+    Ok(digest(&bytes))
+}
+
+fn digest(bytes: &[u8]) -> String {
+    format!("sha256:{}", crate::digest::sha256_hex(bytes))
+}
+
+/// Reads the inventory `arm` wrote, checking it against the digest the
+/// baseline recorded.
+pub fn read_recorded(state: &Path, expected_digest: &str) -> Result<Inventory> {
+    let path = state.join(FILE_NAME);
+    let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    if digest(&bytes) != expected_digest {
+        bail!(
+            "{} does not match the digest in the baseline: it was altered after arm",
+            path.display()
+        );
+    }
+    inventory::decode(&bytes)
+}
+
+/// Proves every file written since `arm`; returns one message per problem
+/// (empty when the store is consistent). An error means the store or the
+/// inventory could not be read, which the caller treats as invalid too.
+pub fn check(repo: &gix::Repository, common_dir: &Path, before: &Inventory) -> Result<Vec<String>> {
+    let objects = objects_dir(common_dir);
+    let hash = repo.object_hash();
+    let now = inventory::scan(&objects, hash.len_in_hex())?;
+    let mut problems = Vec::new();
+    let changed: BTreeSet<&[u8]> = now
+        .iter()
+        .filter(|(path, entry)| before.get(*path) != Some(*entry))
+        .map(|(path, _)| path.as_slice())
+        .collect();
+    let mut stems: BTreeSet<&[u8]> = BTreeSet::new();
+    let mut graph_file = false;
+    let mut graph_chain = false;
+    for (path, entry) in &now {
+        let shown = String::from_utf8_lossy(path);
+        if !entry.stat.regular {
+            problems.push(format!(
+                ".git/objects/{shown} is a symlink or not a plain file; git follows it and \
+                 grantguard cannot watch what is behind it: replace it with the real file"
+            ));
+            continue;
+        }
+        if !changed.contains(path.as_slice()) {
+            continue;
+        }
+        match entry.kind {
+            Kind::Loose => {
+                let hex: Vec<u8> = path.iter().copied().filter(|&b| b != b'/').collect();
+                let result = gix::ObjectId::from_hex(&hex)
+                    .map_err(|_| anyhow::anyhow!("its name is not an object id"))
+                    .and_then(|id| guarded(|| loose::verify(&objects.join(bytes_path(path)), &id)));
+                if let Err(e) = result {
+                    problems.push(format!(
+                        "the loose object .git/objects/{shown} was written since arm and is \
+                         not the object its name says: {e:#}"
+                    ));
+                }
+            }
+            Kind::PackFile => {
+                if let Some(stem) = pack_stem(path) {
+                    stems.insert(stem);
+                }
+                // .keep, .promisor and .mtimes change nothing git reads.
+            }
+            Kind::MultiPackIndex => problems.push(format!(
+                ".git/objects/{shown} was written since arm; grantguard cannot verify a \
+                 multi-pack-index, which git believes: delete it (git works without it) \
+                 or repack without --write-midx"
+            )),
+            Kind::CommitGraph => graph_file = true,
+            Kind::CommitGraphChain => graph_chain = true,
+        }
+    }
+    let midx = now.values().any(|e| e.kind == Kind::MultiPackIndex);
+    if midx && !stems.is_empty() {
+        problems.push(
+            "packs changed since arm while a multi-pack-index is present; git reads objects \
+             of the packs it lists at the offsets it records, which grantguard cannot verify: \
+             delete .git/objects/pack/multi-pack-index* (git works without it)"
+                .into(),
+        );
+    }
+    for stem in stems {
+        check_pack(&objects, stem, &now, hash, &mut problems);
+    }
+    let remedy = "delete the commit-graph (rm -f .git/objects/info/commit-graph; \
+                  rm -rf .git/objects/info/commit-graphs) or rewrite it with \
+                  `git commit-graph write --reachable`";
+    if graph_file {
+        let path = objects.join("info/commit-graph");
+        if let Err(e) = guarded(|| graph::verify_file(repo, &path)) {
+            problems.push(format!(
+                ".git/objects/info/commit-graph was written since arm and does not match the \
+                 commit objects: {e:#}; {remedy}"
+            ));
+        }
+    }
+    if graph_chain {
+        let dir = objects.join("info/commit-graphs");
+        if let Err(e) = guarded(|| graph::verify_chain(repo, &dir)) {
+            problems.push(format!(
+                "the commit-graph chain in .git/objects/info/commit-graphs was written since \
+                 arm and does not match the commit objects: {e:#}; {remedy}"
+            ));
+        }
+    }
+    if problems.is_empty() && inventory::scan(&objects, hash.len_in_hex())? != now {
+        problems.push(
+            "the object store changed while verify was proving it; verify again once the \
+             repository is quiet"
+                .into(),
+        );
+    }
+    if problems.len() > MAX_PROBLEMS {
+        let more = problems.len() - MAX_PROBLEMS;
+        problems.truncate(MAX_PROBLEMS);
+        problems.push(format!("... and {more} more problems in the object store"));
+    }
+    Ok(problems)
+}
+
+/// A pack whose `.idx`, `.pack`, `.rev` or `.bitmap` is new or changed.
+fn check_pack(
+    objects: &Path,
+    stem: &[u8],
+    now: &Inventory,
+    hash: gix::hash::Kind,
+    problems: &mut Vec<String>,
+) {
+    let name = |suffix: &str| [stem, suffix.as_bytes()].concat();
+    let shown = String::from_utf8_lossy(stem);
+    let present = |suffix: &str| now.contains_key(&name(suffix));
+    if !present(".idx") {
+        // git opens packs through their index: without one, nothing here
+        // is read.
+        return;
+    }
+    let idx = objects.join(bytes_path(&name(".idx")));
+    if present(".bitmap") {
+        problems.push(format!(
+            ".git/objects/{shown}.bitmap belongs to a pack written since arm; grantguard \
+             cannot verify reachability bitmaps, which git believes when it sends objects: \
+             delete it (git works without it) or repack without -b"
+        ));
+    }
+    if present(".pack") {
+        let data = objects.join(bytes_path(&name(".pack")));
+        if let Err(e) = guarded(|| pack::verify_pair(&idx, &data, hash)) {
+            problems.push(format!(
+                "the pack .git/objects/{shown}.pack was written since arm and does not hold \
+                 what its index says: {e:#}"
+            ));
+            return;
+        }
+    }
+    if present(".rev") {
+        let rev = objects.join(bytes_path(&name(".rev")));
+        if let Err(e) = guarded(|| pack::verify_rev(&rev, &idx, hash)) {
+            problems.push(format!(
+                "the reverse index .git/objects/{shown}.rev was written since arm and does \
+                 not match its pack index: {e:#}; delete it (git works without it)"
+            ));
+        }
+    }
+}
+
+/// `pack/<stem>` of a pack-directory file, for the suffixes whose change
+/// means the pack must be proven again.
+fn pack_stem(path: &[u8]) -> Option<&[u8]> {
+    [".idx", ".pack", ".rev", ".bitmap"]
+        .iter()
+        .find_map(|s| path.strip_suffix(s.as_bytes()))
+}
+
+fn bytes_path(rel: &[u8]) -> PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    PathBuf::from(std::ffi::OsStr::from_bytes(rel))
+}
+
+/// Runs a proof, turning a panic in a parser of hostile bytes into a
+/// failed proof: no input may crash verify.
+fn guarded(f: impl FnOnce() -> Result<()>) -> Result<()> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(result) => result,
+        Err(_) => bail!("its content makes the reader fail"),
+    }
+}
