@@ -85,6 +85,18 @@ pub fn retired_path_in(state: &Path) -> PathBuf {
     state.join(RETIRED_FILE_NAME)
 }
 
+/// The message for a record of another schema: grantguard.baseline/1 did
+/// not record the object store, so verify could not prove what was written
+/// to it since arm.
+fn too_old(path: &Path, schema: &str) -> String {
+    format!(
+        "the baseline {} has schema {schema:?}, expected {SCHEMA:?}; a record of an older \
+         grantguard lacks the object-store inventory verify needs: disarm and arm again \
+         (re-arm) to record a new baseline",
+        path.display()
+    )
+}
+
 impl Baseline {
     /// Writes the record atomically into `state`.
     pub fn write(&self, state: &Path) -> Result<()> {
@@ -133,26 +145,24 @@ impl Baseline {
                 path.display()
             )
         })?;
-        let schema = serde_json::from_str::<Value>(&text)
-            .ok()
-            .and_then(|v| v["baseline"]["schema"].as_str().map(str::to_owned));
-        if let Some(old) = schema.filter(|s| s != SCHEMA && s.starts_with("grantguard.baseline/")) {
-            bail!(
-                "the baseline {} has schema {old:?} from an older grantguard, which did not \
-                 record the object store; disarm and arm again (re-arm) to record a \
-                 {SCHEMA:?} baseline",
-                path.display()
-            );
-        }
-        let envelope: Envelope = serde_json::from_str(&text)
-            .with_context(|| format!("the baseline {} is malformed", path.display()))?;
+        let envelope: Envelope = match serde_json::from_str(&text) {
+            Ok(envelope) => envelope,
+            Err(e) => {
+                // A record of an older schema does not parse as this one:
+                // say so, rather than that it is malformed.
+                let schema = serde_json::from_str::<Value>(&text)
+                    .ok()
+                    .and_then(|v| v["baseline"]["schema"].as_str().map(str::to_owned));
+                if let Some(old) = schema.filter(|s| s != SCHEMA) {
+                    bail!(too_old(path, &old));
+                }
+                return Err(e)
+                    .with_context(|| format!("the baseline {} is malformed", path.display()));
+            }
+        };
         let baseline = envelope.baseline;
         if baseline.schema != SCHEMA {
-            bail!(
-                "the baseline {} has schema {:?}, expected {SCHEMA:?}",
-                path.display(),
-                baseline.schema
-            );
+            bail!(too_old(path, &baseline.schema));
         }
         if integrity_of(&baseline) != envelope.integrity {
             bail!(
