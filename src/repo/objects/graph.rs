@@ -278,7 +278,7 @@ impl Graph {
 /// Verifies the single-file graph at `path`.
 pub fn verify_file(repo: &gix::Repository, path: &Path) -> Result<()> {
     let layer = read_layer(path, repo.object_hash())?;
-    if layer.count > 0 && !layer.base.is_empty() {
+    if !layer.base.is_empty() {
         bail!("a single commit-graph file names base graphs");
     }
     verify_graph(

@@ -24,12 +24,19 @@ use std::sync::atomic::AtomicBool;
 use anyhow::{Context, Result, bail};
 use gix::odb::pack;
 
+/// Largest object a pack entry may decode to. A hostile entry header can
+/// announce any size; without a bound, decoding it would abort the process
+/// on allocation instead of failing the proof. Objects past this bound are
+/// refused as unverifiable.
+const MAX_OBJECT_BYTES: usize = 1 << 30;
+
 /// Verifies the pair `<stem>.idx` / `<stem>.pack`.
 pub fn verify_pair(idx_path: &Path, pack_path: &Path, hash: gix::hash::Kind) -> Result<()> {
     let index = pack::index::File::at(idx_path, hash)
         .map_err(|e| anyhow::anyhow!("the index cannot be read: {e}"))?;
     let data = pack::data::File::at(pack_path, hash)
-        .map_err(|e| anyhow::anyhow!("the pack cannot be read: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("the pack cannot be read: {e}"))?
+        .with_alloc_limit_bytes(Some(MAX_OBJECT_BYTES));
     let options = pack::index::verify::integrity::Options {
         verify_mode: pack::index::verify::Mode::HashCrc32,
         traversal: pack::index::traverse::Algorithm::DeltaTreeLookup,
