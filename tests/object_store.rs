@@ -485,3 +485,99 @@ fn rejects_an_altered_object_inventory() {
     assert_rejected(code, &r, &[INVALID]);
     assert_problem(&r, "altered after arm");
 }
+
+#[test]
+fn accepts_a_split_commit_graph_chain_written_by_git() {
+    let sb = Sandbox::new();
+    sb.git(&["commit-graph", "write", "--reachable", "--split"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    // A new layer on top of the baseline's.
+    sb.git(&["commit-graph", "write", "--reachable", "--split=no-merge"]);
+    let chain = objects(&sb).join("info/commit-graphs/commit-graph-chain");
+    assert_eq!(std::fs::read_to_string(&chain).unwrap().lines().count(), 2);
+    assert!(sb.try_git(&["commit-graph", "verify"]).status.success());
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
+#[test]
+fn rejects_a_chain_layer_whose_generation_is_below_its_parent() {
+    let sb = Sandbox::new();
+    sb.git(&["commit-graph", "write", "--reachable", "--split"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    sb.git(&["commit-graph", "write", "--reachable", "--split=no-merge"]);
+    let dir = objects(&sb).join("info/commit-graphs");
+    let chain = std::fs::read_to_string(dir.join("commit-graph-chain")).unwrap();
+    let top = dir.join(format!("graph-{}.graph", chain.lines().last().unwrap()));
+    let mut data = std::fs::read(&top).unwrap();
+    // The new commit's topological level (CDAT word 3, upper 30 bits) set
+    // to 1, as if it had no parent; its date bits are kept.
+    let (cdat, _) = graph_chunk(&data, b"CDAT");
+    let word = cdat + 20 + 8;
+    let low = u32::from_be_bytes(data[word..word + 4].try_into().unwrap()) & 3;
+    data[word..word + 4].copy_from_slice(&((1 << 2) | low).to_be_bytes());
+    std::fs::remove_file(&top).unwrap();
+    std::fs::write(&top, &data).unwrap();
+    assert!(
+        !sb.try_git(&["commit-graph", "verify"]).status.success(),
+        "git sees it"
+    );
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &[INVALID]);
+    assert_problem(&r, "generation");
+}
+
+#[test]
+fn rejects_a_multi_pack_index_written_since_arm_and_accepts_its_removal() {
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    sb.git(&["repack", "-d", "-q"]);
+    sb.git(&["multi-pack-index", "write"]);
+    let midx = objects(&sb).join("pack/multi-pack-index");
+    assert!(midx.is_file());
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &[INVALID]);
+    assert_problem(&r, "multi-pack-index");
+    std::fs::remove_file(&midx).unwrap();
+    for rev in files_with_suffix(&objects(&sb).join("pack"), ".rev") {
+        if rev.to_string_lossy().contains("multi-pack-index") {
+            std::fs::remove_file(rev).unwrap();
+        }
+    }
+    assert!(sb.try_git(&["fsck"]).status.success());
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
+#[test]
+fn rejects_a_bitmap_written_since_arm() {
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    sb.git(&["repack", "-a", "-d", "-b", "-q"]);
+    assert!(!files_with_suffix(&objects(&sb).join("pack"), ".bitmap").is_empty());
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &[INVALID]);
+    assert_problem(&r, "bitmap");
+}
+
+#[test]
+fn rejects_a_symlinked_loose_object() {
+    let sb = Sandbox::new();
+    let blob = armed_with_loose_baseline_blob(&sb);
+    let target = loose_path(&sb, &blob);
+    let outside = sb.root.join("outside-object");
+    std::fs::rename(&target, &outside).unwrap();
+    std::os::unix::fs::symlink(&outside, &target).unwrap();
+    // git follows the link and reads the object behind it.
+    assert_eq!(
+        sb.git(&["cat-file", "-p", "HEAD:src/lib.rs"]),
+        "pub fn baseline() {}"
+    );
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &[INVALID]);
+    assert_problem(&r, "symlink");
+}
