@@ -581,3 +581,53 @@ fn rejects_a_symlinked_loose_object() {
     assert_rejected(code, &r, &[INVALID]);
     assert_problem(&r, "symlink");
 }
+
+/// Packs the baseline objects (the clone's are loose), before arm.
+fn pack_the_baseline(sb: &Sandbox) {
+    sb.git(&["repack", "-a", "-d", "-q"]);
+}
+
+/// The pack that holds the baseline objects.
+fn baseline_pack(sb: &Sandbox) -> PathBuf {
+    files_with_suffix(&objects(sb).join("pack"), ".pack")
+        .pop()
+        .unwrap()
+}
+
+#[test]
+fn accepts_a_baseline_pack_freshened_by_git() {
+    let sb = Sandbox::new();
+    pack_the_baseline(&sb);
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    let pack = baseline_pack(&sb);
+    let before = std::fs::metadata(&pack).unwrap().modified().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    // Writing an object the pack already holds makes git touch the pack.
+    sb.git_stdin(&["hash-object", "-w", "--stdin"], "pub fn f() {}\n");
+    let after = std::fs::metadata(&pack).unwrap().modified().unwrap();
+    assert_ne!(before, after, "git freshened the pack");
+    sb.commit_file("docs/a.md", "a\n", "one");
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
+#[test]
+fn rejects_a_baseline_pack_rewritten_in_place_keeping_its_trailer() {
+    let sb = Sandbox::new();
+    pack_the_baseline(&sb);
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    let pack = baseline_pack(&sb);
+    let mut data = std::fs::read(&pack).unwrap();
+    // One byte of the first entry's zlib data, inside the file: same size,
+    // same trailing checksum, which git does not check on read.
+    data[14] ^= 0x01;
+    overwrite_in_place(&pack, &data);
+    assert!(!sb.try_git(&["fsck"]).status.success(), "git fsck sees it");
+    let (code, r) = sb.verify();
+    // The damaged entry may also be one the history checks need to read.
+    assert_eq!(code, 1, "{r:#}");
+    assert!(common::rules(&r).contains(&INVALID.to_owned()), "{r:#}");
+    assert_problem(&r, "does not hold what its index says");
+    assert_eq!(r["failure_class"], "unsafe_state", "{r:#}");
+}

@@ -88,6 +88,13 @@ pub struct Entry {
     pub kind: Kind,
     /// Its `lstat` tuple.
     pub stat: Stat,
+    /// For `.pack` and `.idx` files: the trailing checksum (the SHA-1 of
+    /// everything before it, in a file git wrote). git touches a whole pack
+    /// (`utime`) when an object written again already is in it; a file whose
+    /// tuple changed but whose content still hashes to this recorded
+    /// checksum is byte for byte the file of `arm`, which costs one hash
+    /// pass to show instead of decoding every object.
+    pub trailer: Option<gix::ObjectId>,
 }
 
 /// Every recorded file by its path relative to `objects/` (bytes).
@@ -137,7 +144,7 @@ pub fn scan(objects: &Path, hex_len: usize) -> Result<Inventory> {
                     }
                 }
             }
-            Dir::Pack => scan_pack(&mut out, &path)?,
+            Dir::Pack => scan_pack(&mut out, &path, hex_len / 2)?,
             Dir::Info => scan_info(&mut out, &path)?,
         }
     }
@@ -150,7 +157,7 @@ enum Dir {
     Info,
 }
 
-fn scan_pack(out: &mut Inventory, dir: &Path) -> Result<()> {
+fn scan_pack(out: &mut Inventory, dir: &Path, hash_len: usize) -> Result<()> {
     for (file, ft) in list(dir)? {
         let f = file.as_encoded_bytes();
         let rel = join(b"pack", f);
@@ -171,7 +178,14 @@ fn scan_pack(out: &mut Inventory, dir: &Path) -> Result<()> {
         } else if f.starts_with(b"multi-pack-index") {
             record(out, rel, Kind::MultiPackIndex, &dir.join(&file))?;
         } else if PACK_SUFFIXES.iter().any(|s| f.ends_with(s.as_bytes())) {
-            record(out, rel, Kind::PackFile, &dir.join(&file))?;
+            let path = dir.join(&file);
+            record(out, rel.clone(), Kind::PackFile, &path)?;
+            if (f.ends_with(b".pack") || f.ends_with(b".idx"))
+                && let Some(entry) = out.get_mut(&rel)
+                && entry.stat.regular
+            {
+                entry.trailer = read_trailer(&path, hash_len);
+            }
         }
     }
     Ok(())
@@ -206,6 +220,16 @@ fn scan_info(out: &mut Inventory, dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The last `hash_len` bytes of a file, if it has that many and can be read.
+fn read_trailer(path: &Path, hash_len: usize) -> Option<gix::ObjectId> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::File::open(path).ok()?;
+    file.seek(SeekFrom::End(-(hash_len as i64))).ok()?;
+    let mut buf = vec![0u8; hash_len];
+    file.read_exact(&mut buf).ok()?;
+    gix::ObjectId::try_from(buf.as_slice()).ok()
+}
+
 fn is_fanout(name: &[u8]) -> bool {
     name.len() == 2 && name.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
@@ -233,6 +257,7 @@ fn record(out: &mut Inventory, rel: Vec<u8>, kind: Kind, path: &Path) -> Result<
             Entry {
                 kind,
                 stat: Stat::of(&meta),
+                trailer: None,
             },
         );
     }
@@ -257,7 +282,7 @@ fn list(dir: &Path) -> Result<Vec<(std::ffi::OsString, std::fs::FileType)>> {
 }
 
 /// The inventory as text: one line per file, `<escaped path> <kind> <dev>
-/// <ino> <size> <mtime_ns> <ctime_ns> <regular>`. Paths escape every byte
+/// <ino> <size> <mtime_ns> <ctime_ns> <regular> <trailer hex or ->`. Paths escape every byte
 /// outside `!`..`~` and `%` itself as `%XX`.
 pub fn encode(inv: &Inventory) -> Vec<u8> {
     use std::fmt::Write;
@@ -272,9 +297,12 @@ pub fn encode(inv: &Inventory) -> Vec<u8> {
             }
         }
         let s = &e.stat;
+        let trailer = e
+            .trailer
+            .map_or_else(|| "-".to_owned(), |t| t.to_hex().to_string());
         let _ = writeln!(
             out,
-            " {} {} {} {} {} {} {}",
+            " {} {} {} {} {} {} {} {trailer}",
             kind_name(e.kind),
             s.dev,
             s.ino,
@@ -298,7 +326,7 @@ pub fn decode(bytes: &[u8]) -> Result<Inventory> {
     for line in lines {
         let bad = || anyhow::anyhow!("malformed object inventory line {line:?}");
         let f: Vec<&str> = line.split(' ').collect();
-        if f.len() != 8 {
+        if f.len() != 9 {
             return Err(bad());
         }
         let path = unescape(f[0]).ok_or_else(bad)?;
@@ -317,7 +345,18 @@ pub fn decode(bytes: &[u8]) -> Result<Inventory> {
                 _ => return Err(bad()),
             },
         };
-        out.insert(path, Entry { kind, stat });
+        let trailer = match f[8] {
+            "-" => None,
+            hex => Some(gix::ObjectId::from_hex(hex.as_bytes()).map_err(|_| bad())?),
+        };
+        out.insert(
+            path,
+            Entry {
+                kind,
+                stat,
+                trailer,
+            },
+        );
     }
     Ok(out)
 }
@@ -381,6 +420,7 @@ mod tests {
                 Entry {
                     kind: Kind::PackFile,
                     stat,
+                    trailer: Some(gix::ObjectId::empty_tree(gix::hash::Kind::Sha1)),
                 },
             );
         }

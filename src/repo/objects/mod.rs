@@ -123,7 +123,9 @@ pub fn check(repo: &gix::Repository, common_dir: &Path, before: &Inventory) -> R
                 }
             }
             Kind::PackFile => {
-                if let Some(stem) = pack_stem(path) {
+                if let Some(stem) = pack_stem(path)
+                    && !same_content_as_at_arm(&objects, path, entry, before.get(path))
+                {
                     stems.insert(stem);
                 }
                 // .keep, .promisor and .mtimes change nothing git reads.
@@ -228,6 +230,58 @@ fn check_pack(
             ));
         }
     }
+}
+
+/// Whether a `.pack` or `.idx` whose tuple changed is still byte for byte
+/// the file recorded at arm: same size, same trailing checksum, and its
+/// content hashes to that checksum (see `inventory::Entry::trailer`). git
+/// changes a pack's times when it "freshens" an object written again.
+fn same_content_as_at_arm(
+    objects: &Path,
+    rel: &[u8],
+    now: &inventory::Entry,
+    before: Option<&inventory::Entry>,
+) -> bool {
+    let Some(before) = before else {
+        return false;
+    };
+    let Some(recorded) = before.trailer else {
+        return false;
+    };
+    if now.stat.size != before.stat.size || now.trailer != Some(recorded) {
+        return false;
+    }
+    guarded(|| {
+        let path = objects.join(bytes_path(rel));
+        let actual = hash_without_trailer(&path, recorded.kind())?;
+        if actual != recorded {
+            bail!("content differs");
+        }
+        Ok(())
+    })
+    .is_ok()
+}
+
+/// SHA-1 of a file without its trailing checksum, streamed.
+fn hash_without_trailer(path: &Path, kind: gix::hash::Kind) -> Result<gix::ObjectId> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    let mut left = len
+        .checked_sub(kind.len_in_bytes() as u64)
+        .context("the file is shorter than a checksum")?;
+    let mut hasher = gix::hash::hasher(kind);
+    let mut buf = vec![0u8; 256 * 1024];
+    while left > 0 {
+        let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        let n = file.read(&mut buf[..want])?;
+        if n == 0 {
+            bail!("the file shrank while it was read");
+        }
+        hasher.update(&buf[..n]);
+        left -= n as u64;
+    }
+    hasher.try_finalize().map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// `pack/<stem>` of a pack-directory file, for the suffixes whose change
