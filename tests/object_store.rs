@@ -530,23 +530,63 @@ fn rejects_a_chain_layer_whose_generation_is_below_its_parent() {
 }
 
 #[test]
-fn rejects_a_multi_pack_index_written_since_arm_and_accepts_its_removal() {
+fn accepts_a_multi_pack_index_written_by_git() {
     let sb = Sandbox::new();
     sb.arm(&sb.grant(&["docs/"], 1, 3));
     sb.commit_file("docs/a.md", "a\n", "one");
     sb.git(&["repack", "-d", "-q"]);
+    sb.commit_file("docs/b.md", "b\n", "two");
+    sb.git(&["repack", "-d", "-q"]);
     sb.git(&["multi-pack-index", "write"]);
-    let midx = objects(&sb).join("pack/multi-pack-index");
-    assert!(midx.is_file());
+    assert!(objects(&sb).join("pack/multi-pack-index").is_file());
+    assert!(sb.try_git(&["multi-pack-index", "verify"]).status.success());
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
+#[test]
+fn rejects_a_multi_pack_index_that_points_an_id_at_another_object() {
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "granted\n", "one");
+    sb.git(&["repack", "-a", "-d", "-q"]);
+    sb.git(&["multi-pack-index", "write"]);
+    let victim = sb.git(&["rev-parse", "HEAD:src/lib.rs"]);
+    let decoy = sb.git(&["rev-parse", "HEAD:docs/a.md"]);
+    let path = objects(&sb).join("pack/multi-pack-index");
+    let mut data = std::fs::read(&path).unwrap();
+    let chunks = usize::from(data[6]);
+    let chunk = |data: &[u8], id: &[u8; 4]| -> usize {
+        (0..chunks)
+            .map(|i| 12 + 12 * i)
+            .find(|at| &data[*at..at + 4] == id)
+            .map(|at| u64::from_be_bytes(data[at + 4..at + 12].try_into().unwrap()) as usize)
+            .unwrap()
+    };
+    let (oidf, oidl, ooff) = (
+        chunk(&data, b"OIDF"),
+        chunk(&data, b"OIDL"),
+        chunk(&data, b"OOFF"),
+    );
+    let count = u32::from_be_bytes(data[oidf + 1020..oidf + 1024].try_into().unwrap()) as usize;
+    let position = |hex: &str| {
+        let id = gix::ObjectId::from_hex(hex.as_bytes()).unwrap();
+        (0..count)
+            .find(|i| &data[oidl + i * 20..oidl + i * 20 + 20] == id.as_slice())
+            .unwrap()
+    };
+    let (v, d) = (position(&victim), position(&decoy));
+    let decoy_entry: Vec<u8> = data[ooff + d * 8..ooff + d * 8 + 8].to_vec();
+    data[ooff + v * 8..ooff + v * 8 + 8].copy_from_slice(&decoy_entry);
+    std::fs::remove_file(&path).unwrap();
+    std::fs::write(&path, &data).unwrap();
+    // git believes the multi-pack-index: the baseline file reads as the decoy.
+    assert_eq!(sb.git(&["cat-file", "-p", "HEAD:src/lib.rs"]), "granted");
     let (code, r) = sb.verify();
     assert_rejected(code, &r, &[INVALID]);
-    assert_problem(&r, "multi-pack-index");
-    std::fs::remove_file(&midx).unwrap();
-    for rev in files_with_suffix(&objects(&sb).join("pack"), ".rev") {
-        if rev.to_string_lossy().contains("multi-pack-index") {
-            std::fs::remove_file(rev).unwrap();
-        }
-    }
+    assert_problem(&r, "multi-pack-index does not agree");
+    // Removing it is the remedy git accepts too.
+    std::fs::remove_file(&path).unwrap();
     assert!(sb.try_git(&["fsck"]).status.success());
     let (code, r) = sb.verify();
     assert_accepted(code, &r);
@@ -630,4 +670,23 @@ fn rejects_a_baseline_pack_rewritten_in_place_keeping_its_trailer() {
     assert!(common::rules(&r).contains(&INVALID.to_owned()), "{r:#}");
     assert_problem(&r, "does not hold what its index says");
     assert_eq!(r["failure_class"], "unsafe_state", "{r:#}");
+}
+
+#[test]
+fn accepts_new_packs_and_gc_beside_a_baseline_multi_pack_index() {
+    let sb = Sandbox::new();
+    pack_the_baseline(&sb);
+    sb.git(&["multi-pack-index", "write"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    // A new pack beside the baseline's: the index is checked again, holds.
+    sb.git(&["repack", "-d", "-q"]);
+    assert!(objects(&sb).join("pack/multi-pack-index").is_file());
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    // gc repacks everything and drops the multi-pack-index.
+    sb.git(&["gc", "-q"]);
+    assert!(sb.try_git(&["fsck"]).status.success());
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
 }

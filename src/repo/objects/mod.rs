@@ -17,7 +17,8 @@
 //! | `.idx` / `.pack` | every entry decoded and hashed against the index, both checksums ([`pack`]) |
 //! | `.rev` | a permutation of the index in pack order, naming the pack, own checksum |
 //! | commit-graph (file or chain) | every commit's tree, parents, date and generation equal the object's ([`graph`]) |
-//! | `multi-pack-index*`, `.bitmap` | not verifiable here: rejected (delete them; git works without) |
+//! | `multi-pack-index` (or any pack, while one exists) | every object's pack and offset equal that pack's index entry ([`midx`]) |
+//! | `multi-pack-index` `.rev`/`.bitmap`/chains, `.bitmap` | not verifiable here: rejected (delete them; git works without) |
 //! | `.keep`, `.promisor`, `.mtimes` | change nothing git reads: allowed |
 //!
 //! Removed files are fine: a missing object makes reading fail, it cannot
@@ -33,6 +34,7 @@
 mod graph;
 pub mod inventory;
 mod loose;
+mod midx;
 mod pack;
 
 use std::collections::BTreeSet;
@@ -96,6 +98,7 @@ pub fn check(repo: &gix::Repository, common_dir: &Path, before: &Inventory) -> R
         .collect();
     let mut stems: BTreeSet<&[u8]> = BTreeSet::new();
     let mut graph_file = false;
+    let mut midx_changed = false;
     let mut graph_chain = false;
     for (path, entry) in &now {
         let shown = String::from_utf8_lossy(path);
@@ -130,26 +133,46 @@ pub fn check(repo: &gix::Repository, common_dir: &Path, before: &Inventory) -> R
                 }
                 // .keep, .promisor and .mtimes change nothing git reads.
             }
+            Kind::MultiPackIndex if path.as_slice() == MIDX => midx_changed = true,
             Kind::MultiPackIndex => problems.push(format!(
-                ".git/objects/{shown} was written since arm; grantguard cannot verify a \
-                 multi-pack-index, which git believes: delete it (git works without it) \
-                 or repack without --write-midx"
+                ".git/objects/{shown} was written since arm; grantguard cannot verify \
+                 multi-pack-index bitmaps, reverse indexes or incremental chains, which git \
+                 believes: delete it (git works without it)"
             )),
             Kind::CommitGraph => graph_file = true,
             Kind::CommitGraphChain => graph_chain = true,
         }
     }
-    let midx = now.values().any(|e| e.kind == Kind::MultiPackIndex);
-    if midx && !stems.is_empty() {
+    let mut failed: BTreeSet<&[u8]> = BTreeSet::new();
+    for &stem in &stems {
+        if !check_pack(&objects, stem, &now, hash, &mut problems) {
+            failed.insert(stem);
+        }
+    }
+    // git reads the packs a multi-pack-index lists through it, at the
+    // offsets it records: when it or any pack changed, it must agree with
+    // the (proven) pack indexes.
+    let packs_changed = !stems.is_empty();
+    if now.contains_key(MIDX) && (midx_changed || packs_changed) {
+        let proven = |stem: &[u8]| !stems.contains(stem) || !failed.contains(stem);
+        if let Err(e) = guarded(|| midx::verify(&objects.join("pack"), hash, proven)) {
+            problems.push(format!(
+                ".git/objects/pack/multi-pack-index does not agree with the packs it lists: \
+                 {e:#}; delete it (git works without it) or rewrite it with \
+                 `git multi-pack-index write`"
+            ));
+        }
+    }
+    let midx_extras = now
+        .iter()
+        .any(|(p, e)| e.kind == Kind::MultiPackIndex && p.as_slice() != MIDX);
+    if midx_extras && (midx_changed || packs_changed) {
         problems.push(
-            "packs changed since arm while a multi-pack-index is present; git reads objects \
-             of the packs it lists at the offsets it records, which grantguard cannot verify: \
-             delete .git/objects/pack/multi-pack-index* (git works without it)"
+            "packs changed since arm while multi-pack-index bitmaps, reverse indexes or an \
+             incremental chain are present, which git believes and grantguard cannot verify: \
+             delete .git/objects/pack/multi-pack-index* (git works without them)"
                 .into(),
         );
-    }
-    for stem in stems {
-        check_pack(&objects, stem, &now, hash, &mut problems);
     }
     let remedy = "delete the commit-graph (rm -f .git/objects/info/commit-graph; \
                   rm -rf .git/objects/info/commit-graphs) or rewrite it with \
@@ -187,21 +210,26 @@ pub fn check(repo: &gix::Repository, common_dir: &Path, before: &Inventory) -> R
     Ok(problems)
 }
 
-/// A pack whose `.idx`, `.pack`, `.rev` or `.bitmap` is new or changed.
+/// Path of the multi-pack-index relative to `objects/`.
+const MIDX: &[u8] = b"pack/multi-pack-index";
+
+/// A pack whose `.idx`, `.pack`, `.rev` or `.bitmap` is new or changed;
+/// returns whether the pack/index pair itself holds (for the
+/// multi-pack-index).
 fn check_pack(
     objects: &Path,
     stem: &[u8],
     now: &Inventory,
     hash: gix::hash::Kind,
     problems: &mut Vec<String>,
-) {
+) -> bool {
     let name = |suffix: &str| [stem, suffix.as_bytes()].concat();
     let shown = String::from_utf8_lossy(stem);
     let present = |suffix: &str| now.contains_key(&name(suffix));
     if !present(".idx") {
         // git opens packs through their index: without one, nothing here
         // is read.
-        return;
+        return true;
     }
     let idx = objects.join(bytes_path(&name(".idx")));
     if present(".bitmap") {
@@ -218,7 +246,7 @@ fn check_pack(
                 "the pack .git/objects/{shown}.pack was written since arm and does not hold \
                  what its index says: {e:#}"
             ));
-            return;
+            return false;
         }
     }
     if present(".rev") {
@@ -230,6 +258,7 @@ fn check_pack(
             ));
         }
     }
+    true
 }
 
 /// Whether a `.pack` or `.idx` whose tuple changed is still byte for byte
