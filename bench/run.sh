@@ -217,6 +217,20 @@ gitmem=$(peak_mib "sh $work/git-verify.sh")
 if [ "$mem" = n/a ]; then note="GNU time not installed"; else note="target <= 64 MiB: $(verdict "$mem" 64)"; fi
 row "verify peak RSS vs git CLI's, large (MiB)" "$mem" "$gitmem" "$(ratio "$mem" "$gitmem")" "$note"
 
+# The agent ran `git gc`: every object was rewritten since arm (one new pack,
+# its .rev, a commit-graph), so verify proves all of it (see "The object
+# store" in the README); git's nearest whole-store check is fsck.
+$nohooks gc -q
+"$gg" verify --state "$work/large.state" >/dev/null 2>&1 \
+  || { echo "verify rejected the benchmark repository after git gc" >&2; exit 1; }
+gcver=$(median_ms "" "$gg verify --state $work/large.state")
+fsck=$(median_ms "" "git fsck --connectivity-only")
+row "after gc: verify vs fsck --connectivity-only" "$gcver" "$fsck" "$(ratio "$gcver" "$fsck")" "ms; $(git count-objects -v | awk '/^in-pack/ { print $2 }') objects in the new pack"
+gcmem=$(peak_mib "$gg verify --state $work/large.state")
+fsckmem=$(peak_mib "git fsck --connectivity-only")
+if [ "$gcmem" = n/a ]; then note="GNU time not installed"; else note="target <= 64 MiB: $(verdict "$gcmem" 64)"; fi
+row "after gc: verify peak RSS vs fsck's (MiB)" "$gcmem" "$fsckmem" "$(ratio "$gcmem" "$fsckmem")" "$note"
+
 setup "$deep_kind" deep
 cd "$work/deep"
 new_commits "$new_commits"

@@ -67,9 +67,11 @@ pub mod rule {
     /// The ref store is not canonical, or git resolves HEAD, the branch, its
     /// short name or a ref to something other than what verify read.
     pub const REF_STORE_INVALID: &str = "ref_store_invalid";
-    /// The object store does not read as verify read it: storage written
-    /// since arm that does not prove consistent, or git reading other
-    /// commits, trees or changed paths for the new history.
+    /// The object store does not read to git as verify read it: a file
+    /// written since arm cannot be proven to hold what git will read from it
+    /// (a loose object or pack entry that does not hash to its id, a forged
+    /// commit-graph or reverse index, a cache grantguard cannot verify), or
+    /// git reads other commits, trees or changed paths for the new history.
     pub const OBJECT_STORE_INVALID: &str = "object_store_invalid";
 }
 
@@ -441,6 +443,7 @@ pub fn verify(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
         }
     };
     let metadata_intact = findings.is_empty();
+    check_object_store(&baseline, state, &mut findings);
     // Whatever goes wrong below, the findings so far stand: an error adds
     // `repository_unreadable`, it never replaces what was already found.
     let observed = evaluate(
@@ -511,6 +514,20 @@ pub fn verify(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
     result.violations = findings.listed;
     result.warnings = findings.warnings.into_iter().collect();
     result
+}
+
+/// Proves what was written to the object store since arm (see
+/// [`repo::objects`]); anything unproven is `object_store_invalid`.
+fn check_object_store(baseline: &Baseline, state: &Path, findings: &mut Findings) {
+    let problems = repo::objects::read_recorded(state, &baseline.object_inventory)
+        .and_then(|before| {
+            let repo = repo::open(&baseline.repo.work_dir)?;
+            repo::objects::check(&repo, &baseline.repo.common_dir, &before)
+        })
+        .unwrap_or_else(|e| vec![format!("the object store cannot be checked: {e:#}")]);
+    for problem in problems {
+        findings.push(Violation::new(rule::OBJECT_STORE_INVALID, problem));
+    }
 }
 
 /// What the repository checks saw, for the evidence.

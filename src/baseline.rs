@@ -21,7 +21,7 @@ use crate::grant::Grant;
 use crate::repo::{HookPaths, Location, RefMap};
 
 /// Schema id of the record.
-pub const SCHEMA: &str = "grantguard.baseline/1";
+pub const SCHEMA: &str = "grantguard.baseline/2";
 
 /// File name of the record inside the state directory.
 pub const FILE_NAME: &str = "baseline.json";
@@ -53,6 +53,11 @@ pub struct Baseline {
     /// (absent from baselines written before they were protected).
     #[serde(default, skip_serializing_if = "HookPaths::is_empty")]
     pub hooks: HookPaths,
+    /// `sha256:` + hex SHA-256 of the object-store inventory written beside
+    /// the record (see [`crate::repo::objects`]); the list itself can be
+    /// large, and every hook call reads this record, so it is a file of its
+    /// own.
+    pub object_inventory: String,
     /// Seconds since the Unix epoch when the record was made.
     pub armed_at: u64,
 }
@@ -82,6 +87,18 @@ pub fn path_in(state: &Path) -> PathBuf {
 /// Path of the retired record in a state directory.
 pub fn retired_path_in(state: &Path) -> PathBuf {
     state.join(RETIRED_FILE_NAME)
+}
+
+/// The message for a record of another schema: grantguard.baseline/1 did
+/// not record the object store, so verify could not prove what was written
+/// to it since arm.
+fn too_old(path: &Path, schema: &str) -> String {
+    format!(
+        "the baseline {} has schema {schema:?}, expected {SCHEMA:?}; a record of an older \
+         grantguard lacks the object-store inventory verify needs: disarm and arm again \
+         (re-arm) to record a new baseline",
+        path.display()
+    )
 }
 
 impl Baseline {
@@ -132,15 +149,24 @@ impl Baseline {
                 path.display()
             )
         })?;
-        let envelope: Envelope = serde_json::from_str(&text)
-            .with_context(|| format!("the baseline {} is malformed", path.display()))?;
+        let envelope: Envelope = match serde_json::from_str(&text) {
+            Ok(envelope) => envelope,
+            Err(e) => {
+                // A record of an older schema does not parse as this one:
+                // say so, rather than that it is malformed.
+                let schema = serde_json::from_str::<Value>(&text)
+                    .ok()
+                    .and_then(|v| v["baseline"]["schema"].as_str().map(str::to_owned));
+                if let Some(old) = schema.filter(|s| s != SCHEMA) {
+                    bail!(too_old(path, &old));
+                }
+                return Err(e)
+                    .with_context(|| format!("the baseline {} is malformed", path.display()));
+            }
+        };
         let baseline = envelope.baseline;
         if baseline.schema != SCHEMA {
-            bail!(
-                "the baseline {} has schema {:?}, expected {SCHEMA:?}",
-                path.display(),
-                baseline.schema
-            );
+            bail!(too_old(path, &baseline.schema));
         }
         if integrity_of(&baseline) != envelope.integrity {
             bail!(

@@ -148,6 +148,9 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
         .context("cannot locate the grantguard executable for the hook stubs")?;
     let hooks = install::hook_paths(&location, &state)?;
     let metadata_before_arm = repo::metadata_digests(&location, &hooks)?;
+    // Before the hooks are installed: a store that cannot be inventoried
+    // leaves the repository as it was.
+    let object_inventory = repo::objects::record(&location.common_dir, &state, repo.object_hash())?;
     let installed = install::install(&location, &state, &binary)?;
     // The baseline is recorded after installation, so it includes the
     // config that points at the stubs.
@@ -162,6 +165,7 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
         metadata: repo::metadata_digests(&location, &hooks)?,
         metadata_before_arm,
         hooks,
+        object_inventory,
         armed_at: now_secs(),
     };
     record.write(&state)?;

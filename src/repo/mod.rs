@@ -17,6 +17,7 @@ mod commits;
 mod config_includes;
 pub mod git_view;
 mod metadata;
+pub mod objects;
 mod refs;
 mod staged;
 mod submodule;

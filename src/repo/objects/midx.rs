@@ -1,0 +1,167 @@
+//! Proof that a multi-pack-index says of every object what the pack indexes
+//! say.
+//!
+//! When `pack/multi-pack-index` exists, git looks objects up in it instead
+//! of in the `.idx` files of the packs it lists: an object id maps to (pack,
+//! offset), and git decodes whatever that pack holds at that offset, without
+//! re-hashing it. So every entry must name a pack whose index lists the same
+//! id at the same offset; the pack/index pair itself is proven (or unchanged
+//! since arm) separately, so the object at that offset hashes to the id.
+//!
+//! Only the plain file `git multi-pack-index write` produces is accepted:
+//! the chunks `PNAM`, `OIDF`, `OIDL`, `OOFF` and `LOFF`. A reverse index
+//! (`RIDX`) or bitmap (`BTMP`) chunk, incremental chains
+//! (`multi-pack-index.d/`) and `multi-pack-index-*.{rev,bitmap}` files order
+//! objects for bitmaps, which grantguard cannot verify; they are refused by
+//! the caller.
+
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use gix::ObjectId;
+use gix::odb::pack;
+
+const PNAM: u32 = u32::from_be_bytes(*b"PNAM");
+const OIDF: u32 = u32::from_be_bytes(*b"OIDF");
+const OIDL: u32 = u32::from_be_bytes(*b"OIDL");
+const OOFF: u32 = u32::from_be_bytes(*b"OOFF");
+const LOFF: u32 = u32::from_be_bytes(*b"LOFF");
+const LARGE_OFFSET: u32 = 0x8000_0000;
+
+/// Verifies `pack_dir/multi-pack-index`. `proven(stem)` says whether the
+/// pack `pack/<stem>` (its `.idx` and `.pack`) is unchanged since arm or was
+/// proven in this verify.
+pub fn verify(
+    pack_dir: &Path,
+    hash: gix::hash::Kind,
+    proven: impl Fn(&[u8]) -> bool,
+) -> Result<()> {
+    let path = pack_dir.join("multi-pack-index");
+    let data = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let hash_len = hash.len_in_bytes();
+    if data.len() < 12 + hash_len || &data[..4] != b"MIDX" {
+        bail!("it is not a multi-pack-index");
+    }
+    if data[4] != 1 {
+        bail!("it has version {}, which grantguard cannot verify", data[4]);
+    }
+    let hash_id = if hash == gix::hash::Kind::Sha1 { 1 } else { 2 };
+    if data[5] != hash_id {
+        bail!("it uses another hash function");
+    }
+    let chunks = usize::from(data[6]);
+    if data[7] != 0 {
+        bail!("it names base multi-pack-indexes (an incremental chain)");
+    }
+    let num_packs = be32(&data[8..]) as usize;
+    let end = data.len() - hash_len;
+    let toc = |i: usize| -> Result<(u32, usize)> {
+        let at = 12 + 12 * i;
+        let entry = data
+            .get(at..at + 12)
+            .context("its chunk table is truncated")?;
+        let offset = u64::from_be_bytes(entry[4..].try_into().expect("8 bytes"));
+        let offset = usize::try_from(offset).ok().filter(|o| *o <= end);
+        Ok((
+            be32(entry),
+            offset.context("a chunk offset is out of range")?,
+        ))
+    };
+    let mut found: Vec<(u32, usize, usize)> = Vec::new();
+    for i in 0..chunks {
+        let (id, start) = toc(i)?;
+        let (_, next) = toc(i + 1)?;
+        if next < start || id == 0 || found.iter().any(|(c, ..)| *c == id) {
+            bail!("its chunk table is malformed");
+        }
+        if ![PNAM, OIDF, OIDL, OOFF, LOFF].contains(&id) {
+            bail!(
+                "it has the chunk {:?} (reverse index or bitmap order), which grantguard \
+                 cannot verify",
+                String::from_utf8_lossy(&id.to_be_bytes())
+            );
+        }
+        found.push((id, start, next - start));
+    }
+    if toc(chunks)?.0 != 0 {
+        bail!("its chunk table has no terminator");
+    }
+    let chunk = |id: u32| {
+        found
+            .iter()
+            .find(|(c, ..)| *c == id)
+            .map(|&(_, s, l)| (s, l))
+    };
+    let (pnam, pnam_len) = chunk(PNAM).context("it has no PNAM chunk")?;
+    let (oidf, oidf_len) = chunk(OIDF).context("it has no OIDF chunk")?;
+    let (oidl, oidl_len) = chunk(OIDL).context("it has no OIDL chunk")?;
+    let (ooff, ooff_len) = chunk(OOFF).context("it has no OOFF chunk")?;
+    let loff = chunk(LOFF);
+    if oidf_len != 256 * 4 {
+        bail!("its OIDF chunk has the wrong size");
+    }
+    let count = be32(&data[oidf + 255 * 4..]) as usize;
+    if oidl_len != count * hash_len || ooff_len != count * 8 {
+        bail!("its chunks disagree on the number of objects");
+    }
+
+    // Pack names as git reads them: NUL-terminated, one after another.
+    let mut names: Vec<&[u8]> = Vec::with_capacity(num_packs);
+    let mut rest = &data[pnam..pnam + pnam_len];
+    for _ in 0..num_packs {
+        let nul = rest
+            .iter()
+            .position(|&b| b == 0)
+            .context("its pack names are truncated")?;
+        names.push(&rest[..nul]);
+        rest = &rest[nul + 1..];
+    }
+    let mut indexes = Vec::with_capacity(num_packs);
+    for name in &names {
+        let stem = name
+            .strip_suffix(b".idx")
+            .filter(|s| !s.is_empty() && !s.contains(&b'/'))
+            .context("it lists a pack name that is not an index file")?;
+        let shown = String::from_utf8_lossy(name);
+        if !proven(&[b"pack/", stem].concat()) {
+            bail!("it lists the pack {shown}, which is not proven");
+        }
+        use std::os::unix::ffi::OsStrExt;
+        let idx_path = pack_dir.join(std::ffi::OsStr::from_bytes(name));
+        let index = pack::index::File::at(&idx_path, hash)
+            .map_err(|e| anyhow::anyhow!("the index {shown} it lists cannot be read: {e}"))?;
+        indexes.push(index);
+    }
+
+    for i in 0..count {
+        let id = ObjectId::from_bytes_or_panic(&data[oidl + i * hash_len..][..hash_len]);
+        let entry = &data[ooff + i * 8..][..8];
+        let pack_id = be32(entry) as usize;
+        let raw = be32(&entry[4..]);
+        let offset = match loff {
+            Some((start, len)) if raw & LARGE_OFFSET != 0 => {
+                let at = (raw ^ LARGE_OFFSET) as usize;
+                if (at + 1) * 8 > len {
+                    bail!("a large offset of {id} is out of range");
+                }
+                u64::from_be_bytes(data[start + at * 8..][..8].try_into().expect("8 bytes"))
+            }
+            _ => u64::from(raw),
+        };
+        let index = indexes
+            .get(pack_id)
+            .with_context(|| format!("it puts {id} in pack {pack_id} of {num_packs}"))?;
+        let listed = index.lookup(id).map(|k| index.pack_offset_at_index(k));
+        if listed != Some(offset) {
+            bail!(
+                "it puts {id} at offset {offset} of {}, where that pack's index does not",
+                String::from_utf8_lossy(names[pack_id])
+            );
+        }
+    }
+    Ok(())
+}
+
+fn be32(b: &[u8]) -> u32 {
+    u32::from_be_bytes(b[..4].try_into().expect("four bytes"))
+}

@@ -1,0 +1,336 @@
+//! The object store as git reads it: whatever was written there since `arm`
+//! is proven consistent, or the state is rejected as `object_store_invalid`.
+//!
+//! verify decides on objects it reads (and hash-checks) itself, but the
+//! harness then runs git, which trusts the store: it does not re-hash loose
+//! objects or pack entries, and it believes its caches (commit-graph,
+//! reverse indexes, multi-pack-index, bitmaps). A rewritten loose object of
+//! a baseline blob changes what `git archive` of the tip returns without any
+//! tree changing; a forged commit-graph gives a commit another tree or other
+//! parents for git. So at `arm` the storage is inventoried
+//! ([`inventory`]), and at verify every file that is new or whose `lstat`
+//! tuple changed is proven, at a cost proportional to what was written:
+//!
+//! | file | proof |
+//! | --- | --- |
+//! | loose object | inflates to a canonical object whose hash is its name ([`loose`]) |
+//! | `.idx` / `.pack` | every entry decoded and hashed against the index, both checksums ([`pack`]) |
+//! | `.rev` | a permutation of the index in pack order, naming the pack, own checksum |
+//! | commit-graph (file or chain) | every commit's tree, parents, date and generation equal the object's ([`graph`]) |
+//! | `multi-pack-index` (or any pack, while one exists) | every object's pack and offset equal that pack's index entry ([`midx`]) |
+//! | `multi-pack-index` `.rev`/`.bitmap`/chains, `.bitmap` | not verifiable here: rejected (delete them; git works without) |
+//! | `.keep`, `.promisor`, `.mtimes` | change nothing git reads: allowed |
+//!
+//! Removed files are fine: a missing object makes reading fail, it cannot
+//! make git read something else. Symlinks anywhere git reads are refused,
+//! even unchanged ones: git follows them and what is behind them is not
+//! watched. The store is scanned once more at the end, so a file rewritten
+//! while it was being proven is not accepted.
+//!
+//! Not covered: object directories named in `objects/info/alternates` (the
+//! file itself is protected metadata; a store shared with others is outside
+//! the checkout), and a writer who can set the clock or ctime back (root).
+
+mod graph;
+pub mod inventory;
+mod loose;
+mod midx;
+mod pack;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+
+use inventory::{Inventory, Kind};
+
+/// File name of the inventory in the state directory.
+pub const FILE_NAME: &str = "objects.inventory";
+
+/// Most problems listed one by one; the rest are counted.
+const MAX_PROBLEMS: usize = 32;
+
+/// The object directory of a common dir.
+pub fn objects_dir(common_dir: &Path) -> PathBuf {
+    common_dir.join("objects")
+}
+
+/// Scans the store and writes the inventory into `state` atomically;
+/// returns `sha256:<hex>` of what was written, for the baseline.
+pub fn record(common_dir: &Path, state: &Path, hash: gix::hash::Kind) -> Result<String> {
+    let inv = inventory::scan(&objects_dir(common_dir), hash.len_in_hex())
+        .context("cannot inventory the object store")?;
+    let bytes = inventory::encode(&inv);
+    crate::fsutil::write_atomic(&state.join(FILE_NAME), &bytes)?;
+    Ok(digest(&bytes))
+}
+
+fn digest(bytes: &[u8]) -> String {
+    format!("sha256:{}", crate::digest::sha256_hex(bytes))
+}
+
+/// Reads the inventory `arm` wrote, checking it against the digest the
+/// baseline recorded.
+pub fn read_recorded(state: &Path, expected_digest: &str) -> Result<Inventory> {
+    let path = state.join(FILE_NAME);
+    let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    if digest(&bytes) != expected_digest {
+        bail!(
+            "{} does not match the digest in the baseline: it was altered after arm",
+            path.display()
+        );
+    }
+    inventory::decode(&bytes)
+}
+
+/// Proves every file written since `arm`; returns one message per problem
+/// (empty when the store is consistent). An error means the store or the
+/// inventory could not be read, which the caller treats as invalid too.
+pub fn check(repo: &gix::Repository, common_dir: &Path, before: &Inventory) -> Result<Vec<String>> {
+    let objects = objects_dir(common_dir);
+    let hash = repo.object_hash();
+    let now = inventory::scan(&objects, hash.len_in_hex())?;
+    let mut problems = Vec::new();
+    let changed: BTreeSet<&[u8]> = now
+        .iter()
+        .filter(|(path, entry)| before.get(*path) != Some(*entry))
+        .map(|(path, _)| path.as_slice())
+        .collect();
+    let mut stems: BTreeSet<&[u8]> = BTreeSet::new();
+    let mut graph_file = false;
+    let mut midx_changed = false;
+    let mut graph_chain = false;
+    for (path, entry) in &now {
+        let shown = String::from_utf8_lossy(path);
+        if !entry.stat.regular {
+            problems.push(format!(
+                ".git/objects/{shown} is a symlink or not a plain file; git follows it and \
+                 grantguard cannot watch what is behind it: replace it with the real file"
+            ));
+            continue;
+        }
+        if !changed.contains(path.as_slice()) {
+            continue;
+        }
+        match entry.kind {
+            Kind::Loose => {
+                let hex: Vec<u8> = path.iter().copied().filter(|&b| b != b'/').collect();
+                let result = gix::ObjectId::from_hex(&hex)
+                    .map_err(|_| anyhow::anyhow!("its name is not an object id"))
+                    .and_then(|id| guarded(|| loose::verify(&objects.join(bytes_path(path)), &id)));
+                if let Err(e) = result {
+                    problems.push(format!(
+                        "the loose object .git/objects/{shown} was written since arm and is \
+                         not the object its name says: {e:#}"
+                    ));
+                }
+            }
+            Kind::PackFile => {
+                if let Some(stem) = pack_stem(path)
+                    && !same_content_as_at_arm(&objects, path, entry, before.get(path))
+                {
+                    stems.insert(stem);
+                }
+                // .keep, .promisor and .mtimes change nothing git reads.
+            }
+            Kind::MultiPackIndex if path.as_slice() == MIDX => midx_changed = true,
+            Kind::MultiPackIndex => problems.push(format!(
+                ".git/objects/{shown} was written since arm; grantguard cannot verify \
+                 multi-pack-index bitmaps, reverse indexes or incremental chains, which git \
+                 believes: delete it (git works without it)"
+            )),
+            Kind::CommitGraph => graph_file = true,
+            Kind::CommitGraphChain => graph_chain = true,
+        }
+    }
+    let mut failed: BTreeSet<&[u8]> = BTreeSet::new();
+    for &stem in &stems {
+        if !check_pack(&objects, stem, &now, hash, &mut problems) {
+            failed.insert(stem);
+        }
+    }
+    // git reads the packs a multi-pack-index lists through it, at the
+    // offsets it records: when it or any pack changed, it must agree with
+    // the (proven) pack indexes.
+    let packs_changed = !stems.is_empty();
+    if now.contains_key(MIDX) && (midx_changed || packs_changed) {
+        let proven = |stem: &[u8]| !stems.contains(stem) || !failed.contains(stem);
+        if let Err(e) = guarded(|| midx::verify(&objects.join("pack"), hash, proven)) {
+            problems.push(format!(
+                ".git/objects/pack/multi-pack-index does not agree with the packs it lists: \
+                 {e:#}; delete it (git works without it) or rewrite it with \
+                 `git multi-pack-index write`"
+            ));
+        }
+    }
+    let midx_extras = now
+        .iter()
+        .any(|(p, e)| e.kind == Kind::MultiPackIndex && p.as_slice() != MIDX);
+    if midx_extras && (midx_changed || packs_changed) {
+        problems.push(
+            "packs changed since arm while multi-pack-index bitmaps, reverse indexes or an \
+             incremental chain are present, which git believes and grantguard cannot verify: \
+             delete .git/objects/pack/multi-pack-index* (git works without them)"
+                .into(),
+        );
+    }
+    let remedy = "delete the commit-graph (rm -f .git/objects/info/commit-graph; \
+                  rm -rf .git/objects/info/commit-graphs) or rewrite it with \
+                  `git commit-graph write --reachable`";
+    if graph_file {
+        let path = objects.join("info/commit-graph");
+        if let Err(e) = guarded(|| graph::verify_file(repo, &path)) {
+            problems.push(format!(
+                ".git/objects/info/commit-graph was written since arm and does not match the \
+                 commit objects: {e:#}; {remedy}"
+            ));
+        }
+    }
+    if graph_chain {
+        let dir = objects.join("info/commit-graphs");
+        if let Err(e) = guarded(|| graph::verify_chain(repo, &dir)) {
+            problems.push(format!(
+                "the commit-graph chain in .git/objects/info/commit-graphs was written since \
+                 arm and does not match the commit objects: {e:#}; {remedy}"
+            ));
+        }
+    }
+    if problems.is_empty() && inventory::scan(&objects, hash.len_in_hex())? != now {
+        problems.push(
+            "the object store changed while verify was proving it; verify again once the \
+             repository is quiet"
+                .into(),
+        );
+    }
+    if problems.len() > MAX_PROBLEMS {
+        let more = problems.len() - MAX_PROBLEMS;
+        problems.truncate(MAX_PROBLEMS);
+        problems.push(format!("... and {more} more problems in the object store"));
+    }
+    Ok(problems)
+}
+
+/// Path of the multi-pack-index relative to `objects/`.
+const MIDX: &[u8] = b"pack/multi-pack-index";
+
+/// A pack whose `.idx`, `.pack`, `.rev` or `.bitmap` is new or changed;
+/// returns whether the pack/index pair itself holds (for the
+/// multi-pack-index).
+fn check_pack(
+    objects: &Path,
+    stem: &[u8],
+    now: &Inventory,
+    hash: gix::hash::Kind,
+    problems: &mut Vec<String>,
+) -> bool {
+    let name = |suffix: &str| [stem, suffix.as_bytes()].concat();
+    let shown = String::from_utf8_lossy(stem);
+    let present = |suffix: &str| now.contains_key(&name(suffix));
+    if !present(".idx") {
+        // git opens packs through their index: without one, nothing here
+        // is read.
+        return true;
+    }
+    let idx = objects.join(bytes_path(&name(".idx")));
+    if present(".bitmap") {
+        problems.push(format!(
+            ".git/objects/{shown}.bitmap belongs to a pack written since arm; grantguard \
+             cannot verify reachability bitmaps, which git believes when it sends objects: \
+             delete it (git works without it) or repack without -b"
+        ));
+    }
+    if present(".pack") {
+        let data = objects.join(bytes_path(&name(".pack")));
+        if let Err(e) = guarded(|| pack::verify_pair(&idx, &data, hash)) {
+            problems.push(format!(
+                "the pack .git/objects/{shown}.pack was written since arm and does not hold \
+                 what its index says: {e:#}"
+            ));
+            return false;
+        }
+    }
+    if present(".rev") {
+        let rev = objects.join(bytes_path(&name(".rev")));
+        if let Err(e) = guarded(|| pack::verify_rev(&rev, &idx, hash)) {
+            problems.push(format!(
+                "the reverse index .git/objects/{shown}.rev was written since arm and does \
+                 not match its pack index: {e:#}; delete it (git works without it)"
+            ));
+        }
+    }
+    true
+}
+
+/// Whether a `.pack` or `.idx` whose tuple changed is still byte for byte
+/// the file recorded at arm: same size, same trailing checksum, and its
+/// content hashes to that checksum (see `inventory::Entry::trailer`). git
+/// changes a pack's times when it "freshens" an object written again.
+fn same_content_as_at_arm(
+    objects: &Path,
+    rel: &[u8],
+    now: &inventory::Entry,
+    before: Option<&inventory::Entry>,
+) -> bool {
+    let Some(before) = before else {
+        return false;
+    };
+    let Some(recorded) = before.trailer else {
+        return false;
+    };
+    if now.stat.size != before.stat.size || now.trailer != Some(recorded) {
+        return false;
+    }
+    guarded(|| {
+        let path = objects.join(bytes_path(rel));
+        let actual = hash_without_trailer(&path, recorded.kind())?;
+        if actual != recorded {
+            bail!("content differs");
+        }
+        Ok(())
+    })
+    .is_ok()
+}
+
+/// SHA-1 of a file without its trailing checksum, streamed.
+fn hash_without_trailer(path: &Path, kind: gix::hash::Kind) -> Result<gix::ObjectId> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    let mut left = len
+        .checked_sub(kind.len_in_bytes() as u64)
+        .context("the file is shorter than a checksum")?;
+    let mut hasher = gix::hash::hasher(kind);
+    let mut buf = vec![0u8; 256 * 1024];
+    while left > 0 {
+        let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        let n = file.read(&mut buf[..want])?;
+        if n == 0 {
+            bail!("the file shrank while it was read");
+        }
+        hasher.update(&buf[..n]);
+        left -= n as u64;
+    }
+    hasher.try_finalize().map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// `pack/<stem>` of a pack-directory file, for the suffixes whose change
+/// means the pack must be proven again.
+fn pack_stem(path: &[u8]) -> Option<&[u8]> {
+    [".idx", ".pack", ".rev", ".bitmap"]
+        .iter()
+        .find_map(|s| path.strip_suffix(s.as_bytes()))
+}
+
+fn bytes_path(rel: &[u8]) -> PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    PathBuf::from(std::ffi::OsStr::from_bytes(rel))
+}
+
+/// Runs a proof, turning a panic in a parser of hostile bytes into a
+/// failed proof: no input may crash verify.
+fn guarded(f: impl FnOnce() -> Result<()>) -> Result<()> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(result) => result,
+        Err(_) => bail!("its content makes the reader fail"),
+    }
+}

@@ -1,0 +1,692 @@
+//! Attack family: the object store as git reads it. git does not re-hash
+//! loose objects or pack entries on read, and believes its caches
+//! (commit-graph, reverse indexes). Every file written since `arm` must be
+//! proven, or verify rejects with `object_store_invalid`; what git itself
+//! writes in ordinary maintenance (`gc`, `repack`, `unpack-objects`,
+//! `commit-graph write`, `prune`) stays accepted. Each test shows git's own
+//! view of the state next to verify's decision.
+
+mod common;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use common::{Sandbox, assert_accepted, assert_rejected};
+
+const INVALID: &str = "object_store_invalid";
+
+/// Asserts that some violation's message names `needle`.
+#[track_caller]
+fn assert_problem(result: &serde_json::Value, needle: &str) {
+    let found = result["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|v| v["message"].as_str().unwrap().contains(needle));
+    assert!(found, "no violation mentions {needle:?}: {result:#}");
+}
+
+fn objects(sb: &Sandbox) -> PathBuf {
+    sb.git_dir().join("objects")
+}
+
+fn loose_path(sb: &Sandbox, id: &str) -> PathBuf {
+    objects(sb).join(&id[..2]).join(&id[2..])
+}
+
+fn files_with_suffix(dir: &Path, suffix: &str) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(suffix))
+        .collect();
+    out.sort();
+    out
+}
+
+fn zlib(bytes: &[u8], level: gix::zlib::Compression) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut w = gix::zlib::stream::deflate::Write::new(&mut out, level);
+    w.write_all(bytes).unwrap();
+    w.flush().unwrap();
+    drop(w);
+    out
+}
+
+fn sha1(bytes: &[u8]) -> Vec<u8> {
+    let mut h = gix::hash::hasher(gix::hash::Kind::Sha1);
+    h.update(bytes);
+    h.try_finalize().unwrap().as_slice().to_vec()
+}
+
+/// Overwrites a (read-only) file in place: same inode.
+fn overwrite_in_place(path: &Path, bytes: &[u8]) {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path).unwrap().permissions().mode();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(path)
+        .unwrap();
+    f.write_all(bytes).unwrap();
+    drop(f);
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// A sandbox whose baseline commit wrote `src/lib.rs` as a loose blob (the
+/// clone's own objects are packed); armed with `docs/` granted and one
+/// granted agent commit on top. Returns the loose blob's id.
+fn armed_with_loose_baseline_blob(sb: &Sandbox) -> String {
+    sb.commit_file("src/lib.rs", "pub fn baseline() {}\n", "baseline");
+    let blob = sb.git(&["rev-parse", "HEAD:src/lib.rs"]);
+    assert!(loose_path(sb, &blob).is_file(), "the blob is loose");
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/guide.md", "granted\n", "agent");
+    blob
+}
+
+#[test]
+fn accepts_an_untouched_store_beside_a_loose_baseline_blob() {
+    let sb = Sandbox::new();
+    armed_with_loose_baseline_blob(&sb);
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    assert!(sb.try_git(&["fsck", "--no-dangling"]).status.success());
+}
+
+#[test]
+fn rejects_a_rewritten_loose_object_of_a_baseline_blob() {
+    let sb = Sandbox::new();
+    let blob = armed_with_loose_baseline_blob(&sb);
+    // Another object's loose bytes planted under the baseline blob's name.
+    let evil = sb.git_stdin(&["hash-object", "-w", "--stdin"], "pub fn evil() {}\n");
+    let bytes = std::fs::read(loose_path(&sb, &evil)).unwrap();
+    let target = loose_path(&sb, &blob);
+    std::fs::remove_file(&target).unwrap();
+    std::fs::write(&target, bytes).unwrap();
+    // git: the tree is unchanged, yet the tip's file reads as the forgery.
+    assert_eq!(
+        sb.git(&["rev-parse", "HEAD:src/lib.rs"]),
+        blob,
+        "no tree changed"
+    );
+    assert_eq!(
+        sb.git(&["cat-file", "-p", "HEAD:src/lib.rs"]),
+        "pub fn evil() {}"
+    );
+    assert!(!sb.try_git(&["fsck"]).status.success(), "git fsck sees it");
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &[INVALID]);
+    assert_problem(&r, "hashes to");
+    assert_eq!(r["failure_class"], "unsafe_state", "{r:#}");
+    assert_eq!(r["evidence"]["metadata_intact"], false, "{r:#}");
+}
+
+#[test]
+fn rejects_a_loose_object_rewritten_in_place_with_size_and_mtime_restored() {
+    let sb = Sandbox::new();
+    let blob = armed_with_loose_baseline_blob(&sb);
+    let target = loose_path(&sb, &blob);
+    let size = std::fs::metadata(&target).unwrap().len() as usize;
+    let reference = sb.root.join("mtime-reference");
+    std::fs::copy(&target, &reference).unwrap();
+    sb.command("touch")
+        .args(["-r"])
+        .arg(&target)
+        .arg(&reference)
+        .status()
+        .unwrap();
+    // A stored (uncompressed) zlib stream is 11 bytes longer than its
+    // input: pick the forged content's length so the file keeps its size.
+    let forged = (1..size)
+        .map(|n| [format!("blob {n}\0").into_bytes(), vec![b'x'; n]].concat())
+        .find(|raw| raw.len() + 11 == size)
+        .expect("a forged object of the same size");
+    let bytes = zlib(&forged, gix::zlib::Compression::NONE);
+    assert_eq!(bytes.len(), size);
+    overwrite_in_place(&target, &bytes);
+    let status = sb
+        .command("touch")
+        .arg("-r")
+        .arg(&reference)
+        .arg(&target)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let meta_ref = std::fs::metadata(&reference).unwrap();
+    let meta = std::fs::metadata(&target).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(
+        (meta.size(), meta.mtime(), meta.mtime_nsec()),
+        (size as u64, meta_ref.mtime(), meta_ref.mtime_nsec()),
+        "size and mtime are as at arm"
+    );
+    assert!(
+        sb.git(&["cat-file", "-p", "HEAD:src/lib.rs"])
+            .starts_with("xxx"),
+        "git reads the forgery"
+    );
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &[INVALID]);
+    assert_problem(&r, "is not the object its name says");
+}
+
+/// The byte range of a chunk in a commit-graph file.
+fn graph_chunk(data: &[u8], id: &[u8; 4]) -> (usize, usize) {
+    let chunks = usize::from(data[6]);
+    for i in 0..chunks {
+        let at = 8 + 12 * i;
+        if &data[at..at + 4] == id {
+            let start = u64::from_be_bytes(data[at + 4..at + 12].try_into().unwrap()) as usize;
+            let next = u64::from_be_bytes(data[at + 16..at + 24].try_into().unwrap()) as usize;
+            return (start, next);
+        }
+    }
+    panic!("no chunk {id:?}");
+}
+
+#[test]
+fn accepts_a_commit_graph_written_by_git_for_new_commits() {
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    sb.commit_file("docs/b.md", "b\n", "two");
+    sb.git(&["commit-graph", "write", "--reachable"]);
+    assert!(objects(&sb).join("info/commit-graph").is_file());
+    assert!(sb.try_git(&["commit-graph", "verify"]).status.success());
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
+#[test]
+fn rejects_a_commit_graph_that_gives_a_new_commit_another_tree() {
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    sb.commit_file("docs/b.md", "b\n", "two");
+    sb.git(&["commit-graph", "write", "--reachable"]);
+    let tip = sb.git(&["rev-parse", "HEAD"]);
+    let real_tree = sb.git(&["rev-parse", "HEAD^{tree}"]);
+    // Swap the tree ids of the first two commits in CDAT (every commit's
+    // tree differs here). The file's checksum is left stale: git does not
+    // check it on read.
+    let path = objects(&sb).join("info/commit-graph");
+    let mut data = std::fs::read(&path).unwrap();
+    let (cdat, _) = graph_chunk(&data, b"CDAT");
+    let entry = 20 + 16;
+    let first: Vec<u8> = data[cdat..cdat + 20].to_vec();
+    let second: Vec<u8> = data[cdat + entry..cdat + entry + 20].to_vec();
+    assert_ne!(first, second);
+    data[cdat..cdat + 20].copy_from_slice(&second);
+    data[cdat + entry..cdat + entry + 20].copy_from_slice(&first);
+    std::fs::remove_file(&path).unwrap();
+    std::fs::write(&path, &data).unwrap();
+    // git believes the graph: some commit now has another tree for it.
+    let forged_view = sb.git(&["log", "--format=%H %T", "--all"]);
+    let object_view = sb.git(&[
+        "-c",
+        "core.commitGraph=false",
+        "log",
+        "--format=%H %T",
+        "--all",
+    ]);
+    assert_ne!(forged_view, object_view, "git reads the forged trees");
+    assert_eq!(
+        sb.git(&[
+            "-c",
+            "core.commitGraph=false",
+            "rev-parse",
+            &format!("{tip}^{{tree}}")
+        ]),
+        real_tree
+    );
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &[INVALID]);
+    assert_problem(&r, "commit-graph was written since arm and does not match");
+    assert_problem(&r, "the tree");
+}
+
+/// Writes a pack holding one blob whose content is `content`, and an index
+/// that names it `victim`: a pack entry whose bytes differ from its id.
+fn plant_lying_pack(sb: &Sandbox, victim: &str, content: &[u8]) {
+    let mut pack = b"PACK".to_vec();
+    pack.extend_from_slice(&2u32.to_be_bytes());
+    pack.extend_from_slice(&1u32.to_be_bytes());
+    // Entry header: type 3 (blob), size in 4 + 7n bits.
+    let mut size = content.len();
+    let mut byte = (3 << 4) | (size & 0x0f) as u8;
+    size >>= 4;
+    while size > 0 {
+        pack.push(byte | 0x80);
+        byte = (size & 0x7f) as u8;
+        size >>= 7;
+    }
+    pack.push(byte);
+    let entry_start = 12;
+    pack.extend_from_slice(&zlib(content, gix::zlib::Compression::DEFAULT));
+    let crc = crc32(&pack[entry_start..]);
+    let pack_sum = sha1(&pack);
+    pack.extend_from_slice(&pack_sum);
+
+    let id = gix::ObjectId::from_hex(victim.as_bytes()).unwrap();
+    let mut idx = vec![0xff, b't', b'O', b'c', 0, 0, 0, 2];
+    for b in 0..256u32 {
+        let n = u32::from(b >= u32::from(id.as_slice()[0]));
+        idx.extend_from_slice(&n.to_be_bytes());
+    }
+    idx.extend_from_slice(id.as_slice());
+    idx.extend_from_slice(&crc.to_be_bytes());
+    idx.extend_from_slice(&(entry_start as u32).to_be_bytes());
+    idx.extend_from_slice(&pack_sum);
+    let idx_sum = sha1(&idx);
+    idx.extend_from_slice(&idx_sum);
+
+    let name = gix::ObjectId::from_bytes_or_panic(&pack_sum)
+        .to_hex()
+        .to_string();
+    let dir = objects(sb).join("pack");
+    std::fs::write(dir.join(format!("pack-{name}.pack")), &pack).unwrap();
+    std::fs::write(dir.join(format!("pack-{name}.idx")), &idx).unwrap();
+}
+
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = 0xffff_ffffu32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xedb8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+#[test]
+fn rejects_a_new_pack_whose_entry_is_not_the_object_its_index_names() {
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    let victim = sb.git(&["rev-parse", "HEAD:src/lib.rs"]);
+    plant_lying_pack(&sb, &victim, b"pub fn evil() {}\n");
+    // git finds the newest pack first and does not re-hash the entry.
+    assert_eq!(
+        sb.git(&["cat-file", "-p", "HEAD:src/lib.rs"]),
+        "pub fn evil() {}"
+    );
+    assert!(!sb.try_git(&["fsck"]).status.success(), "git fsck sees it");
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &[INVALID]);
+    assert_problem(&r, "does not hold what its index says");
+    assert_eq!(r["evidence"]["metadata_intact"], false, "{r:#}");
+}
+
+#[test]
+fn accepts_agent_commits_then_git_gc_with_graph_rev_and_cruft_pack() {
+    let sb = Sandbox::new();
+    // An unreachable object so that gc writes a cruft pack.
+    sb.git_stdin(&["hash-object", "-w", "--stdin"], "dangling\n");
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    sb.commit_file("docs/b.md", "b\n", "two");
+    sb.git(&["gc", "-q", "--cruft"]);
+    let pack_dir = objects(&sb).join("pack");
+    assert!(
+        !files_with_suffix(&pack_dir, ".rev").is_empty(),
+        "gc wrote .rev"
+    );
+    assert!(
+        !files_with_suffix(&pack_dir, ".mtimes").is_empty(),
+        "gc wrote a cruft pack"
+    );
+    assert!(
+        objects(&sb).join("info/commit-graph").is_file(),
+        "gc wrote a graph"
+    );
+    assert!(sb.try_git(&["fsck"]).status.success());
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
+#[test]
+fn rejects_a_forged_reverse_index() {
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    sb.git(&["gc", "-q"]);
+    let before = sb.git_stdin(
+        &[
+            "cat-file",
+            "--batch-check=%(objectname) %(objectsize:disk)",
+            "--batch-all-objects",
+        ],
+        "",
+    );
+    let rev = files_with_suffix(&objects(&sb).join("pack"), ".rev")
+        .pop()
+        .unwrap();
+    let mut data = std::fs::read(&rev).unwrap();
+    // Swap the first two positions and fix the trailing checksum, so only
+    // the order betrays it.
+    let (a, b) = (data[12..16].to_vec(), data[16..20].to_vec());
+    data[12..16].copy_from_slice(&b);
+    data[16..20].copy_from_slice(&a);
+    let body = data.len() - 20;
+    let sum = sha1(&data[..body]);
+    data[body..].copy_from_slice(&sum);
+    std::fs::remove_file(&rev).unwrap();
+    std::fs::write(&rev, &data).unwrap();
+    let after = sb.git_stdin(
+        &[
+            "cat-file",
+            "--batch-check=%(objectname) %(objectsize:disk)",
+            "--batch-all-objects",
+        ],
+        "",
+    );
+    assert_ne!(
+        before, after,
+        "git reads sizes on disk from the reverse index"
+    );
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &[INVALID]);
+    assert_problem(&r, "not in pack order");
+}
+
+#[test]
+fn accepts_git_repack_ad() {
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    sb.git(&["repack", "-a", "-d", "-q"]);
+    assert!(sb.try_git(&["fsck"]).status.success());
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
+#[test]
+fn accepts_git_unpack_objects_of_a_pack() {
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    sb.git(&["repack", "-a", "-d", "-q"]);
+    // Move the only pack out and unpack it: every object becomes loose.
+    let pack_dir = objects(&sb).join("pack");
+    let pack = files_with_suffix(&pack_dir, ".pack").pop().unwrap();
+    let moved = sb.root.join("moved.pack");
+    std::fs::rename(&pack, &moved).unwrap();
+    for suffix in [".idx", ".rev"] {
+        let _ = std::fs::remove_file(pack.with_extension(&suffix[1..]));
+    }
+    let out = sb
+        .command("git")
+        .current_dir(&sb.repo)
+        .args(["unpack-objects", "-q"])
+        .stdin(std::fs::File::open(&moved).unwrap())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tip_tree = sb.git(&["rev-parse", "HEAD^{tree}"]);
+    assert!(
+        loose_path(&sb, &tip_tree).is_file(),
+        "objects are loose now"
+    );
+    assert!(sb.try_git(&["fsck"]).status.success());
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
+#[test]
+fn accepts_git_prune_of_unreachable_objects() {
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    let dangling = sb.git_stdin(&["hash-object", "-w", "--stdin"], "dangling\n");
+    sb.commit_file("docs/a.md", "a\n", "one");
+    sb.git(&["prune", "--expire=now"]);
+    assert!(!loose_path(&sb, &dangling).exists(), "pruned");
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
+#[test]
+fn rejects_a_baseline_record_of_an_older_schema_with_a_re_arm_message() {
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    let path = sb.state.join("baseline.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        text.replace("grantguard.baseline/2", "grantguard.baseline/1"),
+    )
+    .unwrap();
+    let (code, r) = sb.verify();
+    assert_eq!(code, 1);
+    let message = r["violations"][0]["message"].as_str().unwrap();
+    assert!(message.contains("re-arm"), "{message}");
+}
+
+#[test]
+fn rejects_an_altered_object_inventory() {
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    let path = sb.state.join("objects.inventory");
+    let mut text = std::fs::read(&path).unwrap();
+    text.push(b'\n');
+    std::fs::write(&path, text).unwrap();
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &[INVALID]);
+    assert_problem(&r, "altered after arm");
+}
+
+#[test]
+fn accepts_a_split_commit_graph_chain_written_by_git() {
+    let sb = Sandbox::new();
+    sb.git(&["commit-graph", "write", "--reachable", "--split"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    // A new layer on top of the baseline's.
+    sb.git(&["commit-graph", "write", "--reachable", "--split=no-merge"]);
+    let chain = objects(&sb).join("info/commit-graphs/commit-graph-chain");
+    assert_eq!(std::fs::read_to_string(&chain).unwrap().lines().count(), 2);
+    assert!(sb.try_git(&["commit-graph", "verify"]).status.success());
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
+#[test]
+fn rejects_a_chain_layer_whose_generation_is_below_its_parent() {
+    let sb = Sandbox::new();
+    sb.git(&["commit-graph", "write", "--reachable", "--split"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    sb.git(&["commit-graph", "write", "--reachable", "--split=no-merge"]);
+    let dir = objects(&sb).join("info/commit-graphs");
+    let chain = std::fs::read_to_string(dir.join("commit-graph-chain")).unwrap();
+    let top = dir.join(format!("graph-{}.graph", chain.lines().last().unwrap()));
+    let mut data = std::fs::read(&top).unwrap();
+    // The new commit's topological level (CDAT word 3, upper 30 bits) set
+    // to 1, as if it had no parent; its date bits are kept.
+    let (cdat, _) = graph_chunk(&data, b"CDAT");
+    let word = cdat + 20 + 8;
+    let low = u32::from_be_bytes(data[word..word + 4].try_into().unwrap()) & 3;
+    data[word..word + 4].copy_from_slice(&((1 << 2) | low).to_be_bytes());
+    std::fs::remove_file(&top).unwrap();
+    std::fs::write(&top, &data).unwrap();
+    assert!(
+        !sb.try_git(&["commit-graph", "verify"]).status.success(),
+        "git sees it"
+    );
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &[INVALID]);
+    assert_problem(&r, "generation");
+}
+
+#[test]
+fn accepts_a_multi_pack_index_written_by_git() {
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    sb.git(&["repack", "-d", "-q"]);
+    sb.commit_file("docs/b.md", "b\n", "two");
+    sb.git(&["repack", "-d", "-q"]);
+    sb.git(&["multi-pack-index", "write"]);
+    assert!(objects(&sb).join("pack/multi-pack-index").is_file());
+    assert!(sb.try_git(&["multi-pack-index", "verify"]).status.success());
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
+#[test]
+fn rejects_a_multi_pack_index_that_points_an_id_at_another_object() {
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "granted\n", "one");
+    sb.git(&["repack", "-a", "-d", "-q"]);
+    sb.git(&["multi-pack-index", "write"]);
+    let victim = sb.git(&["rev-parse", "HEAD:src/lib.rs"]);
+    let decoy = sb.git(&["rev-parse", "HEAD:docs/a.md"]);
+    let path = objects(&sb).join("pack/multi-pack-index");
+    let mut data = std::fs::read(&path).unwrap();
+    let chunks = usize::from(data[6]);
+    let chunk = |data: &[u8], id: &[u8; 4]| -> usize {
+        (0..chunks)
+            .map(|i| 12 + 12 * i)
+            .find(|at| &data[*at..at + 4] == id)
+            .map(|at| u64::from_be_bytes(data[at + 4..at + 12].try_into().unwrap()) as usize)
+            .unwrap()
+    };
+    let (oidf, oidl, ooff) = (
+        chunk(&data, b"OIDF"),
+        chunk(&data, b"OIDL"),
+        chunk(&data, b"OOFF"),
+    );
+    let count = u32::from_be_bytes(data[oidf + 1020..oidf + 1024].try_into().unwrap()) as usize;
+    let position = |hex: &str| {
+        let id = gix::ObjectId::from_hex(hex.as_bytes()).unwrap();
+        (0..count)
+            .find(|i| &data[oidl + i * 20..oidl + i * 20 + 20] == id.as_slice())
+            .unwrap()
+    };
+    let (v, d) = (position(&victim), position(&decoy));
+    let decoy_entry: Vec<u8> = data[ooff + d * 8..ooff + d * 8 + 8].to_vec();
+    data[ooff + v * 8..ooff + v * 8 + 8].copy_from_slice(&decoy_entry);
+    std::fs::remove_file(&path).unwrap();
+    std::fs::write(&path, &data).unwrap();
+    // git believes the multi-pack-index: the baseline file reads as the decoy.
+    assert_eq!(sb.git(&["cat-file", "-p", "HEAD:src/lib.rs"]), "granted");
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &[INVALID]);
+    assert_problem(&r, "multi-pack-index does not agree");
+    // Removing it is the remedy git accepts too.
+    std::fs::remove_file(&path).unwrap();
+    assert!(sb.try_git(&["fsck"]).status.success());
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
+#[test]
+fn rejects_a_bitmap_written_since_arm() {
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    sb.git(&["repack", "-a", "-d", "-b", "-q"]);
+    assert!(!files_with_suffix(&objects(&sb).join("pack"), ".bitmap").is_empty());
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &[INVALID]);
+    assert_problem(&r, "bitmap");
+}
+
+#[test]
+fn rejects_a_symlinked_loose_object() {
+    let sb = Sandbox::new();
+    let blob = armed_with_loose_baseline_blob(&sb);
+    let target = loose_path(&sb, &blob);
+    let outside = sb.root.join("outside-object");
+    std::fs::rename(&target, &outside).unwrap();
+    std::os::unix::fs::symlink(&outside, &target).unwrap();
+    // git follows the link and reads the object behind it.
+    assert_eq!(
+        sb.git(&["cat-file", "-p", "HEAD:src/lib.rs"]),
+        "pub fn baseline() {}"
+    );
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &[INVALID]);
+    assert_problem(&r, "symlink");
+}
+
+/// Packs the baseline objects (the clone's are loose), before arm.
+fn pack_the_baseline(sb: &Sandbox) {
+    sb.git(&["repack", "-a", "-d", "-q"]);
+}
+
+/// The pack that holds the baseline objects.
+fn baseline_pack(sb: &Sandbox) -> PathBuf {
+    files_with_suffix(&objects(sb).join("pack"), ".pack")
+        .pop()
+        .unwrap()
+}
+
+#[test]
+fn accepts_a_baseline_pack_freshened_by_git() {
+    let sb = Sandbox::new();
+    pack_the_baseline(&sb);
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    let pack = baseline_pack(&sb);
+    let before = std::fs::metadata(&pack).unwrap().modified().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    // Writing an object the pack already holds makes git touch the pack.
+    sb.git_stdin(&["hash-object", "-w", "--stdin"], "pub fn f() {}\n");
+    let after = std::fs::metadata(&pack).unwrap().modified().unwrap();
+    assert_ne!(before, after, "git freshened the pack");
+    sb.commit_file("docs/a.md", "a\n", "one");
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
+#[test]
+fn rejects_a_baseline_pack_rewritten_in_place_keeping_its_trailer() {
+    let sb = Sandbox::new();
+    pack_the_baseline(&sb);
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    let pack = baseline_pack(&sb);
+    let mut data = std::fs::read(&pack).unwrap();
+    // One byte of the first entry's zlib data, inside the file: same size,
+    // same trailing checksum, which git does not check on read.
+    data[14] ^= 0x01;
+    overwrite_in_place(&pack, &data);
+    assert!(!sb.try_git(&["fsck"]).status.success(), "git fsck sees it");
+    let (code, r) = sb.verify();
+    // The damaged entry may also be one the history checks need to read.
+    assert_eq!(code, 1, "{r:#}");
+    assert!(common::rules(&r).contains(&INVALID.to_owned()), "{r:#}");
+    assert_problem(&r, "does not hold what its index says");
+    assert_eq!(r["failure_class"], "unsafe_state", "{r:#}");
+}
+
+#[test]
+fn accepts_new_packs_and_gc_beside_a_baseline_multi_pack_index() {
+    let sb = Sandbox::new();
+    pack_the_baseline(&sb);
+    sb.git(&["multi-pack-index", "write"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    // A new pack beside the baseline's: the index is checked again, holds.
+    sb.git(&["repack", "-d", "-q"]);
+    assert!(objects(&sb).join("pack/multi-pack-index").is_file());
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    // gc repacks everything and drops the multi-pack-index.
+    sb.git(&["gc", "-q"]);
+    assert!(sb.try_git(&["fsck"]).status.success());
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
