@@ -4,6 +4,7 @@
 //! | rule | holds when |
 //! | --- | --- |
 //! | `protected_metadata_changed` | protected metadata equals the baseline (checked first; when it fails the worktree is not read) |
+//! | `ref_store_invalid` | the ref store is canonical, gix reads it as git does, and nothing git resolves first shadows the branch |
 //! | `head_not_on_branch` | HEAD is still a symref to the baseline branch |
 //! | `not_descendant` | the branch tip descends from the baseline commit |
 //! | `merge_commit` | every new commit has exactly one parent |
@@ -23,13 +24,13 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use gix::ObjectId;
-use gix::bstr::{BString, ByteSlice};
+use gix::bstr::{BStr, BString, ByteSlice};
 use serde_json::json;
 
 use crate::baseline::Baseline;
 use crate::digest::sha256_hex;
 use crate::grant::{Grant, PathMatcher, has_dotgit_component};
-use crate::repo::{self, ChangedPath, Head, RefMap};
+use crate::repo::{self, ChangedPath, Head, RefMap, refname, refstore};
 use crate::result::{FailureClass, MAX_LISTED, ToolResult, Violation};
 
 /// Stable rule ids. Control flow and other programs depend on these names.
@@ -64,6 +65,10 @@ pub mod rule {
     /// A new commit makes a granted path a symlink whose target leaves the
     /// worktree (absolute, `..` past the root, or into `.git`).
     pub const SYMLINK_ESCAPES_REPOSITORY: &str = "symlink_escapes_repository";
+    /// The ref store is not canonical (a symlink, a non-canonical loose ref
+    /// or `packed-refs`, a ref gix and git read differently), or a name git
+    /// resolves before the granted branch shadows it.
+    pub const REF_STORE_INVALID: &str = "ref_store_invalid";
 }
 
 /// Most new commits whose paths are diffed. A valid history has at most 32;
@@ -439,7 +444,9 @@ pub fn verify(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
     };
     // Positive evidence for whoever acts on the result (run's restore runs
     // git in the checkout only when this is true).
-    let intact = metadata_intact && !findings.has(rule::REPOSITORY_UNREADABLE);
+    let intact = metadata_intact
+        && !findings.has(rule::REPOSITORY_UNREADABLE)
+        && !findings.has(rule::REF_STORE_INVALID);
     let class = if intact {
         FailureClass::Verification
     } else {
@@ -467,7 +474,7 @@ pub fn verify(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
         .with_evidence("grant", grant.evidence())
         .with_evidence(
             "baseline",
-            json!({"branch": baseline.branch, "commit": baseline.commit}),
+            json!({"branch": refname::encode(&baseline.branch), "commit": baseline.commit}),
         )
         .with_evidence(
             "policy",
@@ -532,20 +539,53 @@ fn evaluate(
 
     // Snapshot HEAD and refs once, decide on that snapshot, and re-read at
     // the end: a state that moved while we looked is never accepted.
+    // The ref store first: unless gix provably reads the refs git reads,
+    // nothing decided on them would hold for git.
     let head = repo::head(&repo)?;
-    let refs = repo::ref_snapshot(&repo)?;
-    check_head(&head, &baseline.branch, findings);
+    let refs = match refstore::prove(&repo)? {
+        Ok(strict) => strict.refs,
+        Err(invalid) => {
+            for problem in invalid.problems {
+                findings.push(Violation::new(rule::REF_STORE_INVALID, problem));
+            }
+            return Ok(Observed::default());
+        }
+    };
+    let shadows = refstore::shadows(
+        &location.git_dir,
+        &location.common_dir,
+        baseline.branch.as_ref(),
+        &refs,
+    );
+    for shadow in shadows {
+        findings.push(
+            Violation::new(
+                rule::REF_STORE_INVALID,
+                format!(
+                    "{shadow}: git resolves {} to it before {}, so `git push REMOTE {}` would                      not publish the branch. Remove it",
+                    short_branch(&baseline.branch),
+                    refname::shown(&baseline.branch),
+                    short_branch(&baseline.branch)
+                ),
+            )
+            .with_ref(refname::encode(&baseline.branch)),
+        );
+    }
+    check_head(&head, baseline.branch.as_ref(), findings);
     let tip = match refs.get(&baseline.branch) {
         None => None,
-        Some(v) => match repo::parse_id(v) {
-            Ok(id) => Some(id),
-            Err(_) => {
+        Some(v) => match std::str::from_utf8(v).ok().map(repo::parse_id) {
+            Some(Ok(id)) => Some(id),
+            _ => {
                 findings.push(
                     Violation::new(
                         rule::NOT_DESCENDANT,
-                        format!("the branch was replaced by a symbolic ref ({v})"),
+                        format!(
+                            "the branch was replaced by a symbolic ref ({})",
+                            refname::shown(v)
+                        ),
                     )
-                    .with_ref(baseline.branch.clone()),
+                    .with_ref(refname::encode(&baseline.branch)),
                 );
                 None
             }
@@ -560,12 +600,12 @@ fn evaluate(
         CountCheck::Full,
         findings,
     )?;
-    compare_refs(&baseline.refs, &refs, &baseline.branch, findings);
+    compare_refs(&baseline.refs, &refs, baseline.branch.as_ref(), findings);
     if metadata.is_some()
         && let Err(e) = check_worktree(
             &repo,
             &location,
-            worktree_base(&head, &baseline.branch, tip),
+            worktree_base(&head, baseline.branch.as_ref(), tip),
             findings,
         )
     {
@@ -581,7 +621,8 @@ fn evaluate(
         Some(before) => repo::metadata_digests(&baseline.repo)? != *before,
         None => false,
     };
-    if repo::head(&repo)? != head || repo::ref_snapshot(&repo)? != refs || metadata_moved {
+    let refs_moved = !matches!(refstore::prove(&repo)?, Ok(again) if again.refs == refs);
+    if repo::head(&repo)? != head || refs_moved || metadata_moved {
         findings.push(Violation::new(
             rule::CHANGED_DURING_VERIFY,
             "HEAD, refs or protected metadata changed while verify ran; verify again once the \
@@ -614,17 +655,18 @@ fn compare_metadata(
     }
 }
 
-fn check_head(head: &Head, branch: &str, findings: &mut Findings) {
+fn check_head(head: &Head, branch: &BStr, findings: &mut Findings) {
     let problem = match head {
         Head::Branch { name, .. } if name == branch => return,
-        Head::Branch { name, .. } => format!("HEAD points to {name}"),
+        Head::Branch { name, .. } => format!("HEAD points to {}", refname::shown(name)),
         Head::Detached(id) => format!("HEAD is detached at {id}"),
     };
     findings.push(
         Violation::new(
             rule::HEAD_NOT_ON_BRANCH,
             format!(
-                "{problem}; it must point to {branch} (git checkout {})",
+                "{problem}; it must point to {} (git checkout {})",
+                refname::shown(branch),
                 short_branch(branch)
             ),
         )
@@ -632,14 +674,14 @@ fn check_head(head: &Head, branch: &str, findings: &mut Findings) {
     );
 }
 
-fn short_branch(branch: &str) -> &str {
-    branch.strip_prefix("refs/heads/").unwrap_or(branch)
+fn short_branch(branch: &[u8]) -> String {
+    refname::shown(branch.strip_prefix(b"refs/heads/").unwrap_or(branch))
 }
 
 /// Every ref but the granted branch must equal its baseline value.
-pub fn compare_refs(before: &RefMap, now: &RefMap, branch: &str, findings: &mut Findings) {
-    let names: BTreeSet<&String> = before.keys().chain(now.keys()).collect();
-    for name in names.into_iter().filter(|n| n.as_str() != branch) {
+pub fn compare_refs(before: &RefMap, now: &RefMap, branch: &BStr, findings: &mut Findings) {
+    let names: BTreeSet<&BString> = before.keys().chain(now.keys()).collect();
+    for name in names.into_iter().filter(|n| n.as_bstr() != branch) {
         let (old, new) = (before.get(name), now.get(name));
         let what = match (old, new) {
             (Some(a), Some(b)) if a == b => continue,
@@ -647,7 +689,7 @@ pub fn compare_refs(before: &RefMap, now: &RefMap, branch: &str, findings: &mut 
             (Some(_), None) => "was deleted",
             _ => "was moved",
         };
-        let id = if name.starts_with("refs/remotes/") {
+        let id = if name.starts_with(b"refs/remotes/") {
             rule::REMOTE_TRACKING_REF_CHANGED
         } else {
             rule::REF_CHANGED
@@ -658,7 +700,11 @@ pub fn compare_refs(before: &RefMap, now: &RefMap, branch: &str, findings: &mut 
             "; only the granted branch may change"
         };
         findings.push(
-            Violation::new(id, format!("{name} {what} since arm{advice}")).with_ref(name.clone()),
+            Violation::new(
+                id,
+                format!("{} {what} since arm{advice}", refname::shown(name)),
+            )
+            .with_ref(refname::encode(name)),
         );
     }
 }
@@ -666,7 +712,7 @@ pub fn compare_refs(before: &RefMap, now: &RefMap, branch: &str, findings: &mut 
 /// The commit the worktree is compared with: the snapshot's branch tip when
 /// HEAD is on the branch; otherwise (already a violation) the commit HEAD
 /// pointed to in the snapshot, so the report describes what is checked out.
-fn worktree_base(head: &Head, branch: &str, tip: Option<ObjectId>) -> Option<ObjectId> {
+fn worktree_base(head: &Head, branch: &BStr, tip: Option<ObjectId>) -> Option<ObjectId> {
     match head {
         Head::Branch { name, .. } if name == branch => tip,
         Head::Branch { commit, .. } => *commit,
@@ -771,15 +817,15 @@ mod tests {
             ("refs/remotes/origin/main", "c"),
         ]
         .into_iter()
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .map(|(k, v)| (k.into(), v.into()))
         .collect();
         let mut now = before.clone();
         now.insert("refs/heads/main".into(), "moved-is-fine".into());
-        now.remove("refs/tags/v1");
+        now.remove(b"refs/tags/v1".as_slice());
         now.insert("refs/remotes/origin/main".into(), "d".into());
         now.insert("refs/stash".into(), "e".into());
         let mut f = Findings::default();
-        compare_refs(&before, &now, "refs/heads/main", &mut f);
+        compare_refs(&before, &now, "refs/heads/main".into(), &mut f);
         assert_eq!(f.totals[rule::REF_CHANGED], 2);
         assert_eq!(f.totals[rule::REMOTE_TRACKING_REF_CHANGED], 1);
     }

@@ -13,7 +13,10 @@
 
 mod commits;
 mod metadata;
+pub mod packed_refs;
+pub mod refname;
 mod refs;
+pub mod refstore;
 mod staged;
 mod worktree;
 
