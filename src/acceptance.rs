@@ -562,7 +562,8 @@ fn evaluate(
             Violation::new(
                 rule::REF_STORE_INVALID,
                 format!(
-                    "{shadow}: git resolves {} to it before {}, so `git push REMOTE {}` would                      not publish the branch. Remove it",
+                    "{shadow}: git resolves {} to it before {}, so `git push REMOTE {}` would \
+                     not publish the branch. Remove it",
                     short_branch(&baseline.branch),
                     refname::shown(&baseline.branch),
                     short_branch(&baseline.branch)

@@ -150,7 +150,9 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
             result.violations.push(Violation::new(
                 rule::REF_STORE_INVALID,
                 format!(
-                    "{shadow}: git resolves the short name {short:?} to it before the branch                      {}, so `git push REMOTE {short}` would not publish the branch. Remove it                      (or rename the branch) and arm again",
+                    "{shadow}: git resolves the short name {short:?} to it before the branch \
+                     {}, so `git push REMOTE {short}` would not publish the branch. Remove it \
+                     (or rename the branch) and arm again",
                     repo::refname::shown(&branch)
                 ),
             ));
