@@ -555,3 +555,90 @@ fn accepts_a_non_utf8_branch_armed_and_committed_on_with_the_hooks() {
             .success()
     );
 }
+
+// ---- linked worktrees -------------------------------------------------------
+
+/// A linked worktree on branch `feature`, armed.
+fn armed_linked() -> (Sandbox, std::path::PathBuf) {
+    let sb = Sandbox::new();
+    let wt = sb.root.join("wt");
+    sb.git(&[
+        "worktree",
+        "add",
+        "-q",
+        "-b",
+        "feature",
+        wt.to_str().unwrap(),
+    ]);
+    let grant = sb.grant(&["docs/"], 1, 2);
+    let out = sb.grantguard(&[
+        "arm",
+        "--repo",
+        wt.to_str().unwrap(),
+        "--grant",
+        grant.to_str().unwrap(),
+        "--state",
+        sb.state.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (sb, wt)
+}
+
+#[test]
+fn accepts_a_commit_in_a_linked_worktree_as_git_sees_it() {
+    let (sb, wt) = armed_linked();
+    std::fs::write(wt.join("docs/guide.md"), "new\n").unwrap();
+    sb.run_git(
+        &wt,
+        &[
+            "-c",
+            "core.hooksPath=/dev/null",
+            "commit",
+            "-q",
+            "-am",
+            "docs",
+        ],
+    );
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    assert_git_agrees(&sb, &r, b"refs/heads/feature");
+    let tip = sb.run_git(&wt, &["rev-parse", "feature"]);
+    assert_eq!(
+        tip.trim(),
+        r["evidence"]["commits"]["tip"].as_str().unwrap()
+    );
+}
+
+#[test]
+fn rejects_a_symlinked_per_worktree_ref_dir_in_a_linked_worktree() {
+    let (sb, wt) = armed_linked();
+    std::fs::write(wt.join("docs/guide.md"), "new\n").unwrap();
+    sb.run_git(
+        &wt,
+        &[
+            "-c",
+            "core.hooksPath=/dev/null",
+            "commit",
+            "-q",
+            "-am",
+            "docs",
+        ],
+    );
+    let base = sb.git(&["rev-parse", "main"]);
+    let fake = sb.root.join("fake-worktree-refs");
+    std::fs::create_dir_all(&fake).unwrap();
+    std::fs::write(fake.join("x"), format!("{base}\n")).unwrap();
+    let private = sb.git_dir().join("worktrees/wt/refs");
+    std::fs::create_dir_all(&private).unwrap();
+    symlink(&fake, private.join("worktree"));
+    let listed = sb.run_git(&wt, &["for-each-ref", "--format=%(refname)"]);
+    assert!(
+        listed.contains("refs/worktree/x"),
+        "git follows it: {listed}"
+    );
+    assert_store_rejected(&sb);
+}
