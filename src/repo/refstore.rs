@@ -469,6 +469,10 @@ pub fn prove(repo: &gix::Repository) -> anyhow::Result<Result<StrictRefs, Invali
 /// objects. A record whose object is missing is left alone: git cannot peel
 /// it either.
 fn check_peeled(repo: &gix::Repository, packed: &PackedRefs, invalid: &mut Invalid) {
+    // Many records share an object (every lightweight tag on one release
+    // commit): each object is looked up once.
+    let mut kinds: std::collections::HashMap<gix::ObjectId, Option<bool>> =
+        std::collections::HashMap::new();
     for record in &packed.refs {
         if invalid.problems.len() >= MAX_PROBLEMS {
             return;
@@ -480,9 +484,14 @@ fn check_peeled(repo: &gix::Repository, packed: &PackedRefs, invalid: &mut Inval
         if !claims_peel {
             continue;
         }
-        let is_tag = match repo.find_header(id) {
-            Ok(h) => h.kind() == gix::object::Kind::Tag,
-            Err(_) => {
+        let kind = *kinds.entry(id).or_insert_with(|| {
+            repo.find_header(id)
+                .ok()
+                .map(|h| h.kind() == gix::object::Kind::Tag)
+        });
+        let is_tag = match kind {
+            Some(is_tag) => is_tag,
+            None => {
                 if record.peeled.is_some() {
                     invalid.push(format!(
                         "packed-refs records a peeled value for {}, whose object {} is missing",
