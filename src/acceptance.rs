@@ -4,6 +4,7 @@
 //! | rule | holds when |
 //! | --- | --- |
 //! | `protected_metadata_changed` | protected metadata equals the baseline (checked first; when it fails the worktree is not read) |
+//! | `ref_store_invalid` | the ref store is canonical, gix reads it as git does, and nothing git resolves first shadows the branch |
 //! | `head_not_on_branch` | HEAD is still a symref to the baseline branch |
 //! | `not_descendant` | the branch tip descends from the baseline commit |
 //! | `merge_commit` | every new commit has exactly one parent |
@@ -23,13 +24,13 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use gix::ObjectId;
-use gix::bstr::{BString, ByteSlice};
+use gix::bstr::{BStr, BString, ByteSlice};
 use serde_json::json;
 
 use crate::baseline::Baseline;
 use crate::digest::sha256_hex;
 use crate::grant::{Grant, PathMatcher, has_dotgit_component};
-use crate::repo::{self, ChangedPath, Head, RefMap};
+use crate::repo::{self, ChangedPath, Head, RefMap, refname, refstore};
 use crate::result::{FailureClass, MAX_LISTED, ToolResult, Violation};
 
 /// Stable rule ids. Control flow and other programs depend on these names.
@@ -64,8 +65,11 @@ pub mod rule {
     /// A new commit makes a granted path a symlink whose target leaves the
     /// worktree (absolute, `..` past the root, or into `.git`).
     pub const SYMLINK_ESCAPES_REPOSITORY: &str = "symlink_escapes_repository";
-    /// The ref store is not canonical, or git resolves HEAD, the branch, its
-    /// short name or a ref to something other than what verify read.
+    /// The ref store is not canonical (a symlink, a non-canonical loose ref
+    /// or `packed-refs`, a ref gix and git read differently), a name git
+    /// resolves before the granted branch shadows it, or git resolves HEAD,
+    /// the branch, its short name or a ref to something other than what
+    /// verify read.
     pub const REF_STORE_INVALID: &str = "ref_store_invalid";
     /// The object store does not read to git as verify read it: a file
     /// written since arm cannot be proven to hold what git will read from it
@@ -493,7 +497,7 @@ pub fn verify(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
         .with_evidence("grant", grant.evidence())
         .with_evidence(
             "baseline",
-            json!({"branch": baseline.branch, "commit": baseline.commit}),
+            json!({"branch": refname::encode(&baseline.branch), "commit": baseline.commit}),
         )
         .with_evidence(
             "policy",
@@ -572,20 +576,55 @@ fn evaluate(
 
     // Snapshot HEAD and refs once, decide on that snapshot, and re-read at
     // the end: a state that moved while we looked is never accepted.
+    // The ref store first: unless gix provably reads the refs git reads,
+    // nothing decided on them would hold for git.
     let head = repo::head(&repo)?;
-    let refs = repo::ref_snapshot(&repo)?;
-    check_head(&head, &baseline.branch, findings);
+    let strict = match refstore::prove(&repo)? {
+        Ok(strict) => strict,
+        Err(invalid) => {
+            for problem in invalid.problems {
+                findings.push(Violation::new(rule::REF_STORE_INVALID, problem));
+            }
+            return Ok(Observed::default());
+        }
+    };
+    let refs = &strict.refs;
+    let shadows = refstore::shadows(
+        &location.git_dir,
+        &location.common_dir,
+        baseline.branch.as_ref(),
+        refs,
+    );
+    for shadow in shadows {
+        findings.push(
+            Violation::new(
+                rule::REF_STORE_INVALID,
+                format!(
+                    "{shadow}: git resolves {} to it before {}, so `git push REMOTE {}` would \
+                     not publish the branch. Remove it",
+                    short_branch(&baseline.branch),
+                    refname::shown(&baseline.branch),
+                    short_branch(&baseline.branch)
+                ),
+            )
+            .with_ref(refname::encode(&baseline.branch)),
+        );
+    }
+    check_head(&head, baseline.branch.as_ref(), findings);
     let tip = match refs.get(&baseline.branch) {
         None => None,
-        Some(v) => match repo::parse_id(v) {
-            Ok(id) => Some(id),
-            Err(_) => {
+        Some(v) => match std::str::from_utf8(v).ok().map(repo::parse_id) {
+            Some(Ok(id)) => Some(id),
+            _ => {
                 findings.push(
                     Violation::new(
                         rule::NOT_DESCENDANT,
-                        format!("the branch was replaced by a symbolic ref ({v})"),
+                        format!(
+                            "the branch was replaced by a symbolic ref ({})",
+                            refname::shown(v)
+                        ),
                     )
-                    .with_ref(baseline.branch.clone()),
+                    .with_ref(refname::encode(&baseline.branch)),
                 );
                 None
             }
@@ -600,12 +639,12 @@ fn evaluate(
         CountCheck::Full,
         findings,
     )?;
-    compare_refs(&baseline.refs, &refs, &baseline.branch, findings);
+    compare_refs(&baseline.refs, refs, baseline.branch.as_ref(), findings);
     if metadata.is_some()
         && let Err(e) = check_worktree(
             &repo,
             &location,
-            worktree_base(&head, &baseline.branch, tip),
+            worktree_base(&head, baseline.branch.as_ref(), tip),
             findings,
         )
     {
@@ -621,7 +660,12 @@ fn evaluate(
         Some(before) => repo::metadata_digests(&baseline.repo, &baseline.hooks)? != *before,
         None => false,
     };
-    if repo::head(&repo)? != head || repo::ref_snapshot(&repo)? != refs || metadata_moved {
+    // The strict reader alone suffices here: gix agreed with this exact
+    // store at the start, and any byte of it that changed (a peeled line
+    // included) shows as a different view.
+    let refs_moved = refstore::read(&location.git_dir, &location.common_dir)
+        .map_or(true, |again| again != strict);
+    if repo::head(&repo)? != head || refs_moved || metadata_moved {
         findings.push(Violation::new(
             rule::CHANGED_DURING_VERIFY,
             "HEAD, refs or protected metadata changed while verify ran; verify again once the \
@@ -632,7 +676,7 @@ fn evaluate(
     // as verify did. Only then, since it costs a few git processes and a
     // rejection needs no proof.
     if findings.is_empty() {
-        cross_check_with_git(baseline, &location, tip, &refs, &facts, findings)?;
+        cross_check_with_git(baseline, &location, tip, refs, &facts, findings)?;
     }
 
     Ok(Observed { facts, tip })
@@ -650,13 +694,10 @@ fn cross_check_with_git(
 ) -> Result<()> {
     let decided = repo::git_view::Decided {
         location,
-        branch: baseline.branch.as_bytes().as_bstr(),
+        branch: baseline.branch.as_bstr(),
         tip,
         baseline: baseline.commit_id(),
-        refs: refs
-            .iter()
-            .map(|(n, v)| (BString::from(n.as_str()), BString::from(v.as_str())))
-            .collect(),
+        refs: refs.iter().map(|(n, v)| (n.clone(), v.clone())).collect(),
         commits: facts.trees.clone(),
         changes: &facts.changes,
     };
@@ -706,17 +747,18 @@ fn compare_metadata(
     }
 }
 
-fn check_head(head: &Head, branch: &str, findings: &mut Findings) {
+fn check_head(head: &Head, branch: &BStr, findings: &mut Findings) {
     let problem = match head {
         Head::Branch { name, .. } if name == branch => return,
-        Head::Branch { name, .. } => format!("HEAD points to {name}"),
+        Head::Branch { name, .. } => format!("HEAD points to {}", refname::shown(name)),
         Head::Detached(id) => format!("HEAD is detached at {id}"),
     };
     findings.push(
         Violation::new(
             rule::HEAD_NOT_ON_BRANCH,
             format!(
-                "{problem}; it must point to {branch} (git checkout {})",
+                "{problem}; it must point to {} (git checkout {})",
+                refname::shown(branch),
                 short_branch(branch)
             ),
         )
@@ -724,14 +766,14 @@ fn check_head(head: &Head, branch: &str, findings: &mut Findings) {
     );
 }
 
-fn short_branch(branch: &str) -> &str {
-    branch.strip_prefix("refs/heads/").unwrap_or(branch)
+fn short_branch(branch: &[u8]) -> String {
+    refname::shown(branch.strip_prefix(b"refs/heads/").unwrap_or(branch))
 }
 
 /// Every ref but the granted branch must equal its baseline value.
-pub fn compare_refs(before: &RefMap, now: &RefMap, branch: &str, findings: &mut Findings) {
-    let names: BTreeSet<&String> = before.keys().chain(now.keys()).collect();
-    for name in names.into_iter().filter(|n| n.as_str() != branch) {
+pub fn compare_refs(before: &RefMap, now: &RefMap, branch: &BStr, findings: &mut Findings) {
+    let names: BTreeSet<&BString> = before.keys().chain(now.keys()).collect();
+    for name in names.into_iter().filter(|n| n.as_bstr() != branch) {
         let (old, new) = (before.get(name), now.get(name));
         let what = match (old, new) {
             (Some(a), Some(b)) if a == b => continue,
@@ -739,7 +781,7 @@ pub fn compare_refs(before: &RefMap, now: &RefMap, branch: &str, findings: &mut 
             (Some(_), None) => "was deleted",
             _ => "was moved",
         };
-        let id = if name.starts_with("refs/remotes/") {
+        let id = if name.starts_with(b"refs/remotes/") {
             rule::REMOTE_TRACKING_REF_CHANGED
         } else {
             rule::REF_CHANGED
@@ -750,7 +792,11 @@ pub fn compare_refs(before: &RefMap, now: &RefMap, branch: &str, findings: &mut 
             "; only the granted branch may change"
         };
         findings.push(
-            Violation::new(id, format!("{name} {what} since arm{advice}")).with_ref(name.clone()),
+            Violation::new(
+                id,
+                format!("{} {what} since arm{advice}", refname::shown(name)),
+            )
+            .with_ref(refname::encode(name)),
         );
     }
 }
@@ -758,7 +804,7 @@ pub fn compare_refs(before: &RefMap, now: &RefMap, branch: &str, findings: &mut 
 /// The commit the worktree is compared with: the snapshot's branch tip when
 /// HEAD is on the branch; otherwise (already a violation) the commit HEAD
 /// pointed to in the snapshot, so the report describes what is checked out.
-fn worktree_base(head: &Head, branch: &str, tip: Option<ObjectId>) -> Option<ObjectId> {
+fn worktree_base(head: &Head, branch: &BStr, tip: Option<ObjectId>) -> Option<ObjectId> {
     match head {
         Head::Branch { name, .. } if name == branch => tip,
         Head::Branch { commit, .. } => *commit,
@@ -863,15 +909,15 @@ mod tests {
             ("refs/remotes/origin/main", "c"),
         ]
         .into_iter()
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .map(|(k, v)| (k.into(), v.into()))
         .collect();
         let mut now = before.clone();
         now.insert("refs/heads/main".into(), "moved-is-fine".into());
-        now.remove("refs/tags/v1");
+        now.remove(b"refs/tags/v1".as_slice());
         now.insert("refs/remotes/origin/main".into(), "d".into());
         now.insert("refs/stash".into(), "e".into());
         let mut f = Findings::default();
-        compare_refs(&before, &now, "refs/heads/main", &mut f);
+        compare_refs(&before, &now, "refs/heads/main".into(), &mut f);
         assert_eq!(f.totals[rule::REF_CHANGED], 2);
         assert_eq!(f.totals[rule::REMOTE_TRACKING_REF_CHANGED], 1);
     }

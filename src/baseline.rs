@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+use gix::bstr::BString;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -38,11 +39,15 @@ pub struct Baseline {
     pub grant_id: String,
     /// Where the repository is.
     pub repo: Location,
-    /// The branch HEAD pointed to (`refs/heads/...`).
-    pub branch: String,
+    /// The branch HEAD pointed to (`refs/heads/...`), as bytes; stored as
+    /// [`crate::repo::refname`] encodes it.
+    #[serde(with = "crate::repo::refname::text")]
+    pub branch: BString,
     /// The branch's commit, `None` for an unborn branch.
     pub commit: Option<String>,
-    /// Every ref under `refs/` and its raw value.
+    /// Every ref under `refs/` and its raw value, as bytes; stored as
+    /// [`crate::repo::refname`] encodes them.
+    #[serde(with = "crate::repo::refname::map")]
     pub refs: RefMap,
     /// Digest per protected metadata entry, as armed (hooks installed).
     pub metadata: BTreeMap<String, String>,

@@ -122,6 +122,43 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
             );
         }
     };
+    // The baseline records what git reads: a ref store gix might read
+    // differently, or a branch git would not resolve to itself by its short
+    // name, is refused before anything is recorded.
+    let refs = match repo::refstore::prove(&repo)? {
+        Ok(strict) => strict.refs,
+        Err(invalid) => {
+            let mut result = ToolResult::failed("arm", FailureClass::Validation);
+            for problem in invalid.problems {
+                result
+                    .violations
+                    .push(Violation::new(rule::REF_STORE_INVALID, problem));
+            }
+            return Ok(result);
+        }
+    };
+    let shadows = repo::refstore::shadows(
+        &location.git_dir,
+        &location.common_dir,
+        branch.as_ref(),
+        &refs,
+    );
+    if !shadows.is_empty() {
+        let short = repo::refname::shown(branch.strip_prefix(b"refs/heads/").unwrap_or(&branch));
+        let mut result = ToolResult::failed("arm", FailureClass::Validation);
+        for shadow in shadows {
+            result.violations.push(Violation::new(
+                rule::REF_STORE_INVALID,
+                format!(
+                    "{shadow}: git resolves the short name {short:?} to it before the branch \
+                     {}, so `git push REMOTE {short}` would not publish the branch. Remove it \
+                     (or rename the branch) and arm again",
+                    repo::refname::shown(&branch)
+                ),
+            ));
+        }
+        return Ok(result);
+    }
     let mut problems: Vec<String> = repo::in_progress_operations(&location.git_dir)
         .into_iter()
         .map(|op| format!("a {op} is in progress"))
@@ -161,7 +198,7 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
         repo: location.clone(),
         branch: branch.clone(),
         commit: commit.map(|c| c.to_string()),
-        refs: repo::ref_snapshot(&repo)?,
+        refs,
         metadata: repo::metadata_digests(&location, &hooks)?,
         metadata_before_arm,
         hooks,
@@ -173,7 +210,7 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
         .with_evidence("grant", grant.evidence())
         .with_evidence(
             "baseline",
-            json!({"branch": branch, "commit": record.commit}),
+            json!({"branch": repo::refname::encode(&branch), "commit": record.commit}),
         )
         .with_evidence("state", state.display().to_string())
         .with_evidence(

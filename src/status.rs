@@ -23,7 +23,7 @@ pub fn status(state: &Path) -> Result<Value> {
     let head = repo::head(&repo)?;
     let tip = repo::ref_snapshot(&repo)?
         .get(&baseline.branch)
-        .and_then(|v| repo::parse_id(v).ok());
+        .and_then(|v| repo::parse_id(v.to_str().ok()?).ok());
     let mut findings = Findings::default();
     let facts = check_history(
         &repo,
@@ -46,7 +46,7 @@ pub fn status(state: &Path) -> Result<Value> {
     Ok(json!({
         "grant_id": grant.id(),
         "allowed_paths": grant.allowed_paths(),
-        "branch": baseline.branch,
+        "branch": repo::refname::encode(&baseline.branch),
         "head_on_branch": matches!(&head, Head::Branch { name, .. } if *name == baseline.branch),
         "commits": {
             "used": facts.count,

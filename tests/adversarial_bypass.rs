@@ -155,9 +155,16 @@ fn direct_writes_creating_refs_and_editing_packed_refs_are_rejected() {
     std::fs::write(sb.git_dir().join("refs/tags/v9"), format!("{head}\n")).unwrap();
     std::fs::create_dir_all(sb.git_dir().join("refs/notes")).unwrap();
     std::fs::write(sb.git_dir().join("refs/notes/commits"), format!("{head}\n")).unwrap();
-    let mut packed = std::fs::read_to_string(sb.git_dir().join("packed-refs")).unwrap_or_default();
-    packed.push_str(&format!("{head} refs/heads/smuggled\n"));
-    std::fs::write(sb.git_dir().join("packed-refs"), packed).unwrap();
+    // The record goes where git would write it (sorted): a record out of
+    // order is refused earlier as ref_store_invalid (tests/ref_store.rs).
+    let packed = std::fs::read_to_string(sb.git_dir().join("packed-refs")).unwrap_or_default();
+    let mut lines: Vec<String> = packed.lines().map(str::to_owned).collect();
+    let at = lines
+        .iter()
+        .position(|l| !l.starts_with('#') && l.split(' ').nth(1) > Some("refs/heads/smuggled"))
+        .unwrap_or(lines.len());
+    lines.insert(at, format!("{head} refs/heads/smuggled"));
+    std::fs::write(sb.git_dir().join("packed-refs"), lines.join("\n") + "\n").unwrap();
     sb.commit_file("docs/guide.md", "ok\n", "granted");
     let (code, r) = sb.verify();
     assert_eq!(code, 1, "{r:#}");

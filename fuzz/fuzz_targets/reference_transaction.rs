@@ -27,7 +27,7 @@ fuzz_target!(|data: &[u8]| {
     assert!(updates.len() <= lines);
     for u in &updates {
         assert!(!u.name.is_empty());
-        assert!(!u.name.bytes().any(|b| b.is_ascii_control() || b == b' '));
+        assert!(!u.name.iter().any(|&b| b.is_ascii_control() || b == b' '));
         for v in [&u.old, &u.new] {
             match v {
                 RefValue::Zero => {}

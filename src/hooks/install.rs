@@ -296,17 +296,38 @@ const KNOWN_TRANSPORTS: &[&str] = &["file", "git", "ssh", "http", "https", "ext"
 /// variables) cannot be overridden from the local file, so a setting there
 /// that is not `never` makes `arm` refuse, naming it.
 pub fn transport_lock_keys(location: &Location) -> Result<Vec<String>> {
-    let all = gix::config::File::from_git_dir(location.git_dir.clone())
-        .context("cannot read the git configuration to lock every transport")?;
+    let context = "cannot read the git configuration to lock every transport";
+    // Every scope git reads for this worktree. `from_git_dir` takes the dir
+    // holding `config` (the common dir) and reads the `config.worktree`
+    // beside it, which belongs to the main worktree only; a linked
+    // worktree's own `config.worktree` is in its git dir.
+    let mut all = gix::config::File::from_git_dir(location.common_dir.clone()).context(context)?;
+    let linked = location.git_dir != location.common_dir;
+    let own_worktree_config = location.git_dir.join("config.worktree");
+    if linked && own_worktree_config.is_file() {
+        let file = gix::config::File::from_path_no_includes(
+            own_worktree_config,
+            gix::config::Source::Worktree,
+        )
+        .context(context)?;
+        all.append(file).context(context)?;
+    }
     let local = location.common_dir.join("config");
     let mut names: std::collections::BTreeSet<String> =
         KNOWN_TRANSPORTS.iter().map(|s| (*s).to_owned()).collect();
     for section in all.sections_by_name("protocol").into_iter().flatten() {
+        let meta = section.meta();
+        if linked
+            && meta.source == gix::config::Source::Worktree
+            && meta.path.as_deref() != Some(location.git_dir.join("config.worktree").as_path())
+        {
+            // The main worktree's config.worktree does not apply here.
+            continue;
+        }
         let Some(value) = section.values("allow").into_iter().next_back() else {
             continue;
         };
         let value: &gix::bstr::BStr = value.as_ref();
-        let meta = section.meta();
         let outranks_local = match meta.source {
             gix::config::Source::Local => meta.path.as_deref() != Some(local.as_path()),
             gix::config::Source::Worktree

@@ -20,7 +20,9 @@ use anyhow::{Context, Result};
 use crate::acceptance::{Findings, check_history, rule};
 use crate::baseline::Baseline;
 use crate::grant::Grant;
+use crate::repo::refname;
 use crate::result::Violation;
+use gix::bstr::BString;
 
 /// The phase git calls the hook in (its first argument).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,8 +62,8 @@ pub enum RefValue {
     Zero,
     /// An object id, lowercase hex.
     Object(String),
-    /// A symbolic ref (`ref:<target>`).
-    Symbolic(String),
+    /// A symbolic ref (`ref:<target>`), the target as bytes.
+    Symbolic(BString),
 }
 
 /// One line of the hook's standard input.
@@ -71,8 +73,8 @@ pub struct Update {
     pub old: RefValue,
     /// The value after.
     pub new: RefValue,
-    /// The full ref name.
-    pub name: String,
+    /// The full ref name, as bytes (git allows non-UTF-8 names).
+    pub name: BString,
 }
 
 /// A malformed line of standard input.
@@ -90,36 +92,38 @@ impl fmt::Display for ParseError {
     }
 }
 
-fn parse_value(word: &str) -> Result<RefValue, String> {
-    if let Some(target) = word.strip_prefix("ref:") {
-        if target.is_empty() || target.bytes().any(|b| b.is_ascii_control() || b == b' ') {
-            return Err(format!("invalid symbolic target {word:?}"));
+fn bad_name(name: &[u8]) -> bool {
+    name.is_empty() || name.iter().any(|&b| b.is_ascii_control() || b == b' ')
+}
+
+fn parse_value(word: &[u8]) -> Result<RefValue, String> {
+    if let Some(target) = word.strip_prefix(b"ref:") {
+        if bad_name(target) {
+            return Err(format!("invalid symbolic target {}", refname::shown(word)));
         }
-        return Ok(RefValue::Symbolic(target.to_owned()));
+        return Ok(RefValue::Symbolic(target.into()));
     }
-    let is_hex = word.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    let is_hex = word.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
     if !is_hex || !(word.len() == 40 || word.len() == 64) {
-        return Err(format!("{word:?} is neither an object id nor ref:<target>"));
+        return Err(format!(
+            "{} is neither an object id nor ref:<target>",
+            refname::shown(word)
+        ));
     }
-    Ok(if word.bytes().all(|b| b == b'0') {
+    Ok(if word.iter().all(|&b| b == b'0') {
         RefValue::Zero
     } else {
-        RefValue::Object(word.to_owned())
+        RefValue::Object(String::from_utf8(word.to_vec()).expect("hex is ASCII"))
     })
 }
 
-/// Parses the hook's standard input. Empty input (an empty transaction, as
-/// `git gc` may send) is no updates.
+/// Parses the hook's standard input as bytes: ref names may be any bytes
+/// git allows, non-UTF-8 included, and are kept exactly. Empty input (an
+/// empty transaction, as `git gc` may send) is no updates.
 pub fn parse_updates(input: &[u8]) -> Result<Vec<Update>, ParseError> {
-    let text = std::str::from_utf8(input).map_err(|e| ParseError {
-        line: 1 + input[..e.valid_up_to()]
-            .iter()
-            .filter(|&&b| b == b'\n')
-            .count(),
-        message: "not UTF-8".into(),
-    })?;
     let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
+    let body = input.strip_suffix(b"\n").unwrap_or(input);
+    for (i, line) in body.split(|&b| b == b'\n').enumerate() {
         let fail = |message: String| ParseError {
             line: i + 1,
             message,
@@ -127,17 +131,20 @@ pub fn parse_updates(input: &[u8]) -> Result<Vec<Update>, ParseError> {
         if line.is_empty() {
             continue;
         }
-        let mut words = line.splitn(3, ' ');
+        let mut words = line.splitn(3, |&b| b == b' ');
         let (Some(old), Some(new), Some(name)) = (words.next(), words.next(), words.next()) else {
-            return Err(fail(format!("expected '<old> <new> <ref>', got {line:?}")));
+            return Err(fail(format!(
+                "expected '<old> <new> <ref>', got {}",
+                refname::shown(line)
+            )));
         };
-        if name.is_empty() || name.bytes().any(|b| b.is_ascii_control() || b == b' ') {
-            return Err(fail(format!("invalid ref name {name:?}")));
+        if bad_name(name) {
+            return Err(fail(format!("invalid ref name {}", refname::shown(name))));
         }
         out.push(Update {
             old: parse_value(old).map_err(fail)?,
             new: parse_value(new).map_err(fail)?,
-            name: name.to_owned(),
+            name: name.into(),
         });
     }
     Ok(out)
@@ -166,13 +173,13 @@ enum Kind {
 /// armed: pseudorefs, `refs/stash`, `refs/bisect/*` and `refs/rewritten/*`
 /// (`git rebase --rebase-merges` labels). Verify demands the ones under
 /// `refs/` back at their baseline values.
-fn kind(name: &str, branch: &str) -> Option<Kind> {
-    let scratch = PSEUDOREFS.contains(&name)
-        || name.starts_with("BISECT_")
-        || name == "refs/stash"
-        || name.starts_with("refs/bisect/")
-        || name.starts_with("refs/rewritten/");
-    Some(if name == "HEAD" {
+fn kind(name: &[u8], branch: &[u8]) -> Option<Kind> {
+    let scratch = PSEUDOREFS.iter().any(|p| p.as_bytes() == name)
+        || name.starts_with(b"BISECT_")
+        || name == b"refs/stash"
+        || name.starts_with(b"refs/bisect/")
+        || name.starts_with(b"refs/rewritten/");
+    Some(if name == b"HEAD" {
         Kind::Head
     } else if name == branch {
         Kind::GrantedBranch
@@ -183,25 +190,23 @@ fn kind(name: &str, branch: &str) -> Option<Kind> {
     })
 }
 
-/// Values in `packed-refs`, read only when a deletion line needs them.
-fn packed_refs(common_dir: &Path) -> Result<BTreeMap<String, String>> {
+/// Values in `packed-refs`, read only when a deletion line needs them, with
+/// the strict parser verify uses: a file git could read differently is an
+/// error, and the hook then refuses the update.
+fn packed_refs(common_dir: &Path) -> Result<BTreeMap<BString, BString>> {
     let path = common_dir.join("packed-refs");
     let text = match std::fs::read(&path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
     };
-    let mut out = BTreeMap::new();
-    for line in text.split(|&b| b == b'\n') {
-        if line.starts_with(b"#") || line.starts_with(b"^") || line.is_empty() {
-            continue;
-        }
-        let line = String::from_utf8_lossy(line);
-        if let Some((id, name)) = line.split_once(' ') {
-            out.insert(name.to_owned(), id.to_owned());
-        }
-    }
-    Ok(out)
+    let parsed = crate::repo::packed_refs::parse(&text)
+        .map_err(|why| anyhow::anyhow!("{}: {why}", path.display()))?;
+    Ok(parsed
+        .refs
+        .into_iter()
+        .map(|r| (r.name, r.id.into()))
+        .collect())
 }
 
 /// The value a ref will have once the update is applied (`None`: absent).
@@ -213,11 +218,15 @@ fn packed_refs(common_dir: &Path) -> Result<BTreeMap<String, String>> {
 fn effect(
     update: &Update,
     common_dir: &Path,
-    packed: &mut Option<BTreeMap<String, String>>,
-) -> Result<Option<String>> {
+    packed: &mut Option<BTreeMap<BString, BString>>,
+) -> Result<Option<BString>> {
     Ok(match &update.new {
-        RefValue::Object(id) => Some(id.clone()),
-        RefValue::Symbolic(target) => Some(format!("ref:{target}")),
+        RefValue::Object(id) => Some(id.as_str().into()),
+        RefValue::Symbolic(target) => {
+            let mut v = BString::from("ref:");
+            v.extend_from_slice(target);
+            Some(v)
+        }
         RefValue::Zero => {
             if common_dir.join("packed-refs.lock").exists() {
                 None
@@ -240,7 +249,7 @@ pub fn decide(
 ) -> Result<Findings> {
     let mut findings = Findings::default();
     let mut packed = None;
-    let mut branch_values: Vec<Option<String>> = Vec::new();
+    let mut branch_values: Vec<Option<BString>> = Vec::new();
     for update in updates {
         let Some(kind) = kind(&update.name, &baseline.branch) else {
             continue;
@@ -265,14 +274,17 @@ pub fn decide(
                         (Some(_), None) => "be deleted",
                         _ => "move",
                     };
-                    let id = if update.name.starts_with("refs/remotes/") {
+                    let id = if update.name.starts_with(b"refs/remotes/") {
                         rule::REMOTE_TRACKING_REF_CHANGED
                     } else {
                         rule::REF_CHANGED
                     };
                     findings.push(
-                        Violation::new(id, format!("{} would {what}", update.name))
-                            .with_ref(update.name.clone()),
+                        Violation::new(
+                            id,
+                            format!("{} would {what}", refname::shown(&update.name)),
+                        )
+                        .with_ref(refname::encode(&update.name)),
                     );
                 }
             }
@@ -287,20 +299,24 @@ pub fn decide(
                     rule::NOT_DESCENDANT,
                     format!(
                         "{} would be deleted; the granted branch must stay",
-                        baseline.branch
+                        refname::shown(&baseline.branch)
                     ),
                 )
-                .with_ref(baseline.branch.clone()),
+                .with_ref(refname::encode(&baseline.branch)),
             ),
-            Some(v) if v.starts_with("ref:") => findings.push(
+            Some(v) if v.starts_with(b"ref:") => findings.push(
                 Violation::new(
                     rule::NOT_DESCENDANT,
-                    format!("{} would become a symbolic ref ({v})", baseline.branch),
+                    format!(
+                        "{} would become a symbolic ref ({})",
+                        refname::shown(&baseline.branch),
+                        refname::shown(&v)
+                    ),
                 )
-                .with_ref(baseline.branch.clone()),
+                .with_ref(refname::encode(&baseline.branch)),
             ),
             Some(v) => {
-                let tip = crate::repo::parse_id(&v)?;
+                let tip = crate::repo::parse_id(std::str::from_utf8(&v)?)?;
                 check_history(
                     repo,
                     baseline.commit_id(),
@@ -359,10 +375,23 @@ mod tests {
     }
 
     #[test]
+    fn keeps_non_utf8_names_exactly() {
+        let mut input = format!("{Z} {A} refs/heads/caf").into_bytes();
+        input.extend_from_slice(b"\xe9\n");
+        let u = parse_updates(&input).unwrap();
+        assert_eq!(u[0].name, &b"refs/heads/caf\xe9"[..]);
+        assert_ne!(u[0].name, &b"refs/heads/caf\xe8"[..]);
+    }
+
+    fn kind_str(name: &str, branch: &str) -> Option<Kind> {
+        kind(name.as_bytes(), branch.as_bytes())
+    }
+
+    #[test]
     fn classifies_refs() {
         let b = "refs/heads/main";
-        assert_eq!(kind("HEAD", b), Some(Kind::Head));
-        assert_eq!(kind("refs/heads/main", b), Some(Kind::GrantedBranch));
+        assert_eq!(kind_str("HEAD", b), Some(Kind::Head));
+        assert_eq!(kind_str("refs/heads/main", b), Some(Kind::GrantedBranch));
         for scratch in [
             "ORIG_HEAD",
             "AUTO_MERGE",
@@ -371,7 +400,7 @@ mod tests {
             "refs/bisect/bad",
             "refs/rewritten/onto",
         ] {
-            assert_eq!(kind(scratch, b), None, "{scratch}");
+            assert_eq!(kind_str(scratch, b), None, "{scratch}");
         }
         for protected in [
             "refs/heads/other",
@@ -380,7 +409,7 @@ mod tests {
             "refs/notes/commits",
             "refs/replace/x",
         ] {
-            assert_eq!(kind(protected, b), Some(Kind::Protected), "{protected}");
+            assert_eq!(kind_str(protected, b), Some(Kind::Protected), "{protected}");
         }
     }
 

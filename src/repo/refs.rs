@@ -3,12 +3,14 @@
 use std::collections::BTreeMap;
 
 use anyhow::{Context, Result};
+use gix::bstr::BString;
 use gix::refs::TargetRef;
 
 /// Every ref under `refs/` (loose and packed) and its raw value: the hex
 /// object id, or `ref:<target>` for a symbolic ref. Values are not peeled, so
-/// moving an annotated tag's target is seen as what it is.
-pub type RefMap = BTreeMap<String, String>;
+/// moving an annotated tag's target is seen as what it is. Names and values
+/// are bytes, compared as bytes (see [`super::refname`]).
+pub type RefMap = BTreeMap<BString, BString>;
 
 /// Where HEAD points.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -16,8 +18,8 @@ pub enum Head {
     /// A symbolic ref to a branch, with the branch's commit (`None` while the
     /// branch is unborn).
     Branch {
-        /// Full ref name, e.g. `refs/heads/main`.
-        name: String,
+        /// Full ref name, e.g. `refs/heads/main`, as bytes.
+        name: BString,
         /// The commit the branch points to.
         commit: Option<gix::ObjectId>,
     },
@@ -30,11 +32,11 @@ pub fn head(repo: &gix::Repository) -> Result<Head> {
     let head = repo.head().context("cannot read HEAD")?;
     Ok(match head.kind {
         gix::head::Kind::Symbolic(r) => Head::Branch {
-            name: r.name.as_bstr().to_string(),
+            name: r.name.as_bstr().to_owned(),
             commit: r.target.try_id().map(ToOwned::to_owned),
         },
         gix::head::Kind::Unborn(name) => Head::Branch {
-            name: name.as_bstr().to_string(),
+            name: name.as_bstr().to_owned(),
             commit: None,
         },
         gix::head::Kind::Detached { target, .. } => Head::Detached(target),
@@ -47,10 +49,14 @@ pub fn ref_snapshot(repo: &gix::Repository) -> Result<RefMap> {
     let mut out = RefMap::new();
     for reference in platform.all().context("cannot list refs")? {
         let reference = reference.map_err(|e| anyhow::anyhow!("cannot read a ref: {e}"))?;
-        let name = reference.name().as_bstr().to_string();
-        let value = match reference.target() {
-            TargetRef::Object(id) => super::hex(id),
-            TargetRef::Symbolic(target) => format!("ref:{}", target.as_bstr()),
+        let name = reference.name().as_bstr().to_owned();
+        let value: BString = match reference.target() {
+            TargetRef::Object(id) => super::hex(id).into(),
+            TargetRef::Symbolic(target) => {
+                let mut v = BString::from("ref:");
+                v.extend_from_slice(target.as_bstr());
+                v
+            }
         };
         out.insert(name, value);
     }

@@ -538,7 +538,7 @@ struct Places {
     metrics: Option<PathBuf>,
     /// Why the metrics file cannot be used (reported at step 4).
     metrics_refusal: Option<ToolResult>,
-    branch: Option<String>,
+    branch: Option<gix::bstr::BString>,
     baseline_commit: Option<String>,
 }
 
@@ -806,7 +806,7 @@ fn execute(
     if !result.is_success() && ran {
         match (request.on_reject, grant, &places.branch) {
             (OnReject::Restore, Some(_), Some(branch)) => {
-                compensate(&mut result, places, branch, &admitted.run_id);
+                compensate(&mut result, places, branch.as_ref(), &admitted.run_id);
             }
             (OnReject::Restore, _, _) => result.warnings.push(
                 "--on-reject restore needs a granted task on a branch (a baseline to restore); \
@@ -953,7 +953,7 @@ fn metadata_still_intact(state: &Path) -> bool {
         .is_ok_and(|now| now == *baseline.expected_metadata(armed))
 }
 
-fn compensate(result: &mut ToolResult, places: &Places, branch: &str, run_id: &str) {
+fn compensate(result: &mut ToolResult, places: &Places, branch: &gix::bstr::BStr, run_id: &str) {
     // Positive evidence only: git runs in the checkout when verify read the
     // protected metadata and found it equal to the baseline, never merely
     // because no violation says otherwise.

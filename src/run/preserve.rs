@@ -33,6 +33,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result, bail};
+use gix::bstr::BStr;
 use serde::Serialize;
 
 use crate::digest::sha256_file_hex;
@@ -119,8 +120,8 @@ pub enum RestoreError {
 pub struct Target<'a> {
     /// The worktree.
     pub work_dir: &'a Path,
-    /// The granted branch (`refs/heads/...`).
-    pub branch: &'a str,
+    /// The granted branch (`refs/heads/...`), as bytes.
+    pub branch: &'a BStr,
     /// Its baseline commit (`None`: unborn).
     pub baseline: Option<&'a str>,
     /// Where to put the preserved files.
@@ -184,15 +185,22 @@ fn run_git<S: AsRef<OsStr>>(cmd: &mut Command, args: &[S]) -> Result<Vec<u8>> {
     Ok(out.stdout)
 }
 
-fn rev(work_dir: &Path, spec: &str) -> Result<Option<String>> {
+fn rev(work_dir: &Path, spec: impl AsRef<OsStr>) -> Result<Option<String>> {
     let out = git(work_dir)
-        .args(["rev-parse", "--verify", "--quiet", "--end-of-options", spec])
+        .args(["rev-parse", "--verify", "--quiet", "--end-of-options"])
+        .arg(spec)
         .output()
         .context("cannot start git")?;
     if !out.status.success() {
         return Ok(None);
     }
     Ok(Some(String::from_utf8_lossy(&out.stdout).trim().to_owned()))
+}
+
+/// A ref name as a command-line argument, bytes unchanged.
+fn os(name: &[u8]) -> &OsStr {
+    use std::os::unix::ffi::OsStrExt;
+    OsStr::from_bytes(name)
 }
 
 fn preserved_file(path: PathBuf) -> Result<PreservedFile> {
@@ -214,15 +222,18 @@ fn preserve(target: &Target<'_>) -> Result<Restored> {
 
     // The commits: everything on the branch that the baseline does not
     // have. Fetching the bundle's branch restores them exactly.
-    let tip = rev(work_dir, &format!("{}^{{commit}}", target.branch))?;
+    let mut tip_spec = target.branch.to_owned();
+    tip_spec.extend_from_slice(b"^{commit}");
+    let tip = rev(work_dir, os(&tip_spec))?;
     let (bundle, bundle_tip) = match &tip {
         Some(tip) if Some(tip.as_str()) != target.baseline => {
             let file = dir.join(BUNDLE);
-            let mut args: Vec<String> = vec!["bundle".into(), "create".into(), "-q".into()];
-            args.push(file.display().to_string());
-            args.push(target.branch.to_owned());
-            if let Some(base) = target.baseline {
-                args.push(format!("^{base}"));
+            let mut args: Vec<&OsStr> = vec!["bundle".as_ref(), "create".as_ref(), "-q".as_ref()];
+            args.push(file.as_os_str());
+            args.push(os(target.branch));
+            let hidden = target.baseline.map(|base| format!("^{base}"));
+            if let Some(hidden) = &hidden {
+                args.push(hidden.as_ref());
             }
             run_git(&mut git(work_dir), &args)?;
             run_git(
@@ -283,26 +294,34 @@ fn preserve(target: &Target<'_>) -> Result<Restored> {
 fn reset(target: &Target<'_>) -> Result<()> {
     let work_dir = target.work_dir;
     let branch = target.branch;
+    let name = os(branch);
+    let arg = |s: &'static str| -> &OsStr { s.as_ref() };
     match target.baseline {
         Some(base) => {
             run_git(
                 &mut git(work_dir),
                 &[
-                    "update-ref",
-                    "-m",
-                    "grantguard: restore baseline",
-                    branch,
-                    base,
+                    arg("update-ref"),
+                    arg("-m"),
+                    arg("grantguard: restore baseline"),
+                    name,
+                    base.as_ref(),
                 ],
             )?;
-            run_git(&mut git(work_dir), &["symbolic-ref", "HEAD", branch])?;
+            run_git(
+                &mut git(work_dir),
+                &[arg("symbolic-ref"), arg("HEAD"), name],
+            )?;
             run_git(&mut git(work_dir), &["reset", "-q", "--hard", base])?;
         }
         None => {
-            if rev(work_dir, branch)?.is_some() {
-                run_git(&mut git(work_dir), &["update-ref", "-d", branch])?;
+            if rev(work_dir, name)?.is_some() {
+                run_git(&mut git(work_dir), &[arg("update-ref"), arg("-d"), name])?;
             }
-            run_git(&mut git(work_dir), &["symbolic-ref", "HEAD", branch])?;
+            run_git(
+                &mut git(work_dir),
+                &[arg("symbolic-ref"), arg("HEAD"), name],
+            )?;
             run_git(&mut git(work_dir), &["read-tree", "--empty"])?;
         }
     }
@@ -318,7 +337,10 @@ fn reset(target: &Target<'_>) -> Result<()> {
         crate::repo::Head::Detached(_) => false,
     };
     if !at_baseline {
-        bail!("after the reset HEAD is {head:?}, not {branch} at the baseline");
+        bail!(
+            "after the reset HEAD is {head:?}, not {} at the baseline",
+            crate::repo::refname::shown(branch)
+        );
     }
     let dirt = crate::repo::worktree_dirt(&repo)?;
     if !dirt.is_empty() {

@@ -1,0 +1,637 @@
+//! A strict reader of the files ref store: it reads refs exactly as git 2.47
+//! does, or rejects the storage as non-canonical.
+//!
+//! Two readers of one ref store must not disagree: `verify` decides on what
+//! gix reads, the harness then pushes what git reads. They can disagree
+//! wherever the storage is not what git itself writes: a symlink under
+//! `refs/` (git follows it, a reader that does not sees nothing), a
+//! `packed-refs` file with a `\r`, duplicated or unsorted records, a loose
+//! file whose content git parses leniently (`<id> garbage`), a name that is
+//! not a valid ref name, a symbolic ref to nothing (git's `for-each-ref`
+//! omits it), a name that is both a ref and a directory of refs. This
+//! reader lstat-walks the store without following anything, accepts only
+//! the canonical form, and builds git's view from it: packed records,
+//! overridden by loose files; in a linked worktree the per-worktree refs
+//! (`refs/bisect/`, `refs/worktree/`, `refs/rewritten/`) from the
+//! worktree's git dir and all others from the common dir. [`prove`] then
+//! demands that gix's snapshot equals that view, and that every peeled line
+//! of `packed-refs` is what the tag object really peels to: then both
+//! readers provably agree.
+//!
+//! Nothing here follows a symlink or runs a program; everything is bytes.
+
+use std::collections::BTreeMap;
+use std::fs::Metadata;
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use gix::bstr::{BStr, BString, ByteSlice};
+
+use super::RefMap;
+use super::packed_refs::{self, PackedRefs};
+use super::refname::{component_problem, is_per_worktree, refname_problem, shown};
+
+/// Largest loose ref file read: a canonical one is `ref: ` and a name (or an
+/// id) and a newline.
+const MAX_LOOSE_BYTES: u64 = 4096;
+/// Largest `packed-refs` read (about 4 million refs).
+const MAX_PACKED_BYTES: u64 = 512 * 1024 * 1024;
+/// Most problems collected before the reader stops looking.
+const MAX_PROBLEMS: usize = 64;
+
+/// The ref store is not canonical: each entry says what is wrong and where.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Invalid {
+    /// What is wrong, one line each, naming the file or ref.
+    pub problems: Vec<String>,
+}
+
+impl Invalid {
+    fn push(&mut self, problem: String) {
+        if self.problems.len() < MAX_PROBLEMS {
+            self.problems.push(problem);
+        }
+    }
+}
+
+impl std::fmt::Display for Invalid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.problems.join("; "))
+    }
+}
+
+/// git's view of the ref store, read strictly.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StrictRefs {
+    /// HEAD's raw value: `ref:<target>` or a hex id.
+    pub head: BString,
+    /// Every ref under `refs/` and its raw value (hex id or `ref:<target>`).
+    pub refs: RefMap,
+    /// The parsed `packed-refs` (empty when absent), for the peel check.
+    pub packed: PackedRefs,
+}
+
+/// Reads the ref store of the repository whose private git dir is `git_dir`
+/// and whose common dir is `common_dir` (the same for the main worktree),
+/// exactly as git does, or says why it is not canonical.
+pub fn read(git_dir: &Path, common_dir: &Path) -> Result<StrictRefs, Invalid> {
+    let mut invalid = Invalid::default();
+    let linked = git_dir != common_dir;
+    let head = read_head(git_dir, &mut invalid);
+    let packed = read_packed(common_dir, &mut invalid);
+    let mut loose = BTreeMap::new();
+    // In a linked worktree, the common dir's per-worktree refs belong to the
+    // main worktree and git ignores them here; they are still walked, so a
+    // symlink there is refused all the same.
+    walk(common_dir, &mut invalid, &mut |name, value| {
+        if !(linked && is_per_worktree(name)) {
+            loose.insert(BString::from(name), value);
+        }
+    });
+    if linked && git_dir.join("refs").symlink_metadata().is_ok() {
+        walk(git_dir, &mut invalid, &mut |name, value| {
+            // Others are refused by `check_private_refs`: git reads them
+            // from the common dir and never writes them here.
+            if is_per_worktree(name) {
+                loose.insert(BString::from(name), value);
+            }
+        });
+        check_private_refs(git_dir, &mut invalid);
+    }
+    let mut refs: RefMap = packed
+        .refs
+        .iter()
+        .map(|r| (r.name.clone(), BString::from(r.id.as_str())))
+        .collect();
+    refs.extend(loose);
+    // A view with parts missing (an unreadable packed-refs) would only add
+    // noise, such as symbolic refs to records that were not read.
+    if invalid.problems.is_empty() {
+        check_view(&refs, &mut invalid);
+    }
+    if invalid.problems.is_empty() {
+        Ok(StrictRefs {
+            head: head.unwrap_or_default(),
+            refs,
+            packed,
+        })
+    } else {
+        Err(invalid)
+    }
+}
+
+/// In a linked worktree's git dir, `refs/` may hold only the per-worktree
+/// refs.
+fn check_private_refs(git_dir: &Path, invalid: &mut Invalid) {
+    let mut names = Vec::new();
+    walk(git_dir, &mut Invalid::default(), &mut |name, _| {
+        if !is_per_worktree(name) {
+            names.push(shown(name));
+        }
+    });
+    for name in names {
+        invalid.push(format!(
+            "{name} is stored in the worktree's own git dir {}, where git never writes it; \
+             remove that copy",
+            git_dir.display()
+        ));
+    }
+}
+
+fn lstat(path: &Path, invalid: &mut Invalid) -> Option<Metadata> {
+    match path.symlink_metadata() {
+        Ok(m) => Some(m),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            invalid.push(format!("cannot inspect {}: {e}", path.display()));
+            None
+        }
+    }
+}
+
+fn kind_of(meta: &Metadata) -> &'static str {
+    let t = meta.file_type();
+    if t.is_symlink() {
+        "a symlink"
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_block_device() || t.is_char_device() {
+        "a device"
+    } else {
+        "a regular file"
+    }
+}
+
+/// Reads a regular file (never through a symlink) of at most `limit` bytes.
+fn read_regular(path: &Path, what: &str, limit: u64, invalid: &mut Invalid) -> Option<Vec<u8>> {
+    let meta = lstat(path, invalid)?;
+    if !meta.file_type().is_file() {
+        invalid.push(format!(
+            "{} ({what}) is {}; git follows or refuses it where grantguard cannot prove what \
+             git reads. Replace it with a regular file",
+            path.display(),
+            kind_of(&meta)
+        ));
+        return None;
+    }
+    if meta.len() > limit {
+        invalid.push(format!(
+            "{} ({what}) is {} bytes, more than the {limit} a canonical one can have",
+            path.display(),
+            meta.len()
+        ));
+        return None;
+    }
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path);
+    let mut bytes = Vec::new();
+    let read = opened.and_then(|f| f.take(limit + 1).read_to_end(&mut bytes));
+    match read {
+        Ok(_) if bytes.len() as u64 <= limit => Some(bytes),
+        Ok(_) => {
+            invalid.push(format!(
+                "{} ({what}) grew while it was read",
+                path.display()
+            ));
+            None
+        }
+        Err(e) => {
+            invalid.push(format!("cannot read {} ({what}): {e}", path.display()));
+            None
+        }
+    }
+}
+
+fn read_head(git_dir: &Path, invalid: &mut Invalid) -> Option<BString> {
+    let path = git_dir.join("HEAD");
+    let bytes = read_regular(&path, "HEAD", MAX_LOOSE_BYTES, invalid)?;
+    match parse_loose(&bytes) {
+        Ok(value) => Some(value),
+        Err(why) => {
+            invalid.push(format!("{} {why}", path.display()));
+            None
+        }
+    }
+}
+
+fn read_packed(common_dir: &Path, invalid: &mut Invalid) -> PackedRefs {
+    let path = common_dir.join("packed-refs");
+    if lstat(&path, invalid).is_none() {
+        return PackedRefs::default();
+    }
+    let Some(bytes) = read_regular(&path, "packed-refs", MAX_PACKED_BYTES, invalid) else {
+        return PackedRefs::default();
+    };
+    packed_refs::parse(&bytes).unwrap_or_else(|why| {
+        invalid.push(format!(
+            "{}: {why}; git reads such a file differently from other readers. Rewrite it \
+             with `git pack-refs --all`",
+            path.display()
+        ));
+        PackedRefs::default()
+    })
+}
+
+fn is_id(hex: &[u8]) -> bool {
+    (hex.len() == 40 || hex.len() == 64)
+        && hex.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        && hex.iter().any(|&b| b != b'0')
+}
+
+/// The raw value of a loose ref's content, which must be exactly `<hex>\n`
+/// or `ref: refs/...\n`.
+pub fn parse_loose(bytes: &[u8]) -> Result<BString, String> {
+    let Some(body) = bytes.strip_suffix(b"\n") else {
+        return Err("does not end with exactly one newline".into());
+    };
+    if let Some(target) = body.strip_prefix(b"ref: ") {
+        if let Some(why) = refname_problem(target) {
+            return Err(format!(
+                "is a symbolic ref whose target {} {why}",
+                shown(target)
+            ));
+        }
+        let mut value = BString::from("ref:");
+        value.extend_from_slice(target);
+        return Ok(value);
+    }
+    if is_id(body) {
+        return Ok(body.into());
+    }
+    Err(format!(
+        "is not canonical ('<lowercase hex id>\\n' or 'ref: refs/...\\n'): {:?}",
+        bytes.get(..80).unwrap_or(bytes).as_bstr()
+    ))
+}
+
+/// Walks `<dir>/refs` without following anything; `found` gets each valid
+/// loose ref's name and raw value. Iterative, so no depth can exhaust the
+/// stack.
+fn walk(dir: &Path, invalid: &mut Invalid, found: &mut dyn FnMut(&[u8], BString)) {
+    let root = dir.join("refs");
+    let Some(meta) = lstat(&root, invalid) else {
+        invalid.push(format!("{} is missing", root.display()));
+        return;
+    };
+    if !meta.file_type().is_dir() {
+        invalid.push(format!(
+            "{} is {}, not a directory; git would follow it",
+            root.display(),
+            kind_of(&meta)
+        ));
+        return;
+    }
+    let mut stack: Vec<(PathBuf, BString)> = vec![(root, BString::from("refs"))];
+    while let Some((path, name)) = stack.pop() {
+        if invalid.problems.len() >= MAX_PROBLEMS {
+            return;
+        }
+        let entries = match std::fs::read_dir(&path) {
+            Ok(e) => e,
+            Err(e) => {
+                invalid.push(format!("cannot list {}: {e}", path.display()));
+                continue;
+            }
+        };
+        for entry in entries {
+            let entry = match entry {
+                Ok(e) => e,
+                Err(e) => {
+                    invalid.push(format!("cannot list {}: {e}", path.display()));
+                    continue;
+                }
+            };
+            let file_name = entry.file_name();
+            let component = file_name.as_bytes();
+            let mut child = name.clone();
+            child.push(b'/');
+            child.extend_from_slice(component);
+            let child_path = entry.path();
+            let Some(meta) = lstat(&child_path, invalid) else {
+                continue;
+            };
+            let t = meta.file_type();
+            if t.is_symlink() || !(t.is_dir() || t.is_file()) {
+                invalid.push(format!(
+                    "{} is {}; git follows or misreads it while grantguard cannot prove what \
+                     it sees. Replace it with a real ref (git update-ref) or remove it",
+                    child_path.display(),
+                    kind_of(&meta)
+                ));
+                continue;
+            }
+            if let Some(why) = component_problem(component) {
+                let advice = if component.ends_with(b".lock") {
+                    "; a git command is still running or crashed: let it finish or remove the \
+                     stale lock"
+                } else {
+                    "; git ignores it. Remove it"
+                };
+                invalid.push(format!(
+                    "{} is not a valid ref name: it {why}{advice}",
+                    child_path.display()
+                ));
+                continue;
+            }
+            if t.is_dir() {
+                stack.push((child_path, child));
+                continue;
+            }
+            if let Some(why) = refname_problem(&child) {
+                invalid.push(format!(
+                    "{} is not a valid ref name: it {why}",
+                    child_path.display()
+                ));
+                continue;
+            }
+            let Some(bytes) = read_regular(&child_path, "a loose ref", MAX_LOOSE_BYTES, invalid)
+            else {
+                continue;
+            };
+            match parse_loose(&bytes) {
+                Ok(value) => found(&child, value),
+                Err(why) => invalid.push(format!(
+                    "the loose ref {} ({}) {why}; git reads it leniently. Rewrite it with git \
+                     update-ref",
+                    shown(&child),
+                    child_path.display()
+                )),
+            }
+        }
+    }
+}
+
+/// Checks the merged view: no name is both a ref and a prefix of refs (git
+/// lists both, gix may not), and every symbolic ref points to a ref that
+/// holds an object (git's `for-each-ref` omits a symbolic ref to nothing).
+fn check_view(refs: &RefMap, invalid: &mut Invalid) {
+    for (name, value) in refs {
+        let parents = name
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| **b == b'/')
+            .map(|(i, _)| name[..i].as_bstr());
+        for parent in parents {
+            if refs.contains_key(parent) {
+                invalid.push(format!(
+                    "{} and {} are both refs; git never makes a ref a directory of refs",
+                    shown(parent),
+                    shown(name)
+                ));
+            }
+        }
+        if let Some(target) = value.strip_prefix(b"ref:") {
+            match refs.get(target.as_bstr()) {
+                Some(v) if !v.starts_with(b"ref:") => {}
+                Some(_) => invalid.push(format!(
+                    "the symbolic ref {} points to another symbolic ref; git makes only one level",
+                    shown(name)
+                )),
+                None => invalid.push(format!(
+                    "the symbolic ref {} points to {}, which does not exist; git ignores it. \
+                     Remove it or point it at an existing ref",
+                    shown(name),
+                    shown(target)
+                )),
+            }
+        }
+    }
+}
+
+/// Proves that gix reads the same refs as git: its snapshot of HEAD and of
+/// every ref equals the strict view, and every peeled line of `packed-refs`
+/// is what the tag object really peels to (git trusts those lines without
+/// reading the tag). Returns the view.
+pub fn prove(repo: &gix::Repository) -> anyhow::Result<Result<StrictRefs, Invalid>> {
+    let strict = match read(repo.git_dir(), repo.common_dir()) {
+        Ok(s) => s,
+        Err(invalid) => return Ok(Err(invalid)),
+    };
+    let mut invalid = Invalid::default();
+    let gix_refs = match super::ref_snapshot(repo) {
+        Ok(refs) => refs,
+        Err(e) => {
+            invalid.push(format!(
+                "git reads every ref, but the in-process reader cannot: {e:#}"
+            ));
+            return Ok(Err(invalid));
+        }
+    };
+    let names: std::collections::BTreeSet<&BString> =
+        gix_refs.keys().chain(strict.refs.keys()).collect();
+    for name in names {
+        let (ours, theirs) = (strict.refs.get(name), gix_refs.get(name));
+        if ours != theirs {
+            let show = |v: Option<&BString>| v.map_or_else(|| "nothing".into(), |v| shown(v));
+            invalid.push(format!(
+                "git reads {} as {}, the in-process reader as {}; the ref store is not \
+                 canonical. Rewrite it with git pack-refs --all",
+                shown(name),
+                show(ours),
+                show(theirs)
+            ));
+        }
+    }
+    let head = match super::head(repo)? {
+        super::Head::Branch { name, .. } => {
+            let mut v = BString::from("ref:");
+            v.extend_from_slice(&name);
+            v
+        }
+        super::Head::Detached(id) => id.to_string().into(),
+    };
+    if head != strict.head {
+        invalid.push(format!(
+            "git reads HEAD as {}, the in-process reader as {}",
+            shown(&strict.head),
+            shown(&head)
+        ));
+    }
+    check_peeled(repo, &strict.packed, &mut invalid);
+    Ok(if invalid.problems.is_empty() {
+        Ok(strict)
+    } else {
+        Err(invalid)
+    })
+}
+
+/// git answers `<tag>^{}` from the peeled lines of `packed-refs` without
+/// reading the tag, and takes a record without one (under `fully-peeled`,
+/// or `peeled` for tags) as not a tag at all. Each claim must be true of the
+/// objects. A record whose object is missing is left alone: git cannot peel
+/// it either.
+fn check_peeled(repo: &gix::Repository, packed: &PackedRefs, invalid: &mut Invalid) {
+    // Many records share an object (every lightweight tag on one release
+    // commit): each object is looked up once.
+    let mut kinds: std::collections::HashMap<gix::ObjectId, Option<bool>> =
+        std::collections::HashMap::new();
+    for record in &packed.refs {
+        if invalid.problems.len() >= MAX_PROBLEMS {
+            return;
+        }
+        let Ok(id) = gix::ObjectId::from_hex(record.id.as_bytes()) else {
+            continue;
+        };
+        let claims_peel = record.peeled.is_some() || packed.peel_is_complete_for(&record.name);
+        if !claims_peel {
+            continue;
+        }
+        let kind = *kinds.entry(id).or_insert_with(|| {
+            repo.find_header(id)
+                .ok()
+                .map(|h| h.kind() == gix::object::Kind::Tag)
+        });
+        let is_tag = match kind {
+            Some(is_tag) => is_tag,
+            None => {
+                if record.peeled.is_some() {
+                    invalid.push(format!(
+                        "packed-refs records a peeled value for {}, whose object {} is missing",
+                        shown(&record.name),
+                        record.id
+                    ));
+                }
+                continue;
+            }
+        };
+        let actual = if is_tag {
+            match repo
+                .find_object(id)
+                .ok()
+                .and_then(|o| o.peel_tags_to_end().ok())
+            {
+                Some(o) => Some(o.id.to_string()),
+                None => {
+                    invalid.push(format!(
+                        "the tag {} ({}) cannot be peeled",
+                        shown(&record.name),
+                        record.id
+                    ));
+                    continue;
+                }
+            }
+        } else {
+            None
+        };
+        if actual != record.peeled {
+            invalid.push(format!(
+                "packed-refs says {} peels to {}, but its object peels to {}; git would trust \
+                 the file. Rewrite it with git pack-refs --all",
+                shown(&record.name),
+                record.peeled.as_deref().unwrap_or("itself"),
+                actual.as_deref().unwrap_or("itself")
+            ));
+        }
+    }
+}
+
+/// Names git resolves before `refs/heads/<short>` when given `<short>` (its
+/// DWIM order: `$GIT_DIR/<short>`, `refs/<short>`, `refs/tags/<short>`,
+/// then `refs/heads/<short>`), present in this repository: each one makes
+/// `git rev-parse <short>` or `git push REMOTE <short>` mean something other
+/// than the branch. A directory is not one: git cannot read it as a ref.
+pub fn shadows(git_dir: &Path, common_dir: &Path, branch: &BStr, refs: &RefMap) -> Vec<String> {
+    let Some(short) = branch.strip_prefix(b"refs/heads/") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut dirs = vec![git_dir];
+    if common_dir != git_dir {
+        dirs.push(common_dir);
+    }
+    for dir in dirs {
+        let path = dir.join(std::ffi::OsStr::from_bytes(short));
+        match path.symlink_metadata() {
+            Ok(meta) if meta.file_type().is_dir() => {}
+            Ok(meta) => out.push(format!(
+                "{} is {} that git reads before the branch",
+                path.display(),
+                kind_of(&meta)
+            )),
+            Err(_) => {}
+        }
+    }
+    for prefix in [&b"refs/"[..], b"refs/tags/"] {
+        let mut name = BString::from(prefix);
+        name.extend_from_slice(short);
+        if refs.contains_key(&name) {
+            out.push(format!("the ref {} exists", shown(&name)));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: &str = "1111111111111111111111111111111111111111";
+
+    #[test]
+    fn loose_content_must_be_canonical() {
+        assert_eq!(parse_loose(format!("{A}\n").as_bytes()).unwrap(), A);
+        assert_eq!(
+            parse_loose(b"ref: refs/heads/main\n").unwrap(),
+            "ref:refs/heads/main"
+        );
+        for bad in [
+            A.to_string(),
+            format!("{A}\n\n"),
+            format!("{A} junk\n"),
+            format!("{A}\r\n"),
+            format!("{}\n", "AB".repeat(20)),
+            "ref:refs/heads/main\n".into(),
+            "ref: refs/heads/main \n".into(),
+            "ref: HEAD\n".into(),
+            "0000000000000000000000000000000000000000\n".into(),
+        ] {
+            assert!(parse_loose(bad.as_bytes()).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_ref_that_is_also_a_directory_and_dangling_symrefs_are_refused() {
+        let map = |pairs: &[(&str, &str)]| -> RefMap {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).into(), (*v).into()))
+                .collect()
+        };
+        let mut inv = Invalid::default();
+        check_view(
+            &map(&[("refs/heads/a", A), ("refs/heads/a/b", A)]),
+            &mut inv,
+        );
+        assert_eq!(inv.problems.len(), 1);
+        let mut inv = Invalid::default();
+        check_view(
+            &map(&[
+                ("refs/heads/a", A),
+                ("refs/heads/a-b", A),
+                ("refs/heads/a/b", A),
+            ]),
+            &mut inv,
+        );
+        assert_eq!(inv.problems.len(), 1);
+        let mut inv = Invalid::default();
+        check_view(
+            &map(&[("refs/heads/a", A), ("refs/heads/a-b", A)]),
+            &mut inv,
+        );
+        assert!(inv.problems.is_empty());
+        let mut inv = Invalid::default();
+        check_view(
+            &map(&[("refs/remotes/o/HEAD", "ref:refs/remotes/o/gone")]),
+            &mut inv,
+        );
+        assert_eq!(inv.problems.len(), 1);
+    }
+}

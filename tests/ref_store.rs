@@ -1,0 +1,644 @@
+//! The ref store, differentially against git: every state verify accepts has
+//! exactly the refs `git for-each-ref` lists and the branch `git rev-parse
+//! <short>` resolves to, and every storage trick that could make git read
+//! something else (symlinks, odd `packed-refs`, names git resolves before the
+//! branch, names that differ only in non-UTF-8 bytes) is refused.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use common::{Sandbox, assert_accepted, assert_rejected};
+use serde_json::Value;
+
+fn armed() -> Sandbox {
+    let sb = Sandbox::new();
+    let grant = sb.grant(&["docs/"], 1, 2);
+    sb.arm(&grant);
+    sb
+}
+
+/// Runs git with byte arguments in the repository, asserting success.
+fn git_bytes(sb: &Sandbox, args: &[&[u8]]) -> Vec<u8> {
+    let out = sb
+        .command("git")
+        .current_dir(&sb.repo)
+        .args(args.iter().map(|a| OsStr::from_bytes(a)))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// git's own view of every ref: name -> (object id, symref target).
+fn git_view(sb: &Sandbox) -> BTreeMap<Vec<u8>, (String, Vec<u8>)> {
+    let out = git_bytes(
+        sb,
+        &[
+            b"for-each-ref",
+            b"--format=%(refname)%00%(objectname)%00%(symref)",
+        ],
+    );
+    out.split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let parts: Vec<&[u8]> = l.split(|&b| b == 0).collect();
+            (
+                parts[0].to_vec(),
+                (
+                    String::from_utf8(parts[1].to_vec()).unwrap(),
+                    parts[2].to_vec(),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// Decodes the baseline's lossless form of a name (`hex:` for non-UTF-8).
+fn decode(text: &str) -> Vec<u8> {
+    match text.strip_prefix("hex:") {
+        Some(hex) => (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect(),
+        None => text.as_bytes().to_vec(),
+    }
+}
+
+/// The refs the baseline recorded, as git's view would show them.
+fn baseline_refs(sb: &Sandbox) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let text = std::fs::read_to_string(sb.state.join("baseline.json")).unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    v["baseline"]["refs"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (decode(k), decode(v.as_str().unwrap())))
+        .collect()
+}
+
+/// Asserts that an accepted state is exactly what git sees: every ref but
+/// the branch at its baseline value, the branch at the evidence's tip, and
+/// `git rev-parse <short>` resolving to the branch.
+#[track_caller]
+fn assert_git_agrees(sb: &Sandbox, result: &Value, branch: &[u8]) {
+    let view = git_view(sb);
+    let baseline = baseline_refs(sb);
+    let tip = result["evidence"]["commits"]["tip"].as_str().unwrap();
+    let mut names: Vec<&Vec<u8>> = view.keys().chain(baseline.keys()).collect();
+    names.sort();
+    names.dedup();
+    for name in names {
+        let (id, symref) = view.get(name).expect("git lists every baseline ref");
+        if name.as_slice() == branch {
+            assert_eq!(id, tip, "git's branch tip is verify's");
+            continue;
+        }
+        let recorded = &baseline[name];
+        if let Some(target) = recorded.strip_prefix(b"ref:") {
+            assert_eq!(symref, target);
+        } else {
+            assert_eq!(id.as_bytes(), recorded.as_slice());
+        }
+    }
+    let short = branch.strip_prefix(b"refs/heads/").unwrap();
+    let resolved = git_bytes(sb, &[b"rev-parse", b"--symbolic-full-name", short]);
+    assert_eq!(resolved.trim_ascii_end(), branch);
+}
+
+/// Asserts a rejection for the ref store, as hostile storage.
+#[track_caller]
+fn assert_store_rejected(sb: &Sandbox) -> Value {
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["ref_store_invalid"]);
+    assert_eq!(r["failure_class"], "unsafe_state", "{r:#}");
+    assert_eq!(r["evidence"]["metadata_intact"], false, "{r:#}");
+    r
+}
+
+fn packed_refs(sb: &Sandbox) -> String {
+    std::fs::read_to_string(sb.git_dir().join("packed-refs")).unwrap()
+}
+
+fn write_packed(sb: &Sandbox, text: &str) {
+    std::fs::write(sb.git_dir().join("packed-refs"), text).unwrap();
+}
+
+fn symlink(target: impl AsRef<Path>, link: impl AsRef<Path>) {
+    std::os::unix::fs::symlink(target, link).unwrap();
+}
+
+// ---- accepted neighbours -------------------------------------------------
+
+#[test]
+fn accepts_an_agents_normal_commit_as_git_sees_it() {
+    let sb = armed();
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    assert_git_agrees(&sb, &r, b"refs/heads/main");
+}
+
+#[test]
+fn accepts_pack_refs_all_and_a_packed_ref_overridden_by_a_loose_one() {
+    let sb = Sandbox::new();
+    sb.git(&["pack-refs", "--all"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 2));
+    // The commit writes a loose refs/heads/main over the packed one.
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    assert!(packed_refs(&sb).contains(" refs/heads/main\n"));
+    assert!(sb.git_dir().join("refs/heads/main").is_file());
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    assert_git_agrees(&sb, &r, b"refs/heads/main");
+    sb.git(&["pack-refs", "--all"]);
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    assert_git_agrees(&sb, &r, b"refs/heads/main");
+}
+
+#[test]
+fn accepts_git_gc_and_annotated_tags_packed_with_peeled_lines() {
+    let sb = Sandbox::new();
+    sb.git(&["tag", "-a", "-m", "release", "v1"]);
+    sb.git(&["tag", "light"]);
+    sb.git(&["pack-refs", "--all"]);
+    assert!(packed_refs(&sb).contains("\n^"), "a peeled line");
+    sb.arm(&sb.grant(&["docs/"], 1, 2));
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    sb.git_nohooks(&["gc", "-q"]);
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    assert_git_agrees(&sb, &r, b"refs/heads/main");
+    assert_eq!(
+        sb.git(&["rev-parse", "v1^{}"]),
+        sb.git(&["rev-parse", "HEAD~1"])
+    );
+}
+
+// ---- symlinks ------------------------------------------------------------
+
+#[test]
+fn rejects_a_symlinked_ref_file() {
+    let sb = armed();
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    let ungranted = sb.commit_file("src/lib.rs", "evil\n", "src");
+    sb.git_nohooks(&["reset", "-q", "--hard", "HEAD~1"]);
+    std::fs::write(sb.root.join("elsewhere"), format!("{ungranted}\n")).unwrap();
+    symlink(
+        sb.root.join("elsewhere"),
+        sb.git_dir().join("refs/tags/evil"),
+    );
+    // git follows the link: the tag exists for it.
+    assert_eq!(git_view(&sb)[&b"refs/tags/evil"[..]].0, ungranted);
+    assert_store_rejected(&sb);
+}
+
+#[test]
+fn rejects_a_symlinked_refs_heads_directory() {
+    let sb = armed();
+    let base = sb.git(&["rev-parse", "HEAD"]);
+    let fake = sb.root.join("fake-heads");
+    std::fs::create_dir_all(&fake).unwrap();
+    std::fs::write(fake.join("main"), format!("{base}\n")).unwrap();
+    std::fs::write(fake.join("extra"), format!("{base}\n")).unwrap();
+    let heads = sb.git_dir().join("refs/heads");
+    std::fs::remove_dir_all(&heads).unwrap();
+    symlink(&fake, &heads);
+    assert!(git_view(&sb).contains_key(&b"refs/heads/extra"[..]));
+    assert_store_rejected(&sb);
+}
+
+#[test]
+fn rejects_a_symlinked_subdirectory_of_refs_tags() {
+    let sb = armed();
+    let base = sb.git(&["rev-parse", "HEAD"]);
+    let fake = sb.root.join("fake-tags");
+    std::fs::create_dir_all(&fake).unwrap();
+    std::fs::write(fake.join("v9"), format!("{base}\n")).unwrap();
+    symlink(&fake, sb.git_dir().join("refs/tags/x"));
+    assert!(git_view(&sb).contains_key(&b"refs/tags/x/v9"[..]));
+    assert_store_rejected(&sb);
+}
+
+#[test]
+fn rejects_a_symlinked_packed_refs_file() {
+    let sb = Sandbox::new();
+    sb.git(&["pack-refs", "--all"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 2));
+    let moved = sb.root.join("packed-refs");
+    std::fs::rename(sb.git_dir().join("packed-refs"), &moved).unwrap();
+    symlink(&moved, sb.git_dir().join("packed-refs"));
+    assert!(git_view(&sb).contains_key(&b"refs/heads/main"[..]));
+    assert_store_rejected(&sb);
+}
+
+// ---- packed-refs that git reads differently ------------------------------
+
+#[test]
+fn rejects_a_packed_record_ending_in_carriage_return() {
+    let sb = Sandbox::new();
+    sb.git(&["pack-refs", "--all"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 2));
+    let text = packed_refs(&sb).replace(
+        " refs/remotes/origin/main\n",
+        " refs/remotes/origin/main\r\n",
+    );
+    write_packed(&sb, &text);
+    // git keeps the \r in the name, so for git the remote branch is gone.
+    assert!(!git_view(&sb).contains_key(&b"refs/remotes/origin/main"[..]));
+    assert_store_rejected(&sb);
+}
+
+#[test]
+fn rejects_the_same_ref_packed_twice_with_different_values() {
+    let sb = Sandbox::new();
+    let base = sb.git(&["rev-parse", "HEAD"]);
+    let other = sb.commit_file("src/lib.rs", "x\n", "ungranted");
+    sb.git_nohooks(&["reset", "-q", "--hard", &base]);
+    sb.git(&["tag", "keep", &other]);
+    sb.git(&["pack-refs", "--all"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 2));
+    let text = packed_refs(&sb).replace(
+        &format!("{base} refs/heads/main\n"),
+        &format!("{base} refs/heads/main\n{other} refs/heads/main\n"),
+    );
+    write_packed(&sb, &text);
+    std::fs::remove_file(sb.git_dir().join("refs/heads/main")).ok();
+    // git lists the branch twice, one value each, and resolves it to one of
+    // them: which one depends on how a reader searches.
+    let all = sb.git(&["for-each-ref", "--format=%(objectname) %(refname)"]);
+    let listed: Vec<&str> = all
+        .lines()
+        .filter_map(|l| l.strip_suffix(" refs/heads/main"))
+        .collect();
+    assert_eq!(listed, [base.as_str(), other.as_str()]);
+    assert_eq!(sb.git(&["rev-parse", "refs/heads/main"]), other);
+    assert_store_rejected(&sb);
+}
+
+#[test]
+fn rejects_a_sorted_header_over_unsorted_records() {
+    let sb = Sandbox::new();
+    sb.git(&["tag", "a-tag"]);
+    sb.git(&["pack-refs", "--all"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 2));
+    let text = packed_refs(&sb);
+    let mut lines: Vec<&str> = text.lines().collect();
+    let header = lines.remove(0);
+    lines.reverse();
+    write_packed(&sb, &format!("{header}\n{}\n", lines.join("\n")));
+    // git binary-searches a `sorted` file for one name and misses records
+    // out of order, while listing still shows them: git disagrees with
+    // itself.
+    let missed: Vec<Vec<u8>> = git_view(&sb)
+        .into_keys()
+        .filter(|name| {
+            let name = String::from_utf8(name.clone()).unwrap();
+            !sb.try_git(&["rev-parse", "--verify", "-q", &name])
+                .status
+                .success()
+        })
+        .collect();
+    assert!(!missed.is_empty(), "some listed ref does not resolve");
+    assert_store_rejected(&sb);
+}
+
+#[test]
+fn rejects_a_misplaced_peeled_line() {
+    let sb = Sandbox::new();
+    sb.git(&["tag", "-a", "-m", "t", "v1"]);
+    sb.git(&["pack-refs", "--all"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 2));
+    let text = packed_refs(&sb);
+    let peeled = text
+        .lines()
+        .find(|l| l.starts_with('^'))
+        .unwrap()
+        .to_owned();
+    let moved: String = text
+        .lines()
+        .filter(|l| !l.starts_with('^'))
+        .enumerate()
+        .flat_map(|(i, l)| {
+            if i == 0 {
+                vec![l.to_owned(), peeled.clone()]
+            } else {
+                vec![l.to_owned()]
+            }
+        })
+        .map(|l| l + "\n")
+        .collect();
+    write_packed(&sb, &moved);
+    // git refuses the file outright.
+    assert!(!sb.try_git(&["for-each-ref"]).status.success());
+    assert_store_rejected(&sb);
+}
+
+#[test]
+fn rejects_a_forged_peeled_line() {
+    let sb = Sandbox::new();
+    sb.git(&["tag", "-a", "-m", "t", "v1"]);
+    let other = sb.commit_file("src/lib.rs", "x\n", "ungranted");
+    sb.git_nohooks(&["reset", "-q", "--hard", "HEAD~1"]);
+    sb.git(&["tag", "keep", &other]);
+    sb.git(&["pack-refs", "--all"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 2));
+    let text = packed_refs(&sb);
+    let forged: String = text
+        .lines()
+        .map(|l| {
+            if l.starts_with('^') {
+                format!("^{other}\n")
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    write_packed(&sb, &forged);
+    // git's ref iteration trusts the line: `show-ref -d`, and the
+    // advertisement a clone or fetch receives, peel the tag to the
+    // ungranted commit, while the tag object says otherwise.
+    let shown = sb.git(&["show-ref", "-d"]);
+    assert!(
+        shown.contains(&format!("{other} refs/tags/v1^{{}}")),
+        "{shown}"
+    );
+    assert_ne!(sb.git(&["rev-parse", "v1^{}"]), other);
+    assert_store_rejected(&sb);
+}
+
+#[test]
+fn rejects_a_non_canonical_loose_ref() {
+    let sb = armed();
+    let base = sb.git(&["rev-parse", "HEAD"]);
+    std::fs::write(
+        sb.git_dir().join("refs/tags/odd"),
+        format!("{base} trailing\n"),
+    )
+    .unwrap();
+    assert_eq!(git_view(&sb)[&b"refs/tags/odd"[..]].0, base);
+    assert_store_rejected(&sb);
+}
+
+// ---- names git resolves before the branch ---------------------------------
+
+fn assert_shadowed(sb: &Sandbox) {
+    let full = sb.git(&["rev-parse", "refs/heads/main"]);
+    let short = sb.try_git(&["rev-parse", "main"]);
+    let short = String::from_utf8_lossy(&short.stdout).trim().to_owned();
+    assert_ne!(short, full, "git resolves `main` elsewhere");
+    let r = assert_store_rejected(sb);
+    assert!(
+        r["violations"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("git push")
+    );
+}
+
+#[test]
+fn rejects_a_file_in_the_git_dir_named_like_the_branch() {
+    let sb = armed();
+    let base = sb.git(&["rev-parse", "HEAD"]);
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    std::fs::write(sb.git_dir().join("main"), format!("{base}\n")).unwrap();
+    assert_shadowed(&sb);
+}
+
+#[test]
+fn rejects_a_tag_named_like_the_branch() {
+    let sb = armed();
+    let other = sb.commit_file("src/lib.rs", "x\n", "ungranted");
+    sb.git_nohooks(&["reset", "-q", "--hard", "HEAD~1"]);
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    sb.git_nohooks(&["update-ref", "refs/tags/main", &other]);
+    // The tag is also a new ref; the shadow is what makes it hostile.
+    let (code, r) = sb.verify();
+    assert_eq!(code, 1);
+    assert!(
+        common::rules(&r).contains(&"ref_store_invalid".to_owned()),
+        "{r:#}"
+    );
+    let short = String::from_utf8_lossy(&sb.try_git(&["rev-parse", "main"]).stdout)
+        .trim()
+        .to_owned();
+    assert_eq!(short, other);
+}
+
+#[test]
+fn rejects_a_ref_directly_under_refs_named_like_the_branch() {
+    let sb = armed();
+    let other = sb.commit_file("src/lib.rs", "x\n", "ungranted");
+    sb.git_nohooks(&["reset", "-q", "--hard", "HEAD~1"]);
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    sb.git_nohooks(&["update-ref", "refs/main", &other]);
+    let (code, r) = sb.verify();
+    assert_eq!(code, 1);
+    assert!(
+        common::rules(&r).contains(&"ref_store_invalid".to_owned()),
+        "{r:#}"
+    );
+    // git warns that `main` is ambiguous and takes refs/main.
+    let short = String::from_utf8_lossy(&sb.try_git(&["rev-parse", "main"]).stdout)
+        .trim()
+        .to_owned();
+    assert_eq!(short, other);
+}
+
+#[test]
+fn accepts_a_directory_in_the_git_dir_named_like_the_branch() {
+    let sb = armed();
+    std::fs::create_dir(sb.git_dir().join("main")).unwrap();
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    // git cannot read a directory as a ref, so `main` is still the branch.
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    assert_git_agrees(&sb, &r, b"refs/heads/main");
+}
+
+#[test]
+fn arm_refuses_a_shadowed_branch() {
+    let sb = Sandbox::new();
+    sb.git(&["tag", "main"]);
+    let grant = sb.grant(&["docs/"], 1, 2);
+    let out = sb.grantguard(&[
+        "arm",
+        "--json",
+        "--grant",
+        grant.to_str().unwrap(),
+        "--state",
+        sb.state.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
+        panic!(
+            "arm printed no JSON: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert_eq!(common::rules(&r), ["ref_store_invalid"]);
+    let message = r["violations"][0]["message"].as_str().unwrap();
+    assert!(message.contains("refs/tags/main"), "{message}");
+    assert!(!sb.state.join("baseline.json").exists());
+}
+
+// ---- names are bytes ------------------------------------------------------
+
+#[test]
+fn rejects_swapping_refs_whose_names_differ_only_in_non_utf8_bytes() {
+    let sb = Sandbox::new();
+    git_bytes(&sb, &[b"tag", b"caf\xe9"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 2));
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    git_bytes(
+        &sb,
+        &[
+            b"-c",
+            b"core.hooksPath=/dev/null",
+            b"tag",
+            b"-d",
+            b"caf\xe9",
+        ],
+    );
+    git_bytes(
+        &sb,
+        &[b"-c", b"core.hooksPath=/dev/null", b"tag", b"caf\xe8"],
+    );
+    let view = git_view(&sb);
+    assert!(view.contains_key(&b"refs/tags/caf\xe8"[..]));
+    assert!(!view.contains_key(&b"refs/tags/caf\xe9"[..]));
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["ref_changed"]);
+    assert_eq!(r["evidence"]["violation_totals"]["ref_changed"], 2);
+}
+
+#[test]
+fn accepts_a_non_utf8_branch_armed_and_committed_on_with_the_hooks() {
+    let sb = Sandbox::new();
+    let check = sb
+        .command("git")
+        .args([
+            OsStr::new("check-ref-format"),
+            OsStr::from_bytes(b"refs/heads/caf\xe9"),
+        ])
+        .status()
+        .unwrap();
+    assert!(check.success(), "git allows the name");
+    git_bytes(&sb, &[b"checkout", b"-q", b"-b", b"caf\xe9"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 2));
+    let text = std::fs::read_to_string(sb.state.join("baseline.json")).unwrap();
+    assert!(
+        text.contains("\"branch\": \"hex:726566732f68656164732f636166e9\""),
+        "{text}"
+    );
+    // With the hooks: pre-commit and reference-transaction see the name.
+    sb.write("docs/guide.md", "new\n");
+    sb.git(&["add", "docs/guide.md"]);
+    sb.git(&["commit", "-q", "-m", "docs"]);
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    assert_git_agrees(&sb, &r, b"refs/heads/caf\xe9");
+    // And the hook still refuses an ungranted commit on it.
+    sb.write("src/lib.rs", "x\n");
+    sb.git(&["add", "src/lib.rs"]);
+    assert!(
+        !sb.try_git(&["commit", "-q", "--no-verify", "-m", "src"])
+            .status
+            .success()
+    );
+}
+
+// ---- linked worktrees -------------------------------------------------------
+
+/// A linked worktree on branch `feature`, armed.
+fn armed_linked() -> (Sandbox, std::path::PathBuf) {
+    let sb = Sandbox::new();
+    let wt = sb.root.join("wt");
+    sb.git(&[
+        "worktree",
+        "add",
+        "-q",
+        "-b",
+        "feature",
+        wt.to_str().unwrap(),
+    ]);
+    let grant = sb.grant(&["docs/"], 1, 2);
+    let out = sb.grantguard(&[
+        "arm",
+        "--repo",
+        wt.to_str().unwrap(),
+        "--grant",
+        grant.to_str().unwrap(),
+        "--state",
+        sb.state.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (sb, wt)
+}
+
+#[test]
+fn accepts_a_commit_in_a_linked_worktree_as_git_sees_it() {
+    let (sb, wt) = armed_linked();
+    std::fs::write(wt.join("docs/guide.md"), "new\n").unwrap();
+    sb.run_git(
+        &wt,
+        &[
+            "-c",
+            "core.hooksPath=/dev/null",
+            "commit",
+            "-q",
+            "-am",
+            "docs",
+        ],
+    );
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    assert_git_agrees(&sb, &r, b"refs/heads/feature");
+    let tip = sb.run_git(&wt, &["rev-parse", "feature"]);
+    assert_eq!(
+        tip.trim(),
+        r["evidence"]["commits"]["tip"].as_str().unwrap()
+    );
+}
+
+#[test]
+fn rejects_a_symlinked_per_worktree_ref_dir_in_a_linked_worktree() {
+    let (sb, wt) = armed_linked();
+    std::fs::write(wt.join("docs/guide.md"), "new\n").unwrap();
+    sb.run_git(
+        &wt,
+        &[
+            "-c",
+            "core.hooksPath=/dev/null",
+            "commit",
+            "-q",
+            "-am",
+            "docs",
+        ],
+    );
+    let base = sb.git(&["rev-parse", "main"]);
+    let fake = sb.root.join("fake-worktree-refs");
+    std::fs::create_dir_all(&fake).unwrap();
+    std::fs::write(fake.join("x"), format!("{base}\n")).unwrap();
+    let private = sb.git_dir().join("worktrees/wt/refs");
+    std::fs::create_dir_all(&private).unwrap();
+    symlink(&fake, private.join("worktree"));
+    let listed = sb.run_git(&wt, &["for-each-ref", "--format=%(refname)"]);
+    assert!(
+        listed.contains("refs/worktree/x"),
+        "git follows it: {listed}"
+    );
+    assert_store_rejected(&sb);
+}
