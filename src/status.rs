@@ -16,9 +16,16 @@ use crate::baseline::Baseline;
 use crate::repo::{self, Head};
 use crate::result::MAX_LISTED;
 
+/// Why `git fetch`, `pull` and `push` fail while armed with git's own
+/// "transport 'file' not allowed", which says nothing about the grant.
+pub const TRANSPORT_LOCKED: &str = "locked: the grant does not allow publishing (publish: false), \
+     so every git transport is disabled while armed (protocol.allow and protocol.<name>.allow \
+     = never): git fetch, pull and push fail with \"transport '<name>' not allowed\". Work with \
+     what is in the repository; the harness fetches and publishes after acceptance.";
+
 /// The status report as JSON.
 pub fn status(state: &Path) -> Result<Value> {
-    let (baseline, grant, _) = Baseline::read_live_or_retired(state)?;
+    let (baseline, grant, armed) = Baseline::read_live_or_retired(state)?;
     let repo = repo::open(&baseline.repo.work_dir)?;
     let head = repo::head(&repo)?;
     let tip = repo::ref_snapshot(&repo)?
@@ -58,5 +65,7 @@ pub fn status(state: &Path) -> Result<Value> {
         "worktree_clean": dirt.is_empty() && ops.is_empty(),
         "operations_in_progress": ops,
         "problems": findings.listed,
+        "armed": armed,
+        "transport": if armed { TRANSPORT_LOCKED } else { "not locked by grantguard (disarmed)" },
     }))
 }

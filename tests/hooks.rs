@@ -757,3 +757,52 @@ fn a_linked_worktree_added_while_armed_is_refused_and_rejected() {
     assert_eq!(code, 1, "{r:#}");
     assert!(r.to_string().contains(".git/worktrees"), "{r:#}");
 }
+
+#[test]
+fn allows_merge_autostash_of_the_agents_own_commit() {
+    // `git merge --autostash` with a dirty worktree parks the edit in the
+    // MERGE_AUTOSTASH root ref and re-applies it after the merge: git's
+    // scratch, like AUTO_MERGE, never part of the grant.
+    let sb = armed(&["docs/"], 1, 2);
+    let base = sb.git(&["rev-parse", "HEAD"]);
+    assert_ok(&sb, &["switch", "-q", "--detach"]);
+    sb.write("docs/guide.md", "from the experiment\n");
+    assert_ok(&sb, &["commit", "-q", "-am", "experiment"]);
+    let experiment = sb.git(&["rev-parse", "HEAD"]);
+    assert_ok(&sb, &["switch", "-q", "main"]);
+    assert_eq!(sb.git(&["rev-parse", "HEAD"]), base);
+    sb.write("docs/other.md", "dirty\n");
+    sb.git(&["add", "docs/other.md"]);
+    assert_ok(
+        &sb,
+        &["merge", "-q", "--autostash", "--ff-only", &experiment],
+    );
+    assert_eq!(sb.git(&["rev-parse", "HEAD"]), experiment);
+    assert_eq!(
+        std::fs::read_to_string(sb.repo.join("docs/other.md")).unwrap(),
+        "dirty\n",
+        "the autostash came back"
+    );
+    assert_ok(&sb, &["commit", "-q", "-m", "the parked edit"]);
+    let (code, r) = sb.verify();
+    common::assert_accepted(code, &r);
+}
+
+#[test]
+fn every_ref_refusal_says_what_to_do_instead() {
+    let sb = armed(&["docs/"], 1, 1);
+    let stderr = assert_refused(&sb, &["tag", "v9"], "refs/tags/v9 would be created");
+    assert!(stderr.contains("harness"), "{stderr}");
+    let stderr = assert_refused(&sb, &["branch", "feature"], "would be created");
+    assert!(stderr.contains("git switch --detach"), "{stderr}");
+    assert!(stderr.contains("git stash"), "{stderr}");
+    let stderr = assert_refused(
+        &sb,
+        &["notes", "add", "-m", "n"],
+        "refs/notes/commits would be created",
+    );
+    assert!(stderr.contains("notes are the harness's"), "{stderr}");
+    let head = sb.git(&["rev-parse", "HEAD"]);
+    let stderr = assert_refused(&sb, &["replace", "-f", &head, &head], "refs/replace/");
+    assert!(stderr.contains("replace refs"), "{stderr}");
+}

@@ -139,3 +139,31 @@ fn disarm_restores_every_key_and_leaves_no_empty_section() {
     assert!(!text.contains("\"file\""), "{text}");
     assert!(text.contains("[protocol \"ssh\"]"), "{text}");
 }
+
+#[test]
+fn status_names_the_transport_lock_the_agent_meets_in_fetch() {
+    // git's own "transport 'file' not allowed" says nothing about the grant;
+    // grantguard status says why and what to do.
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    let fetch = sb.try_git(&["fetch", "-q", "origin"]);
+    assert!(String::from_utf8_lossy(&fetch.stderr).contains("transport 'file' not allowed"));
+    let out = sb.grantguard(&["status", "--state", sb.state.to_str().unwrap(), "--json"]);
+    assert!(out.status.success());
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["armed"], true);
+    let transport = report["transport"].as_str().unwrap();
+    assert!(transport.contains("publish: false"), "{transport}");
+    assert!(transport.contains("not allowed"), "{transport}");
+    let text = sb.grantguard(&["status", "--state", sb.state.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&text.stdout).contains("transport: locked"));
+    // After disarm the lock is gone, and status says so.
+    assert!(
+        sb.grantguard(&["disarm", "--state", sb.state.to_str().unwrap()])
+            .status
+            .success()
+    );
+    let out = sb.grantguard(&["status", "--state", sb.state.to_str().unwrap(), "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["armed"], false);
+}

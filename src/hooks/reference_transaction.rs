@@ -150,16 +150,52 @@ pub fn parse_updates(input: &[u8]) -> Result<Vec<Update>, ParseError> {
     Ok(out)
 }
 
-/// Pseudorefs git moves during ordinary work; they are not part of the grant.
-const PSEUDOREFS: &[&str] = &[
-    "ORIG_HEAD",
-    "FETCH_HEAD",
-    "MERGE_HEAD",
-    "CHERRY_PICK_HEAD",
-    "REVERT_HEAD",
-    "REBASE_HEAD",
-    "AUTO_MERGE",
+/// Root refs whose names do not end in `_HEAD` (git's `is_root_ref`, 2.45+).
+const IRREGULAR_ROOT_REFS: &[&[u8]] = &[
+    b"AUTO_MERGE",
+    b"BISECT_EXPECTED_REV",
+    b"NOTES_MERGE_PARTIAL",
+    b"NOTES_MERGE_REF",
+    b"MERGE_AUTOSTASH",
 ];
+
+/// Whether `name` is one of git's pseudorefs and special root refs
+/// (`ORIG_HEAD`, `FETCH_HEAD`, `MERGE_HEAD`, `CHERRY_PICK_HEAD`,
+/// `REVERT_HEAD`, `REBASE_HEAD`, `BISECT_HEAD`, `AUTO_MERGE`,
+/// `MERGE_AUTOSTASH`, ...): git's own rule, not a list of the ones met so
+/// far, is a name outside `refs/` of capitals and underscores that ends in
+/// `_HEAD` or is one of [`IRREGULAR_ROOT_REFS`]. git moves them during
+/// ordinary work (merge, rebase, cherry-pick, bisect, `--autostash`); they are
+/// not part of the grant and are never pushed or cloned. `HEAD` itself is
+/// decided on its own.
+fn is_root_scratch_ref(name: &[u8]) -> bool {
+    let syntax = !name.is_empty() && name.iter().all(|&b| b.is_ascii_uppercase() || b == b'_');
+    syntax && (name.ends_with(b"_HEAD") || IRREGULAR_ROOT_REFS.contains(&name))
+}
+
+/// What an agent can do instead when `name` may not change, for the
+/// refusal message: each ref family has its own way forward.
+fn advice_for(name: &[u8], created: bool) -> &'static str {
+    if name.starts_with(b"refs/tags/") {
+        "tags are the harness's to make after acceptance; describe the release in a commit \
+         message instead"
+    } else if name.starts_with(b"refs/notes/") {
+        "notes are the harness's to make; put the note in a commit message or a granted file"
+    } else if name.starts_with(b"refs/replace/") {
+        "replace refs would rewrite what history means; commit the change on the granted \
+         branch instead"
+    } else if name.starts_with(b"refs/remotes/") {
+        "remote-tracking refs change only by fetching, which the harness does; to look at a \
+         remote branch use git switch --detach origin/<branch> and come back"
+    } else if name.starts_with(b"refs/heads/") && created {
+        "only the granted branch may change: for an experiment use git switch --detach, to \
+         park work use git stash (and pop it before you finish), then git switch back"
+    } else if name.starts_with(b"refs/heads/") {
+        "only the granted branch may change; other branches stay as they were"
+    } else {
+        "only the granted branch (and git's scratch refs) may change while armed"
+    }
+}
 
 /// How a ref the grant cares about is treated.
 #[derive(Debug, PartialEq, Eq)]
@@ -170,12 +206,12 @@ enum Kind {
 }
 
 /// The kind of a ref, or `None` for scratch refs that are free to move while
-/// armed: pseudorefs, `refs/stash`, `refs/bisect/*` and `refs/rewritten/*`
+/// armed: root refs ([`is_root_scratch_ref`]), `refs/stash`, `refs/bisect/*`
+/// and `refs/rewritten/*`
 /// (`git rebase --rebase-merges` labels). Verify demands the ones under
 /// `refs/` back at their baseline values.
 fn kind(name: &[u8], branch: &[u8]) -> Option<Kind> {
-    let scratch = PSEUDOREFS.iter().any(|p| p.as_bytes() == name)
-        || name.starts_with(b"BISECT_")
+    let scratch = is_root_scratch_ref(name)
         || name == b"refs/stash"
         || name.starts_with(b"refs/bisect/")
         || name.starts_with(b"refs/rewritten/");
@@ -279,10 +315,15 @@ pub fn decide(
                     } else {
                         rule::REF_CHANGED
                     };
+                    let created = !baseline.refs.contains_key(&update.name);
                     findings.push(
                         Violation::new(
                             id,
-                            format!("{} would {what}", refname::shown(&update.name)),
+                            format!(
+                                "{} would {what}: {}",
+                                refname::shown(&update.name),
+                                advice_for(&update.name, created)
+                            ),
                         )
                         .with_ref(refname::encode(&update.name)),
                     );
@@ -395,6 +436,10 @@ mod tests {
         for scratch in [
             "ORIG_HEAD",
             "AUTO_MERGE",
+            "MERGE_AUTOSTASH",
+            "NOTES_MERGE_PARTIAL",
+            "BISECT_HEAD",
+            "REVERT_HEAD",
             "BISECT_EXPECTED_REV",
             "refs/stash",
             "refs/bisect/bad",
@@ -408,6 +453,12 @@ mod tests {
             "refs/remotes/origin/main",
             "refs/notes/commits",
             "refs/replace/x",
+            // Not root-ref syntax: lowercase, a slash, or no _HEAD ending.
+            "main",
+            "Orig_HEAD",
+            "MERGE_AUTOSTASHES",
+            "BISECT_LOG",
+            "_",
         ] {
             assert_eq!(kind_str(protected, b), Some(Kind::Protected), "{protected}");
         }
