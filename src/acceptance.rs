@@ -11,6 +11,7 @@
 //! | `path_not_granted` | every path every new commit changed is granted |
 //! | `dotgit_path` | no new commit changes a path with a `.git` component |
 //! | `symlink_escapes_repository` | no new commit makes a granted path a symlink leaving the worktree |
+//! | `object_invalid` | every new commit, and every tree and special blob it introduces, is in the canonical shape git writes and fsck accepts |
 //! | `ref_changed` / `remote_tracking_ref_changed` | every other ref equals the baseline |
 //! | `worktree_not_clean` | index and worktree equal the tip, nothing untracked, no operation in progress |
 //! | `changed_during_verify` | HEAD, refs and metadata read at the end equal what was read at the start |
@@ -64,6 +65,10 @@ pub mod rule {
     /// A new commit makes a granted path a symlink whose target leaves the
     /// worktree (absolute, `..` past the root, or into `.git`).
     pub const SYMLINK_ESCAPES_REPOSITORY: &str = "symlink_escapes_repository";
+    /// A new commit, or a tree or special blob it introduces, is not in the
+    /// canonical shape git writes (git fsck's rules, git's tree depth
+    /// limit): two readers could read it differently.
+    pub const OBJECT_INVALID: &str = "object_invalid";
 }
 
 /// Most new commits whose paths are diffed. A valid history has at most 32;
@@ -200,7 +205,15 @@ pub fn check_history(
             history.commits.len()
         ));
     }
-    for commit in history.commits.iter().take(MAX_DIFFED_COMMITS) {
+    let checked = &history.commits[..history.commits.len().min(MAX_DIFFED_COMMITS)];
+    let invalid = check_objects(repo, checked, findings)?;
+    for commit in checked {
+        // A commit whose objects git and gix could read differently has no
+        // meaningful diff (and a tree past git's depth limit an enormous
+        // one): it is rejected as it is.
+        if invalid.contains(&commit.id) {
+            continue;
+        }
         let parent = commit.parents.first().copied();
         for change in repo::changed_paths(repo, commit.id, parent)? {
             check_path(repo, commit.id, &change, matcher, findings);
@@ -208,6 +221,33 @@ pub fn check_history(
         }
     }
     Ok(facts)
+}
+
+/// Applies git fsck's rules to the objects `commits` introduce
+/// ([`repo::canonical`]); returns the commits found invalid.
+fn check_objects(
+    repo: &gix::Repository,
+    commits: &[repo::NewCommit],
+    findings: &mut Findings,
+) -> Result<BTreeSet<ObjectId>> {
+    let mut invalid = BTreeSet::new();
+    for defect in repo::canonical::check_new_objects(repo, commits)? {
+        invalid.insert(defect.commit);
+        let mut v = Violation::new(
+            rule::OBJECT_INVALID,
+            format!(
+                "{}; git and other readers could see different content. Recreate commit {} \
+                 with git's porcelain (git add, git commit) instead of crafted objects",
+                defect.message, defect.commit
+            ),
+        )
+        .with_commit(defect.commit.to_string());
+        if let Some(path) = defect.path {
+            v = v.with_path(path.to_str_lossy().into_owned());
+        }
+        findings.push(v);
+    }
+    Ok(invalid)
 }
 
 fn check_count(count: usize, grant: &Grant, counting: CountCheck, findings: &mut Findings) {
@@ -289,8 +329,13 @@ fn warn_about(
     if mode.is_link() {
         let mut buf = Vec::new();
         let escape = match repo::read_verified(repo, id, &mut buf) {
-            Ok(blob) => symlink_escape(&change.path, blob.data, matcher)
-                .map(|why| (why, format!("{:?}", blob.data.to_str_lossy()))),
+            // Judge the target git creates: symlink(2) stops at a NUL (a
+            // target with one is also `object_invalid`).
+            Ok(blob) => {
+                let target = blob.data.split(|&b| b == 0).next().unwrap_or_default();
+                symlink_escape(&change.path, target, matcher)
+                    .map(|why| (why, format!("{:?}", target.to_str_lossy())))
+            }
             Err(e) => Some((
                 Escape::Outside("its target cannot be read"),
                 format!("{e:#}"),
@@ -439,7 +484,10 @@ pub fn verify(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
     };
     // Positive evidence for whoever acts on the result (run's restore runs
     // git in the checkout only when this is true).
-    let intact = metadata_intact && !findings.has(rule::REPOSITORY_UNREADABLE);
+    // Objects git would read differently from us are hostile storage too.
+    let intact = metadata_intact
+        && !findings.has(rule::REPOSITORY_UNREADABLE)
+        && !findings.has(rule::OBJECT_INVALID);
     let class = if intact {
         FailureClass::Verification
     } else {

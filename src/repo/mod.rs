@@ -11,6 +11,7 @@
 //! The only place grantguard runs `git` is `run`'s compensation
 //! ([`crate::run::preserve`]), under the conditions documented there.
 
+pub mod canonical;
 mod commits;
 mod metadata;
 mod refs;

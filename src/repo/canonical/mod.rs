@@ -1,0 +1,402 @@
+//! git fsck's rules on the objects a run added, read from their raw bytes.
+//!
+//! `verify` decides on what gix reads; the harness then publishes with git.
+//! Where the two could read one object differently (a tree mode one of them
+//! normalises, two `tree` lines in a commit, a symlink target with a NUL,
+//! which git's `symlink(2)` cuts short) the decision would be about
+//! something other than what git checks out. So every commit in
+//! `baseline..tip`, and every tree and special blob those commits introduce,
+//! must be in the one canonical shape git writes and fsck accepts; anything
+//! else is `object_invalid`, fail closed.
+//!
+//! The cost is proportional to what is new: from each commit's root tree we
+//! descend only into subtrees whose id differs from the first parent's entry
+//! at the same path, and each tree's entries are checked once (a visited
+//! set). Blobs are looked at only when an entry is new: symlinks (their
+//! target), `.gitmodules` and `.gitattributes` (their content), and every
+//! other blob's header (it must exist and be a blob).
+//!
+//! Depth: git (>= 2.44) refuses trees nested deeper than `core.maxTreeDepth`
+//! (2048 by default): `git rev-list --objects`, `read-tree` and checkout
+//! fail on them, while gix reads on. Deeper trees in new history are
+//! refused, and every walk here is iterative, so no depth can crash us.
+
+mod commit;
+mod dotfiles;
+mod gitmodules;
+mod tree;
+
+use std::collections::{HashMap, HashSet};
+
+use anyhow::{Context, Result};
+use gix::ObjectId;
+use gix::bstr::{BString, ByteSlice};
+
+use super::commits::{NewCommit, read_verified, tree_id_of};
+use dotfiles::DotFile;
+use tree::Kind;
+
+/// git's default `core.maxTreeDepth` (git >= 2.44, outside Windows): a tree
+/// at this depth (the root tree is at 0) is still read, a deeper one is not.
+pub const MAX_TREE_DEPTH: usize = 2048;
+
+/// git fsck's `gitattributesLineLength`: longer lines are refused.
+const MAX_GITATTRIBUTES_LINE: usize = 2048;
+
+/// git fsck's `gitattributesLarge`: larger `.gitattributes` are refused.
+const MAX_GITATTRIBUTES_BYTES: usize = 100 * 1024 * 1024;
+
+/// Most defects collected; the result is a rejection long before this.
+const MAX_DEFECTS: usize = 1024;
+
+/// Longest path shown in a message.
+const SHOWN_PATH_BYTES: usize = 200;
+
+/// One object in new history that breaks a rule.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Defect {
+    /// The new commit that introduced it.
+    pub commit: ObjectId,
+    /// The path of the tree entry concerned, if it is one.
+    pub path: Option<BString>,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Checks `commits` (from [`super::new_history`]) and the trees and special
+/// blobs they introduce. Unreadable or forged objects are errors; objects
+/// that break a rule are defects.
+pub fn check_new_objects(repo: &gix::Repository, commits: &[NewCommit]) -> Result<Vec<Defect>> {
+    let mut walker = Walker {
+        repo,
+        hash: repo.object_hash(),
+        walked: HashMap::new(),
+        checked_trees: HashSet::new(),
+        checked_blobs: HashSet::new(),
+        defects: Vec::new(),
+    };
+    // Oldest first: an object is reported at the commit that introduced it.
+    for commit in commits.iter().rev() {
+        if walker.defects.len() >= MAX_DEFECTS {
+            break;
+        }
+        walker.commit(commit)?;
+    }
+    Ok(walker.defects)
+}
+
+/// A parent tree's entries: name to `(mode bytes, id)`.
+type ParentEntries = HashMap<Vec<u8>, (Vec<u8>, ObjectId)>;
+
+/// A tree still to look at.
+struct Frame {
+    id: ObjectId,
+    /// The first parent's tree at the same path, if it had one.
+    parent: Option<ObjectId>,
+    /// 0 for the root tree.
+    depth: usize,
+    /// The path, empty or ending in `/`.
+    path: BString,
+}
+
+struct Walker<'r> {
+    repo: &'r gix::Repository,
+    hash: gix::hash::Kind,
+    /// The deepest depth each tree was walked at. A tree met again no deeper
+    /// needs no second look; met deeper, its subtrees are walked again for
+    /// the depth limit only.
+    walked: HashMap<ObjectId, usize>,
+    /// Trees whose entries were checked.
+    checked_trees: HashSet<ObjectId>,
+    /// Blobs whose content or header was checked.
+    checked_blobs: HashSet<ObjectId>,
+    defects: Vec<Defect>,
+}
+
+fn shown(path: &[u8]) -> String {
+    if path.len() <= SHOWN_PATH_BYTES {
+        return format!("{:?}", path.to_str_lossy());
+    }
+    let levels = path.iter().filter(|&&b| b == b'/').count();
+    format!(
+        "{:?}… ({} bytes, {levels} levels)",
+        path[..SHOWN_PATH_BYTES].to_str_lossy(),
+        path.len()
+    )
+}
+
+impl Walker<'_> {
+    fn defect(&mut self, commit: ObjectId, path: Option<&[u8]>, message: String) {
+        if self.defects.len() < MAX_DEFECTS {
+            self.defects.push(Defect {
+                commit,
+                path: path.map(BString::from),
+                message,
+            });
+        }
+    }
+
+    fn commit(&mut self, new: &NewCommit) -> Result<()> {
+        let id = new.id;
+        let mut buf = Vec::new();
+        let data = read_verified(self.repo, id, &mut buf)?;
+        if data.kind != gix::objs::Kind::Commit {
+            self.defect(
+                id,
+                None,
+                format!("object {id} is a {}, not a commit", data.kind),
+            );
+            return Ok(());
+        }
+        let header = match commit::parse(data.data, self.hash) {
+            Ok(header) => header,
+            Err(e) => {
+                self.defect(
+                    id,
+                    None,
+                    format!("commit {id} is not in the shape git writes: {e}"),
+                );
+                return Ok(());
+            }
+        };
+        let agrees = gix::objs::CommitRef::from_bytes(data.data, self.hash).is_ok_and(|c| {
+            c.tree() == header.tree && c.parents().eq(header.parents.iter().copied())
+        });
+        if !agrees || header.parents != new.parents {
+            self.defect(
+                id,
+                None,
+                format!("commit {id} reads as another tree or other parents than its header says"),
+            );
+            return Ok(());
+        }
+        let parent_tree = match header.parents.first() {
+            Some(parent) => Some(tree_id_of(self.repo, Some(*parent))?),
+            None => None,
+        };
+        self.trees(id, header.tree, parent_tree)
+    }
+
+    /// Reads a tree's raw bytes (hash-verified); `None` after reporting a
+    /// non-tree.
+    fn read_tree(&mut self, commit: ObjectId, frame: &Frame) -> Result<Option<Vec<u8>>> {
+        let mut buf = Vec::new();
+        let data = read_verified(self.repo, frame.id, &mut buf)?;
+        if data.kind != gix::objs::Kind::Tree {
+            let what = format!(
+                "the tree entry {} points to {}, a {}, not a tree",
+                shown(&frame.path),
+                frame.id,
+                data.kind
+            );
+            self.defect(commit, Some(&frame.path), what);
+            return Ok(None);
+        }
+        Ok(Some(buf))
+    }
+
+    /// The parent's entries by name, `(mode, id)`; empty when there is none
+    /// or it cannot be split (then nothing is skipped as unchanged).
+    fn parent_entries(&self, parent: Option<ObjectId>) -> Result<ParentEntries> {
+        let Some(parent) = parent else {
+            return Ok(HashMap::new());
+        };
+        let mut buf = Vec::new();
+        let data = read_verified(self.repo, parent, &mut buf)?;
+        if data.kind != gix::objs::Kind::Tree {
+            return Ok(HashMap::new());
+        }
+        Ok(tree::parse(data.data, self.hash)
+            .map(|entries| {
+                entries
+                    .into_iter()
+                    .map(|e| (e.name.to_vec(), (e.mode.to_vec(), e.id)))
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    fn trees(&mut self, commit: ObjectId, root: ObjectId, parent: Option<ObjectId>) -> Result<()> {
+        let mut stack = vec![Frame {
+            id: root,
+            parent,
+            depth: 0,
+            path: BString::default(),
+        }];
+        while let Some(frame) = stack.pop() {
+            if Some(frame.id) == frame.parent
+                || self
+                    .walked
+                    .get(&frame.id)
+                    .is_some_and(|&d| d >= frame.depth)
+            {
+                continue;
+            }
+            self.walked.insert(frame.id, frame.depth);
+            let Some(data) = self.read_tree(commit, &frame)? else {
+                continue;
+            };
+            let entries = match tree::parse(&data, self.hash) {
+                Ok(entries) => entries,
+                Err(e) => {
+                    let what = format!(
+                        "the tree {} ({}) is malformed: {e}",
+                        shown(&frame.path),
+                        frame.id
+                    );
+                    self.defect(commit, Some(&frame.path), what);
+                    continue;
+                }
+            };
+            let first_look = self.checked_trees.insert(frame.id);
+            if first_look {
+                for (name, problem) in tree::problems(&entries) {
+                    let path = [frame.path.as_slice(), &name].concat();
+                    self.defect(
+                        commit,
+                        Some(&path),
+                        format!("the tree entry {} {problem}", shown(&path)),
+                    );
+                }
+            }
+            let before = self.parent_entries(frame.parent)?;
+            for entry in &entries {
+                let path: BString = [frame.path.as_slice(), entry.name].concat().into();
+                let old = before.get(entry.name);
+                if entry.kind() == Some(Kind::Tree) {
+                    if frame.depth + 1 > MAX_TREE_DEPTH {
+                        let what = format!(
+                            "the tree {} is nested more than {MAX_TREE_DEPTH} levels deep, past git's \
+                             core.maxTreeDepth: git cannot read or check it out",
+                            shown(&path)
+                        );
+                        self.defect(commit, Some(&path), what);
+                        // One report per commit; the rest is as deep.
+                        return Ok(());
+                    }
+                    let mut child = path;
+                    child.push(b'/');
+                    stack.push(Frame {
+                        id: entry.id,
+                        parent: old.filter(|(mode, _)| mode == b"40000").map(|(_, id)| *id),
+                        depth: frame.depth + 1,
+                        path: child,
+                    });
+                    continue;
+                }
+                let unchanged = old.is_some_and(|(mode, id)| mode == entry.mode && *id == entry.id);
+                if first_look && !unchanged {
+                    self.blob(commit, &path, entry)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The checks on a new non-tree entry's object.
+    fn blob(&mut self, commit: ObjectId, path: &[u8], entry: &tree::RawEntry<'_>) -> Result<()> {
+        let kind = entry.kind();
+        let special = DotFile::of(entry.name);
+        let reads_content = kind == Some(Kind::Symlink)
+            || matches!(special, Some(DotFile::Gitmodules | DotFile::Gitattributes));
+        match kind {
+            Some(Kind::Blob | Kind::Executable | Kind::Symlink) => {}
+            // A gitlink names a commit of another repository; a bad mode was
+            // reported with the tree.
+            Some(Kind::Gitlink | Kind::Tree) | None => return Ok(()),
+        }
+        // A blob's content rules depend on the name it has (a symlink, a
+        // .gitmodules): key the memo on both.
+        if !reads_content {
+            if !self.checked_blobs.insert(entry.id) {
+                return Ok(());
+            }
+            let header = self
+                .repo
+                .try_find_header(entry.id)
+                .with_context(|| format!("cannot read object {}", entry.id))?;
+            match header.map(|h| h.kind()) {
+                Some(gix::objs::Kind::Blob) => {}
+                Some(other) => self.defect(
+                    commit,
+                    Some(path),
+                    format!(
+                        "the file {} points to {}, a {other}, not a blob",
+                        shown(path),
+                        entry.id
+                    ),
+                ),
+                None => self.defect(
+                    commit,
+                    Some(path),
+                    format!(
+                        "the file {} points to {}, which is missing",
+                        shown(path),
+                        entry.id
+                    ),
+                ),
+            }
+            return Ok(());
+        }
+        let mut buf = Vec::new();
+        let data = match self.repo.has_object(entry.id) {
+            true => read_verified(self.repo, entry.id, &mut buf)?,
+            false => {
+                self.defect(
+                    commit,
+                    Some(path),
+                    format!(
+                        "the entry {} points to {}, which is missing",
+                        shown(path),
+                        entry.id
+                    ),
+                );
+                return Ok(());
+            }
+        };
+        if data.kind != gix::objs::Kind::Blob {
+            let what = format!(
+                "the entry {} points to {}, a {}, not a blob",
+                shown(path),
+                entry.id,
+                data.kind
+            );
+            self.defect(commit, Some(path), what);
+            return Ok(());
+        }
+        let content = data.data;
+        let mut problems = Vec::new();
+        if kind == Some(Kind::Symlink) && content.contains(&0) {
+            let cut = content.split(|&b| b == 0).next().unwrap_or_default();
+            problems.push(format!(
+                "is a symlink whose target contains a NUL byte: git would check out a link to \
+                 {:?}, not {:?}",
+                cut.to_str_lossy(),
+                content.to_str_lossy()
+            ));
+        }
+        match special {
+            Some(DotFile::Gitmodules) if kind != Some(Kind::Symlink) => {
+                problems.extend(gitmodules::problems(content));
+            }
+            Some(DotFile::Gitattributes) if kind != Some(Kind::Symlink) => {
+                if content.len() > MAX_GITATTRIBUTES_BYTES {
+                    problems.push(format!("is larger than {MAX_GITATTRIBUTES_BYTES} bytes"));
+                }
+                if content
+                    .split(|&b| b == b'\n')
+                    .any(|l| l.len() > MAX_GITATTRIBUTES_LINE)
+                {
+                    problems.push(format!(
+                        "has a line longer than {MAX_GITATTRIBUTES_LINE} bytes, which git ignores"
+                    ));
+                }
+            }
+            _ => {}
+        }
+        for problem in problems {
+            self.defect(commit, Some(path), format!("{} {problem}", shown(path)));
+        }
+        Ok(())
+    }
+}
