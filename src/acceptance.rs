@@ -158,7 +158,23 @@ pub fn check_history(
         check_count(0, grant, counting, findings);
         return Ok(facts);
     };
-    let history = repo::new_history(repo, baseline, tip, grant.max_commits() as usize)?;
+    let history = match repo::new_history(repo, baseline, tip, grant.max_commits() as usize) {
+        Ok(history) => history,
+        Err(e) => match e.downcast_ref::<repo::canonical::NonCanonicalCommit>() {
+            // Its parents cannot be trusted, so the walk stops here.
+            Some(bad) => {
+                findings.push(object_invalid(
+                    bad.id,
+                    &format!(
+                        "commit {} is not in the shape git writes: {}",
+                        bad.id, bad.message
+                    ),
+                ));
+                return Ok(facts);
+            }
+            None => return Err(e),
+        },
+    };
     facts.descends = history.descends;
     facts.count = history.commits.len();
     facts.commits = history.commits.iter().map(|c| c.id).collect();
@@ -233,21 +249,24 @@ fn check_objects(
     let mut invalid = BTreeSet::new();
     for defect in repo::canonical::check_new_objects(repo, commits)? {
         invalid.insert(defect.commit);
-        let mut v = Violation::new(
-            rule::OBJECT_INVALID,
-            format!(
-                "{}; git and other readers could see different content. Recreate commit {} \
-                 with git's porcelain (git add, git commit) instead of crafted objects",
-                defect.message, defect.commit
-            ),
-        )
-        .with_commit(defect.commit.to_string());
+        let mut v = object_invalid(defect.commit, &defect.message);
         if let Some(path) = defect.path {
             v = v.with_path(path.to_str_lossy().into_owned());
         }
         findings.push(v);
     }
     Ok(invalid)
+}
+
+fn object_invalid(commit: ObjectId, what: &str) -> Violation {
+    Violation::new(
+        rule::OBJECT_INVALID,
+        format!(
+            "{what}; git and other readers could see different content. Recreate commit \
+             {commit} with git's porcelain (git add, git commit) instead of crafted objects"
+        ),
+    )
+    .with_commit(commit.to_string())
 }
 
 fn check_count(count: usize, grant: &Grant, counting: CountCheck, findings: &mut Findings) {

@@ -33,6 +33,7 @@ use gix::ObjectId;
 use gix::bstr::{BString, ByteSlice};
 
 use super::commits::{NewCommit, read_verified, tree_id_of};
+pub use commit::Header;
 use dotfiles::DotFile;
 use tree::Kind;
 
@@ -87,6 +88,47 @@ pub fn check_new_objects(repo: &gix::Repository, commits: &[NewCommit]) -> Resul
 
 /// A parent tree's entries: name to `(mode bytes, id)`.
 type ParentEntries = HashMap<Vec<u8>, (Vec<u8>, ObjectId)>;
+
+/// A new commit not in the shape git writes, met while walking the new
+/// history (before its parents could be trusted).
+#[derive(Debug)]
+pub struct NonCanonicalCommit {
+    /// The commit.
+    pub id: ObjectId,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl std::fmt::Display for NonCanonicalCommit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "commit {} is not in the shape git writes: {}",
+            self.id, self.message
+        )
+    }
+}
+
+impl std::error::Error for NonCanonicalCommit {}
+
+/// Checks a new commit's raw bytes before its parents are followed: the
+/// strict header grammar, and gix reading the same tree and parents.
+pub fn check_commit(
+    id: ObjectId,
+    data: &[u8],
+    hash: gix::hash::Kind,
+) -> Result<Header, NonCanonicalCommit> {
+    let header = commit::parse(data, hash).map_err(|message| NonCanonicalCommit { id, message })?;
+    let agrees = gix::objs::CommitRef::from_bytes(data, hash)
+        .is_ok_and(|c| c.tree() == header.tree && c.parents().eq(header.parents.iter().copied()));
+    if !agrees {
+        return Err(NonCanonicalCommit {
+            id,
+            message: "it reads as another tree or other parents than its header says".into(),
+        });
+    }
+    Ok(header)
+}
 
 /// A tree still to look at.
 struct Frame {
@@ -148,26 +190,16 @@ impl Walker<'_> {
             );
             return Ok(());
         }
-        let header = match commit::parse(data.data, self.hash) {
+        let header = match check_commit(id, data.data, self.hash) {
             Ok(header) => header,
             Err(e) => {
-                self.defect(
-                    id,
-                    None,
-                    format!("commit {id} is not in the shape git writes: {e}"),
-                );
+                self.defect(id, None, e.to_string());
                 return Ok(());
             }
         };
-        let agrees = gix::objs::CommitRef::from_bytes(data.data, self.hash).is_ok_and(|c| {
-            c.tree() == header.tree && c.parents().eq(header.parents.iter().copied())
-        });
-        if !agrees || header.parents != new.parents {
-            self.defect(
-                id,
-                None,
-                format!("commit {id} reads as another tree or other parents than its header says"),
-            );
+        if header.parents != new.parents {
+            let what = format!("commit {id} has other parents than the history walk read");
+            self.defect(id, None, what);
             return Ok(());
         }
         let parent_tree = match header.parents.first() {
