@@ -222,16 +222,21 @@ pub fn check_history(
         ));
     }
     let checked = &history.commits[..history.commits.len().min(MAX_DIFFED_COMMITS)];
-    let invalid = check_objects(repo, checked, findings)?;
+    let (invalid, too_deep) = check_objects(repo, checked, findings)?;
     for commit in checked {
-        // A commit whose objects git and gix could read differently has no
-        // meaningful diff (and a tree past git's depth limit an enormous
-        // one): it is rejected as it is.
-        if invalid.contains(&commit.id) {
+        // A tree past git's depth limit would make an enormous diff: the
+        // commit is rejected as it is.
+        if too_deep.contains(&commit.id) {
             continue;
         }
         let parent = commit.parents.first().copied();
-        for change in repo::changed_paths(repo, commit.id, parent)? {
+        let changes = match repo::changed_paths(repo, commit.id, parent) {
+            Ok(changes) => changes,
+            // Already rejected: a tree gix cannot diff adds nothing.
+            Err(_) if invalid.contains(&commit.id) => continue,
+            Err(e) => return Err(e),
+        };
+        for change in changes {
             check_path(repo, commit.id, &change, matcher, findings);
             facts.paths.insert(change.path);
         }
@@ -240,22 +245,26 @@ pub fn check_history(
 }
 
 /// Applies git fsck's rules to the objects `commits` introduce
-/// ([`repo::canonical`]); returns the commits found invalid.
+/// ([`repo::canonical`]); returns the commits found invalid, and those of
+/// them with trees past git's depth limit.
 fn check_objects(
     repo: &gix::Repository,
     commits: &[repo::NewCommit],
     findings: &mut Findings,
-) -> Result<BTreeSet<ObjectId>> {
-    let mut invalid = BTreeSet::new();
+) -> Result<(BTreeSet<ObjectId>, BTreeSet<ObjectId>)> {
+    let (mut invalid, mut too_deep) = (BTreeSet::new(), BTreeSet::new());
     for defect in repo::canonical::check_new_objects(repo, commits)? {
         invalid.insert(defect.commit);
+        if defect.too_deep {
+            too_deep.insert(defect.commit);
+        }
         let mut v = object_invalid(defect.commit, &defect.message);
         if let Some(path) = defect.path {
             v = v.with_path(path.to_str_lossy().into_owned());
         }
         findings.push(v);
     }
-    Ok(invalid)
+    Ok((invalid, too_deep))
 }
 
 fn object_invalid(commit: ObjectId, what: &str) -> Violation {

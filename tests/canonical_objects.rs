@@ -417,15 +417,18 @@ fn rejects_gitmodules_that_git_fsck_rejects() {
 fn rejects_a_symlink_whose_target_git_cuts_at_a_nul() {
     // git's symlink(2) stops at the NUL: `../..\0x` is checked out as a link
     // to `../..`, the worktree's parent, while a reader of the whole blob
-    // sees the harmless-looking component `..\0x`. The commit is refused as
-    // it is (its paths are not diffed), and the message names the target git
-    // would create. (The escape check itself also stops at a NUL.)
+    // sees the harmless-looking component `..\0x`. The object is refused,
+    // and the escape check judges the target git creates: it escapes.
     let sb = armed();
     let target = blob(&sb, b"../..\0x");
     let docs = docs_with(&sb, &[("120000", b"link", &target)], true);
     let commit = commit_on_head(&sb, &root_with_docs(&sb, &docs));
     let (code, r) = attack(&sb, &commit);
     assert_object_invalid(code, &r, "NUL in a symlink target");
+    assert!(
+        rules(&r).contains(&"symlink_escapes_repository".to_owned()),
+        "{r:#}"
+    );
     let text = r.to_string();
     assert!(
         text.contains("NUL") && text.contains("a link to \\\"../..\\\""),

@@ -28,7 +28,7 @@ mod tree;
 
 use std::collections::{HashMap, HashSet};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use gix::ObjectId;
 use gix::bstr::{BString, ByteSlice};
 
@@ -62,6 +62,9 @@ pub struct Defect {
     pub path: Option<BString>,
     /// What is wrong.
     pub message: String,
+    /// Whether the commit's trees are too deep to diff at a bounded cost
+    /// (every path of a 30,000-level tree is 60 KB long).
+    pub too_deep: bool,
 }
 
 /// Checks `commits` (from [`super::new_history`]) and the trees and special
@@ -174,6 +177,7 @@ impl Walker<'_> {
                 commit,
                 path: path.map(BString::from),
                 message,
+                too_deep: false,
             });
         }
     }
@@ -181,7 +185,13 @@ impl Walker<'_> {
     fn commit(&mut self, new: &NewCommit) -> Result<()> {
         let id = new.id;
         let mut buf = Vec::new();
-        let data = read_verified(self.repo, id, &mut buf)?;
+        let data = match read_verified(self.repo, id, &mut buf) {
+            Ok(data) => data,
+            Err(e) => {
+                self.defect(id, None, format!("commit {id} cannot be read: {e:#}"));
+                return Ok(());
+            }
+        };
         if data.kind != gix::objs::Kind::Commit {
             self.defect(
                 id,
@@ -203,7 +213,14 @@ impl Walker<'_> {
             return Ok(());
         }
         let parent_tree = match header.parents.first() {
-            Some(parent) => Some(tree_id_of(self.repo, Some(*parent))?),
+            Some(parent) => match tree_id_of(self.repo, Some(*parent)) {
+                Ok(tree) => Some(tree),
+                Err(e) => {
+                    let what = format!("the parent of commit {id} cannot be read: {e:#}");
+                    self.defect(id, None, what);
+                    return Ok(());
+                }
+            },
             None => None,
         };
         self.trees(id, header.tree, parent_tree)
@@ -213,7 +230,14 @@ impl Walker<'_> {
     /// non-tree.
     fn read_tree(&mut self, commit: ObjectId, frame: &Frame) -> Result<Option<Vec<u8>>> {
         let mut buf = Vec::new();
-        let data = read_verified(self.repo, frame.id, &mut buf)?;
+        let data = match read_verified(self.repo, frame.id, &mut buf) {
+            Ok(data) => data,
+            Err(e) => {
+                let what = format!("the tree {} cannot be read: {e:#}", shown(&frame.path));
+                self.defect(commit, Some(&frame.path), what);
+                return Ok(None);
+            }
+        };
         if data.kind != gix::objs::Kind::Tree {
             let what = format!(
                 "the tree entry {} points to {}, a {}, not a tree",
@@ -234,7 +258,10 @@ impl Walker<'_> {
             return Ok(HashMap::new());
         };
         let mut buf = Vec::new();
-        let data = read_verified(self.repo, parent, &mut buf)?;
+        // Only an optimisation: a parent that cannot be read skips nothing.
+        let Ok(data) = read_verified(self.repo, parent, &mut buf) else {
+            return Ok(HashMap::new());
+        };
         if data.kind != gix::objs::Kind::Tree {
             return Ok(HashMap::new());
         }
@@ -303,6 +330,9 @@ impl Walker<'_> {
                             shown(&path)
                         );
                         self.defect(commit, Some(&path), what);
+                        if let Some(last) = self.defects.last_mut() {
+                            last.too_deep = true;
+                        }
                         // One report per commit; the rest is as deep.
                         return Ok(());
                     }
@@ -343,36 +373,31 @@ impl Walker<'_> {
             if !self.checked_blobs.insert(entry.id) {
                 return Ok(());
             }
-            let header = self
-                .repo
-                .try_find_header(entry.id)
-                .with_context(|| format!("cannot read object {}", entry.id))?;
-            match header.map(|h| h.kind()) {
-                Some(gix::objs::Kind::Blob) => {}
-                Some(other) => self.defect(
-                    commit,
-                    Some(path),
-                    format!(
-                        "the file {} points to {}, a {other}, not a blob",
-                        shown(path),
-                        entry.id
-                    ),
-                ),
-                None => self.defect(
-                    commit,
-                    Some(path),
-                    format!(
-                        "the file {} points to {}, which is missing",
-                        shown(path),
-                        entry.id
-                    ),
-                ),
-            }
+            let problem = match self.repo.try_find_header(entry.id) {
+                Ok(Some(header)) if header.kind() == gix::objs::Kind::Blob => return Ok(()),
+                Ok(Some(header)) => {
+                    format!("points to {}, a {}, not a blob", entry.id, header.kind())
+                }
+                Ok(None) => format!("points to {}, which is missing", entry.id),
+                Err(e) => format!("({}) cannot be read: {e}", entry.id),
+            };
+            self.defect(
+                commit,
+                Some(path),
+                format!("the file {} {problem}", shown(path)),
+            );
             return Ok(());
         }
         let mut buf = Vec::new();
         let data = match self.repo.has_object(entry.id) {
-            true => read_verified(self.repo, entry.id, &mut buf)?,
+            true => match read_verified(self.repo, entry.id, &mut buf) {
+                Ok(data) => data,
+                Err(e) => {
+                    let what = format!("the entry {} cannot be read: {e:#}", shown(path));
+                    self.defect(commit, Some(path), what);
+                    return Ok(());
+                }
+            },
             false => {
                 self.defect(
                     commit,
