@@ -581,6 +581,23 @@ fn rejects_a_granted_tree_nested_past_gits_depth_limit_without_crashing() {
         "pre-commit said: {stderr}"
     );
     assert!(!stderr.contains("overflow"), "{stderr}");
+    // The hooks as git runs them, with their exit codes: 1, not an abort.
+    let state = sb.state.to_str().unwrap();
+    let out = sb.grantguard(&["hook", "pre-commit", "--state", state]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let zero = "0".repeat(40);
+    let mut cmd = sb.command(env!("CARGO_BIN_EXE_grantguard"));
+    cmd.current_dir(&sb.repo).args([
+        "hook",
+        "reference-transaction",
+        "--state",
+        state,
+        "--",
+        "prepared",
+    ]);
+    let out = common::output_with_stdin(cmd, &format!("{zero} {commit} refs/heads/main\n"));
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("object_invalid"));
     // With --no-verify git itself cannot read HEAD's tree and stops.
     let tip = sb.git(&["rev-parse", "main"]);
     let out = sb.try_git(&["commit", "-q", "--no-verify", "-m", "on top"]);
@@ -691,4 +708,41 @@ fn accepts_a_signed_commit_and_an_encoding_header() {
         assert_accepted(code, &r);
         assert_fsck(&sb, Fsck::Silent, extra);
     }
+}
+
+/// A directory `levels` deep (one-letter names) under `base`, as deep as
+/// the file system lets a path be (`PATH_MAX` is 4,096 bytes).
+fn deep_directory(base: &std::path::Path, levels: usize) -> std::path::PathBuf {
+    let deep = base.join("d/".repeat(levels));
+    std::fs::create_dir_all(&deep).unwrap();
+    std::fs::write(deep.join("f"), "deep\n").unwrap();
+    deep
+}
+
+#[test]
+fn rejects_an_untracked_directory_nested_as_deep_as_paths_go_without_crashing() {
+    // gix walks the worktree recursively, on a thread of its own.
+    let sb = armed();
+    sb.commit_file("docs/guide.md", "granted\n", "work");
+    let room = 4_000 - sb.repo.as_os_str().len();
+    deep_directory(&sb.repo.join("docs"), room / 2 - 8);
+    let (code, r) = sb.verify();
+    assert_eq!(code, 1, "{r:#}");
+    assert_eq!(rules(&r), ["worktree_not_clean"], "{r:#}");
+}
+
+#[test]
+fn rejects_a_deep_directory_in_protected_metadata_without_crashing() {
+    // The metadata digest walks `hooks/` recursively on the main thread; the
+    // file system bounds the depth.
+    let sb = armed();
+    let hooks = sb.git_dir().join("hooks");
+    let room = 4_000 - hooks.as_os_str().len();
+    deep_directory(&hooks, room / 2 - 8);
+    let (code, r) = sb.verify();
+    assert_eq!(code, 1, "{r:#}");
+    assert!(
+        rules(&r).contains(&"protected_metadata_changed".to_owned()),
+        "{r:#}"
+    );
 }
