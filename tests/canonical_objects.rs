@@ -746,3 +746,34 @@ fn rejects_a_deep_directory_in_protected_metadata_without_crashing() {
         "{r:#}"
     );
 }
+
+#[test]
+fn rejects_a_shared_subtree_that_is_too_deep_only_where_it_is_nested_deeper() {
+    // One tree 2,040 levels tall, placed twice: under docs/ (fine) and ten
+    // levels further down (past the limit). Checked once by id, it must
+    // still be judged at its deepest place, whichever is walked first.
+    for shallow in ["a", "z"] {
+        let sb = armed();
+        let tall = deep_tree(&sb, 2_040);
+        let mut chain = tall.clone();
+        for _ in 0..10 {
+            chain = raw_tree(&sb, &[("40000", b"n", &chain)]);
+        }
+        let guide = sb.git(&["rev-parse", "HEAD:docs/guide.md"]);
+        let mut entries: Vec<(&str, &[u8], &str)> =
+            vec![("100644", b"guide.md", &guide), ("40000", b"m", &chain)];
+        entries.insert(
+            if shallow == "a" { 0 } else { 2 },
+            ("40000", shallow.as_bytes(), &tall),
+        );
+        let docs = raw_tree(&sb, &entries);
+        let commit = commit_on_head(&sb, &root_with_docs(&sb, &docs));
+        assert!(
+            !sb.try_git(&["ls-tree", "-r", &commit]).status.success(),
+            "git reads past its limit"
+        );
+        let (code, r) = attack(&sb, &commit);
+        assert_object_invalid(code, &r, shallow);
+        assert!(r.to_string().contains("docs/m/n/n"), "{shallow}: {r:#}");
+    }
+}
