@@ -158,7 +158,11 @@ struct Walker<'r> {
     defects: Vec<Defect>,
 }
 
+/// A path for a message: quoted, cut after [`SHOWN_PATH_BYTES`].
 fn shown(path: &[u8]) -> String {
+    if path.is_empty() {
+        return "at the root".to_owned();
+    }
     if path.len() <= SHOWN_PATH_BYTES {
         return format!("{:?}", path.to_str_lossy());
     }

@@ -113,8 +113,9 @@ pub fn problems(entries: &[RawEntry<'_>]) -> Vec<(Vec<u8>, String)> {
                  disagree on what it is"
             )),
             None if entry.mode == b"100664" => bad(
-                "has the mode 100664, which git only tolerates from old versions (it warns); \
-                 refused so that no two readers can disagree on it"
+                "has the mode 100664, which old git versions wrote and git still accepts \
+                 (git fsck says nothing; some versions warn); refused so that no two readers \
+                 can disagree on it"
                     .to_owned(),
             ),
             None => bad(format!(
