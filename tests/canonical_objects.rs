@@ -777,3 +777,35 @@ fn rejects_a_shared_subtree_that_is_too_deep_only_where_it_is_nested_deeper() {
         assert!(r.to_string().contains("docs/m/n/n"), "{shallow}: {r:#}");
     }
 }
+
+#[test]
+fn accepts_a_shared_subtree_placed_at_two_depths_within_the_limit() {
+    // The shallow place is walked first ("z" is pushed last), the deeper one
+    // is then judged by the tree's height, without a second walk.
+    let sb = armed();
+    let tall = deep_tree(&sb, 100);
+    let mut chain = tall.clone();
+    for _ in 0..10 {
+        chain = raw_tree(&sb, &[("40000", b"n", &chain)]);
+    }
+    let guide = sb.git(&["rev-parse", "HEAD:docs/guide.md"]);
+    let docs = raw_tree(
+        &sb,
+        &[
+            ("100644", b"guide.md", &guide),
+            ("40000", b"m", &chain),
+            ("40000", b"z", &tall),
+        ],
+    );
+    let commit = commit_on_head(&sb, &root_with_docs(&sb, &docs));
+    let out = sb.try_git(&["update-ref", "refs/heads/main", &commit]);
+    assert!(
+        out.status.success(),
+        "the hook refused: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    sb.git(&["reset", "-q", "--hard"]);
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    assert_fsck(&sb, Fsck::Silent, "shared subtree");
+}

@@ -75,6 +75,7 @@ pub fn check_new_objects(repo: &gix::Repository, commits: &[NewCommit]) -> Resul
         repo,
         hash: repo.object_hash(),
         walked: HashMap::new(),
+        heights: HashMap::new(),
         checked_trees: HashSet::new(),
         checked_blobs: HashSet::new(),
         defects: Vec::new(),
@@ -147,10 +148,12 @@ struct Frame {
 struct Walker<'r> {
     repo: &'r gix::Repository,
     hash: gix::hash::Kind,
-    /// The deepest depth each tree was walked at. A tree met again no deeper
-    /// needs no second look; met deeper, its subtrees are walked again for
-    /// the depth limit only.
+    /// The deepest depth each tree is known to be fine at. A tree met again
+    /// no deeper needs no second look; met deeper, its height decides.
     walked: HashMap<ObjectId, usize>,
+    /// How many levels of trees each tree holds (0 for one without
+    /// subtrees). A property of the tree alone, so computed once.
+    heights: HashMap<ObjectId, usize>,
     /// Trees whose entries were checked.
     checked_trees: HashSet<ObjectId>,
     /// Blobs whose content or header was checked.
@@ -287,13 +290,24 @@ impl Walker<'_> {
             path: BString::default(),
         }];
         while let Some(frame) = stack.pop() {
-            if Some(frame.id) == frame.parent
-                || self
-                    .walked
-                    .get(&frame.id)
-                    .is_some_and(|&d| d >= frame.depth)
-            {
+            if Some(frame.id) == frame.parent {
                 continue;
+            }
+            match self.walked.get(&frame.id) {
+                Some(&d) if d >= frame.depth => continue,
+                // Its entries were checked where it was met first; only the
+                // depth differs here, and its height settles that without
+                // walking it again.
+                Some(_) => {
+                    let fits = self.fits(frame.id, MAX_TREE_DEPTH - frame.depth);
+                    if !fits {
+                        self.too_deep(commit, &frame.path);
+                        return Ok(());
+                    }
+                    self.walked.insert(frame.id, frame.depth);
+                    continue;
+                }
+                None => {}
             }
             self.walked.insert(frame.id, frame.depth);
             let Some(data) = self.read_tree(commit, &frame)? else {
@@ -328,15 +342,7 @@ impl Walker<'_> {
                 let old = before.get(entry.name);
                 if entry.kind() == Some(Kind::Tree) {
                     if frame.depth + 1 > MAX_TREE_DEPTH {
-                        let what = format!(
-                            "the tree {} is nested more than {MAX_TREE_DEPTH} levels deep, past git's \
-                             core.maxTreeDepth: git cannot read or check it out",
-                            shown(&path)
-                        );
-                        self.defect(commit, Some(&path), what);
-                        if let Some(last) = self.defects.last_mut() {
-                            last.too_deep = true;
-                        }
+                        self.too_deep(commit, &path);
                         // One report per commit; the rest is as deep.
                         return Ok(());
                     }
@@ -357,6 +363,64 @@ impl Walker<'_> {
             }
         }
         Ok(())
+    }
+
+    fn too_deep(&mut self, commit: ObjectId, path: &[u8]) {
+        let what = format!(
+            "the tree {} reaches more than {MAX_TREE_DEPTH} levels deep, past git's \
+             core.maxTreeDepth: git cannot read or check it out",
+            shown(path)
+        );
+        self.defect(commit, Some(path), what);
+        if let Some(last) = self.defects.last_mut() {
+            last.too_deep = true;
+        }
+    }
+
+    /// Whether the tree `root` holds at most `room` levels of subtrees.
+    /// Computes heights bottom-up with an explicit stack, memoised by id, and
+    /// stops as soon as a path goes deeper than `room` (a tree that cannot be
+    /// read counts as not fitting: fail closed).
+    fn fits(&mut self, root: ObjectId, room: usize) -> bool {
+        // (tree, its depth below root, its subtrees once listed)
+        let mut stack: Vec<(ObjectId, usize, Option<Vec<ObjectId>>)> = vec![(root, 0, None)];
+        while let Some((id, depth, children)) = stack.pop() {
+            if let Some(children) = children {
+                let height = children
+                    .iter()
+                    .map(|c| self.heights.get(c).map_or(room + 1, |h| h + 1))
+                    .max()
+                    .unwrap_or(0);
+                self.heights.insert(id, height);
+                continue;
+            }
+            match self.heights.get(&id) {
+                Some(&h) if depth + h > room => return false,
+                Some(_) => continue,
+                None if depth > room => return false,
+                None => {}
+            }
+            let mut buf = Vec::new();
+            let Ok(data) = read_verified(self.repo, id, &mut buf) else {
+                return false;
+            };
+            let Ok(entries) = tree::parse(data.data, self.hash) else {
+                return false;
+            };
+            let subtrees: Vec<ObjectId> = entries
+                .iter()
+                .filter(|e| e.kind() == Some(Kind::Tree))
+                .map(|e| e.id)
+                .collect();
+            let pending: Vec<ObjectId> = subtrees
+                .iter()
+                .filter(|c| !self.heights.contains_key(*c))
+                .copied()
+                .collect();
+            stack.push((id, depth, Some(subtrees)));
+            stack.extend(pending.into_iter().map(|c| (c, depth + 1, None)));
+        }
+        self.heights.get(&root).is_some_and(|&h| h <= room)
     }
 
     /// The checks on a new non-tree entry's object.
