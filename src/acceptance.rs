@@ -12,6 +12,7 @@
 //! | `path_not_granted` | every path every new commit changed is granted |
 //! | `dotgit_path` | no new commit changes a path with a `.git` component |
 //! | `symlink_escapes_repository` | no new commit makes a granted path a symlink leaving the worktree |
+//! | `object_invalid` | every new commit, and every tree and special blob it introduces, is in the canonical shape git writes and fsck accepts |
 //! | `ref_changed` / `remote_tracking_ref_changed` | every other ref equals the baseline |
 //! | `worktree_not_clean` | index and worktree equal the tip, nothing untracked, no operation in progress |
 //! | `changed_during_verify` | HEAD, refs and metadata read at the end equal what was read at the start |
@@ -77,6 +78,10 @@ pub mod rule {
     /// commit-graph or reverse index, a cache grantguard cannot verify), or
     /// git reads other commits, trees or changed paths for the new history.
     pub const OBJECT_STORE_INVALID: &str = "object_store_invalid";
+    /// A new commit, or a tree or special blob it introduces, is not in the
+    /// canonical shape git writes (git fsck's rules, git's tree depth
+    /// limit): two readers could read it differently.
+    pub const OBJECT_INVALID: &str = "object_invalid";
 }
 
 /// Rules whose violation means the on-disk storage itself is hostile: no
@@ -85,6 +90,7 @@ const STORAGE_RULES: &[&str] = &[
     rule::REPOSITORY_UNREADABLE,
     rule::REF_STORE_INVALID,
     rule::OBJECT_STORE_INVALID,
+    rule::OBJECT_INVALID,
 ];
 
 /// Most new commits whose paths are diffed. A valid history has at most 32;
@@ -178,7 +184,23 @@ pub fn check_history(
         check_count(0, grant, counting, findings);
         return Ok(facts);
     };
-    let history = repo::new_history(repo, baseline, tip, grant.max_commits() as usize)?;
+    let history = match repo::new_history(repo, baseline, tip, grant.max_commits() as usize) {
+        Ok(history) => history,
+        Err(e) => match e.downcast_ref::<repo::canonical::NonCanonicalCommit>() {
+            // Its parents cannot be trusted, so the walk stops here.
+            Some(bad) => {
+                findings.push(object_invalid(
+                    bad.id,
+                    &format!(
+                        "commit {} is not in the shape git writes: {}",
+                        bad.id, bad.message
+                    ),
+                ));
+                return Ok(facts);
+            }
+            None => return Err(e),
+        },
+    };
     facts.descends = history.descends;
     facts.count = history.commits.len();
     facts.commits = history.commits.iter().map(|c| c.id).collect();
@@ -225,9 +247,21 @@ pub fn check_history(
             history.commits.len()
         ));
     }
-    for commit in history.commits.iter().take(MAX_DIFFED_COMMITS) {
+    let checked = &history.commits[..history.commits.len().min(MAX_DIFFED_COMMITS)];
+    let (invalid, too_deep) = check_objects(repo, checked, findings)?;
+    for commit in checked {
+        // A tree past git's depth limit would make an enormous diff: the
+        // commit is rejected as it is.
+        if too_deep.contains(&commit.id) {
+            continue;
+        }
         let parent = commit.parents.first().copied();
-        let changes = repo::changed_paths(repo, commit.id, parent)?;
+        let changes = match repo::changed_paths(repo, commit.id, parent) {
+            Ok(changes) => changes,
+            // Already rejected: a tree gix cannot diff adds nothing.
+            Err(_) if invalid.contains(&commit.id) => continue,
+            Err(e) => return Err(e),
+        };
         for change in &changes {
             check_path(repo, commit.id, change, matcher, findings);
             facts.paths.insert(change.path.clone());
@@ -237,6 +271,40 @@ pub fn check_history(
         facts.changes.push((commit.id, changes));
     }
     Ok(facts)
+}
+
+/// Applies git fsck's rules to the objects `commits` introduce
+/// ([`repo::canonical`]); returns the commits found invalid, and those of
+/// them with trees past git's depth limit.
+fn check_objects(
+    repo: &gix::Repository,
+    commits: &[repo::NewCommit],
+    findings: &mut Findings,
+) -> Result<(BTreeSet<ObjectId>, BTreeSet<ObjectId>)> {
+    let (mut invalid, mut too_deep) = (BTreeSet::new(), BTreeSet::new());
+    for defect in repo::canonical::check_new_objects(repo, commits)? {
+        invalid.insert(defect.commit);
+        if defect.too_deep {
+            too_deep.insert(defect.commit);
+        }
+        let mut v = object_invalid(defect.commit, &defect.message);
+        if let Some(path) = defect.path {
+            v = v.with_path(path.to_str_lossy().into_owned());
+        }
+        findings.push(v);
+    }
+    Ok((invalid, too_deep))
+}
+
+fn object_invalid(commit: ObjectId, what: &str) -> Violation {
+    Violation::new(
+        rule::OBJECT_INVALID,
+        format!(
+            "{what}; git and other readers could see different content. Recreate commit \
+             {commit} with git's porcelain (git add, git commit) instead of crafted objects"
+        ),
+    )
+    .with_commit(commit.to_string())
 }
 
 fn check_count(count: usize, grant: &Grant, counting: CountCheck, findings: &mut Findings) {
@@ -318,8 +386,13 @@ fn warn_about(
     if mode.is_link() {
         let mut buf = Vec::new();
         let escape = match repo::read_verified(repo, id, &mut buf) {
-            Ok(blob) => symlink_escape(&change.path, blob.data, matcher)
-                .map(|why| (why, format!("{:?}", blob.data.to_str_lossy()))),
+            // Judge the target git creates: symlink(2) stops at a NUL (a
+            // target with one is also `object_invalid`).
+            Ok(blob) => {
+                let target = blob.data.split(|&b| b == 0).next().unwrap_or_default();
+                symlink_escape(&change.path, target, matcher)
+                    .map(|why| (why, format!("{:?}", target.to_str_lossy())))
+            }
             Err(e) => Some((
                 Escape::Outside("its target cannot be read"),
                 format!("{e:#}"),
@@ -469,6 +542,7 @@ pub fn verify(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
     };
     // Positive evidence for whoever acts on the result (run's restore runs
     // git in the checkout only when this is true).
+    // Storage or objects git would read differently from us are hostile.
     let intact = metadata_intact && !STORAGE_RULES.iter().any(|r| findings.has(r));
     let class = if intact {
         FailureClass::Verification

@@ -122,7 +122,40 @@ enum GrantCommand {
     },
 }
 
+/// Stack for threads the libraries spawn. gix walks the worktree
+/// recursively, one frame per directory level, on a thread of its own with
+/// Rust's default 2 MiB stack: a checkout 2,000 levels deep (git allows
+/// trees 2,048 deep) overflowed it and aborted `verify` (a debug build
+/// needs about 2 KiB a level). The file system bounds the depth (paths over
+/// `PATH_MAX`, 4,096 bytes, cannot be opened, so at most about 2,048
+/// levels), so a fixed size covers every worktree: 64 MiB is 30 KiB a
+/// level. The memory is reserved,
+/// and only the pages a deep walk touches are used.
+const LIBRARY_THREAD_STACK: usize = 64 * 1024 * 1024;
+
+/// Makes every thread spawned without an explicit size (gix's worktree
+/// walk) get [`LIBRARY_THREAD_STACK`]. The standard library reads
+/// `RUST_MIN_STACK` once, when the first such thread starts, and keeps the
+/// value: so set it, start one thread, and put the variable back as it was,
+/// so that the programs grantguard runs (the agent's command, chained hooks)
+/// inherit the caller's environment unchanged.
+fn reserve_library_thread_stacks() {
+    let previous = std::env::var_os("RUST_MIN_STACK");
+    // SAFETY: first thing in main, before any thread exists, and the only
+    // thread started meanwhile reads no environment variable.
+    unsafe { std::env::set_var("RUST_MIN_STACK", LIBRARY_THREAD_STACK.to_string()) };
+    let _ = std::thread::spawn(|| {}).join();
+    // SAFETY: the thread above has ended; we are single-threaded again.
+    unsafe {
+        match previous {
+            Some(value) => std::env::set_var("RUST_MIN_STACK", value),
+            None => std::env::remove_var("RUST_MIN_STACK"),
+        }
+    }
+}
+
 fn main() -> ExitCode {
+    reserve_library_thread_stacks();
     // Installed under a hook's name (a copy or symlink named pre-commit,
     // pre-push or reference-transaction), the binary is that hook.
     let mut argv = std::env::args_os();

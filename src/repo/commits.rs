@@ -83,8 +83,15 @@ pub fn new_history(
     full_walk(repo, baseline, tip)
 }
 
+/// The parents of a new commit, which must be in the shape git writes
+/// (else a [`super::canonical::NonCanonicalCommit`] error): a header two
+/// readers parse differently would give them different histories.
 fn parents_of(repo: &gix::Repository, id: ObjectId) -> Result<Vec<ObjectId>> {
     let mut buf = Vec::new();
+    let data = read_verified(repo, id, &mut buf)?;
+    if data.kind == gix::objs::Kind::Commit {
+        super::canonical::check_commit(id, data.data, repo.object_hash())?;
+    }
     Ok(read_commit(repo, id, &mut buf)?.parents().collect())
 }
 

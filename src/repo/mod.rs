@@ -13,6 +13,7 @@
 //! program, in a scrubbed environment), and `run`'s compensation
 //! ([`crate::run::preserve`]), under the conditions documented there.
 
+pub mod canonical;
 mod commits;
 mod config_includes;
 pub mod git_view;

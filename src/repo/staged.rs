@@ -28,6 +28,8 @@ use gix::index::entry::{Flags, Mode, Stage};
 use gix::index::extension::Tree as CacheTree;
 use gix::objs::tree::EntryMode;
 
+use super::canonical::MAX_TREE_DEPTH;
+
 /// Whether [`staged_changes`] may skip directories by the index's
 /// cache-tree.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,9 +65,50 @@ pub fn staged_changes(
         CacheTreeUse::Trust => index.tree(),
         CacheTreeUse::Ignore => None,
     };
-    let mut prefix = BString::default();
-    walk.dir(&mut prefix, head_tree, 0..index.entries().len(), cache)?;
+    // An explicit stack, not recursion: a tree or index thousands of levels
+    // deep must be refused, not overflow the stack.
+    let mut pending = vec![Dir {
+        prefix: BString::default(),
+        tree: head_tree,
+        range: 0..index.entries().len(),
+        cache,
+        depth: 0,
+    }];
+    while let Some(dir) = pending.pop() {
+        walk.dir(dir, &mut pending)?;
+    }
+    if let Some(deep) = walk
+        .out
+        .iter()
+        .find(|p| p.iter().filter(|&&b| b == b'/').count() > MAX_TREE_DEPTH)
+    {
+        bail!("{}", too_deep(deep));
+    }
     Ok(walk.out)
+}
+
+/// The message for a path nested past git's tree depth limit.
+fn too_deep(path: &[u8]) -> String {
+    let shown = &path[..path.len().min(120)];
+    format!(
+        "the path {:?}… ({} bytes) is nested more than {MAX_TREE_DEPTH} directories deep, past \
+         git's core.maxTreeDepth: git cannot read or check out such a tree. Remove it (git rm -r \
+         --cached on its top directory, or reset to the baseline)",
+        shown.to_str_lossy(),
+        path.len()
+    )
+}
+
+/// One directory still to compare: `prefix` (empty or ending in `/`), `tree`
+/// on the HEAD side, the index entries in `range` (all of them under
+/// `prefix`) on the other, `cache` the cache-tree node of the directory,
+/// `depth` its nesting (0 for the root).
+struct Dir<'a> {
+    prefix: BString,
+    tree: Option<ObjectId>,
+    range: Range<usize>,
+    cache: Option<&'a CacheTree>,
+    depth: usize,
 }
 
 struct Walk<'a> {
@@ -103,16 +146,19 @@ impl<'a> Walk<'a> {
         self.index.entries()[i].path(self.index).as_bytes()
     }
 
-    /// Compares the directory `prefix` (empty or ending in `/`): `tree` on
-    /// the HEAD side, the index entries in `range` (all of them under
-    /// `prefix`) on the other, `cache` the cache-tree node of the directory.
-    fn dir(
-        &mut self,
-        prefix: &mut BString,
-        tree: Option<ObjectId>,
-        range: Range<usize>,
-        cache: Option<&CacheTree>,
-    ) -> Result<()> {
+    /// Compares one directory; subdirectories still to compare go to
+    /// `pending`.
+    fn dir(&mut self, dir: Dir<'a>, pending: &mut Vec<Dir<'a>>) -> Result<()> {
+        let Dir {
+            mut prefix,
+            tree,
+            range,
+            cache,
+            depth,
+        } = dir;
+        if depth > MAX_TREE_DEPTH {
+            bail!("{}", too_deep(&prefix));
+        }
         if let (Some(tree), Some(cache)) = (tree, cache)
             && cache.id == tree
             && cache.num_entries.is_some_and(|n| n as usize == range.len())
@@ -156,7 +202,21 @@ impl<'a> Walk<'a> {
                 Ordering::Less => {
                     let item = h.next().expect("peeked");
                     prefix.extend_from_slice(item.name);
-                    self.only_in_head(prefix, item)?;
+                    if item.mode.is_tree() {
+                        // Deleted, recursively.
+                        let mut path = prefix.clone();
+                        path.push(b'/');
+                        let empty = self.index.entries().len()..self.index.entries().len();
+                        pending.push(Dir {
+                            prefix: path,
+                            tree: Some(item.id),
+                            range: empty,
+                            cache: None,
+                            depth: depth + 1,
+                        });
+                    } else {
+                        self.out.push(prefix.clone());
+                    }
                 }
                 Ordering::Greater => {
                     let group = g.next().expect("peeked");
@@ -166,13 +226,20 @@ impl<'a> Walk<'a> {
                     let (item, group) = (h.next().expect("peeked"), g.next().expect("peeked"));
                     prefix.extend_from_slice(item.name);
                     if group.is_dir {
-                        prefix.push(b'/');
+                        let mut path = prefix.clone();
+                        path.push(b'/');
                         let child = cache.and_then(|c| {
                             c.children.iter().find(|c| c.name.as_slice() == item.name)
                         });
-                        self.dir(prefix, Some(item.id), group.range.clone(), child)?;
+                        pending.push(Dir {
+                            prefix: path,
+                            tree: Some(item.id),
+                            range: group.range.clone(),
+                            cache: child,
+                            depth: depth + 1,
+                        });
                     } else {
-                        self.same_name(prefix, item, group.range.clone())?;
+                        self.same_name(&prefix, item, group.range.clone())?;
                     }
                 }
             }
@@ -215,19 +282,6 @@ impl<'a> Walk<'a> {
             i = end;
         }
         out
-    }
-
-    /// A HEAD entry with no index counterpart: deleted, recursively for a
-    /// directory.
-    fn only_in_head(&mut self, path: &mut BString, item: &HeadItem<'_>) -> Result<()> {
-        if item.mode.is_tree() {
-            path.push(b'/');
-            let empty = self.index.entries().len()..self.index.entries().len();
-            self.dir(path, Some(item.id), empty, None)
-        } else {
-            self.out.push(path.clone());
-            Ok(())
-        }
     }
 
     /// Index entries with no HEAD counterpart: added, except intent-to-add
