@@ -439,3 +439,72 @@ fn judges_a_raw_blob_on_an_lfs_path_as_git_does_when_arming() {
         }
     }
 }
+
+// ------------------------------------------------------------ run restore
+
+/// `run --on-reject restore` in an LFS checkout: git (the compensation path
+/// runs git, and with it the repository's own git-lfs) preserves and resets,
+/// and the final check that the reset left the checkout clean judges the
+/// re-smudged LFS files by their pointers, as git does. What is preserved
+/// outside the checkout for an LFS file is its pointer: the content stays in
+/// the checkout's `.git/lfs/objects`.
+#[test]
+fn restore_resets_an_lfs_checkout_and_preserves_lfs_files_as_pointers() {
+    use std::os::unix::fs::PermissionsExt;
+    let sb = lfs_checkout();
+    // Arm sees trustworthy stat data, so what is tested is the reset's own
+    // check (before the fix: `reset_failed`, "1 path(s) still differ").
+    make_not_racy(&sb, "docs/data.bin");
+    let baseline = sb.git(&["rev-parse", "HEAD"]);
+    let task = sb.root.join("task.json");
+    let spec = serde_json::json!({"id": "edit-docs", "title": "Edit the docs",
+        "objective": "Improve the data", "task_type": "change",
+        "required_capabilities": ["repo.read"], "side_effect_class": "reversible",
+        "risk_class": "low", "worker": "coder",
+        "repository_grant": {"version": "1", "allowed_paths": GRANT,
+            "commit_count": {"min": 1, "max": 2}, "publish": false}});
+    std::fs::write(&task, spec.to_string()).unwrap();
+    let agent = sb.root.join("agent.sh");
+    std::fs::write(
+        &agent,
+        "#!/bin/sh\nset -e\n\
+         echo 'second binary' > docs/data.bin && git commit -q -am data\n\
+         mkdir -p assets && echo 'not granted' > assets/logo.bin\n\
+         git add assets/logo.bin && git -c core.hooksPath=/dev/null commit -q -m logo\n\
+         echo 'third binary' > docs/data.bin\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = sb
+        .command(env!("CARGO_BIN_EXE_grantguard"))
+        .current_dir(&sb.root)
+        .args(["run", "--task", task.to_str().unwrap()])
+        .args(["--repo", sb.repo.to_str().unwrap()])
+        .args(["--state", sb.state.to_str().unwrap()])
+        .args(["--capability", "repo.read", "--json"])
+        .args(["--on-reject", "restore", "--run-id", "r1", "--"])
+        .arg(&agent)
+        .output()
+        .unwrap();
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "run printed no JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert_eq!(out.status.code(), Some(1), "{r:#}");
+    let c = &r["evidence"]["compensation"];
+    assert_eq!(c["done"], true, "{r:#}");
+    assert_eq!(sb.git(&["rev-parse", "HEAD"]), baseline);
+    assert_eq!(git_dirty(&sb, true), Vec::<String>::new());
+    assert_eq!(
+        std::fs::read_to_string(sb.repo.join("docs/data.bin")).unwrap(),
+        "first binary\n",
+        "the reset did not smudge the LFS file"
+    );
+    let patch = std::fs::read_to_string(c["preserved"]["patch"]["file"].as_str().unwrap()).unwrap();
+    assert!(
+        patch.contains("+oid sha256:") && !patch.contains("third binary"),
+        "{patch}"
+    );
+}
