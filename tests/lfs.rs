@@ -440,6 +440,27 @@ fn judges_a_raw_blob_on_an_lfs_path_as_git_does_when_arming() {
     }
 }
 
+/// With `lfs.extension.*` configured, git-lfs runs the extension programs
+/// to make the pointer; verify does not run them, so a content-compared LFS
+/// file is never clean.
+#[test]
+fn rejects_arming_when_git_lfs_extensions_decide_the_pointer() {
+    let sb = lfs_checkout();
+    sb.git(&["config", "lfs.extension.upper.clean", "tr a-z A-Z"]);
+    sb.git(&["config", "lfs.extension.upper.smudge", "tr A-Z a-z"]);
+    sb.git(&["config", "lfs.extension.upper.priority", "0"]);
+    force_content_comparison(&sb, "docs/data.bin");
+    let out = arm_output(&sb);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("lfs.extension"), "{stderr}");
+    // git-lfs with the extension would store another pointer (an `ext-`
+    // line), so git sees the file as modified too. (An extension whose
+    // output equals its input leaves the pointer alone: git then calls the
+    // file clean, verify still does not.)
+    assert_eq!(git_dirty(&sb, true), ["docs/data.bin"]);
+}
+
 // ------------------------------------------------------------ run restore
 
 /// `run --on-reject restore` in an LFS checkout: git (the compensation path

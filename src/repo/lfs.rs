@@ -294,7 +294,10 @@ impl<'repo> LfsCheck<'repo> {
                 gix::objs::compute_hash(kind, gix::objs::Kind::Blob, bytes)
             }
             ToGitOutcome::Buffer(buf) => gix::objs::compute_hash(kind, gix::objs::Kind::Blob, buf),
-            ToGitOutcome::Process(_) => bail!("a filter driver ran for {}", rela.display()),
+            ToGitOutcome::Process(_) => bail!(
+                "a filter driver is configured for {} (all were dropped)",
+                rela.display()
+            ),
         };
         id.with_context(|| format!("cannot hash {}", rela.display()))
     }
