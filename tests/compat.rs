@@ -455,7 +455,6 @@ fn accepts_granted_and_rejects_ungranted_commits_made_with_isomorphic_git() {
 // ----------------------------------------------------------------- git-lfs
 
 #[test]
-#[ignore = "issue 12 item 1: LFS pointer not computed in process yet"]
 fn accepts_granted_and_rejects_ungranted_commits_of_git_lfs_files() {
     let c = Compat::new();
     c.git(&["lfs", "install", "--local"]);

@@ -6,8 +6,10 @@
 //! system, global or environment config), replace refs are ignored (as
 //! `GIT_NO_REPLACE_OBJECTS` does; gix never reads `info/grafts`), and every
 //! `filter.*` driver is dropped from the in-memory config before the worktree
-//! is read, so a `clean` filter planted by the agent cannot execute. gix does
-//! not implement `core.fsmonitor`, hooks or external diff drivers at all.
+//! is read, so a `clean` filter planted by the agent cannot execute (git-lfs's
+//! clean filter, whose output is specified, is computed in process instead,
+//! see `lfs.rs`). gix does not implement `core.fsmonitor`, hooks or external
+//! diff drivers at all.
 //! grantguard runs `git` in two places only: [`git_view`], verify's
 //! cross-check with git's own view (plumbing that runs no configured
 //! program, in a scrubbed environment), and `run`'s compensation
@@ -17,6 +19,7 @@ pub mod canonical;
 mod commits;
 mod config_includes;
 pub mod git_view;
+mod lfs;
 mod metadata;
 pub mod objects;
 pub mod packed_refs;

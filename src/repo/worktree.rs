@@ -1,12 +1,21 @@
 //! Whether the worktree and index equal the tip, and whether a git operation
 //! is half-way done.
+//!
+//! A `filter=lfs` file whose content has to be compared is judged by the
+//! pointer git-lfs would store for it, computed in process ([`super::lfs`]);
+//! a file of any other filter driver counts as modified (no driver runs).
 
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
 
 use anyhow::{Context, Result};
-use gix::bstr::BString;
-use gix::status::index_worktree::Item as WorktreeItem;
-use gix::status::plumbing::index_as_worktree::EntryStatus;
+
+use gix::bstr::{BStr, BString};
+use gix::status::plumbing::index_as_worktree::traits::{FastEq, SubmoduleStatus};
+use gix::status::plumbing::index_as_worktree::{Change, EntryStatus};
+use gix::status::plumbing::index_as_worktree_with_renames::{Entry as Visited, VisitEntry};
+
+use super::lfs::LfsCheck;
 
 /// One way the index or worktree differs from the tip.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,36 +75,66 @@ pub(super) fn dirt_at_depth(
                 what: "staged",
             })
             .collect();
-    let status = repo
-        .status(gix::progress::Discard)
-        .context("cannot prepare the worktree status")?
-        .index(gix::worktree::IndexPersistedOrInMemory::Persisted(index))
-        .untracked_files(gix::status::UntrackedFiles::Files)
-        .index_worktree_rewrites(None)
-        // Submodules are read by `submodule_dirt` below: gix would find them
-        // through `.gitmodules` only and open them with their full config.
-        .index_worktree_submodules(None);
-    for item in status
-        .into_index_worktree_iter(None)
-        .context("cannot compute the worktree status")?
-    {
-        let item = item.context("cannot compute the worktree status")?;
-        let what = match &item {
-            WorktreeItem::Modification { status, .. } => match status {
-                EntryStatus::NeedsUpdate(_) => continue,
-                EntryStatus::Conflict { .. } => "conflict",
-                EntryStatus::Change(_) | EntryStatus::IntentToAdd => "unstaged",
-            },
-            WorktreeItem::DirectoryContents { entry, .. } => match entry.status {
-                gix::dir::entry::Status::Untracked => "untracked",
-                _ => continue,
-            },
-            WorktreeItem::Rewrite { .. } => "unstaged",
+    let mut found = Collect::default();
+    let options = gix::status::index_worktree::Options {
+        sorting: None,
+        dirwalk_options: Some(
+            repo.dirwalk_options()
+                .context("cannot prepare the worktree status")?
+                .emit_untracked(gix::dir::walk::EmissionMode::Matching),
+        ),
+        rewrites: None,
+        thread_limit: None,
+    };
+    // The plumbing call rather than `repo.status()`: its iterator swallows
+    // the entries whose content gix compared and found equal, which an LFS
+    // path must see (see `LfsCheck`). Submodules are read by
+    // `submodule_dirt` below: gix would find them through `.gitmodules` only
+    // and open them with their full config.
+    repo.index_worktree_status(
+        &index,
+        std::iter::empty::<&BStr>(),
+        &mut found,
+        FastEq,
+        NoSubmodules,
+        &mut gix::progress::Discard,
+        &AtomicBool::new(false),
+        options,
+    )
+    .context("cannot compute the worktree status")?;
+    let mut lfs: Option<LfsCheck<'_>> = None;
+    for item in found.items {
+        let (path, what) = match item {
+            Found::Untracked(path) => (path, "untracked"),
+            Found::Modification {
+                entry,
+                rela_path,
+                status,
+            } => {
+                let gix_says = match &status {
+                    EntryStatus::NeedsUpdate(_) => None,
+                    EntryStatus::Conflict { .. } => Some("conflict"),
+                    EntryStatus::Change(_) | EntryStatus::IntentToAdd => Some("unstaged"),
+                };
+                // gix compared this file's raw content with the index: for
+                // an LFS path git compares the clean filter's output.
+                let mut verdict = gix_says;
+                if compared_content(&status, entry.mode) {
+                    let check = match &mut lfs {
+                        Some(check) => check,
+                        None => lfs.insert(LfsCheck::new(repo, index.clone())?),
+                    };
+                    if check.is_lfs(rela_path, entry.mode)? {
+                        verdict = check.dirt(rela_path, entry)?;
+                    }
+                }
+                match verdict {
+                    Some(what) => (rela_path.to_owned(), what),
+                    None => continue,
+                }
+            }
         };
-        out.push(Dirt {
-            path: item.rela_path().to_owned(),
-            what,
-        });
+        out.push(Dirt { path, what });
     }
     if !links.is_empty() {
         let work_dir = repo
@@ -111,6 +150,81 @@ pub(super) fn dirt_at_depth(
         later.path == earlier.path && earlier.what == "conflict" && later.what == "staged"
     });
     Ok(out)
+}
+
+/// What the worktree status reports, borrowed from the index.
+enum Found<'index> {
+    Untracked(BString),
+    Modification {
+        entry: &'index gix::index::Entry,
+        rela_path: &'index BStr,
+        status: EntryStatus<(), ()>,
+    },
+}
+
+/// Collects every status gix computes, including `NeedsUpdate`.
+#[derive(Default)]
+struct Collect<'index> {
+    items: Vec<Found<'index>>,
+}
+
+impl<'index> VisitEntry<'index> for Collect<'index> {
+    type ContentChange = ();
+    type SubmoduleStatus = ();
+
+    fn visit_entry(&mut self, entry: Visited<'index, (), ()>) {
+        match entry {
+            Visited::Modification {
+                entry,
+                rela_path,
+                status,
+                ..
+            } => self.items.push(Found::Modification {
+                entry,
+                rela_path,
+                status,
+            }),
+            Visited::DirectoryContents { entry, .. } => {
+                if entry.status == gix::dir::entry::Status::Untracked {
+                    self.items.push(Found::Untracked(entry.rela_path));
+                }
+            }
+            // Rewrite tracking is off; were it on, the destination is new.
+            Visited::Rewrite { dirwalk_entry, .. } => {
+                self.items.push(Found::Untracked(dirwalk_entry.rela_path));
+            }
+        }
+    }
+}
+
+/// Submodules are judged by `submodule::submodule_dirt`, never by gix.
+#[derive(Clone)]
+struct NoSubmodules;
+
+impl SubmoduleStatus for NoSubmodules {
+    type Output = ();
+
+    fn status(&mut self, _entry: &gix::index::Entry, _rela_path: &BStr) -> gix::Result<Option<()>> {
+        Ok(None)
+    }
+}
+
+/// Whether gix decided on a regular file's status by hashing its content
+/// (unfiltered): equal (`NeedsUpdate`), or a content change that is all that
+/// changed. Type changes, removals and executable-bit changes are decided
+/// without content.
+fn compared_content(status: &EntryStatus<(), ()>, mode: gix::index::entry::Mode) -> bool {
+    use gix::index::entry::Mode;
+    (mode == Mode::FILE || mode == Mode::FILE_EXECUTABLE)
+        && matches!(
+            status,
+            EntryStatus::NeedsUpdate(_)
+                | EntryStatus::Change(Change::Modification {
+                    executable_bit_changed: false,
+                    content_change: Some(()),
+                    ..
+                })
+        )
 }
 
 /// Index entries flagged so that git does not look at their worktree file:
