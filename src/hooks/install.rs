@@ -238,7 +238,9 @@ pub fn install(location: &Location, state: &Path, binary: &Path) -> Result<Insta
     crate::fsutil::crash_point("stubs-written");
 
     // 2. What we are about to change, before changing it.
-    let lock_keys = transport_lock_keys(location)?;
+    let scopes = super::scopes::Scopes::read(location)?;
+    ensure_stubs_win(&scopes)?;
+    let lock_keys = transport_lock_keys(&scopes)?;
     let previous_hooks_path = local_value(&config, "core.hooksPath");
     let previous_protocol_allow = local_value(&config, "protocol.allow");
     let previous_protocol_keys = lock_keys
@@ -292,65 +294,31 @@ const KNOWN_TRANSPORTS: &[&str] = &["file", "git", "ssh", "http", "https", "ext"
 /// git reads sets (remote helpers such as `protocol.foo.allow`).
 ///
 /// A local value wins over system and global ones. What would outrank it
-/// (`config.worktree`, a file the local config includes, `GIT_CONFIG_*`
-/// variables) cannot be overridden from the local file, so a setting there
-/// that is not `never` makes `arm` refuse, naming it.
-pub fn transport_lock_keys(location: &Location) -> Result<Vec<String>> {
-    let context = "cannot read the git configuration to lock every transport";
-    // Every scope git reads for this worktree. `from_git_dir` takes the dir
-    // holding `config` (the common dir) and reads the `config.worktree`
-    // beside it, which belongs to the main worktree only; a linked
-    // worktree's own `config.worktree` is in its git dir.
-    let mut all = gix::config::File::from_git_dir(location.common_dir.clone()).context(context)?;
-    let linked = location.git_dir != location.common_dir;
-    let own_worktree_config = location.git_dir.join("config.worktree");
-    if linked && own_worktree_config.is_file() {
-        let file = gix::config::File::from_path_no_includes(
-            own_worktree_config,
-            gix::config::Source::Worktree,
-        )
-        .context(context)?;
-        all.append(file).context(context)?;
-    }
-    let local = location.common_dir.join("config");
-    let mut names: std::collections::BTreeSet<String> =
-        KNOWN_TRANSPORTS.iter().map(|s| (*s).to_owned()).collect();
-    for section in all.sections_by_name("protocol").into_iter().flatten() {
-        let meta = section.meta();
-        if linked
-            && meta.source == gix::config::Source::Worktree
-            && meta.path.as_deref() != Some(location.git_dir.join("config.worktree").as_path())
-        {
-            // The main worktree's config.worktree does not apply here.
-            continue;
-        }
-        let Some(value) = section.values("allow").into_iter().next_back() else {
-            continue;
-        };
-        let value: &gix::bstr::BStr = value.as_ref();
-        let outranks_local = match meta.source {
-            gix::config::Source::Local => meta.path.as_deref() != Some(local.as_path()),
-            gix::config::Source::Worktree
-            | gix::config::Source::Env
-            | gix::config::Source::Cli
-            | gix::config::Source::Api => true,
-            _ => false,
-        };
-        if outranks_local && value != "never" {
-            let key = match section.header().subsection_name() {
+/// ([`super::scopes`]) cannot be overridden from the local file, so a setting
+/// there that is not `never` makes `arm` refuse, naming it.
+pub fn transport_lock_keys(scopes: &super::scopes::Scopes) -> Result<Vec<String>> {
+    for setting in scopes.outranking("protocol", "allow") {
+        if setting.value != "never" {
+            let key = match &setting.subsection {
                 Some(name) => format!("protocol.{name}.allow"),
                 None => "protocol.allow".to_owned(),
             };
-            let from = meta
-                .path
-                .as_ref()
-                .map_or_else(|| format!("{:?}", meta.source), |p| p.display().to_string());
             bail!(
-                "{key}={} is set in {from}, which outranks the repository config: arm cannot \
+                "{key}={} is set in {}, which outranks the repository config: arm cannot \
                  lock the transports while it is there; remove it and arm again",
-                value
+                setting.value,
+                setting.from
             );
         }
+    }
+    let mut names: std::collections::BTreeSet<String> =
+        KNOWN_TRANSPORTS.iter().map(|s| (*s).to_owned()).collect();
+    for section in scopes
+        .all
+        .sections_by_name("protocol")
+        .into_iter()
+        .flatten()
+    {
         if let Some(name) = section.header().subsection_name() {
             names.insert(name.to_string());
         }
@@ -359,6 +327,21 @@ pub fn transport_lock_keys(location: &Location) -> Result<Vec<String>> {
         .into_iter()
         .map(|name| format!("protocol.{name}.allow"))
         .collect())
+}
+
+/// Refuses when a scope that outranks the repository's config sets
+/// `core.hooksPath`: git would run the hooks there, not grantguard's.
+fn ensure_stubs_win(scopes: &super::scopes::Scopes) -> Result<()> {
+    if let Some(setting) = scopes.outranking("core", "hooksPath").first() {
+        bail!(
+            "core.hooksPath={} is set in {}, which outranks the repository config: git would \
+             run the hooks there, not grantguard's; remove it (a hook manager's hooks keep \
+             running: arm chains them) and arm again",
+            setting.value,
+            setting.from
+        );
+    }
+    Ok(())
 }
 
 /// The stub's answer to the `reference-transaction` phases that come too

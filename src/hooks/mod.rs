@@ -14,6 +14,7 @@
 pub mod install;
 pub mod pre_commit;
 pub mod reference_transaction;
+pub mod scopes;
 
 use std::ffi::OsString;
 use std::io::{Read, Write};

@@ -52,6 +52,22 @@ pub fn include_digests(
     Ok(())
 }
 
+/// Every file `config` includes, directly or through included files, whatever
+/// the condition, as git would resolve them (up to git's nesting limit).
+pub fn included_files(config: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut stack = vec![(config.to_owned(), 0usize)];
+    while let Some((file, depth)) = stack.pop() {
+        for target in include_targets(&file)? {
+            if depth + 1 < MAX_INCLUDE_DEPTH && target.is_file() {
+                stack.push((target.clone(), depth + 1));
+            }
+            out.push(target);
+        }
+    }
+    Ok(out)
+}
+
 /// The paths `file` includes, resolved as git resolves them: `~/` against
 /// `HOME`, a relative path against the including file's directory. Paths
 /// that cannot be resolved (`%(prefix)/`, `~user/`) are skipped: git

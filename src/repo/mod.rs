@@ -17,7 +17,7 @@
 
 pub mod canonical;
 mod commits;
-mod config_includes;
+pub mod config_includes;
 pub mod git_view;
 mod lfs;
 mod metadata;
