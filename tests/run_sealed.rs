@@ -225,6 +225,38 @@ fn accepts_an_agent_that_waits_for_its_helpers_and_ends_nothing() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("left-behind processes ended: 0"));
 }
 
+#[test]
+fn accepts_a_long_agent_that_detaches_many_helpers_without_piling_up_zombies() {
+    let sb = Sandbox::new();
+    let t = task(&sb, Some(grant_json(&["docs/"], 1, 1)));
+    let zombies = sb.root.join("zombies");
+    // Twenty helpers orphaned (re-parented to grantguard, the subreaper),
+    // each exiting after 0.1 s; then the agent counts grantguard's zombie
+    // children ($PPID is grantguard).
+    let count = format!(
+        "n=0\nfor s in /proc/[0-9]*/stat; do\n  set -- $(sed 's/.*) //' \"$s\" 2>/dev/null) x x\n  \
+         if [ \"$1\" = Z ] && [ \"$2\" = \"$PPID\" ]; then n=$((n+1)); fi\ndone\necho $n > '{}'",
+        zombies.display()
+    );
+    let body = format!(
+        "for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do\n  \
+         sh -c '(sleep 0.1) &' </dev/null >/dev/null 2>&1\ndone\nsleep 1.5\n{count}\n{DOCS_COMMIT}"
+    );
+    let a = agent(&sb, &body);
+    let (_, code, r) = run_task(&sb, &t, &[], &a);
+    assert_eq!(
+        (code, r["status"].as_str()),
+        (0, Some("succeeded")),
+        "{r:#}"
+    );
+    let left: u32 = std::fs::read_to_string(&zombies)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(left, 0, "orphans were not reaped while the agent ran");
+}
+
 // ---------------------------------------------------------------------------
 // Issue 16: every signal.
 

@@ -254,6 +254,9 @@ pub fn run(
         if exited(group)? {
             break;
         }
+        if survivors::is_subreaper() {
+            survivors::reap_exited_orphans(group);
+        }
         let now = Instant::now();
         match stop {
             None => {

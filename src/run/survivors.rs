@@ -207,6 +207,32 @@ fn reap(pid: i32) {
     }
 }
 
+/// Reaps descendants that were re-parented to this process and have exited,
+/// while the command still runs, so that a long run whose agent keeps
+/// detaching short-lived helpers does not pile up zombies (each holds a
+/// pid). Stops at `keep` (the command's leader, which the caller reaps) and
+/// when no exited child is left.
+pub fn reap_exited_orphans(keep: i32) {
+    loop {
+        // SAFETY: waitid writes only into `info`, zeroed and ours.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let rc = unsafe {
+            libc::waitid(
+                libc::P_ALL,
+                0,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            )
+        };
+        // SAFETY: with WNOHANG, si_pid is 0 when no child has exited.
+        let pid = unsafe { info.si_pid() };
+        if rc != 0 || pid == 0 || pid == keep {
+            return;
+        }
+        reap(pid);
+    }
+}
+
 /// Ends every descendant of this process except `keep` (the command's
 /// leader: an exited child not reaped yet, whose pid must stay ours until
 /// its group has been signalled). Descendants that are this process's own
