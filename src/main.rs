@@ -139,6 +139,9 @@ enum Command {
     /// Run an agent's command as one repository transaction: admit, arm,
     /// run, verify, disarm, journal, measure.
     Run(Box<RunArgs>),
+    /// Internal: `run`'s watchdog (ends the command if run dies).
+    #[command(name = "__watchdog", hide = true)]
+    Watchdog,
 }
 
 #[derive(Subcommand)]
@@ -206,6 +209,7 @@ fn main() -> ExitCode {
         } => admit(&plan, catalog.as_deref(), registry.as_deref(), json),
         Command::Catalog(command) => catalog(command),
         Command::Run(args) => run_command(*args),
+        Command::Watchdog => grantguard::run::watchdog::serve(),
     };
     exit_code(code)
 }

@@ -260,7 +260,9 @@ fn accepts_a_long_agent_that_detaches_many_helpers_without_piling_up_zombies() {
 // ---------------------------------------------------------------------------
 // Issue 16: every signal.
 
-/// Starts a run whose agent commits, then sleeps; waits until it sleeps.
+/// Starts a run whose agent commits, then waits for a helper (a child in
+/// its process group) that would write `late` three seconds later; waits
+/// until the helper runs.
 fn start_sleeping_run(sb: &Sandbox, run_id: &str) -> (Child, PathBuf) {
     let t = task(sb, Some(grant_json(&["docs/"], 1, 1)));
     let started = sb.root.join(format!("started-{run_id}"));
@@ -268,7 +270,7 @@ fn start_sleeping_run(sb: &Sandbox, run_id: &str) -> (Child, PathBuf) {
     let a = agent(
         sb,
         &format!(
-            "{DOCS_COMMIT}\ntouch '{}'\nsleep 3\ntouch '{}'",
+            "{DOCS_COMMIT}\ntouch '{}'\nsh -c \"sleep 3; touch '{}'\"",
             started.display(),
             late.display()
         ),

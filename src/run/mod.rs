@@ -43,6 +43,7 @@ pub mod process;
 pub mod result_file;
 pub mod survivors;
 mod verify_child;
+pub mod watchdog;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

@@ -20,7 +20,8 @@
 //! Why a parent-death signal: if grantguard itself is killed (`SIGKILL`,
 //! the OOM killer), nothing would end the command; it would go on working
 //! in an armed checkout nobody verifies. The command's leader is started
-//! with `PR_SET_PDEATHSIG` = `SIGKILL`.
+//! with `PR_SET_PDEATHSIG` = `SIGKILL`, and under `run` a
+//! [`super::watchdog`] ends the rest of its group.
 //!
 //! Signals: every asynchronous signal whose default action ends the process
 //! and that can be caught is handled ([`HANDLED`]): `SIGHUP`, `SIGINT`,
@@ -52,6 +53,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 use super::survivors::{self, Sweep};
+use super::watchdog::{self, Watchdog};
 
 /// The process group of the running command (0 when none runs).
 static CHILD_GROUP: AtomicI32 = AtomicI32::new(0);
@@ -238,10 +240,31 @@ pub fn run(
             Ok(())
         });
     }
+    // Under `run` (a subreaper), a watchdog ends the group should grantguard
+    // die; it is started first so that the command never runs unwatched.
+    let mut watchdog = if survivors::is_subreaper() {
+        Some(watchdog::start()?)
+    } else {
+        None
+    };
     let start = Instant::now();
     let mut child = command.spawn()?;
     let group = i32::try_from(child.id()).map_err(std::io::Error::other)?;
     CHILD_GROUP.store(group, Ordering::SeqCst);
+    if let Some(w) = watchdog.as_mut()
+        && w.watch(group).is_err()
+    {
+        // A dead watchdog cannot guard the run: end the command before it
+        // does anything, and report that it could not be started.
+        signal_group(group, libc::SIGKILL);
+        let _ = reap(&mut child);
+        CHILD_GROUP.store(0, Ordering::SeqCst);
+        return Err(std::io::Error::other(
+            "the watchdog that ends the command if grantguard dies is not running",
+        ));
+    }
+    let keep = [Some(group), watchdog.as_ref().map(Watchdog::pid)];
+    let keep: Vec<i32> = keep.into_iter().flatten().collect();
     // An interrupt that came before the group was known was not forwarded.
     if let Some(signal) = interrupted() {
         signal_group(group, signal);
@@ -254,7 +277,7 @@ pub fn run(
         if exited(group)? {
             break;
         }
-        if survivors::is_subreaper() {
+        if watchdog.is_some() {
             survivors::reap_exited_orphans(group);
         }
         let now = Instant::now();
@@ -275,17 +298,20 @@ pub fn run(
     // The leader has exited but is not reaped yet: its group id is still
     // ours. End whatever it left behind, in its group and out of it, then
     // reap it.
-    let sweep = if survivors::is_subreaper() {
-        survivors::end_descendants(group)
+    let sweep = if watchdog.is_some() {
+        survivors::end_descendants(&keep)
     } else {
         Sweep::default()
     };
     signal_group(group, libc::SIGKILL);
-    let sweep = if survivors::is_subreaper() {
-        sweep.then(survivors::end_descendants(group))
+    let sweep = if watchdog.is_some() {
+        sweep.then(survivors::end_descendants(&keep))
     } else {
         sweep
     };
+    if let Some(w) = watchdog {
+        w.stand_down();
+    }
     CHILD_GROUP.store(0, Ordering::SeqCst);
     let status = reap(&mut child)?;
     let elapsed = start.elapsed();

@@ -33,10 +33,10 @@
 //! descendant; that is the sandbox's business (`--isolate`, issue 14).
 //!
 //! If grantguard itself is killed, the kernel sends the command's leader
-//! `SIGKILL` (`PR_SET_PDEATHSIG`, set in [`super::process`]); descendants
-//! that left the leader are re-parented past the dead grantguard and are
-//! not ended. The next run of the same run id says so in its
-//! `run_unfinished` message.
+//! `SIGKILL` (`PR_SET_PDEATHSIG`, set in [`super::process`]) and the
+//! [`super::watchdog`] ends its process group; descendants that left the
+//! group are re-parented past the dead grantguard and are not ended. The
+//! next run of the same run id says so in its `run_unfinished` message.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -233,12 +233,12 @@ pub fn reap_exited_orphans(keep: i32) {
     }
 }
 
-/// Ends every descendant of this process except `keep` (the command's
-/// leader: an exited child not reaped yet, whose pid must stay ours until
-/// its group has been signalled). Descendants that are this process's own
+/// Ends every descendant of this process except those in `keep` (the
+/// command's leader: an exited child not reaped yet, whose pid must stay
+/// ours until its group has been signalled; and the [`super::watchdog`]). Descendants that are this process's own
 /// exited children are reaped. Returns how many live ones were killed and
 /// how many are still alive after [`SWEEP_LIMIT`] (0 on success).
-pub fn end_descendants(keep: i32) -> Sweep {
+pub fn end_descendants(keep: &[i32]) -> Sweep {
     let me = i32::try_from(std::process::id()).unwrap_or(i32::MAX);
     let deadline = Instant::now() + SWEEP_LIMIT;
     let mut ended: HashSet<(i32, u64)> = HashSet::new();
@@ -246,7 +246,7 @@ pub fn end_descendants(keep: i32) -> Sweep {
         let table = process_table();
         let found: Vec<(i32, Proc)> = descendants(me, &table)
             .into_iter()
-            .filter(|(pid, _)| *pid != keep)
+            .filter(|(pid, _)| !keep.contains(pid))
             .collect();
         if found.is_empty() {
             return Sweep {
