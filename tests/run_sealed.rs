@@ -356,6 +356,41 @@ fn a_sigkilled_grantguard_takes_its_command_with_it_and_the_next_run_says_how_to
 }
 
 #[test]
+fn a_sigkilled_grantguard_takes_even_helpers_detached_with_setsid_with_it() {
+    let sb = Sandbox::new();
+    let t = task(&sb, Some(grant_json(&["docs/"], 1, 1)));
+    let started = sb.root.join("started");
+    let late = sb.root.join("late-setsid");
+    let late2 = sb.root.join("late-double-fork");
+    let a = agent(
+        &sb,
+        &format!(
+            "setsid sh -c \"sleep 3; touch '{}'\" </dev/null >/dev/null 2>&1 &\n\
+             sh -c \"(sleep 3; touch '{}') &\" </dev/null >/dev/null 2>&1\n\
+             sleep 1\ntouch '{}'\nsleep 30",
+            late.display(),
+            late2.display(),
+            started.display()
+        ),
+    );
+    let child = run_cmd(&sb, &t, &sb.state, &["--run-id", "k2"], &a)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(&started);
+    signal(&child, libc::SIGKILL);
+    let mut child = child;
+    child.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(4000));
+    assert!(!late.exists(), "a setsid helper outlived grantguard");
+    assert!(
+        !late2.exists(),
+        "a double-forked helper outlived grantguard"
+    );
+}
+
+#[test]
 fn rejects_a_timeout_that_would_overflow_before_anything_runs() {
     let sb = Sandbox::new();
     let t = task(&sb, Some(grant_json(&["docs/"], 1, 1)));

@@ -704,14 +704,14 @@ fn conflict_result(kind: &Reconciliation, identity: &RunIdentity, places: &Place
                 .map_or(places.state.clone(), |s| s.state_dir.clone());
             let armed = crate::baseline::path_in(&state).exists()
                 || state.join(crate::hooks::install::RECORD).exists();
-            // The command's leader died with grantguard (parent-death
-            // signal); processes it detached did not, and may still write.
+            // The command died with grantguard (parent-death signal, the
+            // watchdog); a helper detached just before may not have.
             let recover = if armed {
                 format!(
                     "make sure no process of that run is still working in the checkout (its \
-                     command was killed with grantguard; helpers it detached with setsid may \
-                     still run: end them), then grantguard disarm --state {}, then run again \
-                     with a new --run-id",
+                     command and the helpers grantguard knew of were killed with grantguard; a \
+                     helper detached with setsid just before may still run: end it), then \
+                     grantguard disarm --state {}, then run again with a new --run-id",
                     state.display()
                 )
             } else {

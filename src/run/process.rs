@@ -265,6 +265,7 @@ pub fn run(
     }
     let keep = [Some(group), watchdog.as_ref().map(Watchdog::pid)];
     let keep: Vec<i32> = keep.into_iter().flatten().collect();
+    let mut last_listed = Instant::now();
     // An interrupt that came before the group was known was not forwarded.
     if let Some(signal) = interrupted() {
         signal_group(group, signal);
@@ -277,8 +278,12 @@ pub fn run(
         if exited(group)? {
             break;
         }
-        if watchdog.is_some() {
+        if let Some(w) = watchdog.as_mut() {
             survivors::reap_exited_orphans(group);
+            if last_listed.elapsed() >= watchdog::LIST_EVERY {
+                w.list(&survivors::snapshot(&keep));
+                last_listed = Instant::now();
+            }
         }
         let now = Instant::now();
         match stop {

@@ -277,6 +277,48 @@ pub fn end_descendants(keep: &[i32]) -> Sweep {
     }
 }
 
+/// The live descendants of this process, except those in `keep`, each as
+/// its pid and start time (what [`end_listed`] needs to aim at exactly
+/// these processes later).
+pub fn snapshot(keep: &[i32]) -> Vec<(i32, u64)> {
+    let me = i32::try_from(std::process::id()).unwrap_or(i32::MAX);
+    descendants(me, &process_table())
+        .into_iter()
+        .filter(|(pid, p)| !p.zombie && !keep.contains(pid))
+        .map(|(pid, p)| (pid, p.start_time))
+        .collect()
+}
+
+/// Ends the listed processes that still are what was listed (same start
+/// time) and every descendant they have now, repeatedly until none is
+/// left or [`SWEEP_LIMIT`] ran out. Used by the [`super::watchdog`] once
+/// grantguard is gone, when "descendant of grantguard" no longer means
+/// anything. Returns how many were killed.
+pub fn end_listed(listed: &HashSet<(i32, u64)>) -> u32 {
+    let deadline = Instant::now() + SWEEP_LIMIT;
+    let mut ended: HashSet<(i32, u64)> = HashSet::new();
+    loop {
+        let table = process_table();
+        let mut targets: Vec<(i32, Proc)> = Vec::new();
+        for (pid, p) in &table {
+            if listed.contains(&(*pid, p.start_time)) {
+                targets.push((*pid, *p));
+                targets.extend(descendants(*pid, &table));
+            }
+        }
+        let live: Vec<(i32, Proc)> = targets.into_iter().filter(|(_, p)| !p.zombie).collect();
+        if live.is_empty() || Instant::now() >= deadline {
+            return ended.len() as u32;
+        }
+        for (pid, p) in live {
+            if kill_exact(pid, p.start_time) {
+                ended.insert((pid, p.start_time));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
 /// Records a sweep in the run's result: `evidence.survivors` holds how many
 /// processes had to be ended; any that could not be makes the run
 /// `unsafe_state` (the checkout may still be changing under the verdict).

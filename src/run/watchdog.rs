@@ -17,16 +17,24 @@
 //! event: the kernel closes the write end when its holder dies, however it
 //! dies.
 //!
-//! Limits: processes that left the group (`setsid`) are not in it; while
-//! grantguard lives they are ended by [`super::survivors`], after its
-//! death they are not (the next run's `run_unfinished` message says to end
-//! them). The group id could in principle be reused between the group's
+//! Processes that left the group (`setsid`, a double fork) are not in it:
+//! while the command runs, grantguard lists its live descendants to the
+//! watchdog every [`LIST_EVERY`] (pid and start time, so a recycled pid is
+//! never hit), and on grantguard's death the watchdog ends the listed ones
+//! that are still the same processes and every descendant they have by
+//! then. Limits: a process that left the group and whose parent exited
+//! within the last listing period before grantguard died is missed (the
+//! next run's `run_unfinished` message says to look for such processes). The group id could in principle be reused between the group's
 //! last member dying and the watchdog's kill, within milliseconds of
 //! grantguard's death; the leader's `PR_SET_PDEATHSIG` makes that window
 //! the kernel's own delivery time.
 
+use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
+
+/// How often `run` lists the command's descendants to the watchdog.
+pub const LIST_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// The hidden subcommand that runs the watchdog.
 pub const SUBCOMMAND: &str = "__watchdog";
@@ -36,7 +44,11 @@ pub const SUBCOMMAND: &str = "__watchdog";
 pub struct Watchdog {
     child: Child,
     pipe: Option<ChildStdin>,
+    sent: HashSet<(i32, u64)>,
 }
+
+/// Most processes listed to one watchdog (a bound on its memory).
+const MAX_LISTED: usize = 100_000;
 
 /// Starts the watchdog (the current executable, [`SUBCOMMAND`]), in its own
 /// process group so that signals for the command or the terminal do not
@@ -52,7 +64,11 @@ pub fn start() -> std::io::Result<Watchdog> {
         .process_group(0)
         .spawn()?;
     let pipe = child.stdin.take();
-    Ok(Watchdog { child, pipe })
+    Ok(Watchdog {
+        child,
+        pipe,
+        sent: HashSet::new(),
+    })
 }
 
 impl Watchdog {
@@ -71,6 +87,26 @@ impl Watchdog {
         pipe.flush()
     }
 
+    /// Tells the watchdog about processes to end (with their descendants)
+    /// should grantguard die: pids with their start times, from
+    /// [`super::survivors::snapshot`]. Only the ones not sent before are
+    /// written; a write error is ignored (the watchdog is a safety net for
+    /// grantguard's death, not part of the verdict).
+    pub fn list(&mut self, processes: &[(i32, u64)]) {
+        let Some(pipe) = self.pipe.as_mut() else {
+            return;
+        };
+        let mut text = String::new();
+        for p in processes {
+            if self.sent.len() < MAX_LISTED && self.sent.insert(*p) {
+                text.push_str(&format!("proc {} {}\n", p.0, p.1));
+            }
+        }
+        if !text.is_empty() {
+            let _ = pipe.write_all(text.as_bytes()).and_then(|()| pipe.flush());
+        }
+    }
+
     /// Tells the watchdog to exit without ending anything, and reaps it.
     pub fn stand_down(mut self) {
         if let Some(mut pipe) = self.pipe.take() {
@@ -85,21 +121,33 @@ impl Watchdog {
 pub fn serve() -> i32 {
     let mut input = BufReader::new(std::io::stdin().lock());
     let mut group: Option<i32> = None;
+    let mut listed: HashSet<(i32, u64)> = HashSet::new();
     let mut line = String::new();
     loop {
         line.clear();
         match input.read_line(&mut line) {
             Ok(0) | Err(_) => break,
-            Ok(_) => match line.trim() {
-                "done" => return 0,
-                text => {
-                    if let Ok(g) = text.parse::<i32>()
-                        && g > 1
-                    {
-                        group = Some(g);
+            Ok(_) => {
+                let words: Vec<&str> = line.split_whitespace().collect();
+                match words.as_slice() {
+                    ["done"] => return 0,
+                    ["proc", pid, start] if listed.len() < MAX_LISTED => {
+                        if let (Ok(pid), Ok(start)) = (pid.parse::<i32>(), start.parse::<u64>())
+                            && pid > 1
+                        {
+                            listed.insert((pid, start));
+                        }
                     }
+                    [g] => {
+                        if let Ok(g) = g.parse::<i32>()
+                            && g > 1
+                        {
+                            group = Some(g);
+                        }
+                    }
+                    _ => {}
                 }
-            },
+            }
         }
     }
     if let Some(group) = group {
@@ -108,5 +156,6 @@ pub fn serve() -> i32 {
             libc::kill(-group, libc::SIGKILL);
         }
     }
+    super::survivors::end_listed(&listed);
     0
 }
