@@ -248,7 +248,15 @@ pub fn run(
         None
     };
     let start = Instant::now();
-    let mut child = command.spawn()?;
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            if let Some(w) = watchdog {
+                w.stand_down();
+            }
+            return Err(e);
+        }
+    };
     let group = i32::try_from(child.id()).map_err(std::io::Error::other)?;
     CHILD_GROUP.store(group, Ordering::SeqCst);
     if let Some(w) = watchdog.as_mut()
@@ -259,6 +267,9 @@ pub fn run(
         signal_group(group, libc::SIGKILL);
         let _ = reap(&mut child);
         CHILD_GROUP.store(0, Ordering::SeqCst);
+        if let Some(w) = watchdog.take() {
+            w.stand_down();
+        }
         return Err(std::io::Error::other(
             "the watchdog that ends the command if grantguard dies is not running",
         ));
@@ -268,7 +279,7 @@ pub fn run(
     let mut last_listed = Instant::now();
     // An interrupt that came before the group was known was not forwarded.
     if let Some(signal) = interrupted() {
-        signal_group(group, signal);
+        signal_group(group, forwarded(signal));
     }
     // A deadline past the clock's range is no deadline; `main` bounds the
     // timeout long before that, this only keeps the addition from panicking.
