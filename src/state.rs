@@ -225,6 +225,13 @@ fn disarm_inner(state_dir: &Path) -> Result<ToolResult> {
     }
     let mut result = ToolResult::succeeded("disarm");
     if let Some(record) = &record {
+        // Not while an `arm` of this repository checks and installs.
+        let _arm_lock = match record.config_path.parent() {
+            Some(common_dir) if common_dir.is_dir() => {
+                Some(crate::hooks::arm_lock::lock(common_dir)?)
+            }
+            _ => None,
+        };
         let restored = install::uninstall(state_dir, record)?;
         if restored == install::Restored::KeysOnly {
             result.warnings.push(

@@ -21,7 +21,9 @@
 //! git directory, so git and `verify` see no new file. The lock only binds
 //! grantguard processes; git does not take it, and needs not: what it
 //! serialises is grantguard's check-then-install. The common directory is
-//! the one all worktrees of a repository share, like its config.
+//! the one all worktrees of a repository share, like its config. `disarm`
+//! takes the same lock (waiting for it) while it restores the config, so
+//! an `arm` never reads a config that a `disarm` is rewriting.
 
 use std::fs::{File, TryLockError};
 use std::path::Path;
@@ -47,6 +49,16 @@ pub fn try_lock(common_dir: &Path) -> Result<Option<ArmLock>> {
             Err(e).with_context(|| format!("cannot lock {}", common_dir.display()))
         }
     }
+}
+
+/// Takes the arm lock, waiting for a holder to finish (`disarm` uses this:
+/// an `arm` holds it for a bounded time, and a dead holder releases it).
+pub fn lock(common_dir: &Path) -> Result<ArmLock> {
+    let dir = File::open(common_dir)
+        .with_context(|| format!("cannot open {} to lock it", common_dir.display()))?;
+    dir.lock()
+        .with_context(|| format!("cannot lock {}", common_dir.display()))?;
+    Ok(ArmLock { _dir: dir })
 }
 
 #[cfg(test)]
