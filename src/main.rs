@@ -1,6 +1,7 @@
 //! The `grantguard` command line: argument parsing and exit codes only; the
 //! work is done by the library.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -11,6 +12,36 @@ use grantguard::{acceptance, state};
 use serde::Serialize;
 use serde_json::json;
 use serde_json::value::RawValue;
+
+/// Printing never panics: a closed stdout or stderr (`EPIPE`, a full disk)
+/// loses the text, not the run. The exit code always follows the result
+/// that was computed (and, for `run`, recorded), so a harness that stopped
+/// reading still learns the outcome. (`println!` panics on a write error;
+/// grantguard panicked with exit 101 after recording `succeeded`.)
+fn print_to(mut w: impl Write, text: &str) {
+    let _ = w.write_all(text.as_bytes()).and_then(|()| w.flush());
+}
+
+/// `println!` that never panics (see [`print_to`]).
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        print_to(std::io::stdout(), &format!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `eprintln!` that never panics (see [`print_to`]).
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        print_to(std::io::stderr(), &format!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `eprint!` that never panics (see [`print_to`]).
+macro_rules! errp {
+    ($($arg:tt)*) => {
+        print_to(std::io::stderr(), &format!($($arg)*))
+    };
+}
 
 #[derive(Parser)]
 #[command(
@@ -108,6 +139,9 @@ enum Command {
     /// Run an agent's command as one repository transaction: admit, arm,
     /// run, verify, disarm, journal, measure.
     Run(Box<RunArgs>),
+    /// Internal: `run`'s watchdog (ends the command if run dies).
+    #[command(name = "__watchdog", hide = true)]
+    Watchdog,
 }
 
 #[derive(Subcommand)]
@@ -208,6 +242,7 @@ fn main() -> ExitCode {
         } => admit(&plan, catalog.as_deref(), registry.as_deref(), json),
         Command::Catalog(command) => catalog(command),
         Command::Run(args) => run_command(*args),
+        Command::Watchdog => grantguard::run::watchdog::serve(),
     };
     exit_code(code)
 }
@@ -231,7 +266,7 @@ fn test_fault_in_verify() {
     match std::env::var(TEST_FAULT_ENV).as_deref() {
         Ok("verify-abort") => std::process::abort(),
         Ok("verify-garbage") => {
-            println!("this is not a ToolResult");
+            outln!("this is not a ToolResult");
             std::process::exit(0);
         }
         _ => {}
@@ -284,10 +319,10 @@ fn grant_check(file: &std::path::Path, as_json: bool) -> i32 {
                     canonical: grant.canonical_json(),
                     evidence: grant.evidence(),
                 };
-                println!("{}", to_json(&report));
+                outln!("{}", to_json(&report));
             } else {
-                println!("valid grant {}", grant.id());
-                println!(
+                outln!("valid grant {}", grant.id());
+                outln!(
                     "  {} allowed path pattern(s); {}..={} new commit(s); publish: false",
                     grant.allowed_paths().len(),
                     grant.min_commits(),
@@ -299,9 +334,9 @@ fn grant_check(file: &std::path::Path, as_json: bool) -> i32 {
         Err(errors) => {
             for e in &errors {
                 if e.path.is_empty() {
-                    eprintln!("{}", e.message);
+                    errln!("{}", e.message);
                 } else {
-                    eprintln!("{e}");
+                    errln!("{e}");
                 }
             }
             if as_json {
@@ -309,7 +344,7 @@ fn grant_check(file: &std::path::Path, as_json: bool) -> i32 {
                     valid: false,
                     errors: &errors,
                 };
-                println!("{}", to_json(&report));
+                outln!("{}", to_json(&report));
             }
             exit::PERMANENT
         }
@@ -319,9 +354,9 @@ fn grant_check(file: &std::path::Path, as_json: bool) -> i32 {
 /// Prints a result (human report on stderr; JSON on stdout with `--json`)
 /// and returns its exit code.
 fn report(result: &ToolResult, as_json: bool) -> i32 {
-    eprint!("{}", result.human_report());
+    errp!("{}", result.human_report());
     if as_json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string(result).expect("results are plain data")
         );
@@ -360,26 +395,26 @@ fn admit(
     let result = match admission::admit_files(plan, catalog, registry) {
         Ok(report) => {
             match serde_json::to_string_pretty(&report.contracts()) {
-                Ok(text) => println!("{text}"),
+                Ok(text) => outln!("{text}"),
                 Err(e) => {
-                    eprintln!("grantguard admit: internal defect: cannot serialise contracts: {e}");
+                    errln!("grantguard admit: internal defect: cannot serialise contracts: {e}");
                     return exit::INTERNAL;
                 }
             }
             if !as_json {
-                eprint!("{}", report.render());
+                errp!("{}", report.render());
             }
             report.to_tool_result()
         }
         Err(input) => {
             if !as_json {
-                eprint!("{}", input.render());
+                errp!("{}", input.render());
             }
             input.to_tool_result()
         }
     };
     if as_json {
-        eprintln!("{}", json!(result));
+        errln!("{}", json!(result));
     }
     result.exit_code()
 }
@@ -387,29 +422,29 @@ fn admit(
 fn status_command(state: &std::path::Path, as_json: bool) -> i32 {
     match grantguard::status::status(state) {
         Ok(report) if as_json => {
-            println!("{report}");
+            outln!("{report}");
             exit::SUCCESS
         }
         Ok(r) => {
-            println!("grant {}", r["grant_id"].as_str().unwrap_or("?"));
-            println!("allowed paths: {}", r["allowed_paths"]);
-            println!(
+            outln!("grant {}", r["grant_id"].as_str().unwrap_or("?"));
+            outln!("allowed paths: {}", r["allowed_paths"]);
+            outln!(
                 "commits: {} used of {}..={} ({} left)",
                 r["commits"]["used"],
                 r["commits"]["min"],
                 r["commits"]["max"],
                 r["commits"]["left"]
             );
-            println!("changed paths: {}", r["changed_paths"]["count"]);
+            outln!("changed paths: {}", r["changed_paths"]["count"]);
             for p in r["changed_paths"]["listed"]
                 .as_array()
                 .into_iter()
                 .flatten()
             {
-                println!("  {}", p.as_str().unwrap_or("?"));
+                outln!("  {}", p.as_str().unwrap_or("?"));
             }
-            println!("worktree clean: {}", r["worktree_clean"]);
-            println!(
+            outln!("worktree clean: {}", r["worktree_clean"]);
+            outln!(
                 "HEAD on {}: {}",
                 r["branch"].as_str().unwrap_or("?"),
                 r["head_on_branch"]
@@ -418,7 +453,7 @@ fn status_command(state: &std::path::Path, as_json: bool) -> i32 {
             exit::SUCCESS
         }
         Err(e) => {
-            eprintln!("grantguard status: {e:#}");
+            errln!("grantguard status: {e:#}");
             exit::PERMANENT
         }
     }
@@ -437,29 +472,29 @@ fn catalog(command: CatalogCommand) -> i32 {
     let catalog = match ToolCatalog::load_file(file) {
         Ok(catalog) => catalog,
         Err(errors) => {
-            eprintln!(
+            errln!(
                 "grantguard catalog: invalid catalog {}: {} error(s)",
                 file.display(),
                 errors.len()
             );
             for e in &errors {
-                eprintln!("  {e}");
+                errln!("  {e}");
             }
             return exit::PERMANENT;
         }
     };
     match can_run {
         None => {
-            println!("valid catalog: {} tool(s)", catalog.tools().count());
+            outln!("valid catalog: {} tool(s)", catalog.tools().count());
             exit::SUCCESS
         }
         Some((tool, granted)) => match catalog.can_run(tool, granted) {
             Ok(()) => {
-                println!("allowed: {tool}");
+                outln!("allowed: {tool}");
                 exit::SUCCESS
             }
             Err(refusal) => {
-                eprintln!(
+                errln!(
                     "grantguard catalog can-run: refused [{}]: {refusal}",
                     refusal.rule()
                 );
@@ -508,15 +543,25 @@ struct RunArgs {
     /// The journal directory (default <state>/journal).
     #[arg(long)]
     journal: Option<PathBuf>,
-    /// Seconds the command may run before its process group is ended.
-    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+    /// Seconds the command may run before its process group is ended
+    /// (1 to 2592000, 30 days).
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        value_parser = clap::value_parser!(u64).range(1..=grantguard::run::process::MAX_TIMEOUT_SECS)
+    )]
     timeout: Option<u64>,
     /// What to do with the checkout when the run is not accepted.
     #[arg(long, value_enum, default_value = "keep")]
     on_reject: OnRejectArg,
-    /// Print the ToolResult as JSON on stdout.
+    /// Print the ToolResult as JSON on stdout (the only thing run prints
+    /// there: the command's stdout goes to stderr).
     #[arg(long)]
     json: bool,
+    /// Also write the ToolResult as JSON to FILE, atomically (outside the
+    /// repository).
+    #[arg(long, value_name = "FILE")]
+    result: Option<PathBuf>,
     /// The agent's command and its arguments.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     command: Vec<std::ffi::OsString>,
@@ -534,7 +579,7 @@ fn run_command(args: RunArgs) -> i32 {
         (Some(task), _) => TaskSource::Task(task),
         (None, Some(claim)) => TaskSource::Claim(claim),
         (None, None) => {
-            eprintln!("grantguard run: pass --task FILE or --claim FILE");
+            errln!("grantguard run: pass --task FILE or --claim FILE");
             return exit::USAGE;
         }
     };
@@ -560,11 +605,23 @@ fn run_command(args: RunArgs) -> i32 {
             OnRejectArg::Restore => OnReject::Restore,
         },
         command: args.command,
+        result_file: args.result.clone(),
     };
     let result = run::run(&request);
-    eprint!("{}", run::summary(&result));
+    let refused_file = result.evidence.contains_key(run::result_file::REFUSED);
+    if let Some(file) = args.result.as_deref().filter(|_| !refused_file)
+        && let Err(e) = run::result_file::write(file, &result)
+    {
+        let _ = std::fs::remove_file(file);
+        errln!(
+            "grantguard run: cannot write the result to {} ({e:#}); the result is recorded in \
+             the journal: run again with the same --run-id to get it",
+            file.display()
+        );
+    }
+    errp!("{}", run::summary(&result));
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string(&result).expect("results are plain data")
         );

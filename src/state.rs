@@ -93,6 +93,17 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
             ),
         );
     }
+    // Held until this function returns: the checks below and the install
+    // are one step across processes (see `arm_lock`).
+    let Some(_arm_lock) = crate::hooks::arm_lock::try_lock(&location.common_dir)? else {
+        return refuse(
+            ALREADY_ARMED,
+            "another grantguard process is arming this repository right now; only one state \
+             directory can arm a repository: wait for that run to end, or disarm its state"
+                .to_owned(),
+        );
+    };
+    crate::fsutil::crash_point("arm-locked");
     if baseline::path_in(&state).exists() || install::read_record(&state)?.is_some() {
         return refuse(
             ALREADY_ARMED,
@@ -255,6 +266,13 @@ fn disarm_inner(state_dir: &Path) -> Result<ToolResult> {
     }
     let mut result = ToolResult::succeeded("disarm");
     if let Some(record) = &record {
+        // Not while an `arm` of this repository checks and installs.
+        let _arm_lock = match record.config_path.parent() {
+            Some(common_dir) if common_dir.is_dir() => {
+                Some(crate::hooks::arm_lock::lock(common_dir)?)
+            }
+            _ => None,
+        };
         let restored = install::uninstall(state_dir, record)?;
         if restored == install::Restored::KeysOnly {
             result.warnings.push(

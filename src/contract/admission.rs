@@ -279,6 +279,39 @@ pub fn admit_plan(
     report
 }
 
+/// The gate for one task run on its own (`grantguard run`): the task
+/// document is read as a one-task plan and goes through [`admit_plan`], the
+/// very function `grantguard admit` applies, so every plan-level rule holds
+/// for it too (a dependency the plan lacks is `unknown_dependency` here as
+/// there). A document holding several tasks is refused: a run runs one.
+pub fn admit_task(
+    task: &serde_json::Value,
+    catalog: Option<&ToolCatalog>,
+    registry: Option<&Registry>,
+) -> Result<AdmittedTask, Vec<ContractError>> {
+    let plan = Plan::from_value(task)?;
+    if plan.len() != 1 {
+        return Err(vec![ContractError::new(
+            Rule::InvalidDocument,
+            "",
+            format!(
+                "holds {} tasks; a run runs one task: pass a single TaskSpec",
+                plan.len()
+            ),
+        )]);
+    }
+    let mut report = admit_plan(&plan, catalog, registry);
+    match (report.admitted.pop(), report.rejected.pop()) {
+        (Some(admitted), None) => Ok(admitted),
+        (_, Some(rejected)) => Err(rejected.errors),
+        (None, None) => Err(vec![ContractError::new(
+            Rule::InvalidDocument,
+            "",
+            "the admission gate returned no verdict",
+        )]),
+    }
+}
+
 /// An input of the gate (plan, catalog or registry) that could not be read
 /// or is invalid as a whole.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -11,6 +11,7 @@
 //! A hook that finds no valid state refuses (fails closed) and says how to
 //! recover.
 
+pub mod arm_lock;
 pub mod install;
 pub mod pre_commit;
 pub mod reference_transaction;

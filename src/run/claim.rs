@@ -84,6 +84,9 @@ pub struct Claim {
     /// The task, with `repository_grant` and `harness_profile_ref` taken
     /// from the row.
     pub task: TaskSpec,
+    /// The same task as a document (the row's task table with the row's
+    /// grant and profile written into it): what the admission gate reads.
+    pub document: Value,
 }
 
 /// Why a row is refused.
@@ -199,11 +202,20 @@ pub fn from_value(row: &Value) -> Result<Claim, ClaimError> {
             if profile.is_some() {
                 task.harness_profile_ref = profile;
             }
+            let mut document = table.get("task").cloned().unwrap_or(Value::Null);
+            if let Some(doc) = document.as_object_mut() {
+                for key in [grant::FIELD, "harness_profile_ref"] {
+                    if let Some(value) = table.get(key) {
+                        doc.insert(key.to_owned(), value.clone());
+                    }
+                }
+            }
             Ok(Claim {
                 run_id,
                 worker,
                 lease,
                 task,
+                document,
             })
         }
         _ => Err(ClaimError::Invalid(errors)),

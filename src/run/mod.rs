@@ -5,7 +5,8 @@
 //! anything is written or run:
 //!
 //! 1. **Admit** the task (a TaskSpec file, or a claimed queue row; see
-//!    [`claim`]) through the admission gate. Rejected: `validation` (a row's
+//!    [`claim`]) through the admission gate (the one `admit` applies:
+//!    [`admission::admit_task`]). Rejected: `validation` (a row's
 //!    malformed authority: `authorization`).
 //! 2. **Permission**: every required capability of the contract is among
 //!    `--capability`, and with a catalog `can_run(worker, granted)` holds.
@@ -15,9 +16,11 @@
 //!    terminal result of the same run is replayed (`exact`) without running
 //!    anything; other records are owner, evidence or state conflicts.
 //! 4. **Metrics**: a granted task needs a metrics file outside the checkout
-//!    (default `<state>/metrics.jsonl`); `--no-metrics` is refused.
+//!    (default `<state>/metrics.jsonl`); `--no-metrics` is refused. Checked
+//!    before step 3, whose run lock is a file: a refusal writes nothing.
 //! 5. **Start**: the journal's started record, then `arm` (granted tasks
-//!    only), then the command ([`process`]).
+//!    only), then the command ([`process`]), after which nothing it started
+//!    is left alive ([`survivors`]).
 //! 6. **Decide**: `verify` (in a child process, [`verify_child`]: a crash
 //!    in verification is an `internal_defect` verdict, not the end of `run`),
 //!    then `disarm` (always, whatever happened).
@@ -37,7 +40,10 @@
 pub mod claim;
 pub mod preserve;
 pub mod process;
+pub mod result_file;
+pub mod survivors;
 mod verify_child;
+pub mod watchdog;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -111,6 +117,9 @@ pub mod rule {
     /// Verification did not complete: the verify process crashed, was
     /// killed, or printed no consistent result (`internal_defect`).
     pub const VERIFY_FAILED: &str = "verify_failed";
+    /// A process the command left behind could not be ended, so the
+    /// checkout may still change (`unsafe_state`).
+    pub const SURVIVORS_REMAINING: &str = "survivors_remaining";
 }
 
 /// Where the task comes from.
@@ -171,6 +180,8 @@ pub struct Request {
     pub on_reject: OnReject,
     /// The command and its arguments.
     pub command: Vec<OsString>,
+    /// Where the caller writes the result (`--result`; see [`result_file`]).
+    pub result_file: Option<PathBuf>,
 }
 
 /// `sha256:` + hex SHA-256 of the argv's bytes, each argument followed by a
@@ -234,6 +245,11 @@ pub fn run(request: &Request) -> ToolResult {
     let grant = admitted.spec.repository_grant.clone();
 
     // Where everything is, checked before anything is created.
+    if let Some(refusal) =
+        (request.result_file.as_deref()).and_then(|f| result_file::refusal(f, &request.repo))
+    {
+        return refusal;
+    }
     let places = match Places::resolve(request, grant.is_some()) {
         Ok(p) => p,
         Err(refusal) => return refusal,
@@ -254,6 +270,20 @@ pub fn run(request: &Request) -> ToolResult {
         grant_id: grant.as_ref().map(Grant::id),
         baseline_commit: places.baseline_commit.clone(),
     };
+
+    // Step 4 (checked before step 3, whose lock file is a write: a refusal
+    // writes nothing): a granted run must be measured, outside the checkout.
+    if grant.is_some() && matches!(request.metrics, MetricsChoice::Disabled) {
+        return refuse(
+            FailureClass::Validation,
+            rule::METRICS_REQUIRED,
+            "a task with a repository_grant requires durable external metrics; drop \
+             --no-metrics (the default file is <state>/metrics.jsonl) or pass --metrics FILE",
+        );
+    }
+    if let Some(refusal) = places.metrics_refusal.clone() {
+        return refusal;
+    }
 
     // Step 3: reconciliation. The lock is held until this function returns.
     if let Some(lease) = &admitted.lease
@@ -302,25 +332,13 @@ pub fn run(request: &Request) -> ToolResult {
         other => return conflict_result(&other, &identity, &places),
     }
 
-    // Step 4: a granted run must be measured, outside the checkout.
-    if grant.is_some() && matches!(request.metrics, MetricsChoice::Disabled) {
-        return refuse(
-            FailureClass::Validation,
-            rule::METRICS_REQUIRED,
-            "a task with a repository_grant requires durable external metrics; drop \
-             --no-metrics (the default file is <state>/metrics.jsonl) or pass --metrics FILE",
-        );
-    }
-    if let Some(refusal) = places.metrics_refusal.clone() {
-        return refusal;
-    }
-
     // Steps 5 to 9.
-    if let Err(e) = process::install_signal_handlers() {
+    if let Err(e) = process::install_signal_handlers().and_then(|()| survivors::become_subreaper())
+    {
         return refuse(
             FailureClass::InternalDefect,
             rule::INTERRUPTED,
-            format!("cannot install signal handlers: {e}"),
+            format!("cannot install signal handlers or become a subreaper: {e}"),
         );
     }
     let started = match lock.start(identity.clone(), &places.state) {
@@ -439,16 +457,28 @@ fn replay(terminal: journal::TerminalRecord, places: &Places) -> ToolResult {
 // boxing it would buy nothing.
 #[allow(clippy::result_large_err)]
 fn admit(request: &Request) -> Result<Admitted, ToolResult> {
-    let (spec, run_id, worker, lease) = match &request.source {
+    let (spec, document, run_id, worker, lease) = match &request.source {
         TaskSource::Task(path) => {
             let doc = crate::document::read_file(path)
                 .map_err(|e| refuse(FailureClass::Validation, rule::TASK_INVALID, e.message))?;
             let spec = TaskSpec::from_value(&doc, "")
                 .map_err(|e| contract_refusal(FailureClass::Validation, &e))?;
-            (spec, request.run_id.clone(), request.worker.clone(), None)
+            (
+                spec,
+                doc,
+                request.run_id.clone(),
+                request.worker.clone(),
+                None,
+            )
         }
         TaskSource::Claim(path) => match claim::load_file(path) {
-            Ok(c) => (c.task, Some(c.run_id), Some(c.worker), Some(c.lease)),
+            Ok(c) => (
+                c.task,
+                c.document,
+                Some(c.run_id),
+                Some(c.worker),
+                Some(c.lease),
+            ),
             Err(claim::ClaimError::Authority(e)) => {
                 return Err(contract_refusal(FailureClass::Authorization, &e));
             }
@@ -489,7 +519,8 @@ fn admit(request: &Request) -> Result<Admitted, ToolResult> {
         ),
         None => None,
     };
-    let admitted = admission::project(&spec, "", catalog.as_ref(), registry.as_ref())
+    // The gate `grantguard admit` applies, the same function.
+    let admitted = admission::admit_task(&document, catalog.as_ref(), registry.as_ref())
         .map_err(|e| contract_refusal(FailureClass::Validation, &e))?;
     let contract = admitted.contract;
 
@@ -673,17 +704,26 @@ fn conflict_result(kind: &Reconciliation, identity: &RunIdentity, places: &Place
                 .map_or(places.state.clone(), |s| s.state_dir.clone());
             let armed = crate::baseline::path_in(&state).exists()
                 || state.join(crate::hooks::install::RECORD).exists();
+            // The command died with grantguard (parent-death signal, the
+            // watchdog); a helper detached just before may not have.
             let recover = if armed {
                 format!(
-                    "grantguard disarm --state {}, then run again with a new --run-id",
+                    "make sure no process of that run is still working in the checkout (its \
+                     command and the helpers grantguard knew of were killed with grantguard; a \
+                     helper detached with setsid just before may still run: end it), then \
+                     grantguard disarm --state {}, then run again with a new --run-id",
                     state.display()
                 )
             } else {
-                "run again with a new --run-id".to_owned()
+                "make sure no process of that run is still working in the checkout, then run \
+                 again with a new --run-id"
+                    .to_owned()
             };
             let what = match unreadable {
                 Some(why) => format!("its journal record is unreadable ({why})"),
-                None => "it started and never recorded an end (a crash mid-run)".to_owned(),
+                None => "it started and never recorded an end (grantguard was killed or \
+                         crashed mid-run)"
+                    .to_owned(),
             };
             refuse(
                 FailureClass::Conflict,
@@ -736,6 +776,7 @@ fn execute(
         let outcome = process::Outcome {
             ending: Ending::Interrupted(signal),
             elapsed: Duration::ZERO,
+            survivors: survivors::Sweep::default(),
         };
         (Some(outcome), None)
     } else {
@@ -897,6 +938,7 @@ fn apply_command_outcome(
         json!({"started": true, "exit_code": exit_code, "signal": signal,
                "timed_out": outcome.ending == Ending::TimedOut}),
     );
+    survivors::note(result, outcome.survivors);
     match outcome.ending {
         Ending::Exited(0) => {}
         Ending::Exited(code) => command_failed(result, &format!("exited with status {code}")),
@@ -1089,6 +1131,9 @@ pub fn summary(result: &ToolResult) -> String {
             .and_then(Value::as_u64)
             .unwrap_or(0);
         out.push_str(&format!("  command: {how} after {ms} ms\n"));
+        if let Some(n) = e.get("survivors").and_then(|s| s.get("ended")) {
+            out.push_str(&format!("  left-behind processes ended: {n}\n"));
+        }
     }
     if let Some(v) = e.get("verify").and_then(Value::as_str) {
         let count = |k: &str| {

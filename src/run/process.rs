@@ -1,15 +1,39 @@
-//! The agent's command as a child process: its own process group, stdio
-//! inherited, `SIGINT`/`SIGTERM` forwarded to the whole group, a timeout that
-//! ends the whole group.
+//! The agent's command as a child process: its own process group, stdin and
+//! stderr inherited, stdout sent to grantguard's stderr, terminating signals
+//! forwarded to the whole group, a timeout that ends the whole group, and
+//! nothing of it left alive when this returns ([`super::survivors`]).
 //!
 //! Why a process group: an agent starts helpers (shells, editors, language
 //! servers). Signalling only the direct child would leave them running and
 //! writing to the checkout while `verify` reads it. So every signal goes to
 //! the group, and once the command itself has exited, whatever is left of
-//! the group is killed before `verify` runs. The exited leader is observed
-//! with `waitid(WNOWAIT)` and reaped only after that kill: while it is a
-//! zombie its pid (the group id) cannot be reused, so the kill can never hit
-//! an unrelated process.
+//! it (in the group or not) is killed before `verify` runs. The exited
+//! leader is observed with `waitid(WNOWAIT)` and reaped only after that
+//! kill: while it is a zombie its pid (the group id) cannot be reused, so
+//! the kill can never hit an unrelated process.
+//!
+//! Why stdout goes to stderr: grantguard's stdout carries the ToolResult
+//! (`--json`). An agent that printed there could break a harness that
+//! parses stdout, or print a forged result ahead of the real one; so the
+//! command never gets grantguard's stdout.
+//!
+//! Why a parent-death signal: if grantguard itself is killed (`SIGKILL`,
+//! the OOM killer), nothing would end the command; it would go on working
+//! in an armed checkout nobody verifies. The command's leader is started
+//! with `PR_SET_PDEATHSIG` = `SIGKILL`, and under `run` a
+//! [`super::watchdog`] ends the rest of its group.
+//!
+//! Signals: every asynchronous signal whose default action ends the process
+//! and that can be caught is handled ([`HANDLED`]): `SIGHUP`, `SIGINT`,
+//! `SIGQUIT`, `SIGTERM`, `SIGUSR1`, `SIGUSR2`, `SIGALRM`, `SIGVTALRM`,
+//! `SIGPROF`, `SIGXCPU`, `SIGXFSZ`, `SIGIO`, `SIGPWR`, `SIGSTKFLT` and the
+//! real-time signals. Each cancels the run. `SIGHUP`, `SIGINT`, `SIGQUIT`
+//! and `SIGTERM` are forwarded to the command's group as they are, the
+//! others as `SIGTERM`. Not handled: `SIGKILL` and `SIGSTOP` (cannot be),
+//! the synchronous faults (`SIGSEGV`, `SIGBUS`, `SIGILL`, `SIGFPE`,
+//! `SIGTRAP`, `SIGSYS`: returning from their handler re-runs the fault),
+//! and `SIGPIPE`, which Rust ignores at start-up so that a closed output
+//! becomes a write error (see `main.rs`), not a cancellation.
 //!
 //! Signal handling uses `libc` directly (`sigaction`, `kill`, `waitid`): the
 //! handler only stores the signal number and forwards it with `kill`, both
@@ -24,21 +48,55 @@
 use std::ffi::OsString;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
-use std::process::{Child, Command};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
+use super::survivors::{self, Sweep};
+use super::watchdog::{self, Watchdog};
+
 /// The process group of the running command (0 when none runs).
 static CHILD_GROUP: AtomicI32 = AtomicI32::new(0);
-/// The first `SIGINT` or `SIGTERM` grantguard received (0 when none).
+/// The first handled signal grantguard received (0 when none).
 static RECEIVED: AtomicI32 = AtomicI32::new(0);
 
 /// How long the command may take to exit after `SIGTERM` (timeout) or after
 /// a forwarded interrupt before the group is killed.
 pub const GRACE: Duration = Duration::from_secs(5);
 
+/// The longest `--timeout` accepted, in seconds (30 days): bounded at
+/// parsing so that no deadline computation can overflow.
+pub const MAX_TIMEOUT_SECS: u64 = 30 * 24 * 60 * 60;
+
 /// How often the child is polled.
 const POLL: Duration = Duration::from_millis(20);
+
+/// The fixed-number signals that cancel a run (the real-time ones are added
+/// at run time: their range is the C library's).
+pub const HANDLED: [libc::c_int; 14] = [
+    libc::SIGHUP,
+    libc::SIGINT,
+    libc::SIGQUIT,
+    libc::SIGTERM,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGALRM,
+    libc::SIGVTALRM,
+    libc::SIGPROF,
+    libc::SIGXCPU,
+    libc::SIGXFSZ,
+    libc::SIGIO,
+    libc::SIGPWR,
+    libc::SIGSTKFLT,
+];
+
+/// The signal the command's group gets when grantguard receives `signal`.
+fn forwarded(signal: libc::c_int) -> libc::c_int {
+    match signal {
+        libc::SIGHUP | libc::SIGINT | libc::SIGQUIT | libc::SIGTERM => signal,
+        _ => libc::SIGTERM,
+    }
+}
 
 extern "C" fn on_signal(signal: libc::c_int) {
     let _ = RECEIVED.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
@@ -46,14 +104,16 @@ extern "C" fn on_signal(signal: libc::c_int) {
     if group > 0 {
         // SAFETY: kill is async-signal-safe; a stale group yields ESRCH.
         unsafe {
-            libc::kill(-group, signal);
+            libc::kill(-group, forwarded(signal));
         }
     }
 }
 
-/// Installs the `SIGINT` and `SIGTERM` handlers (idempotent).
+/// Installs the handlers of every signal in [`HANDLED`] and of the
+/// real-time signals (idempotent).
 pub fn install_signal_handlers() -> std::io::Result<()> {
-    for signal in [libc::SIGINT, libc::SIGTERM] {
+    let realtime = libc::SIGRTMIN()..=libc::SIGRTMAX();
+    for signal in HANDLED.into_iter().chain(realtime) {
         // SAFETY: a zeroed sigaction is a valid "no flags, empty mask"
         // value; the handler only touches atomics and calls kill.
         let rc = unsafe {
@@ -70,7 +130,7 @@ pub fn install_signal_handlers() -> std::io::Result<()> {
     Ok(())
 }
 
-/// The interrupt grantguard received, if any (`SIGINT` or `SIGTERM`).
+/// The first handled signal grantguard received, if any.
 pub fn interrupted() -> Option<i32> {
     match RECEIVED.load(Ordering::SeqCst) {
         0 => None,
@@ -89,6 +149,19 @@ pub fn signal_name(signal: i32) -> String {
         libc::SIGSEGV => "SIGSEGV".into(),
         libc::SIGABRT => "SIGABRT".into(),
         libc::SIGPIPE => "SIGPIPE".into(),
+        libc::SIGUSR1 => "SIGUSR1".into(),
+        libc::SIGUSR2 => "SIGUSR2".into(),
+        libc::SIGALRM => "SIGALRM".into(),
+        libc::SIGVTALRM => "SIGVTALRM".into(),
+        libc::SIGPROF => "SIGPROF".into(),
+        libc::SIGXCPU => "SIGXCPU".into(),
+        libc::SIGXFSZ => "SIGXFSZ".into(),
+        libc::SIGIO => "SIGIO".into(),
+        libc::SIGPWR => "SIGPWR".into(),
+        libc::SIGSTKFLT => "SIGSTKFLT".into(),
+        n if (libc::SIGRTMIN()..=libc::SIGRTMAX()).contains(&n) => {
+            format!("SIGRTMIN+{}", n - libc::SIGRTMIN())
+        }
         n => format!("signal {n}"),
     }
 }
@@ -113,12 +186,17 @@ pub struct Outcome {
     pub ending: Ending,
     /// Wall time from spawn to exit.
     pub elapsed: Duration,
+    /// What was left of the command after it ended, and was ended by
+    /// grantguard ([`super::survivors`]; zero when grantguard is not a
+    /// subreaper).
+    pub survivors: Sweep,
 }
 
-/// Runs `argv` in `cwd` in a new process group with stdio inherited and
-/// `env` added, until it exits, the timeout runs out, or grantguard is
-/// interrupted. The group is gone when this returns. An error means the
-/// command could not be started.
+/// Runs `argv` in `cwd` in a new process group with stdin and stderr
+/// inherited, stdout sent to grantguard's stderr, and `env` added, until it
+/// exits, the timeout runs out, or grantguard is interrupted. The group is
+/// gone when this returns, and so is every other descendant when grantguard
+/// is a subreaper. An error means the command could not be started.
 pub fn run(
     argv: &[OsString],
     cwd: &Path,
@@ -129,23 +207,94 @@ pub fn run(
         .split_first()
         .ok_or_else(|| std::io::Error::other("no command given"))?;
     let mut command = Command::new(program);
-    command.args(args).current_dir(cwd).process_group(0);
+    command
+        .args(args)
+        .current_dir(cwd)
+        .process_group(0)
+        .stdout(stdout_to_stderr());
     for (key, value) in env {
         command.env(key, value);
     }
+    let parent = i32::try_from(std::process::id()).map_err(std::io::Error::other)?;
+    // SAFETY: the closure runs between fork and exec and calls only
+    // async-signal-safe functions (prctl, getppid).
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            // grantguard may have died before the prctl: then nobody
+            // would ever end this process.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::other(
+                    "grantguard exited before the command started",
+                ));
+            }
+            Ok(())
+        });
+    }
+    // Under `run` (a subreaper), a watchdog ends the group should grantguard
+    // die; it is started first so that the command never runs unwatched.
+    let mut watchdog = if survivors::is_subreaper() {
+        Some(watchdog::start()?)
+    } else {
+        None
+    };
     let start = Instant::now();
-    let mut child = command.spawn()?;
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            if let Some(w) = watchdog {
+                w.stand_down();
+            }
+            return Err(e);
+        }
+    };
     let group = i32::try_from(child.id()).map_err(std::io::Error::other)?;
     CHILD_GROUP.store(group, Ordering::SeqCst);
+    if let Some(w) = watchdog.as_mut()
+        && w.watch(group).is_err()
+    {
+        // A dead watchdog cannot guard the run: end the command before it
+        // does anything, and report that it could not be started.
+        signal_group(group, libc::SIGKILL);
+        let _ = reap(&mut child);
+        CHILD_GROUP.store(0, Ordering::SeqCst);
+        if let Some(w) = watchdog.take() {
+            w.stand_down();
+        }
+        return Err(std::io::Error::other(
+            "the watchdog that ends the command if grantguard dies is not running",
+        ));
+    }
+    let keep = [Some(group), watchdog.as_ref().map(Watchdog::pid)];
+    let keep: Vec<i32> = keep.into_iter().flatten().collect();
+    let mut last_listed = Instant::now();
     // An interrupt that came before the group was known was not forwarded.
     if let Some(signal) = interrupted() {
-        signal_group(group, signal);
+        signal_group(group, forwarded(signal));
     }
-    let deadline = timeout.map(|t| start + t);
+    // A deadline past the clock's range is no deadline; `main` bounds the
+    // timeout long before that, this only keeps the addition from panicking.
+    let deadline = timeout.and_then(|t| start.checked_add(t));
     let mut stop: Option<(Ending, Instant)> = None;
     loop {
         if exited(group)? {
             break;
+        }
+        if let Some(w) = watchdog.as_mut() {
+            survivors::reap_exited_orphans(group);
+            if last_listed.elapsed() >= watchdog::LIST_EVERY {
+                w.list(&survivors::snapshot(&keep));
+                last_listed = Instant::now();
+            }
         }
         let now = Instant::now();
         match stop {
@@ -163,8 +312,22 @@ pub fn run(
         std::thread::sleep(POLL);
     }
     // The leader has exited but is not reaped yet: its group id is still
-    // ours. End whatever it left behind, then reap it.
+    // ours. End whatever it left behind, in its group and out of it, then
+    // reap it.
+    let sweep = if watchdog.is_some() {
+        survivors::end_descendants(&keep)
+    } else {
+        Sweep::default()
+    };
     signal_group(group, libc::SIGKILL);
+    let sweep = if watchdog.is_some() {
+        sweep.then(survivors::end_descendants(&keep))
+    } else {
+        sweep
+    };
+    if let Some(w) = watchdog {
+        w.stand_down();
+    }
     CHILD_GROUP.store(0, Ordering::SeqCst);
     let status = reap(&mut child)?;
     let elapsed = start.elapsed();
@@ -176,7 +339,21 @@ pub fn run(
             (None, None) => Ending::Signalled(0),
         },
     };
-    Ok(Outcome { ending, elapsed })
+    Ok(Outcome {
+        ending,
+        elapsed,
+        survivors: sweep,
+    })
+}
+
+/// The command's stdout: a duplicate of grantguard's stderr, or nothing when
+/// stderr is closed.
+fn stdout_to_stderr() -> Stdio {
+    use std::os::fd::AsFd;
+    match std::io::stderr().as_fd().try_clone_to_owned() {
+        Ok(fd) => Stdio::from(fd),
+        Err(_) => Stdio::null(),
+    }
 }
 
 fn signal_group(group: i32, signal: i32) {
