@@ -806,3 +806,68 @@ fn every_ref_refusal_says_what_to_do_instead() {
     let stderr = assert_refused(&sb, &["replace", "-f", &head, &head], "refs/replace/");
     assert!(stderr.contains("replace refs"), "{stderr}");
 }
+
+#[test]
+fn a_chained_hook_that_vanished_or_lost_its_execute_bit_is_skipped_as_git_skips_it() {
+    // husky's `.husky/_` is ignored by git, so `git clean -xdf` removes it:
+    // git would skip the missing hooks; the chained ones must not fail every
+    // commit (prepare-commit-msg runs even with --no-verify).
+    let sb = Sandbox::new();
+    let husky = sb.repo.join(".husky/_");
+    for name in [
+        "pre-commit",
+        "prepare-commit-msg",
+        "commit-msg",
+        "reference-transaction",
+    ] {
+        write_hook(&husky.join(name), &sb.root.join(format!("{name}-ran")));
+    }
+    sb.write(".gitignore", "target/\n.husky/_\n");
+    sb.git(&["add", ".gitignore"]);
+    sb.git(&["commit", "-q", "-m", "ignore husky's generated hooks"]);
+    sb.git(&["config", "core.hooksPath", ".husky/_"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 2));
+    // Lost its execute bit: skipped with git's hint.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(
+        husky.join("prepare-commit-msg"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    sb.write("docs/guide.md", "one\n");
+    sb.git(&["add", "docs/guide.md"]);
+    let out = sb.try_git(&["commit", "-q", "-m", "one"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("was ignored because it's not set as executable"),
+        "{stderr}"
+    );
+    assert!(sb.root.join("pre-commit-ran").exists());
+    // Gone altogether: skipped silently, and grantguard still checks.
+    std::fs::remove_dir_all(&husky).unwrap();
+    sb.write("docs/guide.md", "two\n");
+    sb.git(&["add", "docs/guide.md"]);
+    let out = sb.try_git(&["commit", "-q", "--no-verify", "-m", "two"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    sb.write("src/lib.rs", "// ungranted\n");
+    sb.git(&["add", "src/lib.rs"]);
+    assert_refused(
+        &sb,
+        &["commit", "-q", "-m", "ungranted"],
+        "path_not_granted",
+    );
+    // The hooks the harness's next commit would run changed: verify says so.
+    sb.git(&["reset", "-q", "HEAD", "src/lib.rs"]);
+    sb.git(&["checkout", "-q", "--", "src/lib.rs"]);
+    let (code, r) = sb.verify();
+    assert_eq!(code, 1, "{r:#}");
+    assert!(
+        common::rules(&r).contains(&"protected_metadata_changed".to_owned()),
+        "{r:#}"
+    );
+}

@@ -41,13 +41,22 @@ fn refuses_to_arm_when_config_worktree_sets_another_hooks_path() {
     let sb = Sandbox::new();
     let dir = permissive_hooks(&sb);
     sb.git(&["config", "extensions.worktreeConfig", "true"]);
-    sb.git(&["config", "--worktree", "core.hooksPath", dir.to_str().unwrap()]);
+    sb.git(&[
+        "config",
+        "--worktree",
+        "core.hooksPath",
+        dir.to_str().unwrap(),
+    ]);
     assert_arm_refused_naming(&sb, "config.worktree");
 }
 
 #[test]
 fn refuses_to_arm_when_an_included_file_sets_another_hooks_path() {
-    for section in ["include", "includeIf \"onbranch:main\"", "includeIf \"gitdir:/\""] {
+    for section in [
+        "include",
+        "includeIf \"onbranch:main\"",
+        "includeIf \"gitdir:/\"",
+    ] {
         let sb = Sandbox::new();
         let dir = permissive_hooks(&sb);
         let included = sb.root.join("extra.cfg");

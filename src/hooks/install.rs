@@ -353,7 +353,12 @@ fn settled_phases(name: &str, original: Option<&PathBuf>) -> String {
         return String::new();
     }
     let action = match original {
-        Some(p) => format!("exec {} \"$@\"", sh_quote(&p.to_string_lossy())),
+        // A chained hook that has gone or lost its execute bit is skipped,
+        // as git skips it.
+        Some(p) => {
+            let q = sh_quote(&p.to_string_lossy());
+            format!("[ -x {q} ] && [ ! -d {q} ] || exit 0; exec {q} \"$@\"")
+        }
         None => "exit 0".into(),
     };
     format!(

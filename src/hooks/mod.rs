@@ -186,6 +186,24 @@ fn print_refusal(name: &str, findings: &Findings, grant: Option<&Grant>, invocat
     eprint!("{out}");
 }
 
+/// What git would do with a hook file.
+enum Chained {
+    Missing,
+    NotExecutable,
+    Runnable,
+}
+
+fn chained_state(path: &Path) -> Chained {
+    use std::os::unix::fs::PermissionsExt;
+    match std::fs::metadata(path) {
+        Err(_) => Chained::Missing,
+        Ok(meta) if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 => {
+            Chained::NotExecutable
+        }
+        Ok(_) => Chained::Runnable,
+    }
+}
+
 /// Runs the hook that was effective before arming, with the same arguments
 /// and standard input; its exit code is the hook's.
 fn chain(invocation: &Invocation, stdin: Option<&[u8]>) -> i32 {
@@ -196,6 +214,21 @@ fn chain(invocation: &Invocation, stdin: Option<&[u8]>) -> i32 {
 }
 
 fn run_original(original: &Path, args: &[OsString], stdin: Option<&[u8]>) -> i32 {
+    // As git treats a hook: a missing one is skipped silently (husky's
+    // ignored `.husky/_` after `git clean -xdf`), a non-executable one with
+    // git's hint. grantguard's own check has already passed by now; verify
+    // still reports the chained hook's disappearance as protected metadata.
+    match chained_state(original) {
+        Chained::Missing => return 0,
+        Chained::NotExecutable => {
+            eprintln!(
+                "hint: The '{}' hook was ignored because it's not set as executable.",
+                original.display()
+            );
+            return 0;
+        }
+        Chained::Runnable => {}
+    }
     let mut cmd = Command::new(original);
     cmd.args(args);
     if stdin.is_some() {
