@@ -516,7 +516,11 @@ mod tests {
         assert!(none.contains("committed|aborted) exit 0 ;;"), "{none}");
         let chained = settled_phases("reference-transaction", Some(&PathBuf::from("/h/it's")));
         assert!(
-            chained.contains(r#"committed|aborted) exec '/h/it'\''s' "$@" ;;"#),
+            chained.contains(r#"exec '/h/it'\''s' "$@" ;;"#),
+            "{chained}"
+        );
+        assert!(
+            chained.contains(r#"committed|aborted) [ -x '/h/it'\''s' ] &&"#),
             "{chained}"
         );
     }
