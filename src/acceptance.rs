@@ -525,7 +525,7 @@ pub fn verify(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
 fn check_object_store(baseline: &Baseline, state: &Path, findings: &mut Findings) {
     let problems = repo::objects::read_recorded(state, &baseline.object_inventory)
         .and_then(|before| {
-            let repo = repo::open(&baseline.repo.work_dir)?;
+            let (repo, _) = repo::layout::open_armed(&baseline.repo)?;
             repo::objects::check(&repo, &baseline.repo.common_dir, &before)
         })
         .unwrap_or_else(|e| vec![format!("the object store cannot be checked: {e:#}")]);
@@ -551,8 +551,7 @@ fn evaluate(
     metadata: Option<&BTreeMap<String, String>>,
     findings: &mut Findings,
 ) -> Result<Observed> {
-    let repo = repo::open(&baseline.repo.work_dir)?;
-    let location = repo::location(&repo)?;
+    let (repo, location) = repo::layout::open_armed(&baseline.repo)?;
     if location != baseline.repo {
         anyhow::bail!(
             "the repository at {} is no longer the armed one (git dir {} instead of {})",
