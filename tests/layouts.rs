@@ -456,3 +456,114 @@ fn git_view_agrees_on_the_location_in_every_layout() {
 fn canon(p: &Path) -> PathBuf {
     p.canonicalize().unwrap()
 }
+
+/// `grantguard run --task` of a docs-only task in the layout, the agent a
+/// shell script; returns the exit code and the result.
+fn run_agent(l: &Layout, env_git_dir: bool, script: &str) -> (i32, Value) {
+    use std::os::unix::fs::PermissionsExt;
+    let task = serde_json::json!({"id": "edit-docs", "title": "Edit the docs",
+        "objective": "Improve the guide", "task_type": "change",
+        "required_capabilities": ["repo.read"], "side_effect_class": "reversible",
+        "risk_class": "low", "worker": "coder",
+        "repository_grant": {"version": "1", "allowed_paths": ["docs/"],
+            "commit_count": {"min": 1, "max": 1}, "publish": false}});
+    let task_file = l.sb.root.join("task.json");
+    std::fs::write(&task_file, task.to_string()).unwrap();
+    let agent = l.sb.root.join("agent.sh");
+    std::fs::write(&agent, format!("#!/bin/sh\nset -e\n{script}\n")).unwrap();
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut cmd = l.sb.command(env!("CARGO_BIN_EXE_grantguard"));
+    if env_git_dir {
+        cmd.env("GIT_DIR", &l.git_dir)
+            .env("GIT_WORK_TREE", &l.sb.repo);
+    }
+    let out = cmd
+        .current_dir(&l.sb.repo)
+        .arg("run")
+        .arg("--task")
+        .arg(&task_file)
+        .arg("--repo")
+        .arg(&l.sb.repo)
+        .arg("--state")
+        .arg(&l.sb.state)
+        .args([
+            "--capability",
+            "repo.read",
+            "--json",
+            "--on-reject",
+            "restore",
+        ])
+        .arg("--")
+        .arg(&agent)
+        .output()
+        .unwrap();
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "run printed no JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap_or(-1), result)
+}
+
+#[test]
+fn accepts_a_granted_run_with_a_separate_git_dir() {
+    let l = clone_separate_git_dir();
+    let before = l.config();
+    let (code, r) = run_agent(
+        &l,
+        false,
+        "echo better > docs/guide.md\ngit commit -q -am docs",
+    );
+    assert_eq!(
+        (code, r["status"].as_str()),
+        (0, Some("succeeded")),
+        "{r:#}"
+    );
+    assert_eq!(
+        l.config(),
+        before,
+        "run did not restore the config byte for byte"
+    );
+}
+
+#[test]
+fn rejects_an_ungranted_run_with_a_separate_git_dir_and_restores_the_baseline() {
+    let l = clone_separate_git_dir();
+    let base = l.git(&["rev-parse", "HEAD"]);
+    let before = l.config();
+    let (code, r) = run_agent(
+        &l,
+        false,
+        "echo bad > src/lib.rs\ngit -c core.hooksPath=/dev/null commit -q -am bad",
+    );
+    assert_eq!(
+        (code, r["failure_class"].as_str()),
+        (1, Some("verification")),
+        "{r:#}"
+    );
+    assert_eq!(r["evidence"]["compensation"]["done"], true, "{r:#}");
+    assert_eq!(l.git(&["rev-parse", "HEAD"]), base);
+    assert_eq!(l.git(&["status", "--porcelain"]), "");
+    assert_eq!(l.config(), before);
+}
+
+#[test]
+fn refuses_a_run_through_git_dir_with_an_accurate_message() {
+    let l = harness_git_dir_env();
+    let (code, r) = run_agent(&l, true, "true");
+    assert_ne!(code, 0, "{r:#}");
+    let text = r["violations"].to_string();
+    assert!(text.contains("GIT_DIR is set"), "{r:#}");
+    assert!(!l.sb.state.join("baseline.json").exists());
+}
+
+#[test]
+fn refuses_at_arm_a_worktree_without_git_dir_env_naming_what_to_set() {
+    let l = harness_git_dir_env();
+    let l = Layout {
+        explicit: false,
+        ..l
+    };
+    assert_arm_refused(&l.arm_output(), "arm with GIT_DIR and GIT_WORK_TREE set");
+}

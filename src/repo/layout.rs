@@ -93,7 +93,13 @@ fn open_explicit_for_arm(
 }
 
 fn open_discovered_for_arm(repo_dir: &Path) -> Result<(gix::Repository, Location)> {
-    let repo = open(repo_dir)?;
+    let repo = open(repo_dir).with_context(|| {
+        format!(
+            "git finds no repository from {}; if its git dir lives elsewhere with no .git file \
+             naming it, arm with GIT_DIR and GIT_WORK_TREE set as the agent's git has them",
+            repo_dir.display()
+        )
+    })?;
     let place = location(&repo)?;
     let again = open(&place.work_dir).ok().and_then(|r| location(&r).ok());
     if !again.is_some_and(|a| a.same_place(&place)) {
