@@ -567,3 +567,34 @@ fn refuses_at_arm_a_worktree_without_git_dir_env_naming_what_to_set() {
     };
     assert_arm_refused(&l.arm_output(), "arm with GIT_DIR and GIT_WORK_TREE set");
 }
+
+#[test]
+fn refuses_at_arm_git_work_tree_alone_naming_another_worktree() {
+    let l = Layout {
+        git_dir: PathBuf::new(),
+        explicit: false,
+        sb: Sandbox::new(),
+    };
+    let other = l.sb.root.join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let grant = l.sb.grant(&["docs/"], 1, 1);
+    let arm = |work_tree: &Path| {
+        l.sb.command(env!("CARGO_BIN_EXE_grantguard"))
+            .current_dir(&l.sb.repo)
+            .env("GIT_WORK_TREE", work_tree)
+            .args(["arm", "--repo", ".", "--grant"])
+            .arg(&grant)
+            .arg("--state")
+            .arg(&l.sb.state)
+            .output()
+            .unwrap()
+    };
+    assert_arm_refused(&arm(&other), "set without GIT_DIR");
+    // The same worktree is harmless.
+    let out = arm(&l.sb.repo);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -44,9 +44,23 @@ pub fn open_for_arm(repo_dir: &Path) -> Result<(gix::Repository, Location)> {
             Some(v) => Ok(Some(crate::fsutil::resolve_path(Path::new(&v))?)),
         }
     };
+    let work_tree = env_path("GIT_WORK_TREE")?;
     match env_path("GIT_DIR")? {
-        Some(git_dir) => open_explicit_for_arm(repo_dir, &git_dir, env_path("GIT_WORK_TREE")?),
-        None => open_discovered_for_arm(repo_dir),
+        Some(git_dir) => open_explicit_for_arm(repo_dir, &git_dir, work_tree),
+        None => {
+            let (repo, place) = open_discovered_for_arm(repo_dir)?;
+            // git honours GIT_WORK_TREE alone too: the agent's git would
+            // then use another worktree than the one recorded.
+            if let Some(dir) = work_tree.filter(|dir| *dir != place.work_dir) {
+                bail!(
+                    "GIT_WORK_TREE={} is set without GIT_DIR and names another worktree than \
+                     the repository's own {}; unset it, or set GIT_DIR too",
+                    dir.display(),
+                    place.work_dir.display()
+                );
+            }
+            Ok((repo, place))
+        }
     }
 }
 
