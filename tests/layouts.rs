@@ -598,3 +598,38 @@ fn refuses_at_arm_git_work_tree_alone_naming_another_worktree() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn rejects_an_ungranted_run_with_core_worktree_and_restores_the_baseline() {
+    let l = core_worktree();
+    let base = l.git(&["rev-parse", "HEAD"]);
+    let before = l.config();
+    let (code, r) = run_agent(
+        &l,
+        false,
+        "echo bad > src/lib.rs\ngit -c core.hooksPath=/dev/null commit -q -am bad",
+    );
+    assert_eq!(
+        (code, r["failure_class"].as_str()),
+        (1, Some("verification")),
+        "{r:#}"
+    );
+    assert_eq!(r["evidence"]["compensation"]["done"], true, "{r:#}");
+    assert_eq!(l.git(&["rev-parse", "HEAD"]), base);
+    assert_eq!(l.git(&["status", "--porcelain"]), "");
+    assert_eq!(l.config(), before);
+    let (code, r) = {
+        std::fs::remove_dir_all(&l.sb.state).unwrap();
+        run_agent(
+            &l,
+            false,
+            "echo better > docs/guide.md\ngit commit -q -am docs",
+        )
+    };
+    assert_eq!(
+        (code, r["status"].as_str()),
+        (0, Some("succeeded")),
+        "{r:#}"
+    );
+    assert_eq!(l.config(), before);
+}
