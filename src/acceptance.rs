@@ -206,18 +206,40 @@ pub fn check_history(
     facts.commits = history.commits.iter().map(|c| c.id).collect();
     if !history.descends {
         let base = baseline.map_or_else(|| "the baseline".into(), |b| b.to_string());
-        findings.push(
+        findings.push(if history.commits.is_empty() {
+            // `baseline..tip` is empty: the tip is one of the baseline's
+            // ancestors, a commit the agent did not make; it is not named.
             Violation::new(
                 rule::NOT_DESCENDANT,
                 format!(
-                    "the branch tip {tip} does not descend from the baseline commit {base}; \
-                     build new commits on top of it"
+                    "the branch was moved below the baseline commit {base}, to one of its \
+                     ancestors (a reset?); move it back with `git reset --hard {base}` and build \
+                     new commits on top of it"
                 ),
             )
-            .with_commit(tip.to_string()),
-        );
+        } else {
+            Violation::new(
+                rule::NOT_DESCENDANT,
+                format!(
+                    "the branch tip {tip} does not descend from the baseline commit {base}: its {} \
+                     new commit(s) (baseline..tip) sit on another base (an amend or rebase of the \
+                     baseline?); rebuild them on top of the baseline",
+                    history.commits.len()
+                ),
+            )
+            .with_commit(tip.to_string())
+        });
     }
-    for commit in &history.commits {
+    // A tip that does not descend from the baseline is rejected for that
+    // alone. Its new commits' parents are not the baseline's line, so what
+    // they "change" against those parents includes the baseline's own work:
+    // diagnosing them would blame commits the agent never made.
+    let checked: &[repo::NewCommit] = if history.descends {
+        &history.commits
+    } else {
+        &[]
+    };
+    for commit in checked {
         let root_of_unborn = baseline.is_none() && commit.parents.is_empty();
         if commit.parents.len() != 1 && !root_of_unborn {
             findings.push(
@@ -241,13 +263,13 @@ pub fn check_history(
         };
         check_count(count, grant, counting, findings);
     }
-    if history.commits.len() > MAX_DIFFED_COMMITS {
+    if checked.len() > MAX_DIFFED_COMMITS {
         findings.warnings.insert(format!(
             "only the newest {MAX_DIFFED_COMMITS} of {} new commits were checked for paths",
             history.commits.len()
         ));
     }
-    let checked = &history.commits[..history.commits.len().min(MAX_DIFFED_COMMITS)];
+    let checked = &checked[..checked.len().min(MAX_DIFFED_COMMITS)];
     let (invalid, too_deep) = check_objects(repo, checked, findings)?;
     for commit in checked {
         // A tree past git's depth limit would make an enormous diff: the
@@ -599,7 +621,7 @@ pub fn verify(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
 fn check_object_store(baseline: &Baseline, state: &Path, findings: &mut Findings) {
     let problems = repo::objects::read_recorded(state, &baseline.object_inventory)
         .and_then(|before| {
-            let repo = repo::open(&baseline.repo.work_dir)?;
+            let (repo, _) = repo::layout::open_armed(&baseline.repo)?;
             repo::objects::check(&repo, &baseline.repo.common_dir, &before)
         })
         .unwrap_or_else(|e| vec![format!("the object store cannot be checked: {e:#}")]);
@@ -625,8 +647,7 @@ fn evaluate(
     metadata: Option<&BTreeMap<String, String>>,
     findings: &mut Findings,
 ) -> Result<Observed> {
-    let repo = repo::open(&baseline.repo.work_dir)?;
-    let location = repo::location(&repo)?;
+    let (repo, location) = repo::layout::open_armed(&baseline.repo)?;
     if location != baseline.repo {
         anyhow::bail!(
             "the repository at {} is no longer the armed one (git dir {} instead of {})",

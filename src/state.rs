@@ -80,8 +80,7 @@ fn refuse(rule_id: &str, message: String) -> Result<ToolResult> {
 }
 
 fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResult> {
-    let repo = repo::open(repo_dir)?;
-    let location = repo::location(&repo)?;
+    let (repo, location) = repo::layout::open_for_arm(repo_dir)?;
     let state = crate::fsutil::resolve_path(state_dir)?;
     if location.contains(&state) || state.starts_with(&location.work_dir) {
         return refuse(

@@ -26,7 +26,15 @@ pub const TRANSPORT_LOCKED: &str = "locked: the grant does not allow publishing 
 /// The status report as JSON.
 pub fn status(state: &Path) -> Result<Value> {
     let (baseline, grant, armed) = Baseline::read_live_or_retired(state)?;
-    let repo = repo::open(&baseline.repo.work_dir)?;
+    let (repo, location) = repo::layout::open_armed(&baseline.repo)?;
+    if !location.same_place(&baseline.repo) {
+        anyhow::bail!(
+            "the repository at {} is no longer the armed one (git dir {} instead of {})",
+            baseline.repo.work_dir.display(),
+            location.git_dir.display(),
+            baseline.repo.git_dir.display()
+        );
+    }
     let head = repo::head(&repo)?;
     let tip = repo::ref_snapshot(&repo)?
         .get(&baseline.branch)

@@ -673,7 +673,6 @@ fn accepts_granted_and_rejects_ungranted_commits_with_the_untracked_cache() {
 }
 
 #[test]
-#[ignore = "issue 12 item 3: a separate git dir is not supported yet (commits refused: the repository is bare)"]
 fn accepts_granted_and_rejects_ungranted_commits_with_a_separate_git_dir() {
     let c = Compat::new();
     c.drop_checkout();

@@ -67,8 +67,14 @@ fn config_digest(bytes: &[u8]) -> String {
 /// `core.hooksPath` from the full config (system, global and local, as git
 /// sees it), else `<common dir>/hooks`.
 fn effective_hooks_dir(location: &Location) -> Result<PathBuf> {
-    let repo = gix::open(&location.work_dir)
-        .context("cannot open the repository to read core.hooksPath")?;
+    // A worktree without `.git` (the repository reached through GIT_DIR)
+    // is opened at its git dir.
+    let dir = if location.explicit_git_dir {
+        &location.git_dir
+    } else {
+        &location.work_dir
+    };
+    let repo = gix::open(dir).context("cannot open the repository to read core.hooksPath")?;
     let configured = repo
         .config_snapshot()
         .trusted_path("core.hooksPath")

@@ -135,7 +135,7 @@ fn with_state(
     // A hook running in another worktree or repository (one the agent
     // created, say) is not covered by this grant's baseline.
     let location = crate::repo::location(&repo).map_err(|e| format!("{e:#}"))?;
-    if location != baseline.repo {
+    if !location.same_place(&baseline.repo) {
         return Err(format!(
             "this hook runs in {}, not in the armed repository {}",
             location.work_dir.display(),

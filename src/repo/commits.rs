@@ -2,8 +2,11 @@
 //!
 //! A grant allows at most 32 new commits, so the common case is a short
 //! first-parent walk from the tip until the baseline appears. Only when that
-//! walk fails (a merge, a foreign root, too many commits) do we pay for a full
-//! history walk, and then only to explain the failure.
+//! walk fails (a merge, a foreign root, a tip that does not descend from the
+//! baseline, too many commits) do we pay for a full history walk, and then
+//! only to explain the failure. Either way the new commits are exactly git's
+//! `baseline..tip`: a commit the baseline reaches is never new, so it is
+//! never blamed.
 
 use anyhow::{Context, Result};
 use gix::ObjectId;
@@ -69,14 +72,19 @@ pub fn new_history(
         match next {
             Some(parent) => current = parent,
             // A root commit ends the history: the whole of it is new when
-            // the baseline branch was unborn, and foreign otherwise.
-            None if is_root => {
+            // the baseline branch was unborn.
+            None if is_root && baseline.is_none() => {
                 return Ok(NewHistory {
                     commits,
-                    descends: baseline.is_none(),
+                    descends: true,
                     truncated: false,
                 });
             }
+            // Otherwise the tip does not descend from the baseline, and the
+            // commits walked may be the baseline's own ancestors (a reset
+            // below it, an amend or a rebase of it): only the full walk,
+            // which hides everything the baseline reaches, knows which are
+            // new.
             None => break,
         }
     }

@@ -78,6 +78,10 @@ pub struct Difference {
 pub fn differences(decided: &Decided<'_>) -> Result<Vec<Difference>> {
     let git = Git {
         work_dir: &decided.location.work_dir,
+        explicit_git_dir: decided
+            .location
+            .explicit_git_dir
+            .then_some(decided.location.git_dir.as_path()),
     };
     let short = decided
         .branch
@@ -207,6 +211,10 @@ pub fn differences(decided: &Decided<'_>) -> Result<Vec<Difference>> {
 
 struct Git<'a> {
     work_dir: &'a Path,
+    /// The git dir, when the harness's git reaches the repository through
+    /// `GIT_DIR` and `GIT_WORK_TREE` (see [`super::layout`]): git is asked
+    /// the same way.
+    explicit_git_dir: Option<&'a Path>,
 }
 
 impl Git<'_> {
@@ -249,6 +257,10 @@ impl Git<'_> {
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        if let Some(git_dir) = self.explicit_git_dir {
+            cmd.env("GIT_DIR", git_dir)
+                .env("GIT_WORK_TREE", self.work_dir);
+        }
         let mut child = cmd
             .spawn()
             .context("cannot run git for the cross-check (is git installed?)")?;

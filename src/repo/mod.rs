@@ -19,6 +19,7 @@ pub mod canonical;
 mod commits;
 pub mod config_includes;
 pub mod git_view;
+pub mod layout;
 mod lfs;
 mod metadata;
 pub mod objects;
@@ -55,6 +56,13 @@ pub struct Location {
     pub git_dir: PathBuf,
     /// The common dir shared by all worktrees (config, objects, refs).
     pub common_dir: PathBuf,
+    /// Whether git reaches this repository only through an explicit git dir
+    /// (`GIT_DIR`, with `GIT_WORK_TREE` or `core.worktree`) rather than by
+    /// discovery from the worktree's `.git`. Recorded at arm so that verify
+    /// opens it the same way and notices a `.git` that appeared or vanished
+    /// since (see [`layout`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub explicit_git_dir: bool,
 }
 
 impl Location {
@@ -64,6 +72,14 @@ impl Location {
         [&self.work_dir, &self.git_dir, &self.common_dir]
             .iter()
             .any(|root| path.starts_with(root))
+    }
+
+    /// Whether both name the same worktree, git dir and common dir, however
+    /// each was reached.
+    pub fn same_place(&self, other: &Location) -> bool {
+        self.work_dir == other.work_dir
+            && self.git_dir == other.git_dir
+            && self.common_dir == other.common_dir
     }
 }
 
@@ -130,14 +146,40 @@ pub fn open_submodule(dir: &Path) -> Result<gix::Repository> {
 /// Opens the repository a git hook runs in: honours `GIT_DIR`,
 /// `GIT_WORK_TREE` and `GIT_INDEX_FILE` as git set them for the hook, with the
 /// same hardening as [`open`].
+///
+/// git runs a hook at the top of the worktree and names the repository in
+/// `GIT_DIR` whenever the git dir is not the worktree's `.git` directory (a
+/// `.git` file, `--separate-git-dir`, `core.worktree`). With `GIT_DIR` set
+/// and neither `GIT_WORK_TREE` nor `core.worktree`, git takes the current
+/// directory as the worktree unless `core.bare` is true; gix would call the
+/// repository bare, so that rule is applied here.
 pub fn open_from_hook_environment() -> Result<gix::Repository> {
-    let repo = gix::ThreadSafeRepository::discover_with_environment_overrides_opts(
+    let mut repo = gix::ThreadSafeRepository::discover_with_environment_overrides_opts(
         ".",
         gix::discover::upwards::Options::default(),
         options(true),
     )
     .context("the hook is not running inside a git repository")?
     .to_thread_local();
+    if repo.workdir().is_none()
+        && std::env::var_os("GIT_DIR").is_some()
+        && std::env::var_os("GIT_WORK_TREE").is_none()
+        && !layout::configured_bare(&repo)
+    {
+        let cwd = std::env::current_dir().context("cannot read the current directory")?;
+        repo.set_workdir(cwd)
+            .context("cannot use the current directory as the worktree")?;
+    }
+    harden(repo)
+}
+
+/// Opens the git dir `git_dir` exactly (no discovery, no environment), with
+/// the same hardening as [`open`]; its worktree is whatever its config says
+/// (`core.worktree`), if anything.
+fn open_git_dir(git_dir: &Path) -> Result<gix::Repository> {
+    let repo = gix::ThreadSafeRepository::open_opts(git_dir, options(false).full)
+        .with_context(|| format!("{} is not a readable git dir", git_dir.display()))?
+        .to_thread_local();
     harden(repo)
 }
 
@@ -191,6 +233,7 @@ pub fn location(repo: &gix::Repository) -> Result<Location> {
         work_dir: canon(work_dir)?,
         git_dir: canon(repo.git_dir())?,
         common_dir: canon(repo.common_dir())?,
+        explicit_git_dir: false,
     })
 }
 

@@ -579,6 +579,17 @@ impl Places {
         let invalid = |m: String| refuse(FailureClass::Validation, rule::INVALID_ARGUMENT, m);
         let resolve =
             |p: &Path| crate::fsutil::resolve_path(p).map_err(|e| invalid(format!("{e:#}")));
+        // `run` restores the checkout with git run in the worktree, in a
+        // scrubbed environment: a repository reached only through GIT_DIR
+        // is armed and verified with `arm`/`verify`/`disarm` instead.
+        if std::env::var_os("GIT_DIR").is_some() {
+            return Err(invalid(
+                "GIT_DIR is set: `run` guards a repository that git finds from its worktree \
+                 (a .git directory or .git file); for a repository reached only through \
+                 GIT_DIR and GIT_WORK_TREE use `grantguard arm`, `verify` and `disarm`"
+                    .into(),
+            ));
+        }
         let opened = crate::repo::open(&request.repo);
         let (work_dir, location, branch, baseline_commit) = match &opened {
             Ok(repo) => {
