@@ -26,6 +26,7 @@ pub mod packed_refs;
 pub mod refname;
 mod refs;
 pub mod refstore;
+mod sparse_dir;
 mod staged;
 mod submodule;
 mod submodule_meta;
