@@ -12,6 +12,7 @@ mod common;
 use std::process::Output;
 
 use common::{Sandbox, assert_accepted, assert_rejected};
+use serde_json::Value;
 
 /// A clone with `lib/a`, `lib/deep/b` and `src/lib.rs` outside the cone
 /// `docs`, armed under the grant `docs/` (1 to 2 commits).
@@ -296,4 +297,62 @@ fn accepts_a_granted_commit_and_rejects_a_hidden_change_with_a_full_index_cone()
     let out = sb.try_git(&["commit", "-q", "-m", "hidden change"]);
     assert!(!out.status.success());
     assert_eq!(refused_paths(&out), expected);
+}
+
+/// A granted commit, then `files` written outside the cone without any git
+/// command reading the index afterwards (the on-disk index still has the
+/// skip-worktree flags or sparse directory entries); then verify, then
+/// git's own view (`git status --porcelain -uall`, which reads the files).
+fn files_outside_the_cone(sparse_index: bool, files: &[(&str, &str)]) -> (i32, Value, String) {
+    let sb = armed(sparse_index);
+    sb.write("docs/guide.md", "guide, improved\n");
+    sb.git(&["commit", "-q", "-am", "granted"]);
+    for (path, content) in files {
+        sb.write(path, content);
+    }
+    let (code, r) = sb.verify();
+    let git = sb.run_git(&sb.repo, &["status", "--porcelain", "-uall"]);
+    (code, r, git)
+}
+
+fn violation_paths(r: &Value) -> Vec<String> {
+    r["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["path"].as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
+#[test]
+fn rejects_a_changed_file_outside_the_cone_before_git_reads_it() {
+    // git clears skip-worktree of a present file whenever it reads the
+    // index (expanding a sparse directory entry first): `git status` shows
+    // it modified, so verify must too, whatever the flags on disk say.
+    for sparse_index in [true, false] {
+        let (code, r, git) = files_outside_the_cone(sparse_index, &[("src/lib.rs", "changed\n")]);
+        assert_eq!(git, " M src/lib.rs\n");
+        assert_rejected(code, &r, &["worktree_not_clean"]);
+        assert_eq!(violation_paths(&r), ["src/lib.rs"], "{r:#}");
+    }
+}
+
+#[test]
+fn rejects_an_untracked_file_in_a_directory_outside_the_cone() {
+    for sparse_index in [true, false] {
+        let (code, r, git) = files_outside_the_cone(sparse_index, &[("src/new.rs", "new\n")]);
+        assert_eq!(git, "?? src/new.rs\n");
+        assert_rejected(code, &r, &["worktree_not_clean"]);
+        assert_eq!(violation_paths(&r), ["src/new.rs"], "{r:#}");
+    }
+}
+
+#[test]
+fn accepts_an_unchanged_file_present_outside_the_cone() {
+    // git calls it clean (the file equals the index): so does verify.
+    for sparse_index in [true, false] {
+        let (code, r, git) = files_outside_the_cone(sparse_index, &[("lib/a", "a\n")]);
+        assert_eq!(git, "");
+        assert_accepted(code, &r);
+    }
 }
