@@ -206,3 +206,51 @@ fn read_tree(
     });
     Ok(items)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gix::index::entry::Stat;
+
+    fn index(entries: &[(&str, Mode, Flags)]) -> gix::index::State {
+        let mut state = gix::index::State::new(gix::hash::Kind::Sha1);
+        for (path, mode, flags) in entries {
+            state.dangerously_push_entry(
+                Stat::default(),
+                gix::hash::Kind::Sha1.null(),
+                *flags,
+                *mode,
+                (*path).into(),
+            );
+        }
+        state
+    }
+
+    const SKIP: Flags = Flags::SKIP_WORKTREE;
+
+    #[test]
+    fn accepts_the_sparse_directory_entries_git_writes() {
+        let ok = index(&[
+            ("README.md", Mode::FILE, Flags::empty()),
+            ("lib/", Mode::DIR, SKIP),
+            ("lib0", Mode::FILE, Flags::empty()),
+            ("src/", Mode::DIR, SKIP),
+        ]);
+        check_entries(&ok).unwrap();
+    }
+
+    #[test]
+    fn refuses_sparse_directory_entries_git_never_writes() {
+        for (entries, says) in [
+            (vec![("lib", Mode::DIR, SKIP)], "does not end in '/'"),
+            (vec![("lib/", Mode::DIR, Flags::empty())], "skip-worktree"),
+            (
+                vec![("lib/", Mode::DIR, SKIP), ("lib/a", Mode::FILE, SKIP)],
+                "entries under it",
+            ),
+        ] {
+            let err = check_entries(&index(&entries)).unwrap_err().to_string();
+            assert!(err.contains(says), "{err}");
+        }
+    }
+}
