@@ -348,11 +348,46 @@ fn rejects_an_untracked_file_in_a_directory_outside_the_cone() {
 }
 
 #[test]
-fn accepts_an_unchanged_file_present_outside_the_cone() {
-    // git calls it clean (the file equals the index): so does verify.
+fn accepts_an_unchanged_or_ignored_file_present_outside_the_cone() {
+    // git calls these clean (the file equals the index; `target/` is
+    // ignored, as build output left in a directory outside the cone is):
+    // so does verify.
     for sparse_index in [true, false] {
-        let (code, r, git) = files_outside_the_cone(sparse_index, &[("lib/a", "a\n")]);
-        assert_eq!(git, "");
-        assert_accepted(code, &r);
+        for file in [("lib/a", "a\n"), ("src/target/debug.o", "build output\n")] {
+            let (code, r, git) = files_outside_the_cone(sparse_index, &[file]);
+            assert_eq!(git, "", "{file:?}");
+            assert_accepted(code, &r);
+        }
     }
+}
+
+#[test]
+fn rejects_files_staged_under_a_sparse_directory_with_update_index() {
+    // `git update-index --index-info` under `lib/` expands that directory
+    // only: `lib/deep/` stays a sparse directory entry beside the new files.
+    let sb = armed(true);
+    let blob = sb.git_stdin(&["hash-object", "-w", "--stdin"], "evil\n");
+    sb.git_stdin(
+        &["update-index", "--index-info"],
+        &format!("100644 {blob} 0\tlib/evil\n100644 {blob} 0\tlib/a\n"),
+    );
+    assert_eq!(
+        sparse_entries(&sb)
+            .into_iter()
+            .map(|(_, p)| p)
+            .collect::<Vec<_>>(),
+        ["lib/deep/", "src/"]
+    );
+    let expected = ["lib/a", "lib/evil"];
+    assert_eq!(git_staged(&sb), expected);
+    assert_eq!(hook_staged(&sb), expected);
+    assert_eq!(verify_staged(&sb), expected);
+    let out = sb.try_git(&["commit", "-q", "-m", "evil"]);
+    assert!(!out.status.success(), "the hook must refuse lib/");
+    assert_eq!(refused_paths(&out), expected);
+    sb.git_nohooks(&["commit", "-q", "-m", "evil"]);
+    let (code, r) = sb.verify();
+    // The new files are not in the worktree either: git status shows them
+    // deleted.
+    assert_rejected(code, &r, &["path_not_granted", "worktree_not_clean"]);
 }
