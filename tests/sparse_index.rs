@@ -338,12 +338,16 @@ fn rejects_a_changed_file_outside_the_cone_before_git_reads_it() {
 }
 
 #[test]
-fn rejects_an_untracked_file_in_a_directory_outside_the_cone() {
+fn rejects_an_untracked_file_in_or_instead_of_a_directory_outside_the_cone() {
+    // `src` as a file where the sparse directory `src/` would be is
+    // untracked for git, not hidden by the directory entry.
     for sparse_index in [true, false] {
-        let (code, r, git) = files_outside_the_cone(sparse_index, &[("src/new.rs", "new\n")]);
-        assert_eq!(git, "?? src/new.rs\n");
-        assert_rejected(code, &r, &["worktree_not_clean"]);
-        assert_eq!(violation_paths(&r), ["src/new.rs"], "{r:#}");
+        for path in ["src/new.rs", "src"] {
+            let (code, r, git) = files_outside_the_cone(sparse_index, &[(path, "new\n")]);
+            assert_eq!(git, format!("?? {path}\n"));
+            assert_rejected(code, &r, &["worktree_not_clean"]);
+            assert_eq!(violation_paths(&r), [path], "{r:#}");
+        }
     }
 }
 

@@ -8,7 +8,10 @@
 //! `git status` then reports such a file as modified, deleted or untracked
 //! like any other. A worktree status that honoured the on-disk flags would
 //! call clean a worktree in which `git status` shows a changed file outside
-//! the cone, so the status is computed on the index as git reads it.
+//! the cone, so the status is computed on the index as git reads it. A file
+//! (not a directory) where a sparse directory entry's directory would be is
+//! untracked for git, whatever the config: the entry is left out of the
+//! status so that gix's directory walk sees the file as git does.
 //!
 //! Only the worktree side uses that index: the staged comparison keeps the
 //! entries as stored, which is what `git commit` writes (an expanded entry
@@ -26,19 +29,20 @@ use gix::objs::tree::EntryKind;
 use super::canonical::MAX_TREE_DEPTH;
 
 /// The index as git reads it for a worktree status (see the module doc), or
-/// `None` when that is the index as stored: no sparse checkout (nothing is
-/// read beyond one config value), or no skip-worktree path present.
+/// `None` when that is the index as stored: no sparse checkout and a full
+/// index (nothing is read beyond one config value), or no path of a
+/// skip-worktree entry present.
 pub(super) fn index_as_git_reads_it(
     repo: &gix::Repository,
     work_dir: &Path,
     index: &gix::index::State,
 ) -> Result<Option<gix::index::State>> {
     let config = repo.config_snapshot();
-    if !config.boolean("core.sparseCheckout").unwrap_or(false)
-        || config
+    let clear = config.boolean("core.sparseCheckout").unwrap_or(false)
+        && !config
             .boolean("sparse.expectFilesOutsideOfPatterns")
-            .unwrap_or(false)
-    {
+            .unwrap_or(false);
+    if !clear && !index.is_sparse() {
         return Ok(None);
     }
     let present = |path: &[u8]| {
@@ -47,16 +51,27 @@ pub(super) fn index_as_git_reads_it(
     };
     let mut found = Vec::new();
     let mut expand = Vec::new();
+    let mut remove = Vec::new();
     for (i, entry) in index.entries().iter().enumerate() {
-        if entry.flags.contains(Flags::SKIP_WORKTREE) && present(entry.path(index)) {
-            if entry.mode == Mode::DIR {
-                expand.push(i);
-            } else {
-                found.push(i);
+        let path = entry.path(index);
+        if entry.mode == Mode::DIR {
+            // `dir/` is found only as a directory (or a symlink to one).
+            if present(path) {
+                if clear {
+                    expand.push(i);
+                    remove.push(i);
+                }
+            } else if present(&path[..path.len() - 1]) {
+                // A file where the sparse directory would be: git lists it
+                // as untracked (unless ignored), which the entry would hide
+                // from gix's directory walk.
+                remove.push(i);
             }
+        } else if clear && entry.flags.contains(Flags::SKIP_WORKTREE) && present(path) {
+            found.push(i);
         }
     }
-    if found.is_empty() && expand.is_empty() {
+    if found.is_empty() && remove.is_empty() {
         return Ok(None);
     }
     // A clone keeps the index's timestamp: entries whose stat data is racy
@@ -65,18 +80,13 @@ pub(super) fn index_as_git_reads_it(
     for &i in &found {
         out.entries_mut()[i].flags.remove(Flags::SKIP_WORKTREE);
     }
-    if !expand.is_empty() {
+    if !remove.is_empty() {
         let mut added = Vec::new();
         for &i in &expand {
             let entry = &index.entries()[i];
             files_of(repo, entry.id, entry.path(index).into(), &mut added)?;
         }
-        let mut at = 0;
-        out.remove_entries(|_, _, _| {
-            let remove = expand.binary_search(&at).is_ok();
-            at += 1;
-            remove
-        });
+        out.remove_entries(|i, _, _| remove.binary_search(&i).is_ok());
         for (path, mode, id) in added {
             let mut flags = Flags::empty();
             if !present(&path) {
