@@ -61,7 +61,7 @@ pub(super) fn index_as_git_reads_it(
                     expand.push(i);
                     remove.push(i);
                 }
-            } else if present(&path[..path.len() - 1]) {
+            } else if present(path.strip_suffix(b"/").unwrap_or(path)) {
                 // A file where the sparse directory would be: git lists it
                 // as untracked (unless ignored), which the entry would hide
                 // from gix's directory walk.
