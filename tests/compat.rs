@@ -599,7 +599,6 @@ fn accepts_granted_and_rejects_ungranted_commits_in_a_cone_sparse_checkout() {
 }
 
 #[test]
-#[ignore = "issue 12 item 2: sparse directory entries are not compared against HEAD's trees yet"]
 fn accepts_granted_and_rejects_ungranted_commits_with_a_sparse_index() {
     let c = Compat::new();
     c.git(&["sparse-checkout", "set", "--cone", "--sparse-index", "docs"]);

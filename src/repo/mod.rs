@@ -27,6 +27,8 @@ pub mod packed_refs;
 pub mod refname;
 mod refs;
 pub mod refstore;
+mod sparse_dir;
+mod sparse_present;
 mod staged;
 mod submodule;
 mod submodule_meta;

@@ -17,6 +17,11 @@
 //! entry count differs), the walk compares entry by entry; an index without
 //! the extension gets the full comparison. Final acceptance never trusts the
 //! cache ([`CacheTreeUse::Ignore`]): it is data the agent can forge.
+//!
+//! A sparse index's directory entries (`dir/`, mode `040000`) are compared
+//! with HEAD's subtree by id, and a differing one by the paths where the two
+//! trees differ ([`super::sparse_dir`]); a full index never reaches that
+//! code.
 
 use std::cmp::Ordering;
 use std::ops::Range;
@@ -29,6 +34,7 @@ use gix::index::extension::Tree as CacheTree;
 use gix::objs::tree::EntryMode;
 
 use super::canonical::MAX_TREE_DEPTH;
+use super::sparse_dir::{self, Pair};
 
 /// Whether [`staged_changes`] may skip directories by the index's
 /// cache-tree.
@@ -46,6 +52,8 @@ pub enum CacheTreeUse {
 /// Every path whose committed state would differ from HEAD's if the index
 /// were committed now: additions, deletions, content, mode and type changes
 /// (a rename is its two sides), gitlinks included, and unmerged paths.
+/// Under a sparse directory entry that differs from HEAD, every path where
+/// its tree differs from HEAD's.
 /// `head_tree` is `None` for an unborn branch. Entries added with
 /// `git add -N` (intent to add) are not committed and not reported. The order
 /// is the walk's; sort if you need one.
@@ -55,10 +63,14 @@ pub fn staged_changes(
     index: &gix::index::State,
     cache_tree: CacheTreeUse,
 ) -> Result<Vec<BString>> {
+    if index.is_sparse() {
+        sparse_dir::check_entries(index)?;
+    }
     let mut walk = Walk {
         repo,
         index,
         out: Vec::new(),
+        sparse: Vec::new(),
     };
     let head_tree = head_tree.filter(|id| !id.is_empty_tree());
     let cache = match cache_tree {
@@ -76,6 +88,9 @@ pub fn staged_changes(
     }];
     while let Some(dir) = pending.pop() {
         walk.dir(dir, &mut pending)?;
+    }
+    for pair in std::mem::take(&mut walk.sparse) {
+        sparse_dir::tree_changes(repo, pair, &mut walk.out)?;
     }
     if let Some(deep) = walk
         .out
@@ -115,6 +130,8 @@ struct Walk<'a> {
     repo: &'a gix::Repository,
     index: &'a gix::index::State,
     out: Vec<BString>,
+    /// Sparse directory entries that differ from HEAD, to diff as trees.
+    sparse: Vec<Pair>,
 }
 
 /// One entry of a HEAD tree.
@@ -125,16 +142,18 @@ struct HeadItem<'a> {
 }
 
 /// The index entries for one name in a directory: a file (several entries
-/// when unmerged) or a whole subdirectory.
+/// when unmerged) or a whole subdirectory, which `sparse` says is one sparse
+/// directory entry naming that tree.
 struct IndexGroup<'a> {
     name: &'a [u8],
     is_dir: bool,
     range: Range<usize>,
+    sparse: Option<ObjectId>,
 }
 
 /// Orders names as git orders tree entries and the index its paths: a
 /// directory sorts as if its name ended in `/`.
-fn key_cmp(a: &[u8], a_dir: bool, b: &[u8], b_dir: bool) -> Ordering {
+pub(super) fn key_cmp(a: &[u8], a_dir: bool, b: &[u8], b_dir: bool) -> Ordering {
     let slash = |is_dir: bool| is_dir.then_some(&b'/');
     a.iter()
         .chain(slash(a_dir))
@@ -225,7 +244,18 @@ impl<'a> Walk<'a> {
                 Ordering::Equal => {
                     let (item, group) = (h.next().expect("peeked"), g.next().expect("peeked"));
                     prefix.extend_from_slice(item.name);
-                    if group.is_dir {
+                    if let Some(id) = group.sparse {
+                        let mut path = prefix.clone();
+                        path.push(b'/');
+                        if item.id != id {
+                            self.sparse.push(Pair {
+                                prefix: path,
+                                old: Some(item.id),
+                                new: Some(id),
+                                depth: depth + 1,
+                            });
+                        }
+                    } else if group.is_dir {
                         let mut path = prefix.clone();
                         path.push(b'/');
                         let child = cache.and_then(|c| {
@@ -257,12 +287,17 @@ impl<'a> Walk<'a> {
         while i < range.end {
             let path = self.path_of(i);
             let rest = &path[skip..];
+            let mut sparse = None;
             let (name, is_dir, end) = match rest.find_byte(b'/') {
                 Some(slash) => {
                     // Every entry under `<name>/` follows contiguously.
                     let under = &path[..skip + slash + 1];
                     let n = entries[i..range.end]
                         .partition_point(|e| e.path(self.index).starts_with(under));
+                    // A sparse directory entry is alone in its group
+                    // (`sparse_dir::check_entries`).
+                    sparse = (n == 1 && entries[i].mode == Mode::DIR && path == under)
+                        .then_some(entries[i].id);
                     (&rest[..slash], true, i + n)
                 }
                 None => {
@@ -278,6 +313,7 @@ impl<'a> Walk<'a> {
                 name,
                 is_dir,
                 range: i..end,
+                sparse,
             });
             i = end;
         }
@@ -285,12 +321,22 @@ impl<'a> Walk<'a> {
     }
 
     /// Index entries with no HEAD counterpart: added, except intent-to-add
-    /// entries, which a commit leaves out.
+    /// entries, which a commit leaves out; a sparse directory entry adds
+    /// every path of its tree.
     fn only_in_index(&mut self, range: Range<usize>) {
         let mut last: Option<&[u8]> = None;
         for i in range {
             let entry = &self.index.entries()[i];
             let path = self.path_of(i);
+            if entry.mode == Mode::DIR {
+                self.sparse.push(Pair {
+                    prefix: path.into(),
+                    old: None,
+                    new: Some(entry.id),
+                    depth: path.iter().filter(|&&b| b == b'/').count(),
+                });
+                continue;
+            }
             if entry.flags.contains(Flags::INTENT_TO_ADD) || last == Some(path) {
                 continue;
             }
@@ -310,8 +356,8 @@ impl<'a> Walk<'a> {
         let entry = &self.index.entries()[range.start];
         if entry.mode == Mode::DIR {
             bail!(
-                "the index is sparse ({path:?} is a directory entry); grantguard needs a full \
-                 index (git sparse-checkout disable, or index.sparse=false)"
+                "the index entry {path:?} is a directory without a trailing '/', which git never \
+                 writes; rebuild the index (git read-tree HEAD)"
             );
         }
         let unmerged = range.len() > 1 || entry.stage() != Stage::Unconflicted;

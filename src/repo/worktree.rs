@@ -75,6 +75,18 @@ pub(super) fn dirt_at_depth(
                 what: "staged",
             })
             .collect();
+    // In a sparse checkout git looks at the skip-worktree files that are
+    // present (see `sparse_present`); the staged side above keeps the index
+    // as stored, which is what a commit writes.
+    let as_git_reads_it = match repo.workdir() {
+        Some(work_dir) => super::sparse_present::index_as_git_reads_it(repo, work_dir, &index)
+            .context("cannot read the sparse checkout's files")?,
+        None => None,
+    };
+    let status_index: &gix::index::State = match &as_git_reads_it {
+        Some(adjusted) => adjusted,
+        None => &index,
+    };
     let mut found = Collect::default();
     let options = gix::status::index_worktree::Options {
         sorting: None,
@@ -92,7 +104,7 @@ pub(super) fn dirt_at_depth(
     // `submodule_dirt` below: gix would find them through `.gitmodules` only
     // and open them with their full config.
     repo.index_worktree_status(
-        &index,
+        status_index,
         std::iter::empty::<&BStr>(),
         &mut found,
         FastEq,
@@ -231,7 +243,9 @@ fn compared_content(status: &EntryStatus<(), ()>, mode: gix::index::entry::Mode)
 /// `assume-unchanged` always, `skip-worktree` unless a sparse checkout
 /// (`info/sparse-checkout`, protected metadata) explains it. With such a flag
 /// a modified file is invisible to `git status` and to a status check that
-/// honours the flag, so each one is reported as `hidden` dirt.
+/// honours the flag, so each one is reported as `hidden` dirt. (In a sparse
+/// checkout a skip-worktree file that is present is compared anyway, as git
+/// does: see `sparse_present`.)
 pub fn hidden_index_entries(repo: &gix::Repository, git_dir: &Path) -> Result<Vec<Dirt>> {
     use gix::index::entry::Flags;
     let index = match repo.open_index() {
