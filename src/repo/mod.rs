@@ -21,6 +21,7 @@ mod config_includes;
 pub mod git_view;
 mod lfs;
 mod metadata;
+mod object_format;
 pub mod objects;
 pub mod packed_refs;
 pub mod refname;
