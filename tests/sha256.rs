@@ -262,6 +262,19 @@ fn rejects_a_ref_holding_a_40_digit_id() {
     assert!(r.to_string().contains("40-digit"), "{r:#}");
 }
 
+#[test]
+fn refuses_to_arm_a_repository_with_a_second_object_format() {
+    let sb = Sandbox::with_object_format("sha256");
+    // git (2.42+) then keeps a SHA-1 id beside each new object's SHA-256.
+    sb.git(&["config", "extensions.compatObjectFormat", "sha1"]);
+    assert_eq!(sb.git(&["rev-parse", "--show-object-format"]), "sha256");
+    let out = sb.arm_output(&sb.grant(&["docs/"], 1, 2), &sb.state);
+    assert!(!out.status.success(), "arm must refuse");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("compatObjectFormat"), "{stderr}");
+    assert!(!sb.state.join("baseline.json").exists());
+}
+
 // --- run and disarm ------------------------------------------------------
 
 #[test]
