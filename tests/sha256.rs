@@ -297,34 +297,42 @@ fn disarm_restores_the_config_byte_for_byte() {
     assert_eq!(std::fs::read(&config).unwrap(), before);
 }
 
-#[test]
-fn accepts_a_granted_run_end_to_end() {
-    let sb = Sandbox::with_object_format("sha256");
-    let config = sb.git_dir().join("config");
-    let before = std::fs::read(&config).unwrap();
-    let grant = sb.root.join("task.json");
-    let task = serde_json::json!({
+/// `grantguard run --json` of a task granting `docs/` (exactly one commit)
+/// with `sh -c agent` as the command; returns the exit code and result.
+fn run(sb: &Sandbox, agent: &str, extra: &[&str]) -> (Option<i32>, Value) {
+    let task = sb.root.join("task.json");
+    let doc = serde_json::json!({
         "id": "edit-docs", "title": "Edit the docs", "objective": "Improve the guide",
         "task_type": "change", "required_capabilities": ["repo.read"],
         "side_effect_class": "reversible", "risk_class": "low", "worker": "coder",
         "repository_grant": {"version": "1", "allowed_paths": ["docs/"],
                              "commit_count": {"min": 1, "max": 1}, "publish": false}});
-    std::fs::write(&grant, task.to_string()).unwrap();
-    let agent = "echo 'better guide' > docs/guide.md && git commit -q -am docs";
+    std::fs::write(&task, doc.to_string()).unwrap();
     let metrics = sb.root.join("metrics/metrics.jsonl");
     let mut cmd = sb.command(env!("CARGO_BIN_EXE_grantguard"));
     cmd.current_dir(&sb.root)
-        .args(["run", "--task", grant.to_str().unwrap()])
+        .args(["run", "--task", task.to_str().unwrap()])
         .args(["--repo", sb.repo.to_str().unwrap()])
         .args(["--state", sb.state.to_str().unwrap()])
         .args(["--capability", "repo.read", "--json"])
         .args(["--metrics", metrics.to_str().unwrap()])
+        .args(extra)
         .args(["--", "sh", "-c", agent]);
     let out = output_with_stdin(cmd, "");
     let r: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code(), r)
+}
+
+#[test]
+fn accepts_a_granted_run_end_to_end() {
+    let sb = Sandbox::with_object_format("sha256");
+    let config = sb.git_dir().join("config");
+    let before = std::fs::read(&config).unwrap();
+    let agent = "echo 'better guide' > docs/guide.md && git commit -q -am docs";
+    let (code, r) = run(&sb, agent, &[]);
     assert_eq!(
-        (out.status.code(), r["status"].as_str()),
+        (code, r["status"].as_str()),
         (Some(0), Some("succeeded")),
         "{r:#}"
     );
@@ -332,6 +340,40 @@ fn accepts_a_granted_run_end_to_end() {
     assert_eq!(sb.git(&["show", "HEAD:docs/guide.md"]), "better guide");
     assert_eq!(sb.git(&["rev-parse", "HEAD"]).len(), 64);
     assert_eq!(std::fs::read(&config).unwrap(), before, "run disarms");
-    let lines = std::fs::read_to_string(&metrics).unwrap();
+    let lines = std::fs::read_to_string(sb.root.join("metrics/metrics.jsonl")).unwrap();
     assert_eq!(lines.lines().count(), 1, "one metrics line: {lines}");
+}
+
+#[test]
+fn restore_preserves_rejected_work_on_an_unborn_sha256_branch() {
+    let sb = Sandbox::empty();
+    sb.run_git(
+        &sb.root,
+        &["init", "-q", "-b", "main", "--object-format=sha256", "repo"],
+    );
+    // No commit: the work is preserved as a patch against the empty tree,
+    // whose id is the SHA-256 one here.
+    let (code, r) = run(
+        &sb,
+        "mkdir docs && echo draft > docs/draft.md",
+        &["--on-reject", "restore"],
+    );
+    assert_eq!(code, Some(1), "{r:#}");
+    assert_eq!(
+        rules(&r),
+        ["commit_count_out_of_bounds", "worktree_not_clean"],
+        "{r:#}"
+    );
+    let c = &r["evidence"]["compensation"];
+    assert_eq!(c["done"], true, "{r:#}");
+    let patch = c["preserved"]["patch"]["file"].as_str().unwrap();
+    assert!(
+        !sb.repo.join("docs/draft.md").exists(),
+        "restore cleaned up"
+    );
+    sb.git(&["apply", patch]);
+    assert_eq!(
+        std::fs::read_to_string(sb.repo.join("docs/draft.md")).unwrap(),
+        "draft\n"
+    );
 }
