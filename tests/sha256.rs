@@ -162,6 +162,40 @@ fn refuses_a_push() {
     assert_eq!(sb.run_git(&sb.origin, &["rev-parse", "main"]), remote);
 }
 
+#[test]
+fn accepts_a_granted_commit_beside_a_sha256_submodule() {
+    let sb = Sandbox::with_object_format("sha256");
+    let lib = sb.root.join("lib");
+    sb.run_git(
+        &sb.root,
+        &["init", "-q", "-b", "main", "--object-format=sha256", "lib"],
+    );
+    std::fs::write(lib.join("lib.c"), "int f;\n").unwrap();
+    sb.run_git(&lib, &["add", "."]);
+    sb.run_git(&lib, &["commit", "-q", "-m", "lib"]);
+    sb.git(&[
+        "-c",
+        "protocol.file.allow=always",
+        "submodule",
+        "add",
+        "-q",
+        lib.to_str().unwrap(),
+        "vendor/lib",
+    ]);
+    sb.git(&["commit", "-q", "-m", "submodule"]);
+    // arm reads the submodule's index in its own (SHA-256) format.
+    sb.arm(&sb.grant(&["docs/"], 1, 2));
+    hooked_commit(&sb, "docs/guide.md", "better guide\n");
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    assert_git_agrees(&sb, &r);
+    // A change inside the submodule's checkout is not clean, as git says.
+    std::fs::write(sb.repo.join("vendor/lib/lib.c"), "int g;\n").unwrap();
+    assert!(!sb.git(&["status", "--porcelain"]).is_empty());
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["worktree_not_clean"]);
+}
+
 // --- storage git rewrites ------------------------------------------------
 
 #[test]
