@@ -692,7 +692,6 @@ fn accepts_granted_and_rejects_ungranted_commits_with_a_separate_git_dir() {
 }
 
 #[test]
-#[ignore = "issue 12 item 4: SHA-256 repositories are refused (not inside a git repository)"]
 fn accepts_granted_and_rejects_ungranted_commits_in_a_sha256_repository() {
     let c = Compat::new();
     c.drop_checkout();

@@ -286,10 +286,31 @@ pub fn decide(
     let mut findings = Findings::default();
     let mut packed = None;
     let mut branch_values: Vec<Option<BString>> = Vec::new();
+    let hex_len = repo.object_hash().len_in_hex();
     for update in updates {
         let Some(kind) = kind(&update.name, &baseline.branch) else {
             continue;
         };
+        // git writes only ids of the repository's own format; another length
+        // cannot name an object here, so it is not decided on.
+        if let RefValue::Object(id) = &update.new
+            && id.len() != hex_len
+        {
+            findings.push(
+                Violation::new(
+                    rule::REF_CHANGED,
+                    format!(
+                        "{} would be set to {id}, which is not a {}-digit object id of this \
+                         repository's format ({:?})",
+                        refname::shown(&update.name),
+                        hex_len,
+                        repo.object_hash()
+                    ),
+                )
+                .with_ref(refname::encode(&update.name)),
+            );
+            continue;
+        }
         let value = effect(update, &baseline.repo.common_dir, &mut packed)?;
         match kind {
             // A commit through HEAD always comes with a line for the branch

@@ -22,6 +22,7 @@ pub mod git_view;
 pub mod layout;
 mod lfs;
 mod metadata;
+mod object_format;
 pub mod objects;
 pub mod packed_refs;
 pub mod refname;
@@ -194,6 +195,19 @@ const OBJECT_CACHE_BYTES: usize = 4 * 1024 * 1024;
 fn harden(mut repo: gix::Repository) -> Result<gix::Repository> {
     if repo.git_dir().join("reftable").is_dir() {
         bail!("this repository uses the reftable ref format, which grantguard cannot read yet");
+    }
+    // git's experimental second object format keeps a map between two ids
+    // for every object (`objects/loose-object-idx`), which gix does not read
+    // and verify could not vouch for: refused rather than half-read.
+    if repo
+        .config_snapshot()
+        .string("extensions.compatObjectFormat")
+        .is_some()
+    {
+        bail!(
+            "this repository keeps a second object format (extensions.compatObjectFormat), \
+             which grantguard cannot verify; use a repository without it"
+        );
     }
     repo.object_cache_size_if_unset(OBJECT_CACHE_BYTES);
     {

@@ -416,6 +416,10 @@ pub fn prove(repo: &gix::Repository) -> anyhow::Result<Result<StrictRefs, Invali
         Err(invalid) => return Ok(Err(invalid)),
     };
     let mut invalid = Invalid::default();
+    check_id_lengths(&strict, repo.object_hash(), &mut invalid);
+    if !invalid.problems.is_empty() {
+        return Ok(Err(invalid));
+    }
     let gix_refs = match super::ref_snapshot(repo) {
         Ok(refs) => refs,
         Err(e) => {
@@ -461,6 +465,34 @@ pub fn prove(repo: &gix::Repository) -> anyhow::Result<Result<StrictRefs, Invali
     } else {
         Err(invalid)
     })
+}
+
+/// git parses every id in the ref store with the repository's own hash
+/// function: in a SHA-256 repository a 40-digit value is a broken ref to
+/// git (and a 64-digit one in a SHA-1 repository), which other readers may
+/// still take for an id. Each value must have the repository's length.
+fn check_id_lengths(strict: &StrictRefs, hash: gix::hash::Kind, invalid: &mut Invalid) {
+    let hex_len = hash.len_in_hex();
+    let head = BString::from("HEAD");
+    let values = std::iter::once((&head, &strict.head))
+        .chain(strict.refs.iter())
+        .filter(|(_, v)| !v.starts_with(b"ref:"));
+    // Packed records too, also those a loose ref shadows: git parses the
+    // whole file.
+    let packed = strict.packed.refs.iter().flat_map(|r| {
+        std::iter::once((&r.name, r.id.len())).chain(r.peeled.as_ref().map(|p| (&r.name, p.len())))
+    });
+    let wrong = values
+        .map(|(name, v)| (name, v.len()))
+        .chain(packed)
+        .filter(|&(_, len)| len != hex_len);
+    for (name, len) in wrong.take(MAX_PROBLEMS) {
+        invalid.push(format!(
+            "{} holds a {len}-digit object id, but this repository's object format ({hash:?}) \
+             has {hex_len}-digit ids; git reads it as a broken ref. Delete or rewrite it",
+            shown(name)
+        ));
+    }
 }
 
 /// git answers `<tag>^{}` from the peeled lines of `packed-refs` without

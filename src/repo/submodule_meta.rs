@@ -134,7 +134,15 @@ pub fn checkout_digests(location: &Location, out: &mut BTreeMap<String, String>)
         0usize,
     )];
     while let Some((index, work_dir, depth)) = stack.pop() {
-        for rela in gitlinks(&index)? {
+        // The index holds ids of its own repository's length: read the
+        // format of the repository it belongs to (a submodule has its own).
+        if !index.exists() {
+            continue;
+        }
+        let index_git_dir = index.parent().expect("an index path has a parent");
+        let common = common_dir_of(index_git_dir)?.unwrap_or_else(|| index_git_dir.to_owned());
+        let hash = super::object_format::of_common_dir(&common)?;
+        for rela in gitlinks(&index, hash)? {
             let Some(sub_work) = real_dir(&work_dir, &rela) else {
                 // Missing, or reached through a symlink: git does not look
                 // inside it (status reports it as deleted or a type change).
@@ -164,7 +172,7 @@ pub fn checkout_digests(location: &Location, out: &mut BTreeMap<String, String>)
 
 /// The paths of the gitlinks (mode 160000) recorded in the index at `path`;
 /// none when there is no index.
-pub fn gitlinks(path: &Path) -> Result<Vec<PathBuf>> {
+pub fn gitlinks(path: &Path, hash: gix::hash::Kind) -> Result<Vec<PathBuf>> {
     if !path.exists() {
         return Ok(Vec::new());
     }
@@ -172,7 +180,7 @@ pub fn gitlinks(path: &Path) -> Result<Vec<PathBuf>> {
         thread_limit: Some(1),
         ..Default::default()
     };
-    let index = gix::index::File::at(path, gix::hash::Kind::Sha1, true, options)
+    let index = gix::index::File::at(path, hash, true, options)
         .with_context(|| format!("cannot read the index {}", path.display()))?;
     let mut out = Vec::new();
     for entry in index.entries() {

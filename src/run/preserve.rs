@@ -43,9 +43,6 @@ pub const BUNDLE: &str = "commits.bundle";
 /// File name of the patch in the preserved directory.
 pub const PATCH: &str = "worktree.patch";
 
-/// The empty tree's id (SHA-1), the base of a patch on an unborn branch.
-const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
-
 /// Hardening passed to every git invocation (see the module docs).
 const HARDENING: &[&str] = &[
     "-c",
@@ -197,6 +194,17 @@ fn rev(work_dir: &Path, spec: impl AsRef<OsStr>) -> Result<Option<String>> {
     Ok(Some(String::from_utf8_lossy(&out.stdout).trim().to_owned()))
 }
 
+/// The empty tree's id in the repository's object format (SHA-1 and
+/// SHA-256 differ), the base of a patch on an unborn branch: git hashes
+/// empty input as a tree, writing nothing.
+fn empty_tree(work_dir: &Path) -> Result<String> {
+    let out = run_git(
+        &mut git(work_dir),
+        &["hash-object", "-t", "tree", "--stdin"],
+    )?;
+    Ok(String::from_utf8_lossy(&out).trim().to_owned())
+}
+
 /// A ref name as a command-line argument, bytes unchanged.
 fn os(name: &[u8]) -> &OsStr {
     use std::os::unix::ffi::OsStrExt;
@@ -249,7 +257,10 @@ fn preserve(target: &Target<'_>) -> Result<Restored> {
     // HEAD's commit, staged into a throw-away index so the real one is not
     // touched.
     let head = rev(work_dir, "HEAD^{commit}")?;
-    let base = head.clone().unwrap_or_else(|| EMPTY_TREE.to_owned());
+    let base = match &head {
+        Some(head) => head.clone(),
+        None => empty_tree(work_dir)?,
+    };
     let scratch = tempfile::tempdir_in(dir).context("cannot create a scratch directory")?;
     let index = scratch.path().join("index");
     let with_index = || {

@@ -53,13 +53,20 @@ impl Sandbox {
     /// A repository with `README.md`, `docs/guide.md`, `src/lib.rs` and a
     /// `.gitignore` for `target/`, pushed to a bare origin and cloned.
     pub fn new() -> Sandbox {
+        Sandbox::with_object_format("sha1")
+    }
+
+    /// [`Sandbox::new`] with every repository (origin, seed, clone) in the
+    /// given object format (`sha1` or `sha256`).
+    pub fn with_object_format(format: &str) -> Sandbox {
         let sb = Sandbox::empty();
+        let format = format!("--object-format={format}");
         sb.run_git(
             &sb.root,
-            &["init", "-q", "--bare", "-b", "main", "origin.git"],
+            &["init", "-q", "--bare", "-b", "main", &format, "origin.git"],
         );
         let seed = sb.root.join("seed");
-        sb.run_git(&sb.root, &["init", "-q", "-b", "main", "seed"]);
+        sb.run_git(&sb.root, &["init", "-q", "-b", "main", &format, "seed"]);
         std::fs::create_dir_all(seed.join("docs")).unwrap();
         std::fs::create_dir_all(seed.join("src")).unwrap();
         std::fs::write(seed.join("README.md"), "# demo\n").unwrap();

@@ -66,7 +66,7 @@ impl Layer {
         if data[4] != 1 {
             bail!("it has the unknown version {}", data[4]);
         }
-        let hash_id = if hash == gix::hash::Kind::Sha1 { 1 } else { 2 };
+        let hash_id = crate::repo::object_format::oid_version(hash)?;
         if data[5] != hash_id {
             bail!("it uses another hash function");
         }

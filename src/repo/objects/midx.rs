@@ -45,7 +45,7 @@ pub fn verify(
     if data[4] != 1 {
         bail!("it has version {}, which grantguard cannot verify", data[4]);
     }
-    let hash_id = if hash == gix::hash::Kind::Sha1 { 1 } else { 2 };
+    let hash_id = crate::repo::object_format::oid_version(hash)?;
     if data[5] != hash_id {
         bail!("it uses another hash function");
     }

@@ -74,12 +74,8 @@ pub fn verify_rev(rev_path: &Path, idx_path: &Path, hash: gix::hash::Kind) -> Re
     if &rev[..4] != b"RIDX" || be32(&rev[4..8]) != 1 {
         bail!("it does not start with the RIDX version 1 header");
     }
-    let hash_id = match hash {
-        gix::hash::Kind::Sha1 => 1,
-        #[allow(unreachable_patterns)]
-        _ => 2,
-    };
-    if be32(&rev[8..12]) != hash_id {
+    let hash_id = crate::repo::object_format::oid_version(hash)?;
+    if be32(&rev[8..12]) != u32::from(hash_id) {
         bail!("it names another hash function");
     }
     let positions = &rev[12..12 + 4 * n];
