@@ -907,6 +907,18 @@ fn worktree_base(head: &Head, branch: &BStr, tip: Option<ObjectId>) -> Option<Ob
     }
 }
 
+/// What the agent can do about one kind of dirt. Descriptions that are not
+/// one of the four plain kinds carry their own advice.
+fn dirt_advice(what: &str) -> &'static str {
+    match what {
+        "staged" => "; commit it, or unstage it (git restore --staged)",
+        "unstaged" => "; commit it, or discard the change (git restore)",
+        "untracked" => "; commit it, remove it, or ignore it in a granted .gitignore",
+        "conflict" => "; resolve the conflict and commit, or abort the operation",
+        _ => "",
+    }
+}
+
 /// Compares the index and worktree with `tip`, the tip the history checks
 /// decided on (not HEAD as it is a moment later).
 fn check_worktree(
@@ -929,7 +941,7 @@ fn check_worktree(
         findings.push(
             Violation::new(
                 rule::WORKTREE_NOT_CLEAN,
-                format!("{shown:?} is {}; commit it or remove it", dirt.what),
+                format!("{shown:?} is {}{}", dirt.what, dirt_advice(dirt.what)),
             )
             .with_path(shown),
         );

@@ -15,6 +15,7 @@
 //! program, in a scrubbed environment), and `run`'s compensation
 //! ([`crate::run::preserve`]), under the conditions documented there.
 
+mod cache_tree;
 pub mod canonical;
 mod commits;
 pub mod config_includes;

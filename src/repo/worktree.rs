@@ -75,6 +75,15 @@ pub(super) fn dirt_at_depth(
                 what: "staged",
             })
             .collect();
+    // When the entries equal the tip, the cache-tree git would commit must
+    // too. (With staged changes a correct cache-tree names other trees, and
+    // the checkout is not clean anyway.)
+    if out.is_empty() {
+        out.extend(
+            super::cache_tree::cache_tree_dirt(repo, &index, head_tree)
+                .context("cannot compare the index's cache-tree with the tip")?,
+        );
+    }
     // In a sparse checkout git looks at the skip-worktree files that are
     // present (see `sparse_present`); the staged side above keeps the index
     // as stored, which is what a commit writes.
