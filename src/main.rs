@@ -216,7 +216,11 @@ fn main() -> ExitCode {
             grant,
             state,
             json,
-        } => report(&state::arm(&repo, &grant, &state), json),
+        } => {
+            let result = state::arm(&repo, &grant, &state);
+            errp!("{}", state::arm_summary(&result));
+            print_json(&result, json)
+        }
         Command::Verify { state, repo, json } => {
             test_fault_in_verify();
             report(&acceptance::verify(&state, repo.as_deref()), json)
@@ -355,6 +359,11 @@ fn grant_check(file: &std::path::Path, as_json: bool) -> i32 {
 /// and returns its exit code.
 fn report(result: &ToolResult, as_json: bool) -> i32 {
     errp!("{}", result.human_report());
+    print_json(result, as_json)
+}
+
+/// Prints a result as JSON on stdout with `--json`; returns its exit code.
+fn print_json(result: &ToolResult, as_json: bool) -> i32 {
     if as_json {
         outln!(
             "{}",
