@@ -571,6 +571,13 @@ struct RunArgs {
     /// repository).
     #[arg(long, value_name = "FILE")]
     result: Option<PathBuf>,
+    /// Linux: run the command in its own mount and network namespaces: the
+    /// state directory, journal, metrics and result files and the protected
+    /// git metadata read-only, and no network unless the task requires a
+    /// network.* capability. Refused (nothing runs) where namespaces are
+    /// unavailable.
+    #[arg(long)]
+    isolate: bool,
     /// The agent's command and its arguments.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     command: Vec<std::ffi::OsString>,
@@ -615,6 +622,7 @@ fn run_command(args: RunArgs) -> i32 {
         },
         command: args.command,
         result_file: args.result.clone(),
+        isolate: args.isolate,
     };
     let result = run::run(&request);
     let refused_file = result.evidence.contains_key(run::result_file::REFUSED);

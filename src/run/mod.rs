@@ -45,6 +45,7 @@
 mod admission;
 pub mod claim;
 mod compensate;
+pub mod isolate;
 mod outcome;
 mod places;
 pub mod preserve;
@@ -132,6 +133,9 @@ pub mod rule {
     /// A process the command left behind could not be ended, so the
     /// checkout may still change (`unsafe_state`).
     pub const SURVIVORS_REMAINING: &str = "survivors_remaining";
+    /// `--isolate` was asked for and the namespaces cannot be entered here,
+    /// or a file to protect cannot be (`dependency`; nothing was run).
+    pub const ISOLATION_UNAVAILABLE: &str = "isolation_unavailable";
 }
 
 /// Where the task comes from.
@@ -194,6 +198,9 @@ pub struct Request {
     pub command: Vec<OsString>,
     /// Where the caller writes the result (`--result`; see [`result_file`]).
     pub result_file: Option<PathBuf>,
+    /// Run the command in its own mount and network namespaces
+    /// (`--isolate`; see [`isolate`]).
+    pub isolate: bool,
 }
 
 /// `sha256:` + hex SHA-256 of the argv's bytes, each argument followed by a
@@ -286,6 +293,11 @@ pub fn run(request: &Request) -> ToolResult {
     if let Some(refusal) = places.metrics_refusal.clone() {
         return refusal;
     }
+    if request.isolate
+        && let Err(refusal) = isolation_available(request, &admitted, &places)
+    {
+        return *refusal;
+    }
 
     // Step 3: reconciliation. The lock is held until this function returns.
     if let Some(lease) = &admitted.lease
@@ -376,6 +388,47 @@ pub fn run(request: &Request) -> ToolResult {
         result = result.with_evidence("metrics_file", file.display().to_string());
     }
     finish(started, result, measured, places.metrics.as_deref())
+}
+
+/// `--isolate`, checked before anything is written or run: the namespaces
+/// can be entered here, and every file to protect can be.
+fn isolation_available(
+    request: &Request,
+    admitted: &admission::Admitted,
+    places: &Places,
+) -> Result<(), Box<ToolResult>> {
+    let unavailable = |why: String| {
+        Box::new(refuse(
+            FailureClass::Dependency,
+            rule::ISOLATION_UNAVAILABLE,
+            format!("--isolate: {why}; nothing was run"),
+        ))
+    };
+    for (what, file) in [
+        ("--result", request.result_file.as_deref()),
+        ("--metrics", places.metrics.as_deref()),
+    ] {
+        if let Some(file) = file
+            && isolate::file_or_parent(file, &places.work_dir).is_none()
+        {
+            return Err(unavailable(format!(
+                "{what} {} does not exist yet and its directory holds the checkout, so it \
+                 cannot be made read-only for the command; put it in a directory of its own",
+                file.display()
+            )));
+        }
+    }
+    let network = isolate::network_allowed(&admitted.contract.required_capabilities);
+    let plan = isolate::Plan::new([places.state.clone()], network)
+        .map_err(|e| unavailable(format!("cannot prepare the namespaces: {e}")))?;
+    isolate::probe(&plan).map_err(|e| {
+        unavailable(format!(
+            "cannot run the command in its own mount and network namespaces here ({e}); \
+             run without --isolate only if the sandbox itself confines the command's writes \
+             and network, or run where namespaces are allowed (as root, or with unprivileged \
+             user namespaces enabled)"
+        ))
+    })
 }
 
 /// Unit tests of the pure parts; the transaction is tested end to end in

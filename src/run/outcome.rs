@@ -13,7 +13,7 @@ use super::admission::Admitted;
 use super::compensate::compensate;
 use super::places::Places;
 use super::process::{self, Ending};
-use super::{OnReject, Request, TOOL, crash_point, rule, survivors, verify_child};
+use super::{OnReject, Request, TOOL, crash_point, isolate, rule, survivors, verify_child};
 use crate::grant::Grant;
 use crate::result::{FailureClass, Status, ToolResult, Violation};
 
@@ -37,6 +37,7 @@ pub(super) fn execute(
         }
         crash_point("armed");
     }
+    let mut isolation = None;
     let (outcome, spawn_error) = if let Some(signal) = process::interrupted() {
         let outcome = process::Outcome {
             ending: Ending::Interrupted(signal),
@@ -45,14 +46,27 @@ pub(super) fn execute(
         };
         (Some(outcome), None)
     } else {
-        match process::run(
-            &request.command,
-            &places.work_dir,
-            &[(crate::hooks::STATE_ENV, &places.state)],
-            request.timeout,
-        ) {
-            Ok(o) => (Some(o), None),
+        match (request.isolate)
+            .then(|| isolation_plan(admitted, grant.is_some(), places, request))
+            .transpose()
+        {
             Err(e) => (None, Some(e)),
+            Ok(plan) => {
+                isolation = plan.as_ref().map(|p| {
+                    json!({"network": if p.network() { "host" } else { "none" },
+                           "read_only": p.read_only()})
+                });
+                match process::run(
+                    &request.command,
+                    &places.work_dir,
+                    &[(crate::hooks::STATE_ENV, &places.state)],
+                    request.timeout,
+                    plan.as_ref(),
+                ) {
+                    Ok(o) => (Some(o), None),
+                    Err(e) => (None, Some(e)),
+                }
+            }
         }
     };
     crash_point("command_finished");
@@ -84,6 +98,9 @@ pub(super) fn execute(
                 ));
             }
         }
+    }
+    if let Some(isolation) = isolation {
+        result.evidence.insert("isolation".into(), isolation);
     }
     apply_command_outcome(&mut result, outcome, spawn_error);
     if let Some(signal) = process::interrupted()
@@ -123,6 +140,44 @@ pub(super) fn execute(
         }
     }
     result
+}
+
+/// The command's namespaces: read-only the state directory, the journal,
+/// the metrics and result files, and the protected git metadata (as the
+/// baseline recorded it at arm; without a grant, as the repository has it
+/// now); the network only with a `network.*` capability.
+fn isolation_plan(
+    admitted: &Admitted,
+    granted: bool,
+    places: &Places,
+    request: &Request,
+) -> std::io::Result<isolate::Plan> {
+    let mut paths = vec![places.state.clone(), places.journal.clone()];
+    for file in [places.metrics.as_deref(), request.result_file.as_deref()]
+        .into_iter()
+        .flatten()
+    {
+        paths.extend(isolate::file_or_parent(file, &places.work_dir));
+    }
+    let (location, hooks) = if granted {
+        let (baseline, _, _) = crate::baseline::Baseline::read_live_or_retired(&places.state)
+            .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
+        (Some(baseline.repo), baseline.hooks)
+    } else {
+        let location = crate::repo::open(&places.work_dir)
+            .ok()
+            .and_then(|r| crate::repo::location(&r).ok());
+        (location, crate::repo::HookPaths::default())
+    };
+    if let Some(location) = &location {
+        let protected = crate::repo::protected_paths(location, &hooks)
+            .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
+        paths.extend(protected);
+        paths.push(location.common_dir.join("info"));
+        paths.push(location.git_dir.join("info"));
+    }
+    let network = isolate::network_allowed(&admitted.contract.required_capabilities);
+    isolate::Plan::new(paths, network)
 }
 
 /// Merges `verify`'s verdict into the run's result.
