@@ -153,12 +153,9 @@ fn probe_log(sb: &Sandbox) -> String {
 // ---------------------------------------------------------------------------
 // Read-only paths.
 
-#[test]
-fn rejects_writes_to_every_protected_path_from_inside_and_records_the_run() {
-    let sb = Sandbox::new();
-    let result = result_file(&sb);
-    let config_before = std::fs::read(sb.repo.join(".git/config")).unwrap();
-    let attempts = [
+/// Writes the command attempts, by name: each protected path once.
+fn write_attempts(sb: &Sandbox, result: &Path) -> Vec<(&'static str, String)> {
+    vec![
         ("config", "echo x >> .git/config".to_owned()),
         (
             "hook",
@@ -182,10 +179,22 @@ fn rejects_writes_to_every_protected_path_from_inside_and_records_the_run() {
         ),
         (
             "metrics",
-            format!("echo forged > '{}'", metrics(&sb).display()),
+            format!("echo forged > '{}'", metrics(sb).display()),
         ),
         ("result", format!("echo forged > '{}'", result.display())),
-    ];
+        (
+            "result-dir",
+            format!("touch '{}'", result.with_file_name("planted").display()),
+        ),
+    ]
+}
+
+#[test]
+fn rejects_writes_to_every_protected_path_from_inside_and_records_the_run() {
+    let sb = Sandbox::new();
+    let result = result_file(&sb);
+    let config_before = std::fs::read(sb.repo.join(".git/config")).unwrap();
+    let attempts = write_attempts(&sb, &result);
     let mut body: Vec<String> = attempts
         .iter()
         .map(|(name, cmd)| attempt(&sb, name, cmd))
@@ -209,6 +218,11 @@ fn rejects_writes_to_every_protected_path_from_inside_and_records_the_run() {
     );
     assert!(!sb.repo.join(".git/info/attributes").exists());
     assert!(!sb.state.join("evil").exists());
+    // The metrics directory was created before the command and protected:
+    // the only line in it is the run's own.
+    let lines = std::fs::read_to_string(metrics(&sb)).unwrap();
+    assert_eq!(lines.lines().count(), 1, "{lines}");
+    assert!(!lines.contains("forged"));
     assert_eq!(r["evidence"]["isolation"]["network"], "none", "{r:#}");
     assert!(
         r["evidence"]["isolation"]["read_only"]
@@ -244,6 +258,32 @@ fn rejects_an_ungranted_commit_under_isolate_when_the_config_write_was_refused()
     assert_eq!(r["failure_class"], "verification", "{r:#}");
     assert_eq!(r["evidence"]["metadata_intact"], true, "{r:#}");
     assert_disarmed(&sb);
+}
+
+#[test]
+fn without_isolate_the_same_writes_land_and_only_verify_catches_them() {
+    // The control: the attempts above are real writes, stopped by the mounts.
+    let sb = Sandbox::new();
+    let result = result_file(&sb);
+    let attempts = write_attempts(&sb, &result);
+    let mut body: Vec<String> = attempts
+        .iter()
+        .filter(|(name, _)| ["config", "state", "result"].contains(name))
+        .map(|(name, cmd)| attempt(&sb, name, cmd))
+        .collect();
+    body.push(DOCS_COMMIT.to_owned());
+    let a = agent(&sb, &body.join("\n"));
+    let t = task(&sb, &[CAP], 3);
+    let out = run_cmd(&sb, &t, &[CAP], &["--result", result.to_str().unwrap()], &a)
+        .output()
+        .unwrap();
+    let (code, r) = parse(&out);
+    let log = probe_log(&sb);
+    for name in ["config", "state", "result"] {
+        assert!(log.contains(&format!("{name} written")), "{name}: {log}");
+    }
+    assert_eq!(code, 1, "{r:#}");
+    assert_eq!(r["failure_class"], "unsafe_state", "{r:#}");
 }
 
 // ---------------------------------------------------------------------------
@@ -321,8 +361,9 @@ impl Drop for Daemon {
     }
 }
 
-/// The agent: a raw TCP connect and a dulwich push to the daemon, each
-/// logged, then the granted commit.
+/// The agent: a raw TCP connect, a git push with every local lock lifted on
+/// its command line, and a dulwich push to the daemon, each logged, after
+/// the granted commit.
 fn network_agent(sb: &Sandbox, port: u16) -> PathBuf {
     let connect = format!(
         "python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5)\""
@@ -331,18 +372,28 @@ fn network_agent(sb: &Sandbox, port: u16) -> PathBuf {
         "{DULWICH_PYTHON} -c \"from dulwich import porcelain; porcelain.push('.', \
          'git://127.0.0.1:{port}/origin.git', b'refs/heads/main:refs/heads/published')\""
     );
+    let git_push = format!(
+        "git -c protocol.allow=always -c protocol.git.allow=always -c core.hooksPath=/dev/null \
+         push -q --no-verify git://127.0.0.1:{port}/origin.git main:refs/heads/published-by-git"
+    );
     let body = format!(
-        "{DOCS_COMMIT}\n{}\n{}",
+        "{DOCS_COMMIT}\n{}\n{}\n{}",
         attempt(sb, "connect", &connect),
+        attempt(sb, "git-push", &git_push),
         attempt(sb, "push", &push)
     );
     agent(sb, &body)
 }
 
-fn published(sb: &Sandbox) -> bool {
+fn published(sb: &Sandbox, branch: &str) -> bool {
     sb.command("git")
         .args(["--git-dir", sb.origin.to_str().unwrap()])
-        .args(["rev-parse", "--verify", "-q", "refs/heads/published"])
+        .args([
+            "rev-parse",
+            "--verify",
+            "-q",
+            &format!("refs/heads/{branch}"),
+        ])
         .output()
         .unwrap()
         .status
@@ -357,8 +408,16 @@ fn rejects_a_library_push_over_the_network_without_a_network_capability() {
     let (_, code, r) = isolated(&sb, &[CAP], &[], &a);
     let log = probe_log(&sb);
     assert!(log.contains("connect refused"), "{log}");
-    assert!(log.contains("push refused"), "{log}");
-    assert!(!published(&sb), "the library published from inside");
+    assert!(log.contains("git-push refused"), "{log}");
+    assert!(log.contains("\npush refused"), "{log}");
+    assert!(
+        !published(&sb, "published"),
+        "the library published from inside"
+    );
+    assert!(
+        !published(&sb, "published-by-git"),
+        "git published from inside"
+    );
     assert_accepted(code, &r);
     assert_eq!(r["evidence"]["isolation"]["network"], "none");
 }
@@ -371,11 +430,20 @@ fn accepts_a_library_push_with_a_network_capability_the_kernel_is_what_stopped_i
     let (out, _, r) = isolated(&sb, &[CAP, NET], &[], &a);
     let log = probe_log(&sb);
     assert!(
-        log.contains("connect written") && log.contains("push written"),
+        log.contains("connect written")
+            && log.contains("git-push written")
+            && log.contains("\npush written"),
         "{log}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(published(&sb), "the push did not arrive");
+    assert!(
+        published(&sb, "published"),
+        "the library push did not arrive"
+    );
+    assert!(
+        published(&sb, "published-by-git"),
+        "the git push did not arrive"
+    );
     assert_eq!(r["evidence"]["isolation"]["network"], "host", "{r:#}");
     assert_eq!(terminal_records(&sb), 1);
 }
@@ -401,6 +469,18 @@ fn rejects_isolate_where_namespaces_are_unavailable_before_anything_runs() {
     assert_eq!(runs(&sb), 0, "the command ran unisolated");
     assert!(!sb.state.exists(), "a refusal wrote state");
     assert_disarmed(&sb);
+}
+
+#[test]
+fn rejects_a_result_file_in_a_missing_directory_under_isolate_before_anything_runs() {
+    let sb = Sandbox::new();
+    let a = agent(&sb, DOCS_COMMIT);
+    let missing = sb.root.join("nowhere/result.json");
+    let (_, code, r) = isolated(&sb, &[CAP], &["--result", missing.to_str().unwrap()], &a);
+    assert_eq!(code, 1, "{r:#}");
+    assert_eq!(common::rules(&r), ["isolation_unavailable"]);
+    assert_eq!(runs(&sb), 0);
+    assert!(!sb.state.exists());
 }
 
 #[test]

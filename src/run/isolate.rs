@@ -26,8 +26,9 @@
 //! mount over; creating it is still a change of the protected metadata, so
 //! `verify` rejects it as before (`metadata_intact` false, no git is run on
 //! restore). A result or metrics file that does not exist yet is protected
-//! through its parent directory, which is refused if it holds the checkout
-//! (the checkout must stay writable). A symlinked entry is protected at its
+//! through its directory (the metrics directory is created first, as the
+//! append would; the result file's must exist), which is refused if it
+//! holds the checkout (the checkout must stay writable). A symlinked entry is protected at its
 //! target; replacing the link itself is again caught by `verify`.
 //!
 //! The namespaces are entered in the child between fork and exec

@@ -404,6 +404,16 @@ fn isolation_available(
             format!("--isolate: {why}; nothing was run"),
         ))
     };
+    if let Some(file) = request.result_file.as_deref()
+        && !file.exists()
+        && file.parent().is_some_and(|dir| !dir.is_dir())
+    {
+        return Err(unavailable(format!(
+            "the directory of --result {} does not exist; create it first (it is mounted \
+             read-only for the command)",
+            file.display()
+        )));
+    }
     for (what, file) in [
         ("--result", request.result_file.as_deref()),
         ("--metrics", places.metrics.as_deref()),

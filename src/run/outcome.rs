@@ -5,6 +5,7 @@
 //! happens after a successful arm, disarm runs, and the most severe failure
 //! (see [`demote`]) wins over any milder one.
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -152,6 +153,14 @@ fn isolation_plan(
     places: &Places,
     request: &Request,
 ) -> std::io::Result<isolate::Plan> {
+    // The metrics append creates the file's directory; created now, it can
+    // be mounted read-only, so the command cannot plant lines in it.
+    if let Some(dir) = places.metrics.as_deref().and_then(Path::parent)
+        && !dir.exists()
+    {
+        crate::fsutil::create_private_dir(dir)
+            .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
+    }
     let mut paths = vec![places.state.clone(), places.journal.clone()];
     for file in [places.metrics.as_deref(), request.result_file.as_deref()]
         .into_iter()
