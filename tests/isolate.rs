@@ -555,3 +555,72 @@ fn a_verify_that_aborts_under_isolate_is_an_internal_defect_and_the_run_disarms(
     assert_eq!(terminal_records(&sb), 1);
     assert_disarmed(&sb);
 }
+
+// ---------------------------------------------------------------------------
+// Not root: a user namespace.
+
+/// As an unprivileged user (65534, through `setpriv`), `--isolate` enters a
+/// user namespace first: the same read-only metadata and no network, the
+/// caller's own uid inside. Needs root to drop to that user; elsewhere it
+/// says so and checks nothing.
+#[test]
+fn accepts_an_unprivileged_isolated_run_through_a_user_namespace() {
+    // SAFETY: a plain getter.
+    if unsafe { libc::geteuid() } != 0 || !Path::new("/usr/bin/setpriv").exists() {
+        eprintln!("skipped: needs root and setpriv to run as an unprivileged user");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let w = dir.path().canonicalize().unwrap();
+    std::fs::set_permissions(&w, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let task = json!({"id": "t", "title": "T", "objective": "O", "task_type": "change",
+        "required_capabilities": [CAP], "side_effect_class": "reversible",
+        "risk_class": "low", "worker": "coder", "repository_grant": grant_json(1)});
+    std::fs::write(w.join("task.json"), task.to_string()).unwrap();
+    let agent = "#!/bin/sh\nid -u > \"$W/uid\"\n\
+        if echo x >> .git/config 2>/dev/null; then echo written; else echo refused; fi > \"$W/config\"\n\
+        echo better > docs/g.md && git commit -qam docs\n";
+    std::fs::write(w.join("agent.sh"), agent).unwrap();
+    std::fs::set_permissions(w.join("agent.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let script = format!(
+        "set -e\ncd \"$W\"\nmkdir -p home\ngit init -q -b main repo\ncd repo\nmkdir docs\n\
+         echo g > docs/g.md\ngit add .\ngit commit -qm init\ncd ..\n\
+         '{}' run --task task.json --repo repo --state state --capability {CAP} --isolate \
+         --json -- \"$W/agent.sh\" > result.json\n",
+        env!("CARGO_BIN_EXE_grantguard")
+    );
+    std::fs::write(w.join("go.sh"), script).unwrap();
+    let chown = Command::new("chown")
+        .args(["-R", "65534:65534"])
+        .arg(&w)
+        .status()
+        .unwrap();
+    assert!(chown.success());
+    let home = w.join("home");
+    let out = Command::new("/usr/bin/setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "sh"])
+        .arg(w.join("go.sh"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap())
+        .env("W", &w)
+        .env("HOME", &home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", home.join(".gitconfig"))
+        .env("GIT_AUTHOR_NAME", "A")
+        .env("GIT_AUTHOR_EMAIL", "a@example.invalid")
+        .env("GIT_COMMITTER_NAME", "A")
+        .env("GIT_COMMITTER_EMAIL", "a@example.invalid")
+        .output()
+        .unwrap();
+    let r: Value =
+        serde_json::from_slice(&std::fs::read(w.join("result.json")).unwrap_or_default())
+            .unwrap_or_else(|e| {
+                panic!("no result ({e}): {}", String::from_utf8_lossy(&out.stderr))
+            });
+    assert_eq!(r["status"], "succeeded", "{r:#}");
+    assert_eq!(r["evidence"]["isolation"]["network"], "none", "{r:#}");
+    let read = |f: &str| std::fs::read_to_string(w.join(f)).unwrap();
+    assert_eq!(read("uid").trim(), "65534", "the uid is mapped to itself");
+    assert_eq!(read("config").trim(), "refused");
+}
