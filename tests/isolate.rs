@@ -303,6 +303,8 @@ fn accepts_commit_amend_rebase_stash_and_gc_inside() {
     let (out, code, r) = isolated(&sb, &[CAP], &[], &a);
     assert_accepted(code, &r);
     assert_eq!(r["evidence"]["commits"]["count"], 3, "{r:#}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("isolated: network none, "), "{stderr}");
     assert_eq!(
         sb.git(&["log", "-1", "--format=%s"]).trim(),
         "three",
@@ -623,4 +625,51 @@ fn accepts_an_unprivileged_isolated_run_through_a_user_namespace() {
     let read = |f: &str| std::fs::read_to_string(w.join(f)).unwrap();
     assert_eq!(read("uid").trim(), "65534", "the uid is mapped to itself");
     assert_eq!(read("config").trim(), "refused");
+}
+
+// ---------------------------------------------------------------------------
+// Layouts.
+
+#[test]
+fn accepts_a_commit_in_a_linked_worktree_under_isolate_and_protects_its_own_metadata() {
+    let sb = Sandbox::new();
+    let linked = sb.root.join("linked");
+    sb.git(&[
+        "worktree",
+        "add",
+        "-q",
+        "-b",
+        "feature",
+        linked.to_str().unwrap(),
+    ]);
+    let t = task(&sb, &[CAP], 3);
+    let body = format!(
+        "{}\n{}\n{DOCS_COMMIT}",
+        attempt(
+            &sb,
+            "common-config",
+            "echo x >> \"$(git rev-parse --git-common-dir)/config\""
+        ),
+        attempt(
+            &sb,
+            "commondir",
+            "echo x >> \"$(git rev-parse --git-dir)/commondir\""
+        )
+    );
+    let a = agent(&sb, &body);
+    let mut cmd = sb.command(env!("CARGO_BIN_EXE_grantguard"));
+    cmd.current_dir(&sb.root)
+        .arg("run")
+        .args(["--task", t.to_str().unwrap()])
+        .args(["--repo", linked.to_str().unwrap()])
+        .args(["--state", sb.state.to_str().unwrap()])
+        .args(["--metrics", metrics(&sb).to_str().unwrap()])
+        .args(["--capability", CAP, "--isolate", "--json", "--"])
+        .arg(&a);
+    let (code, r) = parse(&cmd.output().unwrap());
+    let log = probe_log(&sb);
+    assert!(log.contains("common-config refused"), "{log}");
+    assert!(log.contains("commondir refused"), "{log}");
+    assert_accepted(code, &r);
+    assert_eq!(r["evidence"]["commits"]["count"], 1, "{r:#}");
 }

@@ -37,6 +37,15 @@ pub fn summary(result: &ToolResult) -> String {
             .and_then(Value::as_u64)
             .unwrap_or(0);
         out.push_str(&format!("  command: {how} after {ms} ms\n"));
+        if let Some(i) = e.get("isolation") {
+            out.push_str(&format!(
+                "  isolated: network {}, {} read-only path(s)\n",
+                text(i.get("network")),
+                i.get("read_only")
+                    .and_then(Value::as_array)
+                    .map_or(0, Vec::len)
+            ));
+        }
         if let Some(n) = e.get("survivors").and_then(|s| s.get("ended")) {
             out.push_str(&format!("  left-behind processes ended: {n}\n"));
         }
