@@ -186,6 +186,29 @@ calls() {
 setup "$small_kind" small
 hook_overhead small small 5
 
+# run --isolate's added start-up: the same no-op command under `run` with
+# and without its own mount and network namespaces, on a fresh copy of the
+# small repository. The task has no grant (no arm, no verify), so the
+# difference is the isolation alone: the probe child, the unshare, the
+# read-only bind mounts of the protected metadata, loopback up.
+isolate_overhead() {
+  "$here/gen.sh" "$small_kind" "$work/small-run" >/dev/null
+  printf '%s\n' '{"id": "noop", "title": "No-op", "objective": "Measure run",
+    "task_type": "change", "required_capabilities": ["repo.read"],
+    "side_effect_class": "reversible", "risk_class": "low", "worker": "coder"}' \
+    >"$work/noop-task.json"
+  local run="$gg run --task $work/noop-task.json --repo $work/small-run --state $work/small-run.state --capability repo.read"
+  local plain iso
+  plain=$(median_ms "" "$run -- true")
+  if iso=$(median_ms "" "$run --isolate -- true" 2>/dev/null); then
+    row "run --isolate vs run, -- true, small (ms)" "$iso" "$plain" "$(ratio "$iso" "$plain")" \
+      "+$(awk -v a="$iso" -v b="$plain" 'BEGIN { printf "%.2f", a - b }') ms start-up (both columns are run)"
+  else
+    row "run --isolate vs run, -- true, small (ms)" "n/a" "$plain" "" "namespaces unavailable: --isolate refused"
+  fi
+}
+isolate_overhead
+
 setup "$large_kind" large
 hook_overhead large large
 cd "$work/large"

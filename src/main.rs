@@ -216,7 +216,11 @@ fn main() -> ExitCode {
             grant,
             state,
             json,
-        } => report(&state::arm(&repo, &grant, &state), json),
+        } => {
+            let result = state::arm(&repo, &grant, &state);
+            errp!("{}", state::arm_summary(&result));
+            print_json(&result, json)
+        }
         Command::Verify { state, repo, json } => {
             test_fault_in_verify();
             report(&acceptance::verify(&state, repo.as_deref()), json)
@@ -355,6 +359,11 @@ fn grant_check(file: &std::path::Path, as_json: bool) -> i32 {
 /// and returns its exit code.
 fn report(result: &ToolResult, as_json: bool) -> i32 {
     errp!("{}", result.human_report());
+    print_json(result, as_json)
+}
+
+/// Prints a result as JSON on stdout with `--json`; returns its exit code.
+fn print_json(result: &ToolResult, as_json: bool) -> i32 {
     if as_json {
         outln!(
             "{}",
@@ -562,6 +571,13 @@ struct RunArgs {
     /// repository).
     #[arg(long, value_name = "FILE")]
     result: Option<PathBuf>,
+    /// Linux: run the command in its own mount and network namespaces: the
+    /// state directory, journal, metrics and result files and the protected
+    /// git metadata read-only, and no network unless the task requires a
+    /// network.* capability. Refused (nothing runs) where namespaces are
+    /// unavailable.
+    #[arg(long)]
+    isolate: bool,
     /// The agent's command and its arguments.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     command: Vec<std::ffi::OsString>,
@@ -606,6 +622,7 @@ fn run_command(args: RunArgs) -> i32 {
         },
         command: args.command,
         result_file: args.result.clone(),
+        isolate: args.isolate,
     };
     let result = run::run(&request);
     let refused_file = result.evidence.contains_key(run::result_file::REFUSED);

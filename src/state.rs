@@ -233,6 +233,40 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
         ))
 }
 
+/// The human report of `arm`: on success, the baseline it recorded, the
+/// grant id and how to disarm, the same facts the JSON result carries (an
+/// operator who reads only "succeeded" cannot tell what was armed or how to
+/// undo it).
+pub fn arm_summary(result: &ToolResult) -> String {
+    let mut out = result.human_report();
+    if !result.is_success() {
+        return out;
+    }
+    let e = &result.evidence;
+    let text = |v: Option<&serde_json::Value>| {
+        v.and_then(serde_json::Value::as_str)
+            .unwrap_or("?")
+            .to_owned()
+    };
+    let baseline = e.get("baseline");
+    let commit = baseline
+        .and_then(|b| b.get("commit"))
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("(none: the branch has no commit yet)");
+    out.push_str(&format!(
+        "  baseline: branch {} at {commit}\n",
+        text(baseline.and_then(|b| b.get("branch")))
+    ));
+    out.push_str(&format!(
+        "  grant: {}\n",
+        text(e.get("grant").and_then(|g| g.get("id")))
+    ));
+    let state = text(e.get("state"));
+    out.push_str(&format!("  state: {state}\n"));
+    out.push_str(&format!("  to disarm: grantguard disarm --state {state}\n"));
+    out
+}
+
 /// Disarms the repository recorded in `state_dir`: undoes what `arm` changed
 /// in it and retires the baseline to `baseline.disarmed.json`, which hooks
 /// ignore and `verify` still reads (expecting the pre-arm config).

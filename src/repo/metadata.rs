@@ -114,6 +114,36 @@ pub fn metadata_digests(
     Ok(out)
 }
 
+/// The paths behind [`metadata_digests`]' keys: every protected entry that
+/// `run --isolate` mounts read-only (see `crate::run::isolate`). Left out
+/// are the two keys that name a listing rather than an entry (`worktrees`,
+/// `modules`: linked worktrees and submodule git dirs hold refs, indexes and
+/// objects git must write); the protected entries inside them have keys of
+/// their own.
+pub fn protected_paths(location: &Location, hooks: &HookPaths) -> Result<Vec<PathBuf>> {
+    let digests = metadata_digests(location, hooks)?;
+    let mut out = Vec::new();
+    for key in digests.keys() {
+        let path = Path::new(key);
+        if path.is_absolute() {
+            out.push(path.to_path_buf());
+            continue;
+        }
+        if key == "modules" || path.file_name().is_some_and(|n| n == "worktrees") {
+            continue;
+        }
+        let base = ENTRIES
+            .iter()
+            .find(|(name, _)| *name == key)
+            .map_or(Base::Common, |(_, base)| *base);
+        out.push(match base {
+            Base::Common => location.common_dir.join(path),
+            Base::GitDir => location.git_dir.join(path),
+        });
+    }
+    Ok(out)
+}
+
 /// The hooks directory at arm and the stubs (recursively), and each chained
 /// hook, with symlinks followed: git runs what a link points to, so a
 /// hooks directory that is a symlink is pinned by its target *and* the

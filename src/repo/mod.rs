@@ -44,7 +44,7 @@ pub use commits::{
     ChangeKind, ChangedPath, FULL_WALK_LIMIT, NewCommit, NewHistory, Verified, changed_paths,
     new_history, read_verified, tree_id_of,
 };
-pub use metadata::{HookPaths, metadata_digests};
+pub use metadata::{HookPaths, metadata_digests, protected_paths};
 pub use refs::{Head, RefMap, head, ref_snapshot};
 pub use staged::{CacheTreeUse, staged_changes};
 pub use worktree::{

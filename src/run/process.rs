@@ -202,6 +202,7 @@ pub fn run(
     cwd: &Path,
     env: &[(&str, &Path)],
     timeout: Option<Duration>,
+    isolation: Option<&super::isolate::Plan>,
 ) -> std::io::Result<Outcome> {
     let (program, args) = argv
         .split_first()
@@ -216,8 +217,10 @@ pub fn run(
         command.env(key, value);
     }
     let parent = i32::try_from(std::process::id()).map_err(std::io::Error::other)?;
+    let isolation = isolation.cloned();
     // SAFETY: the closure runs between fork and exec and calls only
-    // async-signal-safe functions (prctl, getppid).
+    // async-signal-safe functions (prctl, getppid, and the system calls of
+    // `Plan::enter`).
     unsafe {
         command.pre_exec(move || {
             if libc::prctl(
@@ -237,7 +240,10 @@ pub fn run(
                     "grantguard exited before the command started",
                 ));
             }
-            Ok(())
+            match &isolation {
+                Some(plan) => plan.enter(),
+                None => Ok(()),
+            }
         });
     }
     // Under `run` (a subreaper), a watchdog ends the group should grantguard
@@ -401,7 +407,7 @@ mod tests {
 
     fn sh(script: &str, timeout: Option<Duration>) -> Outcome {
         let argv: Vec<OsString> = ["sh", "-c", script].iter().map(OsString::from).collect();
-        run(&argv, Path::new("/"), &[], timeout).unwrap()
+        run(&argv, Path::new("/"), &[], timeout, None).unwrap()
     }
 
     #[test]
@@ -435,7 +441,7 @@ mod tests {
     #[test]
     fn a_missing_program_is_an_error() {
         let argv = vec![OsString::from("/nonexistent/agent")];
-        assert!(run(&argv, Path::new("/"), &[], None).is_err());
-        assert!(run(&[], Path::new("/"), &[], None).is_err());
+        assert!(run(&argv, Path::new("/"), &[], None, None).is_err());
+        assert!(run(&[], Path::new("/"), &[], None, None).is_err());
     }
 }

@@ -329,7 +329,7 @@ pub fn note(result: &mut crate::result::ToolResult, sweep: Sweep) {
         serde_json::json!({"ended": sweep.ended, "remaining": sweep.remaining}),
     );
     if sweep.remaining > 0 {
-        super::demote(result, FailureClass::UnsafeState, Status::FailedPermanent);
+        super::outcome::demote(result, FailureClass::UnsafeState, Status::FailedPermanent);
         result.violations.push(Violation::new(
             super::rule::SURVIVORS_REMAINING,
             format!(

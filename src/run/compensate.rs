@@ -1,0 +1,100 @@
+//! Step 7 of `run` (`--on-reject restore`): preserve the rejected work, then
+//! reset the checkout to the baseline.
+//!
+//! Its own module because it is the one step that runs git in the checkout
+//! after the agent: it does so only on positive evidence that the protected
+//! metadata is intact, and a failure to preserve resets nothing.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::outcome::demote;
+use super::places::Places;
+use super::{preserve, rule};
+use crate::result::{FailureClass, Status, ToolResult, Violation};
+
+/// Reads the protected metadata once more, right before git runs in the
+/// checkout: the agent's processes may outlive the command.
+pub(super) fn metadata_still_intact(state: &Path) -> bool {
+    let Ok((baseline, _, armed)) = crate::baseline::Baseline::read_live_or_retired(state) else {
+        return false;
+    };
+    crate::repo::metadata_digests(&baseline.repo, &baseline.hooks)
+        .is_ok_and(|now| now == *baseline.expected_metadata(armed))
+}
+
+/// Step 7: preserve then reset; a failure to preserve resets nothing.
+pub(super) fn compensate(
+    result: &mut ToolResult,
+    places: &Places,
+    branch: &gix::bstr::BStr,
+    run_id: &str,
+) {
+    // Positive evidence only: git runs in the checkout when verify read the
+    // protected metadata and found it equal to the baseline, never merely
+    // because no violation says otherwise.
+    let metadata_changed = result.evidence.get("metadata_intact") != Some(&Value::Bool(true));
+    let preserve_dir = places.state.join("preserved").join(run_id);
+    let target = preserve::Target {
+        work_dir: &places.work_dir,
+        branch,
+        baseline: places.baseline_commit.as_deref(),
+        preserve_dir: &preserve_dir,
+    };
+    let outcome = if metadata_changed || !metadata_still_intact(&places.state) {
+        Err(preserve::RestoreError::NotPreserved(anyhow::anyhow!(
+            "verify did not find the protected git metadata intact, so running git in this \
+             checkout is not safe"
+        )))
+    } else {
+        preserve::restore(&target)
+    };
+    match outcome {
+        Ok(restored) => {
+            result.evidence.insert(
+                "compensation".into(),
+                json!({"action": "restore", "done": true, "preserved": restored}),
+            );
+        }
+        Err(preserve::RestoreError::NotPreserved(e)) => {
+            note_original_class(result);
+            demote(result, FailureClass::Compensation, Status::FailedPermanent);
+            result.violations.push(Violation::new(
+                rule::PRESERVE_FAILED,
+                format!(
+                    "the rejected work could not be preserved ({e:#}); nothing was reset, the \
+                     checkout is as the agent left it"
+                ),
+            ));
+            result.evidence.insert(
+                "compensation".into(),
+                json!({"action": "restore", "done": false, "reset": false}),
+            );
+        }
+        Err(preserve::RestoreError::NotReset(restored, e)) => {
+            note_original_class(result);
+            demote(result, FailureClass::Compensation, Status::FailedPermanent);
+            result.violations.push(Violation::new(
+                rule::RESET_FAILED,
+                format!(
+                    "the rejected work was preserved in {} but the reset to the baseline did \
+                     not complete ({e:#})",
+                    restored.dir.display()
+                ),
+            ));
+            result.evidence.insert(
+                "compensation".into(),
+                json!({"action": "restore", "done": false, "preserved": restored}),
+            );
+        }
+    }
+}
+
+pub(super) fn note_original_class(result: &mut ToolResult) {
+    if let Some(class) = result.failure_class {
+        result
+            .evidence
+            .insert("rejection_class".into(), json!(class));
+    }
+}

@@ -1,0 +1,346 @@
+//! `run --isolate` (Linux): the command runs in its own mount and network
+//! namespaces, so that what the grant and the task's capabilities say is
+//! enforced by the kernel for every client, not only checked afterwards.
+//!
+//! Why: the hooks and the transport lock govern `git`; a libgit2, dulwich or
+//! raw-socket client ignores both, and a command that rewrites
+//! `.git/config` or a hook is only caught by `verify` after the fact. Inside
+//! the namespaces:
+//!
+//! - **read-only** (each bind-mounted read-only onto itself in a private
+//!   mount namespace): the state directory (baseline, stubs, default
+//!   metrics), the journal, the metrics file, the result file, and every
+//!   protected git metadata entry `verify` digests
+//!   ([`crate::repo::protected_paths`]: `config`, `config.worktree`,
+//!   `hooks/`, config includes, submodule git dirs' entries, the effective
+//!   hooks directory and the chained hooks recorded at arm), plus the whole
+//!   `info/` directory. A mount point cannot be removed or renamed either
+//!   (`EBUSY`), so the entry stays what it is. The object store, refs, the
+//!   index and the worktree stay writable: ordinary git works.
+//! - **no network** unless the task's contract requires a `network.*`
+//!   capability: a new network namespace whose only interface is loopback,
+//!   brought up (a process inside can still talk to itself).
+//!
+//! What a mount cannot cover, and why it stays sound: an entry that does not
+//! exist when the command starts (say `config.worktree`) has no inode to
+//! mount over; creating it is still a change of the protected metadata, so
+//! `verify` rejects it as before (`metadata_intact` false, no git is run on
+//! restore). A result or metrics file that does not exist yet is protected
+//! through its directory (the metrics directory is created first, as the
+//! append would; the result file's must exist), which is refused if it
+//! holds the checkout (the checkout must stay writable). A symlinked entry is protected at its
+//! target; replacing the link itself is again caught by `verify`.
+//!
+//! The namespaces are entered in the child between fork and exec
+//! ([`Plan::enter`], system calls only), so grantguard itself, its watchdog
+//! and the verify child stay outside. Where namespaces are unavailable,
+//! [`probe`] fails and `run` refuses before anything is written or run:
+//! never silently unisolated. Not root: a user namespace maps the caller's
+//! ids first (unprivileged user namespaces must be enabled).
+//!
+//! The system calls go through `libc`, already a direct dependency for the
+//! subreaper and pidfd calls in [`super::survivors`]: `rustix` (in the tree
+//! through gix) would need its `mount` and `thread` features, rebuilding the
+//! gix tree, and has no call to bring an interface up, which needs a raw
+//! `ioctl` anyway.
+
+use std::ffi::CString;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The test-only knob (debug builds only) that makes entering the
+/// namespaces fail, as on a kernel or sandbox without them.
+#[cfg(debug_assertions)]
+pub const FAULT_ENV: &str = "GRANTGUARD_TEST_FAULT";
+
+/// What the command's namespaces look like, prepared before the fork: every
+/// string is allocated here, so [`Plan::enter`] only makes system calls.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    read_only: Vec<(CString, libc::c_ulong)>,
+    shown: Vec<PathBuf>,
+    network: bool,
+    user: Option<(Vec<u8>, Vec<u8>)>,
+    fault: bool,
+}
+
+impl Plan {
+    /// A plan that mounts `paths` (those that exist; nested ones once)
+    /// read-only and, unless `network`, cuts the network.
+    pub fn new(paths: impl IntoIterator<Item = PathBuf>, network: bool) -> io::Result<Plan> {
+        let mut paths: Vec<PathBuf> = paths
+            .into_iter()
+            .filter(|p| p.symlink_metadata().is_ok())
+            .filter_map(|p| p.canonicalize().ok())
+            .collect();
+        paths.sort();
+        paths.dedup();
+        let mut kept: Vec<PathBuf> = Vec::new();
+        for p in paths {
+            if !kept.iter().any(|k| p.starts_with(k)) {
+                kept.push(p);
+            }
+        }
+        let mut read_only = Vec::new();
+        for p in &kept {
+            let c = CString::new(p.as_os_str().as_bytes()).map_err(io::Error::other)?;
+            let locked = locked_flags(&c)?;
+            read_only.push((c, locked));
+        }
+        // SAFETY: plain getters.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        let user = (uid != 0).then(|| {
+            (
+                format!("{uid} {uid} 1\n").into_bytes(),
+                format!("{gid} {gid} 1\n").into_bytes(),
+            )
+        });
+        #[cfg(debug_assertions)]
+        let fault = std::env::var(FAULT_ENV).as_deref() == Ok("isolate-unavailable");
+        #[cfg(not(debug_assertions))]
+        let fault = false;
+        Ok(Plan {
+            read_only,
+            shown: kept,
+            network,
+            user,
+            fault,
+        })
+    }
+
+    /// The paths mounted read-only.
+    pub fn read_only(&self) -> &[PathBuf] {
+        &self.shown
+    }
+
+    /// Whether the command keeps the host's network.
+    pub fn network(&self) -> bool {
+        self.network
+    }
+
+    /// Enters the namespaces and mounts. Runs in the forked child before
+    /// exec: system calls only, no allocation.
+    pub fn enter(&self) -> io::Result<()> {
+        if self.fault {
+            return Err(io::Error::from_raw_os_error(libc::EPERM));
+        }
+        let mut flags = libc::CLONE_NEWNS;
+        if !self.network {
+            flags |= libc::CLONE_NEWNET;
+        }
+        if self.user.is_some() {
+            flags |= libc::CLONE_NEWUSER;
+        }
+        // SAFETY: unshare affects only this (single-threaded, forked) process.
+        check(unsafe { libc::unshare(flags) })?;
+        if let Some((uid_map, gid_map)) = &self.user {
+            write_file(c"/proc/self/setgroups", b"deny")?;
+            write_file(c"/proc/self/uid_map", uid_map)?;
+            write_file(c"/proc/self/gid_map", gid_map)?;
+        }
+        // Nothing mounted here propagates back to the host.
+        mount(None, c"/", libc::MS_REC | libc::MS_PRIVATE)?;
+        for (path, locked) in &self.read_only {
+            mount(Some(path), path, libc::MS_BIND | libc::MS_REC)?;
+            mount(
+                None,
+                path,
+                libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | locked,
+            )?;
+        }
+        if !self.network {
+            loopback_up()?;
+        }
+        Ok(())
+    }
+}
+
+/// Checks, before anything is written or run, that the namespaces can be
+/// entered here: a child enters a plan like the command's (the state
+/// directory read-only, the same network choice) and execs grantguard's
+/// own `--version`. An error says why `--isolate` cannot be honoured.
+pub fn probe(plan: &Plan) -> io::Result<()> {
+    let exe = std::env::current_exe()?;
+    let mut command = Command::new(exe);
+    command
+        .arg("--version")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: `enter` makes only system calls (see its doc).
+    unsafe {
+        let plan = plan.clone();
+        command.pre_exec(move || plan.enter());
+    }
+    let status = command.spawn()?.wait()?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!(
+            "the isolated probe process ended with {status}"
+        )))
+    }
+}
+
+/// Whether the contract's capabilities let the command use the network.
+pub fn network_allowed(required: &[String]) -> bool {
+    required.iter().any(|c| c.starts_with("network."))
+}
+
+/// The paths a file that may not exist yet is protected through: itself
+/// when it exists, else its parent directory. `None` when the parent holds
+/// `work_dir` (mounting it read-only would freeze the checkout).
+pub fn file_or_parent(file: &Path, work_dir: &Path) -> Option<PathBuf> {
+    if file.symlink_metadata().is_ok() {
+        return Some(file.to_path_buf());
+    }
+    let parent = file.parent()?.to_path_buf();
+    let parent_real = parent.canonicalize().unwrap_or_else(|_| parent.clone());
+    if work_dir.starts_with(&parent_real) {
+        None
+    } else {
+        Some(parent)
+    }
+}
+
+/// The mount flags a read-only remount must keep: in a user namespace the
+/// kernel refuses to clear `nosuid`, `nodev`, `noexec` and the atime flags
+/// of a mount it inherited.
+fn locked_flags(path: &CString) -> io::Result<libc::c_ulong> {
+    // SAFETY: statvfs writes only into the zeroed struct we pass.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    check(unsafe { libc::statvfs(path.as_ptr(), &mut st) })?;
+    let mut flags = 0;
+    for (st_flag, ms_flag) in [
+        (libc::ST_NOSUID, libc::MS_NOSUID),
+        (libc::ST_NODEV, libc::MS_NODEV),
+        (libc::ST_NOEXEC, libc::MS_NOEXEC),
+        (libc::ST_NOATIME, libc::MS_NOATIME),
+        (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+        (libc::ST_RELATIME, libc::MS_RELATIME),
+    ] {
+        if st.f_flag & st_flag != 0 {
+            flags |= ms_flag;
+        }
+    }
+    Ok(flags)
+}
+
+fn check(rc: libc::c_int) -> io::Result<()> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+fn mount(
+    source: Option<&CString>,
+    target: &std::ffi::CStr,
+    flags: libc::c_ulong,
+) -> io::Result<()> {
+    let source = source.map_or(std::ptr::null(), |s| s.as_ptr());
+    // SAFETY: NUL-terminated strings that outlive the call; no data.
+    check(unsafe {
+        libc::mount(
+            source,
+            target.as_ptr(),
+            std::ptr::null(),
+            flags,
+            std::ptr::null(),
+        )
+    })
+}
+
+fn write_file(path: &std::ffi::CStr, data: &[u8]) -> io::Result<()> {
+    // SAFETY: open/write/close on a NUL-terminated path and a live buffer.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let n = libc::write(fd, data.as_ptr().cast(), data.len());
+        let e = io::Error::last_os_error();
+        libc::close(fd);
+        if n < 0 || n as usize != data.len() {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// Brings `lo` up in the new network namespace (it starts down).
+fn loopback_up() -> io::Result<()> {
+    // SAFETY: a socket and two ioctls on a zeroed `ifreq` naming "lo".
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut req: libc::ifreq = std::mem::zeroed();
+        for (i, b) in b"lo".iter().enumerate() {
+            req.ifr_name[i] = *b as libc::c_char;
+        }
+        let mut rc = libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut req);
+        if rc == 0 {
+            req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+            rc = libc::ioctl(fd, libc::SIOCSIFFLAGS, &req);
+        }
+        let e = io::Error::last_os_error();
+        libc::close(fd);
+        if rc != 0 {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_network_capabilities_keep_the_network() {
+        assert!(!network_allowed(&[
+            "repo.read".into(),
+            "model.invoke".into()
+        ]));
+        assert!(network_allowed(&["network.http.public".into()]));
+        assert!(!network_allowed(&["repo.network.x".into()]));
+    }
+
+    #[test]
+    fn nested_paths_are_mounted_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("a/b");
+        std::fs::create_dir_all(&sub).unwrap();
+        let plan = Plan::new(
+            [
+                sub.clone(),
+                dir.path().join("a"),
+                dir.path().join("missing"),
+            ],
+            false,
+        )
+        .unwrap();
+        assert_eq!(
+            plan.read_only(),
+            &[dir.path().join("a").canonicalize().unwrap()]
+        );
+    }
+
+    #[test]
+    fn a_missing_file_is_protected_through_its_parent_unless_it_holds_the_checkout() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let repo = dir.path().join("repo");
+        std::fs::create_dir_all(&out).unwrap();
+        std::fs::create_dir_all(&repo).unwrap();
+        let repo = repo.canonicalize().unwrap();
+        assert_eq!(file_or_parent(&out.join("r.json"), &repo), Some(out));
+        assert_eq!(file_or_parent(&dir.path().join("r.json"), &repo), None);
+    }
+}

@@ -1,0 +1,351 @@
+//! Steps 5 to 7 of `run` after the started record: arm, run the command,
+//! verify, disarm, and fold everything that happened into one result.
+//!
+//! Its own module because this is where the verdict is decided: whatever
+//! happens after a successful arm, disarm runs, and the most severe failure
+//! (see [`demote`]) wins over any milder one.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::admission::Admitted;
+use super::compensate::compensate;
+use super::places::Places;
+use super::process::{self, Ending};
+use super::{OnReject, Request, TOOL, crash_point, isolate, rule, survivors, verify_child};
+use crate::grant::Grant;
+use crate::result::{FailureClass, Status, ToolResult, Violation};
+
+/// Steps 5 to 7 after the started record: arm, run, verify, disarm,
+/// compensate. Whatever happens after a successful arm, disarm runs.
+pub(super) fn execute(
+    request: &Request,
+    admitted: &Admitted,
+    grant: Option<&Grant>,
+    places: &Places,
+) -> ToolResult {
+    if let Some(grant) = grant {
+        let armed = crate::state::arm_grant(&places.work_dir, grant, &places.state);
+        if !armed.is_success() {
+            let mut r = ToolResult::failed(
+                TOOL,
+                armed.failure_class.unwrap_or(FailureClass::InternalDefect),
+            );
+            r.violations = armed.violations;
+            return r.with_evidence("arm", "refused; nothing was run");
+        }
+        crash_point("armed");
+    }
+    let mut isolation = None;
+    let (outcome, spawn_error) = if let Some(signal) = process::interrupted() {
+        let outcome = process::Outcome {
+            ending: Ending::Interrupted(signal),
+            elapsed: Duration::ZERO,
+            survivors: survivors::Sweep::default(),
+        };
+        (Some(outcome), None)
+    } else {
+        match (request.isolate)
+            .then(|| isolation_plan(admitted, grant.is_some(), places, request))
+            .transpose()
+        {
+            Err(e) => (None, Some(e)),
+            Ok(plan) => {
+                isolation = plan.as_ref().map(|p| {
+                    json!({"network": if p.network() { "host" } else { "none" },
+                           "read_only": p.read_only()})
+                });
+                match process::run(
+                    &request.command,
+                    &places.work_dir,
+                    &[(crate::hooks::STATE_ENV, &places.state)],
+                    request.timeout,
+                    plan.as_ref(),
+                ) {
+                    Ok(o) => (Some(o), None),
+                    Err(e) => (None, Some(e)),
+                }
+            }
+        }
+    };
+    crash_point("command_finished");
+
+    let mut result = ToolResult::succeeded(TOOL);
+    let mut verify_ms = 0u64;
+    if grant.is_some() {
+        let started = Instant::now();
+        let verdict = verify_child::verify(&places.state, &places.work_dir);
+        verify_ms = millis(started.elapsed());
+        crash_point("verified");
+        let disarmed = crate::state::disarm(&places.state);
+        crash_point("disarmed");
+        merge_verdict(&mut result, verdict);
+        result = result.with_evidence("disarmed", disarmed.is_success());
+        if !disarmed.is_success() {
+            demote(
+                &mut result,
+                FailureClass::UnsafeState,
+                Status::FailedPermanent,
+            );
+            for v in disarmed.violations {
+                result.violations.push(Violation::new(
+                    rule::DISARM_FAILED,
+                    format!(
+                        "disarm failed; the repository may still be armed: {}",
+                        v.message
+                    ),
+                ));
+            }
+        }
+    }
+    if let Some(isolation) = isolation {
+        result.evidence.insert("isolation".into(), isolation);
+    }
+    apply_command_outcome(&mut result, outcome, spawn_error);
+    if let Some(signal) = process::interrupted()
+        && result.status != Status::Cancelled
+    {
+        demote(
+            &mut result,
+            FailureClass::TargetRejection,
+            Status::Cancelled,
+        );
+        result.violations.push(Violation::new(
+            rule::INTERRUPTED,
+            format!(
+                "grantguard received {} during the run; the run is cancelled, not accepted",
+                process::signal_name(signal)
+            ),
+        ));
+    }
+    let command_ms = outcome.map_or(0, |o| millis(o.elapsed));
+    result = result.with_evidence(
+        "durations_ms",
+        json!({"command": command_ms, "verify": verify_ms}),
+    );
+
+    let ran = outcome.is_some_and(|o| o.elapsed > Duration::ZERO);
+    if !result.is_success() && ran {
+        match (request.on_reject, grant, &places.branch) {
+            (OnReject::Restore, Some(_), Some(branch)) => {
+                compensate(&mut result, places, branch.as_ref(), &admitted.run_id);
+            }
+            (OnReject::Restore, _, _) => result.warnings.push(
+                "--on-reject restore needs a granted task on a branch (a baseline to restore); \
+                 the checkout was left as it is"
+                    .into(),
+            ),
+            (OnReject::Keep, _, _) => {}
+        }
+    }
+    result
+}
+
+/// The command's namespaces: read-only the state directory, the journal,
+/// the metrics and result files, and the protected git metadata (as the
+/// baseline recorded it at arm; without a grant, as the repository has it
+/// now); the network only with a `network.*` capability.
+fn isolation_plan(
+    admitted: &Admitted,
+    granted: bool,
+    places: &Places,
+    request: &Request,
+) -> std::io::Result<isolate::Plan> {
+    // The metrics append creates the file's directory; created now, it can
+    // be mounted read-only, so the command cannot plant lines in it.
+    if let Some(dir) = places.metrics.as_deref().and_then(Path::parent)
+        && !dir.exists()
+    {
+        crate::fsutil::create_private_dir(dir)
+            .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
+    }
+    let mut paths = vec![places.state.clone(), places.journal.clone()];
+    for file in [places.metrics.as_deref(), request.result_file.as_deref()]
+        .into_iter()
+        .flatten()
+    {
+        paths.extend(isolate::file_or_parent(file, &places.work_dir));
+    }
+    let (location, hooks) = if granted {
+        let (baseline, _, _) = crate::baseline::Baseline::read_live_or_retired(&places.state)
+            .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
+        (Some(baseline.repo), baseline.hooks)
+    } else {
+        let location = crate::repo::open(&places.work_dir)
+            .ok()
+            .and_then(|r| crate::repo::location(&r).ok());
+        (location, crate::repo::HookPaths::default())
+    };
+    if let Some(location) = &location {
+        let protected = crate::repo::protected_paths(location, &hooks)
+            .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
+        paths.extend(protected);
+        paths.push(location.common_dir.join("info"));
+        paths.push(location.git_dir.join("info"));
+    }
+    let network = isolate::network_allowed(&admitted.contract.required_capabilities);
+    isolate::Plan::new(paths, network)
+}
+
+/// Merges `verify`'s verdict into the run's result.
+pub(super) fn merge_verdict(result: &mut ToolResult, verdict: ToolResult) {
+    if let Some(class) = verdict.failure_class {
+        demote(result, class, verdict.status);
+    }
+    result.violations.extend(verdict.violations);
+    result.warnings.extend(verdict.warnings);
+    for (key, value) in verdict.evidence {
+        result.evidence.insert(key, value);
+    }
+    result.evidence.insert(
+        "verify".into(),
+        Value::String(if verdict.status == Status::Succeeded {
+            "accepted".into()
+        } else {
+            "rejected".into()
+        }),
+    );
+}
+
+/// Lowers a result to `status`/`class` unless it already carries a more
+/// severe failure. Severity, highest first: unsafe state and internal
+/// defects, cancellation, verification, everything else.
+pub(super) fn demote(result: &mut ToolResult, class: FailureClass, status: Status) {
+    fn rank(status: Status, class: Option<FailureClass>) -> u8 {
+        match (status, class) {
+            (Status::Succeeded, _) => 0,
+            (_, Some(FailureClass::UnsafeState | FailureClass::InternalDefect)) => 5,
+            (_, Some(FailureClass::Compensation)) => 4,
+            (Status::Cancelled, _) => 3,
+            (_, Some(FailureClass::Verification)) => 2,
+            _ => 1,
+        }
+    }
+    let status = if status == Status::Succeeded {
+        Status::FailedPermanent
+    } else {
+        status
+    };
+    if rank(status, Some(class)) > rank(result.status, result.failure_class) {
+        let retryable = class.is_retryable();
+        result.status = match status {
+            Status::Cancelled => Status::Cancelled,
+            _ if retryable => Status::FailedRetryable,
+            _ => Status::FailedPermanent,
+        };
+        result.failure_class = Some(class);
+        result.retryable = retryable;
+    }
+}
+
+pub(super) fn apply_command_outcome(
+    result: &mut ToolResult,
+    outcome: Option<process::Outcome>,
+    spawn_error: Option<std::io::Error>,
+) {
+    let Some(outcome) = outcome else {
+        let e = spawn_error.map_or_else(|| "unknown error".to_owned(), |e| e.to_string());
+        demote(result, FailureClass::Validation, Status::FailedPermanent);
+        result.violations.push(Violation::new(
+            rule::COMMAND_NOT_STARTED,
+            format!("the command could not be started: {e}"),
+        ));
+        result
+            .evidence
+            .insert("command".into(), json!({"started": false}));
+        return;
+    };
+    let (exit_code, signal) = match outcome.ending {
+        Ending::Exited(code) => (Some(code), None),
+        Ending::Signalled(s) | Ending::Interrupted(s) => (None, Some(process::signal_name(s))),
+        Ending::TimedOut => (None, None),
+    };
+    result.evidence.insert(
+        "command".into(),
+        json!({"started": true, "exit_code": exit_code, "signal": signal,
+               "timed_out": outcome.ending == Ending::TimedOut}),
+    );
+    survivors::note(result, outcome.survivors);
+    match outcome.ending {
+        Ending::Exited(0) => {}
+        Ending::Exited(code) => command_failed(result, &format!("exited with status {code}")),
+        Ending::Signalled(s) => command_failed(
+            result,
+            &format!("was killed by {}", process::signal_name(s)),
+        ),
+        Ending::TimedOut => {
+            demote(result, FailureClass::Timeout, Status::Cancelled);
+            result.violations.push(Violation::new(
+                rule::TIMED_OUT,
+                format!(
+                    "the command ran out of its time budget after {} ms; its process group was \
+                     ended",
+                    millis(outcome.elapsed)
+                ),
+            ));
+        }
+        Ending::Interrupted(s) => {
+            demote(result, FailureClass::TargetRejection, Status::Cancelled);
+            result.violations.push(Violation::new(
+                rule::INTERRUPTED,
+                format!(
+                    "grantguard received {}, forwarded it to the command and cancelled the run",
+                    process::signal_name(s)
+                ),
+            ));
+        }
+    }
+}
+
+/// A command that failed is never accepted, whatever the repository looks
+/// like.
+pub(super) fn command_failed(result: &mut ToolResult, how: &str) {
+    demote(
+        result,
+        FailureClass::TargetRejection,
+        Status::FailedPermanent,
+    );
+    result.violations.push(Violation::new(
+        rule::COMMAND_FAILED,
+        format!("the command {how}; a failed command is never accepted"),
+    ));
+}
+
+pub(super) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The severity order of failures.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::result::ToolResult;
+
+    #[test]
+    fn demotion_keeps_the_most_severe_failure() {
+        let mut r = ToolResult::succeeded(TOOL);
+        demote(
+            &mut r,
+            FailureClass::TargetRejection,
+            Status::FailedPermanent,
+        );
+        assert_eq!(r.failure_class, Some(FailureClass::TargetRejection));
+        demote(&mut r, FailureClass::Verification, Status::FailedPermanent);
+        assert_eq!(r.failure_class, Some(FailureClass::Verification));
+        demote(&mut r, FailureClass::Timeout, Status::Cancelled);
+        assert_eq!((r.status, r.retryable), (Status::Cancelled, true));
+        demote(
+            &mut r,
+            FailureClass::TargetRejection,
+            Status::FailedPermanent,
+        );
+        assert_eq!(r.failure_class, Some(FailureClass::Timeout));
+        demote(&mut r, FailureClass::UnsafeState, Status::FailedPermanent);
+        assert_eq!(
+            (r.status, r.failure_class),
+            (Status::FailedPermanent, Some(FailureClass::UnsafeState))
+        );
+    }
+}

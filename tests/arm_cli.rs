@@ -1,0 +1,52 @@
+//! `grantguard arm`'s human report: an operator who reads stderr sees what
+//! was armed and how to undo it, the same facts as the JSON result.
+
+mod common;
+
+use common::Sandbox;
+use serde_json::Value;
+
+#[test]
+fn arm_reports_the_baseline_the_grant_and_how_to_disarm() {
+    let sb = Sandbox::new();
+    let grant = sb.grant(&["docs/"], 1, 2);
+    let head = sb.git(&["rev-parse", "HEAD"]);
+    let out = sb.grantguard(&[
+        "arm",
+        "--repo",
+        sb.repo.to_str().unwrap(),
+        "--grant",
+        grant.to_str().unwrap(),
+        "--state",
+        sb.state.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(out.status.success());
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let grant_id = json["evidence"]["grant"]["id"].as_str().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("grantguard arm: succeeded"), "{stderr}");
+    assert!(stderr.contains(&format!("at {}", head.trim())), "{stderr}");
+    assert!(stderr.contains(&format!("grant: {grant_id}")), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "to disarm: grantguard disarm --state {}",
+            json["evidence"]["state"].as_str().unwrap()
+        )),
+        "{stderr}"
+    );
+    // The hint is the command that works.
+    let disarm = sb.grantguard(&["disarm", "--state", sb.state.to_str().unwrap()]);
+    assert!(disarm.status.success());
+}
+
+#[test]
+fn a_refused_arm_reports_no_baseline() {
+    let sb = Sandbox::new();
+    let bad = sb.root.join("bad-grant.json");
+    std::fs::write(&bad, "{}").unwrap();
+    let out = sb.arm_output(&bad, &sb.state);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("to disarm"), "{stderr}");
+}
