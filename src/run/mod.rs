@@ -176,6 +176,8 @@ pub struct Request {
     pub journal: Option<PathBuf>,
     /// How long the command may run.
     pub timeout: Option<Duration>,
+    /// The deadline of the `verify` child ([`crate::deadline`]).
+    pub verify_timeout: Duration,
     /// What to do on rejection.
     pub on_reject: OnReject,
     /// The command and its arguments.
@@ -807,7 +809,7 @@ fn execute(
     let mut verify_ms = 0u64;
     if grant.is_some() {
         let started = Instant::now();
-        let verdict = verify_child::verify(&places.state, &places.work_dir);
+        let verdict = verify_child::verify(&places.state, &places.work_dir, request.verify_timeout);
         verify_ms = millis(started.elapsed());
         crash_point("verified");
         let disarmed = crate::state::disarm(&places.state);
