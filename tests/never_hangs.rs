@@ -199,6 +199,17 @@ fn accepts_an_untracked_or_ignored_fifo_git_never_opens() {
 }
 
 #[test]
+fn accepts_the_fsmonitor_daemon_socket_in_the_git_dir() {
+    let sb = armed_with_commit();
+    // What `git fsmonitor--daemon` leaves there while it runs: opening a
+    // socket fails at once, it never blocks.
+    let _listener =
+        std::os::unix::net::UnixListener::bind(sb.git_dir().join("fsmonitor--daemon.ipc")).unwrap();
+    let (code, r, _) = verify(&sb, &[], None);
+    common::assert_accepted(code, &r);
+}
+
+#[test]
 fn a_hanging_verify_ends_at_its_deadline_in_a_clean_rejection() {
     let sb = armed_with_commit();
     let (code, r, elapsed) = verify(&sb, &["--timeout", "1"], Some("verify-hang"));

@@ -28,8 +28,13 @@
 //!   FIFO `docs/pipe`) is left to the worktree check: git lists it as
 //!   untracked or ignores it without opening it.
 //!
-//! Sockets are refused too: `open()` fails on them at once rather than
-//! blocking, but they are no more legitimate than a FIFO in these places.
+//! - under `<common>/modules/` (submodule git dirs, which gix opens for the
+//!   status of a checked-out submodule: their `HEAD`, `index`, `config`):
+//!   every entry at any depth.
+//!
+//! Sockets are left alone: `open()` fails on one at once (`ENXIO`) rather
+//! than blocking, and git's own fsmonitor daemon keeps its socket in the git
+//! dir (`fsmonitor--daemon.ipc`).
 //!
 //! The walk is bounded by [`MAX_DIRS`]; a worktree with more directories is
 //! refused rather than half checked.
@@ -45,9 +50,9 @@ pub const WORKTREE_NAMES: [&str; 4] = [".gitignore", ".gitattributes", ".gitmodu
 /// Directories of the worktree visited before giving up.
 pub const MAX_DIRS: usize = 1_000_000;
 
-/// What an entry is when it is not something git can read without
-/// blocking: `None` for files, directories, symlinks to them and dangling
-/// symlinks.
+/// What an entry is when it is something opening could block on or never
+/// finish reading: `None` for files, directories, sockets, symlinks to them
+/// and dangling symlinks.
 fn special_kind(path: &Path, kind: std::fs::FileType) -> Option<&'static str> {
     let kind = if kind.is_symlink() {
         match std::fs::metadata(path) {
@@ -63,8 +68,6 @@ fn special_kind(path: &Path, kind: std::fs::FileType) -> Option<&'static str> {
         Some("a character device")
     } else if kind.is_block_device() {
         Some("a block device")
-    } else if kind.is_socket() {
-        Some("a socket")
     } else {
         None
     }
@@ -99,7 +102,32 @@ pub fn in_git_dirs(location: &Location) -> Vec<String> {
         dirs.push(location.common_dir.clone());
         dirs.push(location.common_dir.join("info"));
     }
+    // Submodule git dirs, at any depth (module names nest).
+    let mut stack = vec![location.common_dir.join("modules")];
+    let mut visited = 0usize;
+    while let Some(dir) = stack.pop() {
+        visited += 1;
+        if visited > MAX_DIRS {
+            break;
+        }
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(entry.path());
+            }
+        }
+        dirs.push(dir);
+    }
     let mut out = Vec::new();
+    if visited > MAX_DIRS {
+        out.push(format!(
+            "{} has more than {MAX_DIRS} directories; it was not checked for special files \
+             git would hang on",
+            location.common_dir.join("modules").display()
+        ));
+    }
     for dir in dirs {
         for (path, what) in special_entries(&dir, None) {
             out.push(format!(
@@ -200,8 +228,12 @@ mod tests {
         assert!(in_git_dirs(&location).is_empty());
         mkfifo(&git.join("index"));
         mkfifo(&git.join("info/exclude"));
+        std::fs::create_dir_all(git.join("modules/a/b")).unwrap();
+        mkfifo(&git.join("modules/a/b/index"));
+        let socket = git.join("fsmonitor--daemon.ipc");
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
         let found = in_git_dirs(&location);
-        assert_eq!(found.len(), 2, "{found:?}");
+        assert_eq!(found.len(), 3, "{found:?}");
         assert!(found.iter().all(|m| m.contains("is a FIFO")), "{found:?}");
     }
 }
