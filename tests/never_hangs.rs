@@ -102,7 +102,7 @@ fn messages(r: &Value) -> String {
 #[test]
 fn rejects_a_fifo_where_git_reads_a_file_within_seconds_naming_it() {
     // (what to do, the file's name in the message, the rule)
-    let cases: [(&str, &str, &str); 8] = [
+    let cases: [(&str, &str, &str); 10] = [
         (
             "docs/.gitattributes",
             "docs/.gitattributes",
@@ -118,6 +118,10 @@ fn rejects_a_fifo_where_git_reads_a_file_within_seconds_naming_it() {
             "worktree_not_clean",
         ),
         (".gitmodules", ".gitmodules", "worktree_not_clean"),
+        // `git log` reads it by default.
+        (".mailmap", ".mailmap", "worktree_not_clean"),
+        // A nested repository's gitfile, which the status walk reads.
+        ("docs/sub/.git", "docs/sub/.git", "worktree_not_clean"),
         (".git/commondir", ".git/commondir", "repository_unreadable"),
         ("rm:.git/index", ".git/index", "repository_unreadable"),
         ("rm:.git/HEAD", ".git/HEAD", "repository_unreadable"),

@@ -19,7 +19,7 @@
 //!   objects have their own strict readers ([`super::refstore`],
 //!   [`super::objects`]).
 //! - in the worktree: every entry named `.gitignore`, `.gitattributes`,
-//!   `.gitmodules` or `.git` in every directory below the root, wherever it
+//!   `.gitmodules`, `.mailmap` or `.git` in every directory below the root, wherever it
 //!   is (tracked, untracked or ignored directories alike; symlinked
 //!   directories are not followed, as git does not follow them). This is a
 //!   superset of what git reads: a FIFO named `.gitignore` inside an ignored
@@ -45,7 +45,15 @@ use std::path::{Path, PathBuf};
 use super::Location;
 
 /// The names in worktree directories that git opens while it walks them.
-pub const WORKTREE_NAMES: [&str; 4] = [".gitignore", ".gitattributes", ".gitmodules", ".git"];
+/// (`.mailmap`: `git log` reads the worktree's by default, so a harness
+/// that logs after acceptance would hang on a FIFO there.)
+pub const WORKTREE_NAMES: [&str; 5] = [
+    ".gitignore",
+    ".gitattributes",
+    ".gitmodules",
+    ".mailmap",
+    ".git",
+];
 
 /// Directories of the worktree visited before giving up.
 pub const MAX_DIRS: usize = 1_000_000;
