@@ -155,6 +155,23 @@ fn rejects_a_fifo_where_git_reads_a_file_within_seconds_naming_it() {
 }
 
 #[test]
+fn status_reports_a_fifo_instead_of_hanging() {
+    let sb = armed_with_commit();
+    mkfifo(&sb.repo.join("docs/.gitattributes"));
+    let mut cmd = sb.command(env!("CARGO_BIN_EXE_grantguard"));
+    cmd.current_dir(&sb.repo)
+        .args(["status", "--state", sb.state.to_str().unwrap(), "--json"]);
+    let (out, elapsed) = bounded(cmd);
+    let out = out.unwrap_or_else(|| panic!("status hung for {elapsed:?}"));
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("docs/.gitattributes is a FIFO"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
 fn rejects_a_symlink_to_a_device_where_git_reads_a_file() {
     let sb = armed_with_commit();
     std::os::unix::fs::symlink("/dev/zero", sb.repo.join("docs/.gitattributes")).unwrap();
