@@ -63,6 +63,8 @@ pub mod rule {
     pub const BASELINE_INVALID: &str = "baseline_invalid";
     /// The repository could not be read.
     pub const REPOSITORY_UNREADABLE: &str = "repository_unreadable";
+    /// `verify` did not finish within its deadline (`--timeout`).
+    pub const VERIFY_TIMED_OUT: &str = "verify_timed_out";
     /// A new commit makes a granted path a symlink whose target leaves the
     /// worktree (absolute, `..` past the root, or into `.git`).
     pub const SYMLINK_ESCAPES_REPOSITORY: &str = "symlink_escapes_repository";
@@ -524,6 +526,9 @@ pub fn verify(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
             .with_evidence("metadata_intact", false);
         }
     };
+    if let Some(rejected) = special_files(&baseline.repo) {
+        return rejected;
+    }
     let mut findings = Findings::default();
     // Protected metadata first: before anything reads the worktree (where a
     // changed config could make a program run). Metadata that cannot be read
@@ -614,6 +619,33 @@ pub fn verify(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
     result.violations = findings.listed;
     result.warnings = findings.warnings.into_iter().collect();
     result
+}
+
+/// A rejection when a FIFO, device or socket sits where git (and gix) would
+/// open it ([`repo::special_files`]): checked before anything opens the
+/// repository, since opening one would hang `verify`. Unsafe state: git run
+/// on this checkout (run's restore) would hang too.
+fn special_files(location: &repo::Location) -> Option<ToolResult> {
+    let mut violations: Vec<Violation> = repo::special_files::in_git_dirs(location)
+        .into_iter()
+        .map(|m| Violation::new(rule::REPOSITORY_UNREADABLE, m))
+        .collect();
+    match repo::special_files::in_worktree(&location.work_dir) {
+        Ok(found) => violations.extend(
+            found
+                .into_iter()
+                .map(|m| Violation::new(rule::WORKTREE_NOT_CLEAN, m)),
+        ),
+        Err(m) => violations.push(Violation::new(rule::REPOSITORY_UNREADABLE, m)),
+    }
+    if violations.is_empty() {
+        return None;
+    }
+    violations.truncate(MAX_LISTED);
+    let mut result = ToolResult::failed("verify", FailureClass::UnsafeState)
+        .with_evidence("metadata_intact", false);
+    result.violations = violations;
+    Some(result)
 }
 
 /// Proves what was written to the object store since arm (see

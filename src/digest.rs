@@ -13,7 +13,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// Lowercase hex of SHA-256 over a file's content, read in chunks.
 pub fn sha256_file_hex(path: &Path) -> std::io::Result<String> {
-    let mut file = std::fs::File::open(path)?;
+    let mut file = crate::fsutil::open_regular(path)?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 64 * 1024];
     loop {

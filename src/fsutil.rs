@@ -63,6 +63,62 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
         .with_context(|| format!("cannot sync directory {}", dir.display()))
 }
 
+/// Opens `path` for reading only if it is a regular file (symlinks
+/// followed), without ever blocking in `open()`.
+///
+/// Why: opening a FIFO for reading blocks until a writer appears, and an
+/// agent can put one wherever grantguard reads (`mkfifo .git/commondir`):
+/// `verify` would hang for ever. The file is opened with `O_NONBLOCK` (a
+/// FIFO then opens at once), checked with `fstat` on the open descriptor (no
+/// race with a swap after a `stat`), and refused unless it is a regular
+/// file: a FIFO, a socket or a device (`/dev/zero` never ends) is an
+/// `InvalidInput` error naming what it is. `NotFound` stays `NotFound`.
+/// `O_NONBLOCK` has no effect on reading a regular file.
+pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let kind = file.metadata()?.file_type();
+    if kind.is_file() {
+        return Ok(file);
+    }
+    let what = if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else if kind.is_dir() {
+        "a directory"
+    } else {
+        "not a regular file"
+    };
+    Err(std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!("{} is {what}, not a regular file", path.display()),
+    ))
+}
+
+/// `std::fs::read` through [`open_regular`]: never blocks on a FIFO, never
+/// reads a device.
+pub fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut file = open_regular(path)?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// `std::fs::read_to_string` through [`open_regular`].
+pub fn read_regular_to_string(path: &Path) -> std::io::Result<String> {
+    String::from_utf8(read_regular(path)?)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
 /// Creates `dir` (and missing parents) and makes `dir` itself private
 /// (0700), whether it was new or not.
 pub fn create_private_dir(dir: &Path) -> Result<()> {
@@ -137,6 +193,24 @@ fn resolve_path_following(path: &Path, followed: usize) -> Result<std::path::Pat
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reading_a_fifo_is_an_error_not_a_hang() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        let e = read_regular(&fifo).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+        assert!(e.to_string().contains("is a FIFO"), "{e}");
+        let e = read_regular(std::path::Path::new("/dev/zero")).unwrap_err();
+        assert!(e.to_string().contains("character device"), "{e}");
+        let missing = read_regular(&dir.path().join("missing")).unwrap_err();
+        assert_eq!(missing.kind(), std::io::ErrorKind::NotFound);
+        std::fs::write(dir.path().join("f"), "x").unwrap();
+        assert_eq!(read_regular(&dir.path().join("f")).unwrap(), b"x");
+    }
 
     #[test]
     fn atomic_write_replaces_whole_content_and_is_private() {

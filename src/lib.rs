@@ -32,6 +32,7 @@
 pub mod acceptance;
 pub mod baseline;
 pub mod contract;
+pub mod deadline;
 pub mod digest;
 pub mod document;
 pub mod fsutil;

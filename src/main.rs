@@ -85,6 +85,15 @@ enum Command {
         /// Print the ToolResult as JSON on stdout.
         #[arg(long)]
         json: bool,
+        /// Seconds verification may take before it ends as a
+        /// `verify_timed_out` rejection (1 to 86400).
+        #[arg(
+            long,
+            value_name = "SECONDS",
+            default_value_t = grantguard::deadline::DEFAULT_VERIFY_TIMEOUT_SECS,
+            value_parser = clap::value_parser!(u64).range(1..=grantguard::deadline::MAX_VERIFY_TIMEOUT_SECS)
+        )]
+        timeout: u64,
     },
     /// Undo what `arm` changed in the repository.
     Disarm {
@@ -221,10 +230,12 @@ fn main() -> ExitCode {
             errp!("{}", state::arm_summary(&result));
             print_json(&result, json)
         }
-        Command::Verify { state, repo, json } => {
-            test_fault_in_verify();
-            report(&acceptance::verify(&state, repo.as_deref()), json)
-        }
+        Command::Verify {
+            state,
+            repo,
+            json,
+            timeout,
+        } => verify_command(&state, repo.as_deref(), json, timeout),
         Command::Disarm { state, json } => report(&state::disarm(&state), json),
         Command::Status { state, json } => status_command(&state, json),
         Command::Hook {
@@ -251,6 +262,37 @@ fn main() -> ExitCode {
     exit_code(code)
 }
 
+/// `grantguard verify`, bounded by its deadline ([`grantguard::deadline`]):
+/// whatever blocks, a result is printed and the process exits.
+fn verify_command(
+    state: &std::path::Path,
+    repo: Option<&std::path::Path>,
+    json: bool,
+    timeout_secs: u64,
+) -> i32 {
+    test_fault_in_verify("verify-hang-unwatched");
+    let timeout = std::time::Duration::from_secs(timeout_secs);
+    if let Err(e) = grantguard::deadline::start(timeout, move |result| report(result, json)) {
+        // Without a deadline a hang would never end in a result: refuse.
+        let result = ToolResult::rejected(
+            "verify",
+            grantguard::result::FailureClass::InternalDefect,
+            grantguard::result::Violation::new(
+                acceptance::rule::REPOSITORY_UNREADABLE,
+                format!("cannot start verify's deadline watchdog: {e}; nothing was verified"),
+            ),
+        )
+        .with_evidence("metadata_intact", false);
+        return report(&result, json);
+    }
+    test_fault_in_verify("verify");
+    let result = acceptance::verify(state, repo);
+    if !grantguard::deadline::claim() {
+        grantguard::deadline::wait_for_exit();
+    }
+    report(&result, json)
+}
+
 /// Environment variable of the test-only fault injection in `verify`.
 #[cfg(debug_assertions)]
 const TEST_FAULT_ENV: &str = "GRANTGUARD_TEST_FAULT";
@@ -260,21 +302,33 @@ const TEST_FAULT_ENV: &str = "GRANTGUARD_TEST_FAULT";
 /// `GRANTGUARD_TEST_FAULT=verify-abort` makes `verify` call
 /// `std::process::abort()` (SIGABRT, as a stack overflow or a
 /// `panic = "abort"` would), `verify-garbage` makes it print a line that is
-/// not JSON and exit 0.
+/// not JSON and exit 0, `verify-hang` makes it block for ever once its
+/// deadline watchdog runs (as a read of a FIFO would), and
+/// `verify-hang-unwatched` makes it block for ever before the watchdog
+/// starts (what `run`'s own deadline on the child is for). `stage` is where
+/// it is called: `verify-hang-unwatched` fires at `"verify-hang-unwatched"`,
+/// the others at `"verify"`.
 ///
 /// It exists only in debug builds: in a release build this function is
 /// empty and the variable is never read (`cfg(debug_assertions)` is off
 /// there), so nobody can make a released verify misbehave through it.
-fn test_fault_in_verify() {
+fn test_fault_in_verify(stage: &str) {
     #[cfg(debug_assertions)]
-    match std::env::var(TEST_FAULT_ENV).as_deref() {
-        Ok("verify-abort") => std::process::abort(),
-        Ok("verify-garbage") => {
+    match (std::env::var(TEST_FAULT_ENV).as_deref(), stage) {
+        (Ok("verify-abort"), "verify") => std::process::abort(),
+        (Ok("verify-garbage"), "verify") => {
             outln!("this is not a ToolResult");
             std::process::exit(0);
         }
+        (Ok("verify-hang"), "verify") | (Ok("verify-hang-unwatched"), "verify-hang-unwatched") => {
+            loop {
+                std::thread::park();
+            }
+        }
         _ => {}
     }
+    #[cfg(not(debug_assertions))]
+    let _ = stage;
 }
 
 fn exit_code(code: i32) -> ExitCode {
@@ -560,6 +614,15 @@ struct RunArgs {
         value_parser = clap::value_parser!(u64).range(1..=grantguard::run::process::MAX_TIMEOUT_SECS)
     )]
     timeout: Option<u64>,
+    /// Seconds verification may take (1 to 86400); past them (and a short
+    /// grace) the verify child is killed and the run is an internal defect.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = grantguard::deadline::DEFAULT_VERIFY_TIMEOUT_SECS,
+        value_parser = clap::value_parser!(u64).range(1..=grantguard::deadline::MAX_VERIFY_TIMEOUT_SECS)
+    )]
+    verify_timeout: u64,
     /// What to do with the checkout when the run is not accepted.
     #[arg(long, value_enum, default_value = "keep")]
     on_reject: OnRejectArg,
@@ -616,6 +679,7 @@ fn run_command(args: RunArgs) -> i32 {
         worker: args.worker,
         journal: args.journal,
         timeout: args.timeout.map(std::time::Duration::from_secs),
+        verify_timeout: std::time::Duration::from_secs(args.verify_timeout),
         on_reject: match args.on_reject {
             OnRejectArg::Keep => OnReject::Keep,
             OnRejectArg::Restore => OnReject::Restore,

@@ -26,6 +26,15 @@ pub const TRANSPORT_LOCKED: &str = "locked: the grant does not allow publishing 
 /// The status report as JSON.
 pub fn status(state: &Path) -> Result<Value> {
     let (baseline, grant, armed) = Baseline::read_live_or_retired(state)?;
+    // A FIFO where gix reads a file would hang status as it hung verify
+    // (see `repo::special_files`): refuse before opening anything.
+    let mut special = repo::special_files::in_git_dirs(&baseline.repo);
+    special.extend(
+        repo::special_files::in_worktree(&baseline.repo.work_dir).unwrap_or_else(|e| vec![e]),
+    );
+    if !special.is_empty() {
+        anyhow::bail!("{}", special.join("; "));
+    }
     let (repo, location) = repo::layout::open_armed(&baseline.repo)?;
     if !location.same_place(&baseline.repo) {
         anyhow::bail!(

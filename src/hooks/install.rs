@@ -119,7 +119,8 @@ fn effective_hooks(dir: &Path) -> Result<Vec<(String, PathBuf)>> {
 }
 
 fn load_config(path: &Path) -> Result<(Vec<u8>, gix::config::File)> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let bytes = crate::fsutil::read_regular(path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
     let file =
         gix::config::File::from_path_no_includes(path.to_owned(), gix::config::Source::Local)
             .with_context(|| format!("cannot parse {}", path.display()))?;
@@ -383,7 +384,7 @@ fn write_stub(path: &Path, text: &str) -> Result<()> {
 /// Reads the install record, if `arm` got as far as writing it.
 pub fn read_record(state: &Path) -> Result<Option<InstallRecord>> {
     let path = state.join(RECORD);
-    match std::fs::read(&path) {
+    match crate::fsutil::read_regular(&path) {
         Ok(bytes) => serde_json::from_slice(&bytes)
             .map(Some)
             .with_context(|| format!("the install record {} is malformed", path.display())),
@@ -449,7 +450,7 @@ pub fn uninstall(state: &Path, record: &InstallRecord) -> Result<Restored> {
 /// and the write that follows reports it.
 fn clear_own_stale_lock(config: &Path, before: &[u8], after: Option<&[u8]>) -> Result<()> {
     let lock = config.with_extension("lock");
-    let Ok(bytes) = std::fs::read(&lock) else {
+    let Ok(bytes) = crate::fsutil::read_regular(&lock) else {
         return Ok(());
     };
     let ours = !bytes.is_empty()

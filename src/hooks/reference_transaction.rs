@@ -231,7 +231,7 @@ fn kind(name: &[u8], branch: &[u8]) -> Option<Kind> {
 /// error, and the hook then refuses the update.
 fn packed_refs(common_dir: &Path) -> Result<BTreeMap<BString, BString>> {
     let path = common_dir.join("packed-refs");
-    let text = match std::fs::read(&path) {
+    let text = match crate::fsutil::read_regular(&path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),

@@ -227,7 +227,7 @@ fn prunable(admin: &Path) -> bool {
     if admin.join("locked").exists() {
         return false;
     }
-    let Ok(gitdir) = std::fs::read(admin.join("gitdir")) else {
+    let Ok(gitdir) = crate::fsutil::read_regular(&admin.join("gitdir")) else {
         return true;
     };
     let gitdir = gitdir.trim_ascii_end();

@@ -31,6 +31,7 @@ mod refs;
 pub mod refstore;
 mod sparse_dir;
 mod sparse_present;
+pub mod special_files;
 mod staged;
 mod submodule;
 mod submodule_meta;

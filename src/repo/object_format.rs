@@ -17,7 +17,8 @@ use anyhow::{Context, Result, bail};
 /// The object format of the repository whose common dir is `common_dir`.
 pub fn of_common_dir(common_dir: &Path) -> Result<gix::hash::Kind> {
     let path = common_dir.join("config");
-    let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let bytes = crate::fsutil::read_regular(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
     from_config(&bytes).with_context(|| format!("in {}", path.display()))
 }
 

@@ -236,8 +236,8 @@ pub fn dot_git_entry(dot_git: &Path) -> Result<Option<(String, Option<PathBuf>)>
     if meta.len() > MAX_GITFILE_BYTES {
         return Ok(Some((own, None)));
     }
-    let text =
-        std::fs::read(dot_git).with_context(|| format!("cannot read {}", dot_git.display()))?;
+    let text = crate::fsutil::read_regular(dot_git)
+        .with_context(|| format!("cannot read {}", dot_git.display()))?;
     let digest = format!("gitfile:{}", crate::digest::sha256_hex(&text));
     Ok(Some((digest, resolve_gitfile(dot_git, &text))))
 }
@@ -261,7 +261,7 @@ fn resolve_gitfile(dot_git: &Path, text: &[u8]) -> Option<PathBuf> {
 /// The common dir a git dir names in its `commondir` file, if it has one.
 fn common_dir_of(git_dir: &Path) -> Result<Option<PathBuf>> {
     let file = git_dir.join("commondir");
-    let text = match std::fs::read_to_string(&file) {
+    let text = match crate::fsutil::read_regular_to_string(&file) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", file.display())),

@@ -192,6 +192,8 @@ pub struct Request {
     pub journal: Option<PathBuf>,
     /// How long the command may run.
     pub timeout: Option<Duration>,
+    /// The deadline of the `verify` child ([`crate::deadline`]).
+    pub verify_timeout: Duration,
     /// What to do on rejection.
     pub on_reject: OnReject,
     /// The command and its arguments.

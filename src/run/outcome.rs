@@ -76,7 +76,7 @@ pub(super) fn execute(
     let mut verify_ms = 0u64;
     if grant.is_some() {
         let started = Instant::now();
-        let verdict = verify_child::verify(&places.state, &places.work_dir);
+        let verdict = verify_child::verify(&places.state, &places.work_dir, request.verify_timeout);
         verify_ms = millis(started.elapsed());
         crash_point("verified");
         let disarmed = crate::state::disarm(&places.state);

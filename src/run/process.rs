@@ -49,7 +49,7 @@ use std::ffi::OsString;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use super::survivors::{self, Sweep};
@@ -59,6 +59,11 @@ use super::watchdog::{self, Watchdog};
 static CHILD_GROUP: AtomicI32 = AtomicI32::new(0);
 /// The first handled signal grantguard received (0 when none).
 static RECEIVED: AtomicI32 = AtomicI32::new(0);
+/// How many handled signals grantguard received (wrapping; it only has to
+/// change).
+static COUNT: AtomicU32 = AtomicU32::new(0);
+/// The last handled signal grantguard received (0 when none).
+static LAST: AtomicI32 = AtomicI32::new(0);
 
 /// How long the command may take to exit after `SIGTERM` (timeout) or after
 /// a forwarded interrupt before the group is killed.
@@ -100,6 +105,8 @@ fn forwarded(signal: libc::c_int) -> libc::c_int {
 
 extern "C" fn on_signal(signal: libc::c_int) {
     let _ = RECEIVED.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
+    LAST.store(signal, Ordering::SeqCst);
+    COUNT.fetch_add(1, Ordering::SeqCst);
     let group = CHILD_GROUP.load(Ordering::SeqCst);
     if group > 0 {
         // SAFETY: kill is async-signal-safe; a stale group yields ESRCH.
@@ -133,6 +140,22 @@ pub fn install_signal_handlers() -> std::io::Result<()> {
 /// The first handled signal grantguard received, if any.
 pub fn interrupted() -> Option<i32> {
     match RECEIVED.load(Ordering::SeqCst) {
+        0 => None,
+        signal => Some(signal),
+    }
+}
+
+/// How many handled signals grantguard has received so far: a waiter that
+/// must stop at a signal arriving *while* it waits compares this with the
+/// count when it started (one received earlier already cancelled the run,
+/// and is not a reason to stop a step that follows it).
+pub fn signals_received() -> u32 {
+    COUNT.load(Ordering::SeqCst)
+}
+
+/// The last handled signal grantguard received, if any.
+pub fn last_signal() -> Option<i32> {
+    match LAST.load(Ordering::SeqCst) {
         0 => None,
         signal => Some(signal),
     }
@@ -362,7 +385,7 @@ fn stdout_to_stderr() -> Stdio {
     }
 }
 
-fn signal_group(group: i32, signal: i32) {
+pub(super) fn signal_group(group: i32, signal: i32) {
     // SAFETY: plain syscall; ESRCH (group already gone) is expected.
     unsafe {
         libc::kill(-group, signal);
@@ -370,7 +393,7 @@ fn signal_group(group: i32, signal: i32) {
 }
 
 /// Whether the process `pid` has exited, without reaping it.
-fn exited(pid: i32) -> std::io::Result<bool> {
+pub(super) fn exited(pid: i32) -> std::io::Result<bool> {
     // SAFETY: waitid writes only into `info`, which is zeroed and ours.
     let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
     let rc = unsafe {

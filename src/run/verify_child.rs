@@ -15,53 +15,112 @@
 //! tail of the stderr goes into the defect's message.
 //!
 //! The child runs in its own process group: a Ctrl-C at the terminal reaches
-//! `run` (which cancels the run once verification is done), not the child,
-//! whose death would otherwise read as a defect.
+//! `run`, not the child, whose death would otherwise read as a defect.
+//!
+//! Why a deadline and a poll: verification can block (a FIFO where git reads
+//! a file blocked it in `open()` for ever). The child has its own deadline
+//! (`verify --timeout`, [`crate::deadline`]); `run` gives it that long plus
+//! [`super::process::GRACE`], then kills its group and records an
+//! `internal_defect`. While it waits, `run` still answers signals: a
+//! handled signal (`SIGTERM`, `SIGINT`, `SIGHUP`, ...) received while the
+//! child runs kills the child's group at once and the verdict is
+//! `cancelled`, so `run` goes on to disarm and record the run instead of
+//! waiting for a verdict that may never come. (A signal received before,
+//! while the agent's command ran, already cancels the run; verification
+//! still runs after it, bounded by its deadline, since whether the
+//! checkout is intact decides whether `--on-reject restore` may run git.)
+//! The exited child is observed with `waitid(WNOWAIT)` and its group killed
+//! before it is reaped (as in [`super::process`]), so nothing it started
+//! holds its output pipes open.
 
+use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crate::result::{FailureClass, ToolResult, Violation};
 
-use super::rule;
+use super::{process, rule};
 
 /// Bytes of the child's stderr quoted in a defect's message.
 const STDERR_TAIL: usize = 2000;
 
+/// How often the child is polled.
+const POLL: Duration = Duration::from_millis(20);
+
 /// Exit codes `verify` uses (see [`ToolResult::exit_code`]).
 const KNOWN_EXIT_CODES: [i32; 5] = [0, 1, 70, 75, 130];
 
-/// Runs `verify` for `state` and `work_dir` in a child process and returns
-/// its verdict, or an `internal_defect` verdict when the child did not
-/// produce one.
-pub fn verify(state: &Path, work_dir: &Path) -> ToolResult {
+/// Runs `verify` for `state` and `work_dir` in a child process with the
+/// deadline `timeout` and returns its verdict: an `internal_defect` verdict
+/// when the child did not produce one, a `cancelled` one when grantguard
+/// received a handled signal while it ran.
+pub fn verify(state: &Path, work_dir: &Path, timeout: Duration) -> ToolResult {
     let exe = match std::env::current_exe() {
         Ok(exe) => exe,
         Err(e) => return defect(format!("cannot locate the grantguard executable: {e}")),
     };
-    let output = Command::new(&exe)
+    let spawned = Command::new(&exe)
         .arg("verify")
         .arg("--state")
         .arg(state)
         .arg("--repo")
         .arg(work_dir)
         .arg("--json")
+        .arg("--timeout")
+        .arg(timeout.as_secs().to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
-        .output();
-    let output = match output {
-        Ok(output) => output,
+        .spawn();
+    let mut child = match spawned {
+        Ok(child) => child,
         Err(e) => return defect(format!("cannot start `{} verify`: {e}", exe.display())),
     };
-    let status = output.status;
+    let stdout = collect(child.stdout.take());
+    let stderr = collect(child.stderr.take());
+    let waited = wait(&mut child, timeout + process::GRACE);
+    // The group is killed (the leader, exited or not, is not reaped yet, so
+    // its group id is still ours): whatever it started cannot hold the pipes.
+    let group = i32::try_from(child.id()).unwrap_or(0);
+    if group > 0 {
+        process::signal_group(group, libc::SIGKILL);
+    }
+    let status = loop {
+        match child.wait() {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            other => break other,
+        }
+    };
+    let stdout = stdout.join().unwrap_or_default();
+    let stderr = stderr.join().unwrap_or_default();
+    match waited {
+        Waited::Exited => {}
+        Waited::Interrupted(signal) => return cancelled(signal),
+        Waited::TimedOut => {
+            return defect(format!(
+                "verification did not complete: the verify process gave no verdict within {} \
+                 seconds (its own deadline plus {} seconds) and was killed; nothing was \
+                 accepted. Its stderr ends with: {:?}",
+                timeout.as_secs(),
+                process::GRACE.as_secs(),
+                tail(&stderr)
+            ));
+        }
+        Waited::Failed(e) => return defect(format!("cannot wait for the verify process: {e}")),
+    }
+    let status = match status {
+        Ok(status) => status,
+        Err(e) => return defect(format!("cannot wait for the verify process: {e}")),
+    };
     let how = match (status.code(), status.signal()) {
         (Some(code), _) => format!("exited with status {code}"),
         (None, Some(signal)) => format!(
             "was killed by {}{}",
-            super::process::signal_name(signal),
+            process::signal_name(signal),
             if status.core_dumped() {
                 " (core dumped)"
             } else {
@@ -70,7 +129,7 @@ pub fn verify(state: &Path, work_dir: &Path) -> ToolResult {
         ),
         (None, None) => format!("ended with {status}"),
     };
-    let stderr_tail = tail(&output.stderr);
+    let stderr_tail = tail(&stderr);
     let explain = |what: &str| {
         format!(
             "verification did not complete: the verify process {how}{what}; nothing was \
@@ -83,7 +142,7 @@ pub fn verify(state: &Path, work_dir: &Path) -> ToolResult {
     if !KNOWN_EXIT_CODES.contains(&code) {
         return defect(explain(", which is not an exit code verify uses"));
     }
-    let parsed: ToolResult = match serde_json::from_slice(&output.stdout) {
+    let parsed: ToolResult = match serde_json::from_slice(&stdout) {
         Ok(parsed) => parsed,
         Err(e) => return defect(explain(&format!(" and printed no ToolResult ({e})"))),
     };
@@ -94,6 +153,73 @@ pub fn verify(state: &Path, work_dir: &Path) -> ToolResult {
         )));
     }
     parsed
+}
+
+/// How waiting for the child ended.
+enum Waited {
+    /// It exited (not reaped yet).
+    Exited,
+    /// grantguard received this signal first.
+    Interrupted(i32),
+    /// The deadline passed first.
+    TimedOut,
+    /// Waiting failed.
+    Failed(std::io::Error),
+}
+
+/// Polls the child until it exits, grantguard is interrupted, or `limit`
+/// has passed. Does not reap it.
+fn wait(child: &mut Child, limit: Duration) -> Waited {
+    let Ok(pid) = i32::try_from(child.id()) else {
+        return Waited::Failed(std::io::Error::other("pid out of range"));
+    };
+    let deadline = Instant::now().checked_add(limit);
+    let signals_before = process::signals_received();
+    loop {
+        match process::exited(pid) {
+            Ok(true) => return Waited::Exited,
+            Ok(false) => {}
+            Err(e) => return Waited::Failed(e),
+        }
+        if process::signals_received() != signals_before {
+            return Waited::Interrupted(process::last_signal().unwrap_or(libc::SIGTERM));
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Waited::TimedOut;
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// Reads a pipe to its end on a thread of its own, so that neither pipe
+/// fills up while the other is read.
+fn collect(pipe: Option<impl Read + Send + 'static>) -> JoinHandle<Vec<u8>> {
+    std::thread::Builder::new()
+        .stack_size(256 * 1024)
+        .spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+        .unwrap_or_else(|_| std::thread::spawn(Vec::new))
+}
+
+/// The verdict when grantguard received `signal` while verify ran: the run
+/// is cancelled, nothing was verified, and `metadata_intact` is false (the
+/// checkout was not seen to be intact, so nothing runs git in it).
+fn cancelled(signal: i32) -> ToolResult {
+    let mut r = ToolResult::cancelled("verify", FailureClass::TargetRejection);
+    r.violations.push(Violation::new(
+        rule::INTERRUPTED,
+        format!(
+            "grantguard received {} while verifying; verification was stopped and the run is \
+             cancelled, not accepted",
+            process::signal_name(signal)
+        ),
+    ));
+    r.with_evidence("metadata_intact", false)
 }
 
 /// An `internal_defect` verdict: nothing is accepted, and `metadata_intact`

@@ -292,7 +292,7 @@ pub fn verify_file(repo: &gix::Repository, path: &Path) -> Result<()> {
 /// Verifies the chain in `dir` (`commit-graph-chain` and its layers).
 pub fn verify_chain(repo: &gix::Repository, dir: &Path) -> Result<()> {
     let chain_path = dir.join("commit-graph-chain");
-    let text = match std::fs::read(&chain_path) {
+    let text = match crate::fsutil::read_regular(&chain_path) {
         Ok(t) => t,
         // No chain file: git reads none of the layers.
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -316,7 +316,8 @@ pub fn verify_chain(repo: &gix::Repository, dir: &Path) -> Result<()> {
 }
 
 fn read_layer(path: &Path, hash: gix::hash::Kind) -> Result<Layer> {
-    let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let data = crate::fsutil::read_regular(path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
     Layer::parse(data, hash)
 }
 

@@ -223,7 +223,7 @@ fn scan_info(out: &mut Inventory, dir: &Path) -> Result<()> {
 /// The last `hash_len` bytes of a file, if it has that many and can be read.
 fn read_trailer(path: &Path, hash_len: usize) -> Option<gix::ObjectId> {
     use std::io::{Read, Seek, SeekFrom};
-    let mut file = std::fs::File::open(path).ok()?;
+    let mut file = crate::fsutil::open_regular(path).ok()?;
     file.seek(SeekFrom::End(-(hash_len as i64))).ok()?;
     let mut buf = vec![0u8; hash_len];
     file.read_exact(&mut buf).ok()?;

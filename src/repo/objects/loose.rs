@@ -22,8 +22,8 @@ const MAX_HEADER: usize = 32;
 
 /// Checks that the loose object file at `path` is the object `id`.
 pub fn verify(path: &Path, id: &ObjectId) -> Result<()> {
-    let mut file =
-        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let mut file = crate::fsutil::open_regular(path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
     let mut inflate = Decompress::new();
     let mut hasher = gix::hash::hasher(id.kind());
     let mut input = vec![0u8; 64 * 1024];

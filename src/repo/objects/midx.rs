@@ -37,7 +37,8 @@ pub fn verify(
     proven: impl Fn(&[u8]) -> bool,
 ) -> Result<()> {
     let path = pack_dir.join("multi-pack-index");
-    let data = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let data = crate::fsutil::read_regular(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
     let hash_len = hash.len_in_bytes();
     if data.len() < 12 + hash_len || &data[..4] != b"MIDX" {
         bail!("it is not a multi-pack-index");

@@ -73,7 +73,8 @@ fn digest(bytes: &[u8]) -> String {
 /// baseline recorded.
 pub fn read_recorded(state: &Path, expected_digest: &str) -> Result<Inventory> {
     let path = state.join(FILE_NAME);
-    let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let bytes = crate::fsutil::read_regular(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
     if digest(&bytes) != expected_digest {
         bail!(
             "{} does not match the digest in the baseline: it was altered after arm",
@@ -294,7 +295,7 @@ fn same_content_as_at_arm(
 /// SHA-1 of a file without its trailing checksum, streamed.
 fn hash_without_trailer(path: &Path, kind: gix::hash::Kind) -> Result<gix::ObjectId> {
     use std::io::Read;
-    let mut file = std::fs::File::open(path)?;
+    let mut file = crate::fsutil::open_regular(path)?;
     let len = file.metadata()?.len();
     let mut left = len
         .checked_sub(kind.len_in_bytes() as u64)

@@ -60,8 +60,8 @@ pub fn verify_pair(idx_path: &Path, pack_path: &Path, hash: gix::hash::Kind) -> 
 pub fn verify_rev(rev_path: &Path, idx_path: &Path, hash: gix::hash::Kind) -> Result<()> {
     let index = pack::index::File::at(idx_path, hash)
         .map_err(|e| anyhow::anyhow!("the index cannot be read: {e}"))?;
-    let rev =
-        std::fs::read(rev_path).with_context(|| format!("cannot read {}", rev_path.display()))?;
+    let rev = crate::fsutil::read_regular(rev_path)
+        .with_context(|| format!("cannot read {}", rev_path.display()))?;
     let hash_len = hash.len_in_bytes();
     let n = index.num_objects() as usize;
     let expected_len = 12 + 4 * n + 2 * hash_len;

@@ -1,0 +1,247 @@
+//! Special files where git (and gix) would open them: found by `lstat`
+//! before anything opens them.
+//!
+//! Why: opening a FIFO for reading blocks until a writer appears, and a
+//! device such as `/dev/zero` never ends. gix opens `HEAD`, `config`,
+//! `commondir`, `index`, `packed-refs` and the like when it opens the
+//! repository, and every `.gitignore` and `.gitattributes` of the directories
+//! its status walks; an agent that runs `mkfifo docs/.gitattributes` (or
+//! replaces `.git/index` with a FIFO) made `verify` hang in `open()` on a
+//! library thread, for ever. git would hang the same way, so such a state is
+//! never acceptable: it is rejected, as storage git cannot read, before gix
+//! is asked anything.
+//!
+//! What is checked, with `lstat` and `readdir` only (nothing is opened):
+//!
+//! - in the git dir and the common dir: every entry at the top level
+//!   (`HEAD`, `index`, `sharedindex.*`, `packed-refs`, `*_HEAD`, ...) and in
+//!   `info/`; a symlink is judged by what it leads to (`stat`). Refs and
+//!   objects have their own strict readers ([`super::refstore`],
+//!   [`super::objects`]).
+//! - in the worktree: every entry named `.gitignore`, `.gitattributes`,
+//!   `.gitmodules`, `.mailmap` or `.git` in every directory below the root, wherever it
+//!   is (tracked, untracked or ignored directories alike; symlinked
+//!   directories are not followed, as git does not follow them). This is a
+//!   superset of what git reads: a FIFO named `.gitignore` inside an ignored
+//!   directory is refused although git would never open it. Fail closed;
+//!   no legitimate checkout has one. Any other special file (an untracked
+//!   FIFO `docs/pipe`) is left to the worktree check: git lists it as
+//!   untracked or ignores it without opening it.
+//!
+//! - under `<common>/modules/` (submodule git dirs, which gix opens for the
+//!   status of a checked-out submodule: their `HEAD`, `index`, `config`):
+//!   every entry at any depth.
+//!
+//! Sockets are left alone: `open()` fails on one at once (`ENXIO`) rather
+//! than blocking, and git's own fsmonitor daemon keeps its socket in the git
+//! dir (`fsmonitor--daemon.ipc`).
+//!
+//! The walk is bounded by [`MAX_DIRS`]; a worktree with more directories is
+//! refused rather than half checked.
+
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+
+use super::Location;
+
+/// The names in worktree directories that git opens while it walks them.
+/// (`.mailmap`: `git log` reads the worktree's by default, so a harness
+/// that logs after acceptance would hang on a FIFO there.)
+pub const WORKTREE_NAMES: [&str; 5] = [
+    ".gitignore",
+    ".gitattributes",
+    ".gitmodules",
+    ".mailmap",
+    ".git",
+];
+
+/// Directories of the worktree visited before giving up.
+pub const MAX_DIRS: usize = 1_000_000;
+
+/// What an entry is when it is something opening could block on or never
+/// finish reading: `None` for files, directories, sockets, symlinks to them
+/// and dangling symlinks.
+fn special_kind(path: &Path, kind: std::fs::FileType) -> Option<&'static str> {
+    let kind = if kind.is_symlink() {
+        match std::fs::metadata(path) {
+            Ok(meta) => meta.file_type(),
+            Err(_) => return None,
+        }
+    } else {
+        kind
+    };
+    if kind.is_fifo() {
+        Some("a FIFO")
+    } else if kind.is_char_device() {
+        Some("a character device")
+    } else if kind.is_block_device() {
+        Some("a block device")
+    } else {
+        None
+    }
+}
+
+/// Special entries directly inside `dir` (all of them, or only those named
+/// in `names`), as `(path, what)`.
+fn special_entries(dir: &Path, names: Option<&[&str]>) -> Vec<(PathBuf, &'static str)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for entry in entries.flatten() {
+        if names.is_some_and(|names| !names.iter().any(|n| entry.file_name() == **n)) {
+            continue;
+        }
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if let Some(what) = special_kind(&entry.path(), kind) {
+            out.push((entry.path(), what));
+        }
+    }
+    out
+}
+
+/// Problems in the git dir and common dir of `location`: each a message
+/// naming the file.
+pub fn in_git_dirs(location: &Location) -> Vec<String> {
+    let mut dirs = vec![location.git_dir.clone(), location.git_dir.join("info")];
+    if location.common_dir != location.git_dir {
+        dirs.push(location.common_dir.clone());
+        dirs.push(location.common_dir.join("info"));
+    }
+    // Submodule git dirs, at any depth (module names nest).
+    let mut stack = vec![location.common_dir.join("modules")];
+    let mut visited = 0usize;
+    while let Some(dir) = stack.pop() {
+        visited += 1;
+        if visited > MAX_DIRS {
+            break;
+        }
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(entry.path());
+            }
+        }
+        dirs.push(dir);
+    }
+    let mut out = Vec::new();
+    if visited > MAX_DIRS {
+        out.push(format!(
+            "{} has more than {MAX_DIRS} directories; it was not checked for special files \
+             git would hang on",
+            location.common_dir.join("modules").display()
+        ));
+    }
+    for dir in dirs {
+        for (path, what) in special_entries(&dir, None) {
+            out.push(format!(
+                "{} is {what}; git would hang or fail reading it. Remove it (git never \
+                 creates one there) and verify again",
+                path.display()
+            ));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Problems in the worktree rooted at `work_dir`: each a message naming the
+/// file relative to the root. `Err` when the walk was cut short.
+pub fn in_worktree(work_dir: &Path) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let mut stack = vec![work_dir.to_owned()];
+    let mut visited = 0usize;
+    while let Some(dir) = stack.pop() {
+        visited += 1;
+        if visited > MAX_DIRS {
+            return Err(format!(
+                "the worktree has more than {MAX_DIRS} directories; it was not checked for \
+                 special files git would hang on"
+            ));
+        }
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            let name = entry.file_name();
+            if WORKTREE_NAMES.iter().any(|n| name == **n) {
+                if let Some(what) = special_kind(&entry.path(), kind) {
+                    let path = entry.path();
+                    let shown = path.strip_prefix(work_dir).unwrap_or(&path);
+                    out.push(format!(
+                        "{} is {what}; git would hang reading it. Remove it and verify again",
+                        shown.display()
+                    ));
+                }
+                // The repository's own `.git` (and a submodule's) is not
+                // worktree content: not descended.
+                continue;
+            }
+            if kind.is_dir() {
+                stack.push(entry.path());
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mkfifo(path: &Path) {
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    }
+
+    #[test]
+    fn finds_fifos_only_under_the_names_git_opens() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("a/b")).unwrap();
+        mkfifo(&root.join("a/b/.gitattributes"));
+        mkfifo(&root.join("a/pipe"));
+        std::fs::write(root.join(".gitignore"), "x").unwrap();
+        std::os::unix::fs::symlink("b/.gitattributes", root.join("a/.gitignore")).unwrap();
+        let found = in_worktree(root).unwrap();
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(found[0].starts_with("a/.gitignore is a FIFO"), "{found:?}");
+        assert!(
+            found[1].starts_with("a/b/.gitattributes is a FIFO"),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn finds_any_fifo_at_the_top_of_the_git_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        let git = dir.path().join(".git");
+        std::fs::create_dir_all(git.join("info")).unwrap();
+        std::fs::write(git.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        let location = Location {
+            work_dir: dir.path().to_owned(),
+            git_dir: git.clone(),
+            common_dir: git.clone(),
+            explicit_git_dir: false,
+        };
+        assert!(in_git_dirs(&location).is_empty());
+        mkfifo(&git.join("index"));
+        mkfifo(&git.join("info/exclude"));
+        std::fs::create_dir_all(git.join("modules/a/b")).unwrap();
+        mkfifo(&git.join("modules/a/b/index"));
+        let socket = git.join("fsmonitor--daemon.ipc");
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        let found = in_git_dirs(&location);
+        assert_eq!(found.len(), 3, "{found:?}");
+        assert!(found.iter().all(|m| m.contains("is a FIFO")), "{found:?}");
+    }
+}
