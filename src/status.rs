@@ -26,7 +26,11 @@ pub const TRANSPORT_LOCKED: &str = "locked: the grant does not allow publishing 
 /// The status report as JSON.
 pub fn status(state: &Path) -> Result<Value> {
     let (baseline, grant, armed) = Baseline::read_live_or_retired(state)?;
-    let (repo, location) = repo::layout::open_armed(&baseline.repo)?;
+    let (mut repo, location) = repo::layout::open_armed(&baseline.repo)?;
+    let _applied = match &baseline.clean_settings {
+        Some(settings) => Some(repo::clean_settings::apply(&mut repo, settings, state)?),
+        None => None,
+    };
     if !location.same_place(&baseline.repo) {
         anyhow::bail!(
             "the repository at {} is no longer the armed one (git dir {} instead of {})",

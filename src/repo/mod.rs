@@ -17,6 +17,7 @@
 
 mod cache_tree;
 pub mod canonical;
+pub mod clean_settings;
 mod commits;
 pub mod config_includes;
 pub mod git_view;
