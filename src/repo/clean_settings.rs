@@ -126,7 +126,8 @@ pub struct Applied {
 /// Applies `settings` to `repo`'s in-memory config, above its local config
 /// (the local config is protected metadata, so the effective values are as
 /// recorded). The excludes and attributes contents are written to private
-/// files in `scratch` (the state directory, outside the agent's reach).
+/// files in `scratch` (the state directory, outside the agent's reach), or
+/// in the system's temp dir when `scratch` cannot be written.
 pub fn apply(
     repo: &mut gix::Repository,
     settings: &CleanSettings,
@@ -135,10 +136,14 @@ pub fn apply(
     let mut files = Vec::new();
     let mut copy = |content: &BString| -> Result<PathBuf> {
         use std::io::Write;
-        let mut file = tempfile::Builder::new()
-            .prefix(".clean-settings-")
+        let builder = tempfile::Builder::new().prefix(".clean-settings-").clone();
+        // `status` runs as the agent, which may not write the state
+        // directory: then the system's temp dir (a private, exclusively
+        // created file, read at once).
+        let mut file = builder
             .tempfile_in(scratch)
-            .with_context(|| format!("cannot write a scratch file in {}", scratch.display()))?;
+            .or_else(|_| builder.tempfile())
+            .context("cannot write a scratch file for the armed excludes and attributes")?;
         file.write_all(content)
             .and_then(|()| file.flush())
             .context("cannot write a scratch file")?;
