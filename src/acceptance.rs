@@ -554,6 +554,7 @@ pub fn verify(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
         &baseline,
         &grant,
         repo_dir,
+        state,
         metadata.as_ref().filter(|_| metadata_intact),
         &mut findings,
     );
@@ -676,10 +677,16 @@ fn evaluate(
     baseline: &Baseline,
     grant: &Grant,
     repo_dir: Option<&Path>,
+    state: &Path,
     metadata: Option<&BTreeMap<String, String>>,
     findings: &mut Findings,
 ) -> Result<Observed> {
-    let (repo, location) = repo::layout::open_armed(&baseline.repo)?;
+    let (mut repo, location) = repo::layout::open_armed(&baseline.repo)?;
+    // Cleanliness as git judges it with the global settings of arm.
+    let _applied = match &baseline.clean_settings {
+        Some(settings) => Some(repo::clean_settings::apply(&mut repo, settings, state)?),
+        None => None,
+    };
     if location != baseline.repo {
         anyhow::bail!(
             "the repository at {} is no longer the armed one (git dir {} instead of {})",

@@ -63,6 +63,13 @@ pub struct Baseline {
     /// large, and every hook call reads this record, so it is a file of its
     /// own.
     pub object_inventory: String,
+    /// The settings from outside the repository's config that decide
+    /// whether git calls the checkout clean, as armed (see
+    /// [`crate::repo::clean_settings`]). Absent from records written before
+    /// they were recorded (same schema): those are judged on the local
+    /// config alone, as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clean_settings: Option<crate::repo::clean_settings::CleanSettings>,
     /// Seconds since the Unix epoch when the record was made.
     pub armed_at: u64,
 }

@@ -80,7 +80,7 @@ fn refuse(rule_id: &str, message: String) -> Result<ToolResult> {
 }
 
 fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResult> {
-    let (repo, location) = repo::layout::open_for_arm(repo_dir)?;
+    let (mut repo, location) = repo::layout::open_for_arm(repo_dir)?;
     let state = crate::fsutil::resolve_path(state_dir)?;
     if location.contains(&state) || state.starts_with(&location.work_dir) {
         return refuse(
@@ -173,6 +173,10 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
         .into_iter()
         .map(|op| format!("a {op} is in progress"))
         .collect();
+    // Judged as git judges it, with the global settings that decide
+    // cleanliness; the same values are recorded for verify.
+    let clean_settings = repo::clean_settings::capture(&location.git_dir)?;
+    let _applied = repo::clean_settings::apply(&mut repo, &clean_settings, &std::env::temp_dir())?;
     let mut dirt = repo::worktree_dirt(&repo)?;
     dirt.extend(repo::hidden_index_entries(&repo, &location.git_dir)?);
     for dirt in dirt {
@@ -213,6 +217,7 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
         metadata_before_arm,
         hooks,
         object_inventory,
+        clean_settings: Some(clean_settings),
         armed_at: now_secs(),
     };
     record.write(&state)?;

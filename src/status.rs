@@ -35,7 +35,11 @@ pub fn status(state: &Path) -> Result<Value> {
     if !special.is_empty() {
         anyhow::bail!("{}", special.join("; "));
     }
-    let (repo, location) = repo::layout::open_armed(&baseline.repo)?;
+    let (mut repo, location) = repo::layout::open_armed(&baseline.repo)?;
+    let _applied = match &baseline.clean_settings {
+        Some(settings) => Some(repo::clean_settings::apply(&mut repo, settings, state)?),
+        None => None,
+    };
     if !location.same_place(&baseline.repo) {
         anyhow::bail!(
             "the repository at {} is no longer the armed one (git dir {} instead of {})",

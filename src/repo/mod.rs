@@ -17,8 +17,10 @@
 
 mod cache_tree;
 pub mod canonical;
+pub mod clean_settings;
 mod commits;
 pub mod config_includes;
+mod encodings;
 pub mod git_view;
 pub mod layout;
 mod lfs;

@@ -112,7 +112,7 @@ pub(super) fn dirt_at_depth(
     // path must see (see `LfsCheck`). Submodules are read by
     // `submodule_dirt` below: gix would find them through `.gitmodules` only
     // and open them with their full config.
-    repo.index_worktree_status(
+    let status = repo.index_worktree_status(
         status_index,
         std::iter::empty::<&BStr>(),
         &mut found,
@@ -121,8 +121,16 @@ pub(super) fn dirt_at_depth(
         &mut gix::progress::Discard,
         &AtomicBool::new(false),
         options,
-    )
-    .context("cannot compute the worktree status")?;
+    );
+    if let Err(e) = status {
+        // The likeliest cause an agent can act on: an encoding git knows
+        // and gix does not. Named precisely when that is it.
+        if let Ok(Some((path, encoding))) = super::encodings::first_unsupported(repo, status_index)
+        {
+            anyhow::bail!(super::encodings::refusal(&path, &encoding));
+        }
+        return Err(e).context("cannot compute the worktree status");
+    }
     let mut lfs: Option<LfsCheck<'_>> = None;
     for item in found.items {
         let (path, what) = match item {

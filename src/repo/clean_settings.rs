@@ -1,0 +1,198 @@
+//! The settings from outside the repository's own config that decide whether
+//! git calls a checkout clean, fixed at `arm`.
+//!
+//! grantguard opens the repository with its local config only (see
+//! [`super::open`]), but the harness's git also reads the global and system
+//! config: with `core.autocrlf=true` there, git calls a checkout clean that
+//! the local config alone calls modified, and the agent would be told to
+//! commit a file git does not list. So `arm` records the effective values of
+//! every setting gix's status honours (line endings, encodings, case, file
+//! mode, symlinks, stat checks) and the *content* of the global excludes and
+//! attributes files, and every cleanliness check applies exactly those: the
+//! recorded values as config overrides, the recorded file contents from a
+//! private copy. The live global files are never read after `arm`: the agent
+//! may change them.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use gix::bstr::BString;
+use serde::{Deserialize, Serialize};
+
+/// Every setting gix's worktree status reads whose value can come from the
+/// global or system config. (Path-valued `core.excludesFile` and
+/// `core.attributesFile` are recorded by content, see [`CleanSettings`].)
+pub const KEYS: &[&str] = &[
+    "core.autocrlf",
+    "core.eol",
+    "core.safecrlf",
+    "core.checkRoundtripEncoding",
+    "core.ignoreCase",
+    "core.fileMode",
+    "core.symlinks",
+    "core.precomposeUnicode",
+    "core.trustCTime",
+    "core.checkStat",
+];
+
+/// The effective values as armed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CleanSettings {
+    /// Each of [`KEYS`] that git would see set, with its effective value.
+    pub values: BTreeMap<String, String>,
+    /// Content of the global excludes file (`core.excludesFile`, else
+    /// `$XDG_CONFIG_HOME/git/ignore`), empty when there is none.
+    #[serde(with = "super::refname::text")]
+    pub excludes: BString,
+    /// Content of the global attributes file (`core.attributesFile`, else
+    /// `$XDG_CONFIG_HOME/git/attributes`), empty when there is none.
+    #[serde(with = "super::refname::text")]
+    pub attributes: BString,
+}
+
+/// Reads the effective values as git would see them now: system, global
+/// and local config, and the environment. Called by `arm` only.
+pub fn capture(git_dir: &Path) -> Result<CleanSettings> {
+    let mut permissions = gix::open::Permissions::all();
+    // Reading git's own installation config would mean running `git`.
+    permissions.config.git_binary = false;
+    permissions.attributes.git_binary = false;
+    let full = gix::ThreadSafeRepository::open_opts(
+        git_dir,
+        gix::open::Options::default().permissions(permissions),
+    )
+    .with_context(|| {
+        format!(
+            "cannot read the global git config that applies to {}",
+            git_dir.display()
+        )
+    })?
+    .to_thread_local();
+    let config = full.config_snapshot();
+    let mut values = BTreeMap::new();
+    for key in KEYS {
+        if let Some(value) = config.string(*key) {
+            values.insert((*key).to_owned(), value.to_string());
+        }
+    }
+    let path_of = |key: &str, xdg_name: &str| -> Result<Option<PathBuf>> {
+        match config
+            .trusted_path(key)
+            .with_context(|| format!("cannot interpolate {key}"))?
+        {
+            Some(path) => Ok(Some(path)),
+            None => Ok(xdg_path(xdg_name)),
+        }
+    };
+    let excludes = read_optional(path_of("core.excludesFile", "ignore")?)?;
+    let attributes = read_optional(path_of("core.attributesFile", "attributes")?)?;
+    Ok(CleanSettings {
+        values,
+        excludes,
+        attributes,
+    })
+}
+
+/// `$XDG_CONFIG_HOME/git/NAME`, else `$HOME/.config/git/NAME`, as git looks.
+fn xdg_path(name: &str) -> Option<PathBuf> {
+    if let Some(xdg) = std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(xdg).join("git").join(name));
+    }
+    let home = std::env::var_os("HOME").filter(|v| !v.is_empty())?;
+    Some(PathBuf::from(home).join(".config").join("git").join(name))
+}
+
+/// A missing file is empty, as git treats it; any other error is an error.
+fn read_optional(path: Option<PathBuf>) -> Result<BString> {
+    let Some(path) = path else {
+        return Ok(BString::default());
+    };
+    match std::fs::read(&path) {
+        Ok(bytes) => Ok(bytes.into()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BString::default()),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+/// Keeps the private copies of the excludes and attributes files alive while
+/// the repository they were applied to is in use.
+#[must_use = "the copies are deleted when this is dropped"]
+pub struct Applied {
+    _files: Vec<tempfile::NamedTempFile>,
+}
+
+/// Applies `settings` to `repo`'s in-memory config, above its local config
+/// (the local config is protected metadata, so the effective values are as
+/// recorded). The excludes and attributes contents are written to private
+/// files in `scratch` (the state directory, outside the agent's reach), or
+/// in the system's temp dir when `scratch` cannot be written.
+pub fn apply(
+    repo: &mut gix::Repository,
+    settings: &CleanSettings,
+    scratch: &Path,
+) -> Result<Applied> {
+    let mut files = Vec::new();
+    let mut copy = |content: &BString| -> Result<PathBuf> {
+        use std::io::Write;
+        let builder = tempfile::Builder::new().prefix(".clean-settings-").clone();
+        // `status` runs as the agent, which may not write the state
+        // directory: then the system's temp dir (a private, exclusively
+        // created file, read at once).
+        let mut file = builder
+            .tempfile_in(scratch)
+            .or_else(|_| builder.tempfile())
+            .context("cannot write a scratch file for the armed excludes and attributes")?;
+        file.write_all(content)
+            .and_then(|()| file.flush())
+            .context("cannot write a scratch file")?;
+        let path = file.path().to_owned();
+        files.push(file);
+        Ok(path)
+    };
+    let excludes = copy(&settings.excludes)?;
+    let attributes = copy(&settings.attributes)?;
+    let mut layer = gix::config::File::new(gix::config::file::Metadata::api());
+    for (key, value) in &settings.values {
+        layer
+            .set_raw_value(key.as_str(), value.as_str())
+            .with_context(|| format!("cannot apply {key}={value}"))?;
+    }
+    for (key, path) in [
+        ("core.excludesFile", excludes),
+        ("core.attributesFile", attributes),
+    ] {
+        let path = gix::path::into_bstr(path)
+            .with_context(|| format!("cannot name the scratch file for {key}"))?
+            .into_owned();
+        layer
+            .set_raw_value(key, path.as_slice())
+            .with_context(|| format!("cannot apply {key}"))?;
+    }
+    let mut config = repo.config_snapshot_mut();
+    config
+        .append(layer)
+        .context("cannot apply the armed cleanliness settings")?;
+    config
+        .commit()
+        .context("cannot apply the armed cleanliness settings")?;
+    Ok(Applied { _files: files })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_non_utf8_content() {
+        let settings = CleanSettings {
+            values: [("core.autocrlf".to_owned(), "true".to_owned())].into(),
+            excludes: BString::from(&b"*.log\n\xff\n"[..]),
+            attributes: BString::default(),
+        };
+        let text = serde_json::to_string(&settings).unwrap();
+        let back: CleanSettings = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, settings);
+    }
+}
