@@ -706,3 +706,53 @@ fn accepts_granted_and_rejects_ungranted_commits_in_a_sha256_repository() {
     assert_eq!(c.git(&["rev-parse", "--show-object-format"]), "sha256");
     git_agent_run(&c);
 }
+
+/// GitPython's `index.add(...); index.write(); index.commit(...)` on one
+/// `IndexFile` writes back the cache-tree it read (naming HEAD's trees) over
+/// the changed entries, then commits the tree the entries make.
+fn gitpython_stale_cache_tree_commit(c: &Compat, rel: &str, content: &str) -> Output {
+    // A valid cache-tree naming HEAD's trees, as after any checkout.
+    c.git(&["read-tree", "HEAD"]);
+    let script = "import sys, git\n\
+                  repo_dir, rel, content = sys.argv[1:4]\n\
+                  open(repo_dir + '/' + rel, 'w').write(content)\n\
+                  index = git.Repo(repo_dir).index\n\
+                  index.add([rel])\n\
+                  index.write()\n\
+                  index.commit('stale cache-tree')\n";
+    let repo = c.sb.repo.to_str().unwrap();
+    c.try_run(c.bin("compat-python"), &["-c", script, repo, rel, content])
+}
+
+#[test]
+fn rejects_an_ungranted_gitpython_commit_behind_a_stale_cache_tree() {
+    let c = Compat::new();
+    let _before = arm(&c);
+    let head = c.git(&["rev-parse", "HEAD"]);
+    let out = gitpython_stale_cache_tree_commit(&c, "src/lib.rs", "pub fn taken() {}\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "GitPython committed: {stderr}");
+    assert!(
+        stderr.contains("src/lib.rs") && stderr.contains("not granted"),
+        "{stderr}"
+    );
+    assert_eq!(c.git(&["rev-parse", "HEAD"]), head);
+}
+
+#[test]
+fn accepts_a_granted_gitpython_commit_behind_a_stale_cache_tree() {
+    let c = Compat::new();
+    let _before = arm(&c);
+    let head = c.git(&["rev-parse", "HEAD"]);
+    let out = gitpython_stale_cache_tree_commit(&c, "docs/guide.md", "a better guide\n");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(c.git(&["rev-parse", "HEAD~1"]), head);
+    assert_eq!(
+        c.git(&["diff", "--name-only", "HEAD~1", "HEAD"]),
+        "docs/guide.md"
+    );
+}

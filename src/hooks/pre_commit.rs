@@ -22,8 +22,13 @@ pub fn staged_paths(repo: &gix::Repository) -> Result<Vec<BString>> {
         .context("cannot read HEAD's tree")?
         .detach();
     let index = repo.index_or_empty().context("cannot read the index")?;
-    repo::staged_changes(repo, Some(head_tree), &index, repo::CacheTreeUse::Trust)
-        .context("cannot compare the index with HEAD")
+    repo::staged_changes(
+        repo,
+        Some(head_tree),
+        &index,
+        repo::CacheTreeUse::AlsoGitsView,
+    )
+    .context("cannot compare the index with HEAD")
 }
 
 /// Whether git is amending: the commit will replace HEAD rather than add to

@@ -19,6 +19,8 @@ mod cache_tree;
 pub mod canonical;
 mod commits;
 pub mod config_includes;
+pub mod entry_trees;
+mod git_commit_tree;
 pub mod git_view;
 pub mod layout;
 mod lfs;
