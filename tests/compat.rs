@@ -756,3 +756,51 @@ fn accepts_a_granted_gitpython_commit_behind_a_stale_cache_tree() {
         "docs/guide.md"
     );
 }
+
+/// Tells the agent not to reinstall hooks or hook managers, naming each.
+#[track_caller]
+fn assert_says_hooks_stay(text: &str) {
+    for said in [
+        "do not install or reinstall hooks or hook managers",
+        "lefthook install",
+        "pre-commit install",
+        "husky install",
+        "verify rejects any change to core.hooksPath",
+    ] {
+        assert!(text.contains(said), "no {said:?} in: {text}");
+    }
+}
+
+#[test]
+fn rejects_lefthook_install_force_while_armed_after_the_hooks_said_not_to() {
+    let c = Compat::new();
+    let marker = c.sb.root.join("lefthook-ran");
+    c.sb.write(
+        "lefthook.yml",
+        &format!(
+            "pre-commit:\n  commands:\n    marker:\n      run: echo lefthook >> '{}'\n",
+            marker.display()
+        ),
+    );
+    commit_all(&c, "lefthook");
+    c.run(c.bin("lefthook"), &["install"]);
+    let _before = arm(&c);
+    // The refusal and status say it before the agent tries.
+    c.sb.write(UNGRANTED.0, UNGRANTED.1);
+    c.git(&["add", UNGRANTED.0]);
+    let out = c.try_run("git", &["commit", "-q", "-m", "ungranted"]);
+    assert!(!out.status.success());
+    assert_says_hooks_stay(&String::from_utf8_lossy(&out.stderr));
+    let state = c.sb.state.to_str().unwrap();
+    let status = c.sb.grantguard(&["status", "--state", state]);
+    assert_says_hooks_stay(&String::from_utf8_lossy(&status.stdout));
+    c.git(&["reset", "-q", "--hard"]);
+    // The agent does what lefthook's own message suggests anyway.
+    c.run(c.bin("lefthook"), &["install", "--force"]);
+    let (code, r) = c.sb.verify();
+    assert_eq!(code, 1, "{r:#}");
+    assert!(
+        common::rules(&r).contains(&"protected_metadata_changed".to_owned()),
+        "{r:#}"
+    );
+}
