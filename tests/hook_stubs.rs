@@ -47,7 +47,7 @@ fn the_chained_reference_transaction_hook_sees_every_phase_and_its_input() {
     std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
     sb.arm(&sb.grant(&["docs/"], 1, 2));
     let stub = std::fs::read_to_string(sb.state.join("hooks/reference-transaction")).unwrap();
-    assert!(stub.contains("committed|aborted) exec '"), "{stub}");
+    assert!(stub.contains("committed|aborted) [ -x '"), "{stub}");
 
     sb.write("docs/guide.md", "more\n");
     sb.git(&["add", "docs/guide.md"]);
