@@ -513,6 +513,7 @@ fn status_command(state: &std::path::Path, as_json: bool) -> i32 {
                 r["head_on_branch"]
             );
             println!("transport: {}", r["transport"].as_str().unwrap_or("?"));
+            println!("hooks: {}", r["hooks"].as_str().unwrap_or("?"));
             exit::SUCCESS
         }
         Err(e) => {

@@ -88,5 +88,10 @@ pub fn status(state: &Path) -> Result<Value> {
         "problems": findings.listed,
         "armed": armed,
         "transport": if armed { TRANSPORT_LOCKED } else { "not locked by grantguard (disarmed)" },
+        "hooks": if armed {
+            crate::hooks::HOOKS_ARE_PART_OF_THE_GRANT
+        } else {
+            "removed (disarmed)"
+        },
     }))
 }

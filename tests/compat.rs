@@ -197,11 +197,14 @@ impl Agent {
     /// What each tool was measured to do while armed: git and GitPython
     /// honour `core.hooksPath` and run grantguard's hook; libgit2 (pygit2)
     /// and isomorphic-git run no hooks; dulwich runs only
-    /// `.git/hooks/pre-commit` and ignores `core.hooksPath`, so it never
-    /// reaches grantguard's. verify must hold for all of them.
+    /// `.git/hooks/pre-commit` and ignores `core.hooksPath`, and reaches
+    /// grantguard's check through the stub `arm` places there. verify must
+    /// hold for all of them.
     fn hooks(self) -> Hooks {
         match self {
-            Agent::Git | Agent::Library(Client::GitPython) => Hooks::Run,
+            Agent::Git | Agent::Library(Client::GitPython) | Agent::Library(Client::Dulwich) => {
+                Hooks::Run
+            }
             Agent::Library(_) => Hooks::NotRun,
         }
     }
@@ -705,4 +708,186 @@ fn accepts_granted_and_rejects_ungranted_commits_in_a_sha256_repository() {
     commit_all(&c, "initial");
     assert_eq!(c.git(&["rev-parse", "--show-object-format"]), "sha256");
     git_agent_run(&c);
+}
+
+/// GitPython's `index.add(...); index.write(); index.commit(...)` on one
+/// `IndexFile` writes back the cache-tree it read (naming HEAD's trees) over
+/// the changed entries, then commits the tree the entries make.
+fn gitpython_stale_cache_tree_commit(c: &Compat, rel: &str, content: &str) -> Output {
+    // A valid cache-tree naming HEAD's trees, as after any checkout.
+    c.git(&["read-tree", "HEAD"]);
+    let script = "import sys, git\n\
+                  repo_dir, rel, content = sys.argv[1:4]\n\
+                  open(repo_dir + '/' + rel, 'w').write(content)\n\
+                  index = git.Repo(repo_dir).index\n\
+                  index.add([rel])\n\
+                  index.write()\n\
+                  index.commit('stale cache-tree')\n";
+    let repo = c.sb.repo.to_str().unwrap();
+    c.try_run(c.bin("compat-python"), &["-c", script, repo, rel, content])
+}
+
+#[test]
+fn rejects_an_ungranted_gitpython_commit_behind_a_stale_cache_tree() {
+    let c = Compat::new();
+    let _before = arm(&c);
+    let head = c.git(&["rev-parse", "HEAD"]);
+    let out = gitpython_stale_cache_tree_commit(&c, "src/lib.rs", "pub fn taken() {}\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "GitPython committed: {stderr}");
+    assert!(
+        stderr.contains("src/lib.rs") && stderr.contains("not granted"),
+        "{stderr}"
+    );
+    assert_eq!(c.git(&["rev-parse", "HEAD"]), head);
+}
+
+#[test]
+fn accepts_a_granted_gitpython_commit_behind_a_stale_cache_tree() {
+    let c = Compat::new();
+    let _before = arm(&c);
+    let head = c.git(&["rev-parse", "HEAD"]);
+    let out = gitpython_stale_cache_tree_commit(&c, "docs/guide.md", "a better guide\n");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(c.git(&["rev-parse", "HEAD~1"]), head);
+    assert_eq!(
+        c.git(&["diff", "--name-only", "HEAD~1", "HEAD"]),
+        "docs/guide.md"
+    );
+}
+
+/// Tells the agent not to reinstall hooks or hook managers, naming each.
+#[track_caller]
+fn assert_says_hooks_stay(text: &str) {
+    for said in [
+        "do not install or reinstall hooks or hook managers",
+        "lefthook install",
+        "pre-commit install",
+        "husky install",
+        "verify rejects any change to core.hooksPath",
+    ] {
+        assert!(text.contains(said), "no {said:?} in: {text}");
+    }
+}
+
+#[test]
+fn rejects_lefthook_install_force_while_armed_after_the_hooks_said_not_to() {
+    let c = Compat::new();
+    let marker = c.sb.root.join("lefthook-ran");
+    c.sb.write(
+        "lefthook.yml",
+        &format!(
+            "pre-commit:\n  commands:\n    marker:\n      run: echo lefthook >> '{}'\n",
+            marker.display()
+        ),
+    );
+    commit_all(&c, "lefthook");
+    c.run(c.bin("lefthook"), &["install"]);
+    let _before = arm(&c);
+    // The refusal and status say it before the agent tries.
+    c.sb.write(UNGRANTED.0, UNGRANTED.1);
+    c.git(&["add", UNGRANTED.0]);
+    let out = c.try_run("git", &["commit", "-q", "-m", "ungranted"]);
+    assert!(!out.status.success());
+    assert_says_hooks_stay(&String::from_utf8_lossy(&out.stderr));
+    let state = c.sb.state.to_str().unwrap();
+    let status = c.sb.grantguard(&["status", "--state", state]);
+    assert_says_hooks_stay(&String::from_utf8_lossy(&status.stdout));
+    c.git(&["reset", "-q", "--hard"]);
+    // The agent does what lefthook's own message suggests anyway.
+    c.run(c.bin("lefthook"), &["install", "--force"]);
+    let (code, r) = c.sb.verify();
+    assert_eq!(code, 1, "{r:#}");
+    assert!(
+        common::rules(&r).contains(&"protected_metadata_changed".to_owned()),
+        "{r:#}"
+    );
+}
+
+#[test]
+fn leaves_a_chained_default_pre_commit_hook_to_dulwich_and_restores_it_on_disarm() {
+    let c = Compat::new();
+    // With core.hooksPath unset, .git/hooks is git's hooks directory: its
+    // pre-commit is the original grantguard chains, and arm leaves it there.
+    let hook = c.sb.git_dir().join("hooks/pre-commit");
+    let marker = c.sb.root.join("own-hook-ran");
+    let text = format!("#!/bin/sh\necho own >> '{}'\n", marker.display());
+    std::fs::write(&hook, &text).unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let before = arm(&c);
+    assert_eq!(std::fs::read_to_string(&hook).unwrap(), text);
+    // git runs grantguard's check, then the original.
+    let out = Agent::Git.commit(&c, GRANTED.0, GRANTED.1, "granted", false);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_marker(&marker, "git commit while armed");
+    // dulwich runs the original only: verify is the authority there.
+    let out = Agent::Library(Client::Dulwich).commit(&c, UNGRANTED.0, UNGRANTED.1, "x", false);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (code, r) = c.sb.verify();
+    assert_eq!(code, 1, "{r:#}");
+    assert!(
+        common::rules(&r).contains(&"path_not_granted".to_owned()),
+        "{r:#}"
+    );
+    c.git(&["reset", "-q", "--hard", "HEAD~1"]);
+    disarm(&c, &before);
+    assert_eq!(std::fs::read_to_string(&hook).unwrap(), text);
+}
+
+#[test]
+fn places_a_default_pre_commit_stub_for_dulwich_and_removes_it_on_disarm() {
+    let c = Compat::new();
+    let hooks = c.sb.git_dir().join("hooks");
+    let listing = |dir: &Path| {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let names_before = listing(&hooks);
+    assert!(!hooks.join("pre-commit").exists());
+    let before = arm(&c);
+    assert!(hooks.join("pre-commit").exists());
+    // git still runs the stubs in the state directory, not this one.
+    assert_ne!(
+        c.git(&["config", "core.hooksPath"]),
+        hooks.to_str().unwrap()
+    );
+    let out = Agent::Library(Client::Dulwich).commit(&c, UNGRANTED.0, UNGRANTED.1, "x", false);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "dulwich committed: {stderr}");
+    assert!(stderr.contains("path_not_granted"), "{stderr}");
+    // Removing the stub is a change to protected metadata.
+    let stub = std::fs::read(hooks.join("pre-commit")).unwrap();
+    std::fs::remove_file(hooks.join("pre-commit")).unwrap();
+    let (code, r) = c.sb.verify();
+    assert_eq!(code, 1, "{r:#}");
+    assert!(
+        common::rules(&r).contains(&"protected_metadata_changed".to_owned()),
+        "{r:#}"
+    );
+    std::fs::write(hooks.join("pre-commit"), &stub).unwrap();
+    std::fs::set_permissions(
+        hooks.join("pre-commit"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    c.git(&["reset", "-q", "--hard"]);
+    c.git(&["clean", "-qfd"]);
+    disarm(&c, &before);
+    assert_eq!(listing(&hooks), names_before);
 }

@@ -214,3 +214,32 @@ fn arm_and_disarm_killed_at_random_moments_are_recoverable() {
         assert_recoverable(&sb, &pristine, &format!("disarm #{i} killed after {d}us"));
     }
 }
+
+/// Steps of an arm that places the default-directory pre-commit stub (no
+/// hook in `.git/hooks`; dulwich runs only that one).
+const DEFAULT_STUB_STEPS: &[&str] = &[
+    "before-rename:install.json",
+    "default-stub-written",
+    "config-written",
+    "before-rename:baseline.json",
+];
+
+#[test]
+fn arm_killed_around_the_default_stub_is_recoverable_by_disarm() {
+    for step in DEFAULT_STUB_STEPS {
+        let sb = Sandbox::new();
+        assert!(!sb.git_dir().join("hooks/pre-commit").exists());
+        let pristine = snapshot(&sb);
+        let grant = sb.grant(&["docs/"], 1, 1);
+        let out = arm_cmd(&sb, &grant)
+            .env("GRANTGUARD_TEST_CRASH_AT", step)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            None,
+            "arm did not reach crash point {step}"
+        );
+        assert_recoverable(&sb, &pristine, &format!("arm killed at {step}"));
+    }
+}

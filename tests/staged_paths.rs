@@ -345,7 +345,7 @@ fn tree_extension(index: &[u8]) -> std::ops::Range<usize> {
 }
 
 #[test]
-fn a_forged_cache_tree_does_not_hide_a_staged_change_from_verify() {
+fn a_forged_cache_tree_hides_a_staged_change_from_neither_the_hook_nor_verify() {
     let sb = Sandbox::new();
     let honest = std::fs::read(sb.git_dir().join("index")).unwrap();
     sb.write("docs/guide.md", "changed\n");
@@ -360,12 +360,104 @@ fn a_forged_cache_tree_does_not_hide_a_staged_change_from_verify() {
     forged.extend_from_slice(&staged[old.end..]);
     std::fs::write(sb.git_dir().join("index"), forged).unwrap();
 
-    // The hook trusts the cache-tree, as the commit git writes from it does.
-    assert_eq!(our_staged(&sb.repo), Vec::<String>::new());
+    // git commit would write HEAD's tree from the cache-tree, but a client
+    // that builds the tree from the entries (GitPython, dulwich) commits the
+    // change: the hook judges it.
+    assert_eq!(our_staged(&sb.repo), vec!["docs/guide.md".to_owned()]);
     // Final acceptance does not.
     assert!(
         dirt(&sb.repo).contains(&("docs/guide.md".to_owned(), "staged")),
         "{:?}",
         dirt(&sb.repo)
+    );
+}
+
+#[test]
+fn rejects_a_cache_tree_that_git_commit_would_write_over_clean_entries() {
+    let sb = Sandbox::new();
+    sb.write("src/lib.rs", "pub fn taken() {}\n");
+    sb.git(&["add", "src/lib.rs"]);
+    let forged_tree = sb.git(&["write-tree"]);
+    let forged = std::fs::read(sb.git_dir().join("index")).unwrap();
+    // Entries back to HEAD, then the cache-tree naming the changed tree.
+    sb.git(&["read-tree", "HEAD"]);
+    let clean = std::fs::read(sb.git_dir().join("index")).unwrap();
+    let (old, new) = (tree_extension(&clean), tree_extension(&forged));
+    let mut index = clean[..old.start].to_vec();
+    index.extend_from_slice(&forged[new]);
+    index.extend_from_slice(&clean[old.end..]);
+    std::fs::write(sb.git_dir().join("index"), index).unwrap();
+    // The threat is real: git's diff sees nothing, git commits the change.
+    assert_eq!(sb.git(&["diff", "--cached", "--name-only"]), "");
+    assert_eq!(sb.git(&["write-tree"]), forged_tree);
+    assert_eq!(our_staged(&sb.repo), vec!["src/lib.rs".to_owned()]);
+}
+
+#[test]
+fn accepts_a_cache_tree_that_git_keeps_in_step_with_the_entries() {
+    let sb = Sandbox::new();
+    sb.write("docs/guide.md", "changed\n");
+    sb.git(&["add", "docs/guide.md"]);
+    // write-tree makes every node valid again, naming the staged trees.
+    sb.git(&["write-tree"]);
+    assert_eq!(our_staged(&sb.repo), vec!["docs/guide.md".to_owned()]);
+}
+
+/// The root tree id grantguard computes from the index's entries alone.
+fn entries_root(repo: &Path) -> String {
+    let repo = grantguard::repo::open(repo).unwrap();
+    let index = repo.index_or_empty().unwrap();
+    grantguard::repo::entry_trees::entry_trees(&index, repo.object_hash())
+        .unwrap()
+        .id(b"")
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn accepts_only_entry_trees_that_equal_git_write_tree() {
+    let sb = Sandbox::new();
+    sb.write("src/deep/er/mod.rs", "x\n");
+    sb.write("src/a-b", "dash sorts before slash\n");
+    sb.write("src0", "digit sorts after slash\n");
+    sb.write("run.sh", "#!/bin/sh\n");
+    sb.write("docs/later.md", "intent only\n");
+    std::os::unix::fs::symlink("README.md", sb.repo.join("link")).unwrap();
+    std::fs::set_permissions(
+        sb.repo.join("run.sh"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    sb.git(&["add", "src", "src0", "run.sh", "link"]);
+    sb.git(&["add", "-N", "docs/later.md"]);
+    // No valid cache-tree: write-tree computes from the entries too.
+    assert_eq!(entries_root(&sb.repo), sb.git(&["write-tree"]));
+}
+
+#[test]
+fn rejects_a_change_hidden_in_a_large_index_split_across_threads() {
+    let sb = Sandbox::new();
+    // Enough entries that the hashing is split in two at a top-level name.
+    for d in 0..40 {
+        let dir = sb.repo.join(format!("pkg{d:02}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in 0..500 {
+            std::fs::write(dir.join(format!("f{f:03}.txt")), format!("{d} {f}\n")).unwrap();
+        }
+    }
+    sb.git(&["add", "."]);
+    sb.git(&["commit", "-q", "-m", "many"]);
+    assert_eq!(
+        entries_root(&sb.repo),
+        sb.git(&["rev-parse", "HEAD^{tree}"])
+    );
+    assert_eq!(our_staged(&sb.repo), Vec::<String>::new());
+    sb.write("pkg07/f123.txt", "taken\n");
+    sb.write("pkg31/f001.txt", "taken\n");
+    sb.git(&["add", "pkg07", "pkg31"]);
+    assert_eq!(entries_root(&sb.repo), sb.git(&["write-tree"]));
+    assert_eq!(
+        our_staged(&sb.repo),
+        vec!["pkg07/f123.txt".to_owned(), "pkg31/f001.txt".to_owned()]
     );
 }

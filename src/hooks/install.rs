@@ -52,6 +52,11 @@ pub struct InstallRecord {
     pub previous_protocol_keys: Vec<(String, Option<String>)>,
     /// Hooks that were effective before arming, by name, with their path.
     pub chained: Vec<(String, PathBuf)>,
+    /// The `pre-commit` stub `arm` placed in `<common dir>/hooks` for clients
+    /// that ignore `core.hooksPath` (dulwich), with the `sha256:` digest of
+    /// its bytes; absent when none was placed (see [`place_default_stub`]).
+    #[serde(default)]
+    pub default_stub: Option<(PathBuf, String)>,
 }
 
 /// Shell single-quoting: the value can hold any byte but NUL.
@@ -266,6 +271,7 @@ pub fn install(location: &Location, state: &Path, binary: &Path) -> Result<Insta
             .with_context(|| format!("cannot set {key}"))?;
     }
     let after = config.to_bstring();
+    let default_stub = default_stub_plan(location, &stubs, &chained)?;
     let record = InstallRecord {
         config_path: config_path.clone(),
         config_after_digest: config_digest(&after),
@@ -273,6 +279,9 @@ pub fn install(location: &Location, state: &Path, binary: &Path) -> Result<Insta
         previous_protocol_allow,
         previous_protocol_keys,
         chained,
+        default_stub: default_stub
+            .as_ref()
+            .map(|(path, text)| (path.clone(), config_digest(text))),
     };
     write_atomic(&state.join(CONFIG_BEFORE), &before)?;
     write_atomic(&state.join(CONFIG_AFTER), &after)?;
@@ -283,10 +292,85 @@ pub fn install(location: &Location, state: &Path, binary: &Path) -> Result<Insta
             .as_bytes(),
     )?;
 
-    // 3. The change itself.
+    // 3. The change itself: recorded above, so a disarm after a crash here
+    // knows what to remove.
+    if let Some((path, text)) = &default_stub {
+        place_default_stub(path, text)?;
+        crate::fsutil::crash_point("default-stub-written");
+    }
     write_config(&config_path, &after)?;
     crate::fsutil::crash_point("config-written");
     Ok(record)
+}
+
+/// The `pre-commit` stub for clients that ignore `core.hooksPath` and run
+/// only `<common dir>/hooks/pre-commit` (dulwich's `porcelain.commit`): the
+/// path and the bytes `arm` would place there, or `None` when it places
+/// nothing. It places the stub only where no file is (a chained original or a
+/// user's hook there is left alone: moving it would change what git runs
+/// after disarm) and only in an existing hooks directory that is not the
+/// stubs' own. The stub runs grantguard's pre-commit check through the
+/// stubs directory's stub, so what it does is exactly what git's does.
+fn default_stub_plan(
+    location: &Location,
+    stubs: &Path,
+    chained: &[(String, PathBuf)],
+) -> Result<Option<(PathBuf, Vec<u8>)>> {
+    let dir = location.common_dir.join("hooks");
+    let path = dir.join("pre-commit");
+    let is_dir = std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir());
+    if !is_dir || dir == stubs || chained.iter().any(|(_, p)| *p == path) {
+        return Ok(None);
+    }
+    match std::fs::symlink_metadata(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        _ => return Ok(None),
+    }
+    let stub = sh_quote(
+        stubs
+            .join("pre-commit")
+            .to_str()
+            .context("the state path is not UTF-8")?,
+    );
+    let text = format!(
+        "#!/bin/sh\n# grantguard: placed by `grantguard arm` for clients that ignore \
+         core.hooksPath (dulwich),\n# removed by `grantguard disarm`. Runs grantguard's \
+         pre-commit check.\nexec {stub} \"$@\"\n"
+    );
+    Ok(Some((path, text.into_bytes())))
+}
+
+/// Creates the default-directory stub; fails if a file appeared there since
+/// the plan (never overwrites).
+fn place_default_stub(path: &Path, text: &[u8]) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o755)
+        .open(path)
+        .with_context(|| format!("cannot create {}", path.display()))?;
+    file.write_all(text)
+        .and_then(|()| file.sync_all())
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    sync_dir(path.parent().expect("a hook has a directory"))
+}
+
+/// Removes the default-directory stub if it is still the one `arm` placed;
+/// one the agent changed stays, and verify reports it.
+fn remove_default_stub(record: &InstallRecord) -> Result<()> {
+    let Some((path, digest)) = &record.default_stub else {
+        return Ok(());
+    };
+    match std::fs::read(path) {
+        Ok(bytes) if config_digest(&bytes) == *digest => {
+            std::fs::remove_file(path)
+                .with_context(|| format!("cannot remove {}", path.display()))?;
+            sync_dir(path.parent().expect("a hook has a directory"))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The transports git knows by name. `protocol.<name>.allow` outranks
@@ -436,6 +520,7 @@ pub fn uninstall(state: &Path, record: &InstallRecord) -> Result<Restored> {
         Restored::KeysOnly
     };
     crate::fsutil::crash_point("config-restored");
+    remove_default_stub(record)?;
     let stubs = state.join(STUBS_DIR);
     if stubs.exists() {
         std::fs::remove_dir_all(&stubs)

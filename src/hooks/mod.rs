@@ -146,8 +146,20 @@ fn with_state(
     Ok((findings, Some(grant)))
 }
 
+/// Said with every refusal and by `grantguard status`: hook managers'
+/// own errors tell the agent to unset `core.hooksPath` or reinstall with
+/// `--force`, which would switch grantguard's hooks off; verify rejects that,
+/// so say it before the agent tries.
+pub const HOOKS_ARE_PART_OF_THE_GRANT: &str = "grantguard's hooks stay installed while armed: do \
+     not install or reinstall hooks or hook managers (husky install or npm install's prepare, \
+     lefthook install, pre-commit install or uninstall), even when their own message suggests \
+     it; verify rejects any change to core.hooksPath, .git/hooks, grantguard's hook stubs or \
+     the hooks they chain.";
+
 fn refuse_unchecked(name: &str, message: &str) -> i32 {
-    eprintln!("grantguard ({name}): refused, failing closed: {message}");
+    eprintln!(
+        "grantguard ({name}): refused, failing closed: {message}\n  {HOOKS_ARE_PART_OF_THE_GRANT}"
+    );
     1
 }
 
@@ -183,6 +195,7 @@ fn print_refusal(name: &str, findings: &Findings, grant: Option<&Grant>, invocat
             state.display()
         ));
     }
+    out.push_str(&format!("  {HOOKS_ARE_PART_OF_THE_GRANT}\n"));
     eprint!("{out}");
 }
 

@@ -22,25 +22,60 @@ pub fn staged_paths(repo: &gix::Repository) -> Result<Vec<BString>> {
         .context("cannot read HEAD's tree")?
         .detach();
     let index = repo.index_or_empty().context("cannot read the index")?;
-    repo::staged_changes(repo, Some(head_tree), &index, repo::CacheTreeUse::Trust)
-        .context("cannot compare the index with HEAD")
+    repo::staged_changes(
+        repo,
+        Some(head_tree),
+        &index,
+        repo::CacheTreeUse::AlsoGitsView,
+    )
+    .context("cannot compare the index with HEAD")
 }
 
-/// Whether git is amending: the commit will replace HEAD rather than add to
-/// it. Git does not tell the hook, so we look at its command line (the hook's
-/// parent process). Only the count check depends on it, and the
-/// `reference-transaction` hook enforces the real count either way.
-fn is_amend() -> bool {
+/// Whether git's command line (the hook's parent process) has one of the
+/// long `options`, as written or abbreviated (git accepts any unique prefix:
+/// `--am` for `--amend`), with or without `=value`. Git does not tell the
+/// hook how it was called; only the count check and its advice depend on
+/// this, and the `reference-transaction` hook enforces the real count either
+/// way.
+fn git_called_with(options: &[&[u8]]) -> bool {
     let Ok(cmdline) = std::fs::read(format!(
         "/proc/{}/cmdline",
         std::os::unix::process::parent_id()
     )) else {
         return false;
     };
-    // git accepts any unique prefix of a long option: `--am` to `--amend`.
-    cmdline
-        .split(|&b| b == 0)
-        .any(|arg| arg.len() >= 4 && b"--amend".starts_with(arg))
+    cmdline.split(|&b| b == 0).any(|arg| {
+        let name = arg.split(|&b| b == b'=').next().unwrap_or(arg);
+        name.len() >= 4 && options.iter().any(|o| o.starts_with(name))
+    })
+}
+
+/// Whether git is amending: the commit will replace HEAD rather than add to
+/// it.
+fn is_amend() -> bool {
+    git_called_with(&[b"--amend"])
+}
+
+/// What to do instead of a commit past `max`. A `fixup!`/`squash!` commit
+/// (`git commit --fixup`, `--squash`) is meant to be folded later by `git
+/// rebase --autosquash`, but every commit past the bound is refused, even one
+/// a later rebase would remove: say how to fold it in without a new commit.
+fn count_advice(after: usize, max: usize, baseline: &str) -> String {
+    if git_called_with(&[b"--fixup", b"--squash"]) {
+        format!(
+            "a fixup!/squash! commit would be new commit {after}; the grant allows at most {max}, \
+             and every commit past that is refused, even one git rebase --autosquash would fold \
+             later. Fold the change in without a new commit instead: git commit --amend when it \
+             fixes the last commit; for an earlier one, git rebase -i {baseline} marking that \
+             commit `edit`, then git commit --amend and git rebase --continue; or squash all: \
+             git reset --soft {baseline} and commit again"
+        )
+    } else {
+        format!(
+            "this would be new commit {after}; the grant allows at most {max}. Amend instead \
+             (git commit --amend) or squash (git reset --soft {baseline} and commit again)"
+        )
+    }
 }
 
 /// Decides the commit about to be made.
@@ -75,9 +110,12 @@ pub fn decide(repo: &gix::Repository, baseline: &Baseline, grant: &Grant) -> Res
             if after > max {
                 findings.push(Violation::new(
                     rule::COMMIT_COUNT_OUT_OF_BOUNDS,
-                    format!(
-                        "this would be new commit {after}; the grant allows at most {max}. \
-                         Amend instead (git commit --amend) or squash (git reset --soft)"
+                    count_advice(
+                        after,
+                        max,
+                        &baseline
+                            .commit_id()
+                            .map_or("<baseline>".to_owned(), |c| c.to_string()),
                     ),
                 ));
             }

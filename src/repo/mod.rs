@@ -21,6 +21,8 @@ pub mod clean_settings;
 mod commits;
 pub mod config_includes;
 mod encodings;
+pub mod entry_trees;
+mod git_commit_tree;
 pub mod git_view;
 pub mod layout;
 mod lfs;
