@@ -112,6 +112,11 @@ pub struct Findings {
     pub totals: BTreeMap<String, usize>,
     /// Warnings, deduplicated.
     pub warnings: BTreeSet<String>,
+    /// The worktree holds a special file where git would open one (a FIFO
+    /// `.gitattributes`): git run on it would hang, so the storage counts as
+    /// hostile (`metadata_intact` false) though the rule is
+    /// `worktree_not_clean`.
+    pub hostile_worktree: bool,
 }
 
 impl Findings {
@@ -529,6 +534,9 @@ pub fn verify(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
     if let Some(rejected) = special_files(&baseline.repo) {
         return rejected;
     }
+    // The rest of the worktree is walked for special files meanwhile; its
+    // answer is awaited before gix reads the worktree (in `evaluate`).
+    let worktree_scan = repo::special_files::spawn_worktree_scan(baseline.repo.work_dir.clone());
     let mut findings = Findings::default();
     // Protected metadata first: before anything reads the worktree (where a
     // changed config could make a program run). Metadata that cannot be read
@@ -556,6 +564,7 @@ pub fn verify(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
         repo_dir,
         state,
         metadata.as_ref().filter(|_| metadata_intact),
+        worktree_scan,
         &mut findings,
     );
     let observed = match observed {
@@ -571,7 +580,9 @@ pub fn verify(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
     // Positive evidence for whoever acts on the result (run's restore runs
     // git in the checkout only when this is true).
     // Storage or objects git would read differently from us are hostile.
-    let intact = metadata_intact && !STORAGE_RULES.iter().any(|r| findings.has(r));
+    let intact = metadata_intact
+        && !findings.hostile_worktree
+        && !STORAGE_RULES.iter().any(|r| findings.has(r));
     let class = if intact {
         FailureClass::Verification
     } else {
@@ -622,23 +633,22 @@ pub fn verify(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
     result
 }
 
-/// A rejection when a FIFO, device or socket sits where git (and gix) would
-/// open it ([`repo::special_files`]): checked before anything opens the
-/// repository, since opening one would hang `verify`. Unsafe state: git run
-/// on this checkout (run's restore) would hang too.
+/// A rejection when a FIFO or device sits in the git dirs or the worktree
+/// root, where opening the repository reads ([`repo::special_files`]):
+/// checked before anything opens the repository, since opening one would
+/// hang `verify`. Unsafe state: git run on this checkout (run's restore)
+/// would hang too. The rest of the worktree is scanned on a thread and
+/// awaited before gix reads it (see `evaluate`).
 fn special_files(location: &repo::Location) -> Option<ToolResult> {
     let mut violations: Vec<Violation> = repo::special_files::in_git_dirs(location)
         .into_iter()
         .map(|m| Violation::new(rule::REPOSITORY_UNREADABLE, m))
         .collect();
-    match repo::special_files::in_worktree(&location.work_dir) {
-        Ok(found) => violations.extend(
-            found
-                .into_iter()
-                .map(|m| Violation::new(rule::WORKTREE_NOT_CLEAN, m)),
-        ),
-        Err(m) => violations.push(Violation::new(rule::REPOSITORY_UNREADABLE, m)),
-    }
+    violations.extend(
+        repo::special_files::at_worktree_root(&location.work_dir)
+            .into_iter()
+            .map(|m| Violation::new(rule::WORKTREE_NOT_CLEAN, m)),
+    );
     if violations.is_empty() {
         return None;
     }
@@ -673,12 +683,14 @@ struct Observed {
 /// Runs every check after the metadata comparison. `metadata` is the digest
 /// map read at the start when it was intact (`None`: do not read the
 /// worktree, and skip the end-of-run metadata re-check).
+#[allow(clippy::too_many_arguments)] // one per input verify decides on
 fn evaluate(
     baseline: &Baseline,
     grant: &Grant,
     repo_dir: Option<&Path>,
     state: &Path,
     metadata: Option<&BTreeMap<String, String>>,
+    worktree_scan: std::thread::JoinHandle<Result<Vec<String>, String>>,
     findings: &mut Findings,
 ) -> Result<Observed> {
     let (mut repo, location) = repo::layout::open_armed(&baseline.repo)?;
@@ -774,6 +786,26 @@ fn evaluate(
         findings,
     )?;
     compare_refs(&baseline.refs, refs, baseline.branch.as_ref(), findings);
+    // gix opens every `.gitignore` and `.gitattributes` it walks past: not
+    // before the special-file scan has answered.
+    let special = match worktree_scan.join() {
+        Ok(Ok(found)) => found
+            .into_iter()
+            .map(|m| Violation::new(rule::WORKTREE_NOT_CLEAN, m))
+            .collect(),
+        Ok(Err(m)) => vec![Violation::new(rule::REPOSITORY_UNREADABLE, m)],
+        Err(_) => vec![Violation::new(
+            rule::REPOSITORY_UNREADABLE,
+            "the worktree scan for special files failed",
+        )],
+    };
+    if !special.is_empty() {
+        findings.hostile_worktree = true;
+        for v in special {
+            findings.push(v);
+        }
+        return Ok(Observed { facts, tip });
+    }
     if metadata.is_some()
         && let Err(e) = check_worktree(
             &repo,

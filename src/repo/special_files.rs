@@ -149,6 +149,34 @@ pub fn in_git_dirs(location: &Location) -> Vec<String> {
     out
 }
 
+/// Problems among the entries directly in the worktree root (its `.git`
+/// above all, which opening the repository reads when it is a file): the
+/// part of [`in_worktree`] that must be known before the repository is
+/// opened.
+pub fn at_worktree_root(work_dir: &Path) -> Vec<String> {
+    special_entries(work_dir, Some(&WORKTREE_NAMES))
+        .into_iter()
+        .map(|(path, what)| {
+            let shown = path.strip_prefix(work_dir).unwrap_or(&path);
+            format!(
+                "{} is {what}; git would hang reading it. Remove it and verify again",
+                shown.display()
+            )
+        })
+        .collect()
+}
+
+/// Runs [`in_worktree`] on a thread of its own: it is a walk of every
+/// directory (about 70 ms on the 100,000-file benchmark repository), and
+/// nothing before the worktree status needs its answer, so `verify` checks
+/// history and refs meanwhile and joins it just before gix reads the
+/// worktree.
+pub fn spawn_worktree_scan(
+    work_dir: PathBuf,
+) -> std::thread::JoinHandle<Result<Vec<String>, String>> {
+    std::thread::spawn(move || in_worktree(&work_dir))
+}
+
 /// Problems in the worktree rooted at `work_dir`: each a message naming the
 /// file relative to the root. `Err` when the walk was cut short.
 pub fn in_worktree(work_dir: &Path) -> Result<Vec<String>, String> {
