@@ -125,7 +125,10 @@ fn deleted_stubs_are_rejected_by_verify() {
 fn unsetting_hooks_path_is_unsafe_state() {
     let sb = armed();
     sb.git(&["config", "--unset", "core.hooksPath"]);
-    assert!(ungranted_commit(&sb, &[], &[]));
+    // git falls back to .git/hooks, where arm left its default pre-commit
+    // stub (for clients that ignore core.hooksPath): still refused there.
+    assert!(!ungranted_commit(&sb, &[], &[]));
+    assert!(ungranted_commit(&sb, &[], &["--no-verify"]));
     let (code, r) = sb.verify();
     assert_eq!(code, 1, "{r:#}");
     assert_eq!(r["failure_class"], "unsafe_state", "{r:#}");
