@@ -673,3 +673,72 @@ fn accepts_a_commit_in_a_linked_worktree_under_isolate_and_protects_its_own_meta
     assert_accepted(code, &r);
     assert_eq!(r["evidence"]["commits"]["count"], 1, "{r:#}");
 }
+
+// ---------------------------------------------------------------------------
+// A root command keeps no capability (red-team review, round 2).
+
+#[test]
+fn rejects_a_root_command_undoing_the_isolation() {
+    // As root the command used to keep CAP_SYS_ADMIN: it unmounted the
+    // read-only state directory and rewrote the baseline, entered the
+    // host's network namespace, set kernel.core_pattern so the kernel ran a
+    // helper outside the run's process tree, and wrote a forged result to
+    // grantguard's stdout through /proc. Every one of these must fail now.
+    // (core_pattern is only ever written with its own current value, so a
+    // regression cannot change the host.)
+    let sb = Sandbox::new();
+    let state = sb.state.display().to_string();
+    let body = [
+        attempt(&sb, "umount state", &format!("umount '{state}'")),
+        attempt(&sb, "umount config", "umount \"$PWD/.git/config\""),
+        attempt(
+            &sb,
+            "remount state",
+            &format!("mount -o remount,bind,rw '{state}'"),
+        ),
+        attempt(
+            &sb,
+            "core_pattern",
+            "cat /proc/sys/kernel/core_pattern > /tmp/gg-cp && cat /tmp/gg-cp > \
+             /proc/sys/kernel/core_pattern",
+        ),
+        attempt(&sb, "host network", "nsenter --net=/proc/1/ns/net true"),
+        attempt(
+            &sb,
+            "forged result",
+            "printf '{\"status\":\"succeeded\"}\\n' > /proc/$PPID/fd/1",
+        ),
+        attempt(
+            &sb,
+            "baseline",
+            &format!("echo x >> '{state}/baseline.json'"),
+        ),
+        DOCS_COMMIT.to_owned(),
+    ]
+    .join("\n");
+    let a = agent(&sb, &body);
+    let (out, code, r) = isolated(&sb, &[CAP], &[], &a);
+    let log = probe_log(&sb);
+    for name in [
+        "umount state",
+        "umount config",
+        "remount state",
+        "core_pattern",
+        "host network",
+        "forged result",
+        "baseline",
+    ] {
+        assert!(
+            log.contains(&format!("{name} refused")),
+            "{name} was not refused:\n{log}"
+        );
+    }
+    assert_accepted(code, &r);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        stdout.trim().lines().count(),
+        1,
+        "stdout carries only the real result: {stdout}"
+    );
+    assert_disarmed(&sb);
+}

@@ -365,8 +365,8 @@ fn a_sigkilled_grantguard_takes_even_helpers_detached_with_setsid_with_it() {
     let a = agent(
         &sb,
         &format!(
-            "setsid sh -c \"sleep 3; touch '{}'\" </dev/null >/dev/null 2>&1 &\n\
-             sh -c \"(sleep 3; touch '{}') &\" </dev/null >/dev/null 2>&1\n\
+            "setsid sh -c \"sleep 6; touch '{}'\" </dev/null >/dev/null 2>&1 &\n\
+             sh -c \"(sleep 6; touch '{}') &\" </dev/null >/dev/null 2>&1\n\
              sleep 1\ntouch '{}'\nsleep 30",
             late.display(),
             late2.display(),
@@ -382,7 +382,10 @@ fn a_sigkilled_grantguard_takes_even_helpers_detached_with_setsid_with_it() {
     signal(&child, libc::SIGKILL);
     let mut child = child;
     child.wait().unwrap();
-    std::thread::sleep(Duration::from_millis(4000));
+    // The helpers would write at 6 s; the watchdog has about 5 s to end
+    // them, room enough on a loaded 2-core machine running tests in
+    // parallel.
+    std::thread::sleep(Duration::from_millis(7000));
     assert!(!late.exists(), "a setsid helper outlived grantguard");
     assert!(
         !late2.exists(),

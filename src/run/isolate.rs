@@ -64,6 +64,8 @@ pub struct Plan {
     shown: Vec<PathBuf>,
     network: bool,
     user: Option<(Vec<u8>, Vec<u8>)>,
+    /// Root: drop every capability before exec (see [`drop_privileges`]).
+    drop_capabilities: bool,
     fault: bool,
 }
 
@@ -82,6 +84,20 @@ impl Plan {
         for p in paths {
             if !kept.iter().any(|k| p.starts_with(k)) {
                 kept.push(p);
+            }
+        }
+        // SAFETY: plain getter.
+        let root = unsafe { libc::geteuid() } == 0;
+        if root {
+            // Kernel knobs a root command could use to run code outside this
+            // run's process tree (`kernel.core_pattern`, `uevent_helper`):
+            // read-only here, and the capabilities to remount them are
+            // dropped below. (Without root, the user namespace denies them.)
+            for knob in ["/proc/sys", "/sys"] {
+                let knob = PathBuf::from(knob);
+                if knob.is_dir() && !kept.contains(&knob) {
+                    kept.push(knob);
+                }
             }
         }
         let mut read_only = Vec::new();
@@ -107,6 +123,7 @@ impl Plan {
             shown: kept,
             network,
             user,
+            drop_capabilities: root,
             fault,
         })
     }
@@ -127,6 +144,11 @@ impl Plan {
         if self.fault {
             return Err(io::Error::from_raw_os_error(libc::EPERM));
         }
+        // grantguard made itself not dumpable (so the command cannot reach
+        // its /proc entries); this fork must be dumpable again to write its
+        // own /proc/self/uid_map. exec would reset it anyway.
+        // SAFETY: prctl on this forked process with plain integers.
+        check(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1 as libc::c_ulong, 0, 0, 0) })?;
         let mut flags = libc::CLONE_NEWNS;
         if !self.network {
             flags |= libc::CLONE_NEWNET;
@@ -154,8 +176,76 @@ impl Plan {
         if !self.network {
             loopback_up()?;
         }
+        if self.drop_capabilities {
+            drop_privileges()?;
+        }
         Ok(())
     }
+}
+
+/// `struct __user_cap_header_struct`.
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+/// `struct __user_cap_data_struct`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// `_LINUX_CAPABILITY_VERSION_3`.
+const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+/// The command keeps no capability and can gain none. A root command would
+/// otherwise still hold `CAP_SYS_ADMIN` in the namespaces it shares with the
+/// host: unmount the read-only binds (the state directory, `.git/config`),
+/// `nsenter` the host's network, or rewrite `kernel.core_pattern` to have the
+/// kernel start a helper outside the run's process tree (found by the
+/// red-team review). The bounding set is emptied first (so exec as root
+/// regains nothing), then the sets themselves, the ambient set, and
+/// `no_new_privs` stops setuid binaries. A non-root command has no
+/// capability after exec anyway (its user namespace maps only its own id).
+fn drop_privileges() -> io::Result<()> {
+    // SAFETY: prctl and capset on this (single-threaded, forked) process
+    // only, with plain integers and a properly laid-out header and data.
+    unsafe {
+        check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
+        for cap in 0..64 {
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 {
+                let err = io::Error::last_os_error();
+                // EINVAL: past the kernel's last capability.
+                if err.raw_os_error() != Some(libc::EINVAL) {
+                    return Err(err);
+                }
+            }
+        }
+        // Clearing the ambient set can fail on old kernels without it; the
+        // empty permitted set below clears it anyway.
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        );
+        let header = CapHeader {
+            version: CAPABILITY_VERSION_3,
+            pid: 0,
+        };
+        let data = [CapData {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        }; 2];
+        check(libc::syscall(libc::SYS_capset, &header, data.as_ptr()) as libc::c_int)?;
+    }
+    Ok(())
 }
 
 /// Checks, before anything is written or run, that the namespaces can be

@@ -81,7 +81,21 @@ pub(super) fn execute(
         crash_point("verified");
         let disarmed = crate::state::disarm(&places.state);
         crash_point("disarmed");
+        let forged = grant.and_then(|g| verdict_for_another_grant(&verdict, g));
         merge_verdict(&mut result, verdict);
+        if let Some(problem) = forged {
+            // The baseline verify judged against is not the one this run
+            // armed: whoever could rewrite it could grant itself anything.
+            demote(
+                &mut result,
+                FailureClass::UnsafeState,
+                Status::FailedPermanent,
+            );
+            result.violations.push(Violation::new(
+                crate::acceptance::rule::BASELINE_INVALID,
+                problem,
+            ));
+        }
         result = result.with_evidence("disarmed", disarmed.is_success());
         if !disarmed.is_success() {
             demote(
@@ -190,6 +204,30 @@ fn isolation_plan(
 }
 
 /// Merges `verify`'s verdict into the run's result.
+/// Why a verify result cannot be about the grant this run armed, if it
+/// cannot: its evidence names another grant id. (The baseline carries an
+/// unkeyed digest; `run` knows the grant it admitted and holds verify to
+/// it.)
+fn verdict_for_another_grant(verdict: &ToolResult, grant: &Grant) -> Option<String> {
+    let judged = verdict
+        .evidence
+        .get("grant")
+        .and_then(|g| g.get("id"))
+        .and_then(Value::as_str);
+    match judged {
+        Some(id) if id == grant.id() => None,
+        // No grant in the evidence: verify could not read the baseline, and
+        // its own violation already says so.
+        None if verdict.status != Status::Succeeded => None,
+        other => Some(format!(
+            "verify judged grant {} but this run armed {}: the baseline in the state directory \
+             was replaced while the command ran",
+            other.unwrap_or("(none)"),
+            grant.id()
+        )),
+    }
+}
+
 pub(super) fn merge_verdict(result: &mut ToolResult, verdict: ToolResult) {
     if let Some(class) = verdict.failure_class {
         demote(result, class, verdict.status);
@@ -322,6 +360,26 @@ pub(super) fn millis(d: Duration) -> u64 {
 mod tests {
     use super::*;
     use crate::result::ToolResult;
+
+    fn grant(paths: &[&str]) -> Grant {
+        let v = serde_json::json!({"version": "1", "allowed_paths": paths,
+            "commit_count": {"min": 1, "max": 1}, "publish": false});
+        Grant::from_value(&v, "g").unwrap()
+    }
+
+    #[test]
+    fn a_verdict_about_another_grant_is_refused() {
+        // A baseline rewritten while the command ran (to grant `src/`)
+        // makes verify judge another grant: run holds it to its own.
+        let armed = grant(&["docs/"]);
+        let forged = grant(&["docs/", "src/"]);
+        let verdict = ToolResult::succeeded("verify").with_evidence("grant", forged.evidence());
+        assert!(verdict_for_another_grant(&verdict, &armed).is_some());
+        let honest = ToolResult::succeeded("verify").with_evidence("grant", armed.evidence());
+        assert_eq!(verdict_for_another_grant(&honest, &armed), None);
+        let no_evidence = ToolResult::succeeded("verify");
+        assert!(verdict_for_another_grant(&no_evidence, &armed).is_some());
+    }
 
     #[test]
     fn demotion_keeps_the_most_severe_failure() {

@@ -45,9 +45,16 @@ use std::time::{Duration, Instant};
 /// could not end (a process stuck in an uninterruptible sleep).
 pub const SWEEP_LIMIT: Duration = Duration::from_secs(10);
 
-/// Makes this process a child subreaper: orphaned descendants are
-/// re-parented to it.
+/// Makes this process a child subreaper (orphaned descendants are
+/// re-parented to it) and not dumpable (see inside).
 pub fn become_subreaper() -> std::io::Result<()> {
+    // Not dumpable: the command (same user) cannot open grantguard's
+    // `/proc/<pid>/fd/1` and write a forged result onto the channel that
+    // carries the real one, nor ptrace it (found by the red-team review).
+    // SAFETY: prctl on this process with plain integers.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
     // SAFETY: plain prctl with integer arguments.
     let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) };
     if rc != 0 {
