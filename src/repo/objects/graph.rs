@@ -27,6 +27,8 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 use gix::ObjectId;
 
+use super::chunk_format::{Chunks, be32};
+
 const OIDF: u32 = u32::from_be_bytes(*b"OIDF");
 const OIDL: u32 = u32::from_be_bytes(*b"OIDL");
 const CDAT: u32 = u32::from_be_bytes(*b"CDAT");
@@ -73,40 +75,9 @@ impl Layer {
         let chunks = usize::from(data[6]);
         let base_count = usize::from(data[7]);
         let end = data.len() - hash_len;
-        let toc = |i: usize| -> Result<(u32, usize)> {
-            let at = 8 + 12 * i;
-            let entry = data
-                .get(at..at + 12)
-                .context("its chunk table is truncated")?;
-            let offset = u64::from_be_bytes(entry[4..].try_into().expect("8 bytes"));
-            let offset = usize::try_from(offset).ok().filter(|o| *o <= end);
-            Ok((
-                be32(&entry[..4]),
-                offset.context("a chunk offset is out of range")?,
-            ))
-        };
-        let mut found: Vec<(u32, usize, usize)> = Vec::new();
-        for i in 0..chunks {
-            let (id, start) = toc(i)?;
-            let (_, next) = toc(i + 1)?;
-            if next < start || id == 0 {
-                bail!("its chunk table is not in order");
-            }
-            if found.iter().any(|(other, ..)| *other == id) {
-                bail!("it has a chunk twice");
-            }
-            found.push((id, start, next - start));
-        }
-        if toc(chunks)?.0 != 0 {
-            bail!("its chunk table has no terminator");
-        }
-        let chunk = |id: u32| {
-            found
-                .iter()
-                .find(|(c, ..)| *c == id)
-                .map(|&(_, s, l)| (s, l))
-        };
-        for &(id, ..) in &found {
+        let chunks = Chunks::read(&data, 8, chunks, end)?;
+        let chunk = |id: u32| chunks.get(id);
+        for id in chunks.ids() {
             match id {
                 BIDX | BDAT => {
                     bail!("it carries changed-path Bloom filters, which grantguard cannot verify")
@@ -442,10 +413,6 @@ fn parse_commit(data: &[u8]) -> Result<ParsedCommit> {
         parents,
         date,
     })
-}
-
-fn be32(b: &[u8]) -> u32 {
-    u32::from_be_bytes(b[..4].try_into().expect("four bytes"))
 }
 
 #[cfg(test)]

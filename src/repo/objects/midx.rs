@@ -19,6 +19,8 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use gix::ObjectId;
+
+use super::chunk_format::{Chunks, be32};
 use gix::odb::pack;
 
 const PNAM: u32 = u32::from_be_bytes(*b"PNAM");
@@ -56,43 +58,18 @@ pub fn verify(
     }
     let num_packs = be32(&data[8..]) as usize;
     let end = data.len() - hash_len;
-    let toc = |i: usize| -> Result<(u32, usize)> {
-        let at = 12 + 12 * i;
-        let entry = data
-            .get(at..at + 12)
-            .context("its chunk table is truncated")?;
-        let offset = u64::from_be_bytes(entry[4..].try_into().expect("8 bytes"));
-        let offset = usize::try_from(offset).ok().filter(|o| *o <= end);
-        Ok((
-            be32(entry),
-            offset.context("a chunk offset is out of range")?,
-        ))
-    };
-    let mut found: Vec<(u32, usize, usize)> = Vec::new();
-    for i in 0..chunks {
-        let (id, start) = toc(i)?;
-        let (_, next) = toc(i + 1)?;
-        if next < start || id == 0 || found.iter().any(|(c, ..)| *c == id) {
-            bail!("its chunk table is malformed");
-        }
-        if ![PNAM, OIDF, OIDL, OOFF, LOFF].contains(&id) {
-            bail!(
-                "it has the chunk {:?} (reverse index or bitmap order), which grantguard \
-                 cannot verify",
-                String::from_utf8_lossy(&id.to_be_bytes())
-            );
-        }
-        found.push((id, start, next - start));
+    let chunks = Chunks::read(&data, 12, chunks, end)?;
+    if let Some(id) = chunks
+        .ids()
+        .find(|id| ![PNAM, OIDF, OIDL, OOFF, LOFF].contains(id))
+    {
+        bail!(
+            "it has the chunk {:?} (reverse index or bitmap order), which grantguard cannot \
+             verify",
+            String::from_utf8_lossy(&id.to_be_bytes())
+        );
     }
-    if toc(chunks)?.0 != 0 {
-        bail!("its chunk table has no terminator");
-    }
-    let chunk = |id: u32| {
-        found
-            .iter()
-            .find(|(c, ..)| *c == id)
-            .map(|&(_, s, l)| (s, l))
-    };
+    let chunk = |id: u32| chunks.get(id);
     let (pnam, pnam_len) = chunk(PNAM).context("it has no PNAM chunk")?;
     let (oidf, oidf_len) = chunk(OIDF).context("it has no OIDF chunk")?;
     let (oidl, oidl_len) = chunk(OIDL).context("it has no OIDL chunk")?;
@@ -161,8 +138,4 @@ pub fn verify(
         }
     }
     Ok(())
-}
-
-fn be32(b: &[u8]) -> u32 {
-    u32::from_be_bytes(b[..4].try_into().expect("four bytes"))
 }

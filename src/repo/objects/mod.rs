@@ -31,6 +31,7 @@
 //! file itself is protected metadata; a store shared with others is outside
 //! the checkout), and a writer who can set the clock or ctime back (root).
 
+mod chunk_format;
 mod graph;
 pub mod inventory;
 mod loose;

@@ -24,6 +24,8 @@ use std::sync::atomic::AtomicBool;
 use anyhow::{Context, Result, bail};
 use gix::odb::pack;
 
+use super::chunk_format::be32;
+
 /// Largest object a pack entry may decode to. A hostile entry header can
 /// announce any size; without a bound, decoding it would abort the process
 /// on allocation instead of failing the proof. Objects past this bound are
@@ -102,8 +104,4 @@ pub fn verify_rev(rev_path: &Path, idx_path: &Path, hash: gix::hash::Kind) -> Re
         bail!("its trailing checksum does not match its content");
     }
     Ok(())
-}
-
-fn be32(b: &[u8]) -> u32 {
-    u32::from_be_bytes(b[..4].try_into().expect("four bytes"))
 }
