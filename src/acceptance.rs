@@ -31,6 +31,7 @@ use serde_json::json;
 use crate::baseline::Baseline;
 use crate::digest::sha256_hex;
 use crate::grant::{Grant, PathMatcher, has_dotgit_component};
+use crate::peers::{Peers, Snapshot};
 use crate::repo::{self, ChangedPath, Head, RefMap, refname, refstore};
 use crate::result::{FailureClass, MAX_LISTED, ToolResult, Violation};
 
@@ -538,12 +539,43 @@ pub fn verify(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
     // answer is awaited before gix reads the worktree (in `evaluate`).
     let worktree_scan = repo::special_files::spawn_worktree_scan(baseline.repo.work_dir.clone());
     let mut findings = Findings::default();
+    // The other worktrees armed beside this one (see `peers`): a hub that
+    // no longer routes this worktree's hooks to this state is a switched-off
+    // hook, like a changed `core.hooksPath`.
+    let peers = match Snapshot::for_verify(state, armed).and_then(|s| {
+        if let Some(s) = &s
+            && armed
+        {
+            own_entry_is_this_state(&s.own, state)?;
+        }
+        Ok(s)
+    }) {
+        Ok(snapshot) => Peers::confirm(snapshot, &baseline),
+        Err(e) => {
+            findings.push(Violation::new(
+                rule::PROTECTED_METADATA_CHANGED,
+                format!(
+                    "the repository's hub does not route this worktree's hooks to this grant: {e:#}"
+                ),
+            ));
+            Peers::default()
+        }
+    };
+    for warning in &peers.unconfirmed {
+        findings.warnings.insert(warning.clone());
+    }
     // Protected metadata first: before anything reads the worktree (where a
     // changed config could make a program run). Metadata that cannot be read
     // counts as changed.
     let metadata = match repo::metadata_digests(&baseline.repo, &baseline.hooks) {
         Ok(now) => {
-            compare_metadata(baseline.expected_metadata(armed), &now, &mut findings);
+            let also = (!armed && peers.any()).then_some(&baseline.metadata);
+            let expected = Expected {
+                metadata: baseline.expected_metadata(armed),
+                also,
+                peer_worktrees: peers.worktree_names(&baseline.repo.common_dir),
+            };
+            compare_metadata(&expected, &now, &mut findings);
             Some(now)
         }
         Err(e) => {
@@ -561,6 +593,7 @@ pub fn verify(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
     let observed = evaluate(
         &baseline,
         &grant,
+        &peers,
         repo_dir,
         state,
         metadata.as_ref().filter(|_| metadata_intact),
@@ -687,6 +720,7 @@ struct Observed {
 fn evaluate(
     baseline: &Baseline,
     grant: &Grant,
+    peers: &Peers,
     repo_dir: Option<&Path>,
     state: &Path,
     metadata: Option<&BTreeMap<String, String>>,
@@ -785,7 +819,13 @@ fn evaluate(
         CountCheck::Full,
         findings,
     )?;
-    compare_refs(&baseline.refs, refs, baseline.branch.as_ref(), findings);
+    compare_refs(
+        &baseline.refs,
+        refs,
+        baseline.branch.as_ref(),
+        &|name, before, now| peers.excuse_ref(name, before, now),
+        findings,
+    );
     // gix opens every `.gitignore` and `.gitattributes` it walks past: not
     // before the special-file scan has answered.
     let special = match worktree_scan.join() {
@@ -884,33 +924,83 @@ fn cross_check_with_git(
     Ok(())
 }
 
+/// What the protected metadata must be.
+struct Expected<'a> {
+    /// As recorded (armed, or before arm after disarm).
+    metadata: &'a BTreeMap<String, String>,
+    /// After a disarm while other worktrees stayed armed, a value may also
+    /// be the armed one: the shared config and stubs stay until the last
+    /// disarm.
+    also: Option<&'a BTreeMap<String, String>>,
+    /// Linked worktrees other armed worktrees own (hex names), whose
+    /// appearing or going is theirs (see [`crate::peers`]).
+    peer_worktrees: BTreeSet<String>,
+}
+
 fn compare_metadata(
-    before: &BTreeMap<String, String>,
+    expected: &Expected<'_>,
     now: &BTreeMap<String, String>,
     findings: &mut Findings,
 ) {
+    let before = expected.metadata;
     let names: BTreeSet<&String> = before.keys().chain(now.keys()).collect();
     for name in names {
-        if before.get(name) != now.get(name) {
-            // Keys are relative to the common dir, or absolute paths
-            // (submodule checkouts, hooks outside the git dir).
-            let shown = if name.starts_with('/') {
-                name.clone()
-            } else {
-                format!(".git/{name}")
-            };
-            findings.push(
-                Violation::new(
-                    rule::PROTECTED_METADATA_CHANGED,
-                    format!(
-                        "{shown} changed since arm; git metadata is not part of any grant \
-                         (restore it exactly)"
-                    ),
-                )
-                .with_path(shown),
-            );
+        let (old, new) = (before.get(name), now.get(name));
+        if old == new || expected.also.is_some_and(|also| also.get(name) == new) {
+            continue;
         }
+        if name == "worktrees"
+            && let (Some(old), Some(new)) = (old, new)
+            && same_worktrees(old, new, &expected.peer_worktrees)
+        {
+            continue;
+        }
+        // Keys are relative to the common dir, or absolute paths
+        // (submodule checkouts, hooks outside the git dir).
+        let shown = if name.starts_with('/') {
+            name.clone()
+        } else {
+            format!(".git/{name}")
+        };
+        findings.push(
+            Violation::new(
+                rule::PROTECTED_METADATA_CHANGED,
+                format!(
+                    "{shown} changed since arm; git metadata is not part of any grant \
+                     (restore it exactly)"
+                ),
+            )
+            .with_path(shown),
+        );
     }
+}
+
+/// Whether two `worktrees` values list the same linked worktrees but for
+/// those armed peers own; a digest recorded by an older baseline is
+/// compared as such.
+fn same_worktrees(before: &str, now: &str, peers: &BTreeSet<String>) -> bool {
+    let Some(now_names) = repo::worktree_names(now) else {
+        return false;
+    };
+    let Some(before_names) = repo::worktree_names(before) else {
+        return repo::legacy_worktrees_digest(now).as_deref() == Some(before);
+    };
+    before_names
+        .symmetric_difference(&now_names)
+        .all(|name| peers.contains(name))
+}
+
+/// The hub entry of this worktree must name this state directory: one
+/// that names another routes the hooks to another grant.
+fn own_entry_is_this_state(own: &crate::hooks::hub::Entry, state: &Path) -> Result<()> {
+    let here = state.canonicalize().unwrap_or_else(|_| state.to_path_buf());
+    anyhow::ensure!(
+        own.state == here,
+        "its entry names the state directory {}, not {}",
+        own.state.display(),
+        here.display()
+    );
+    Ok(())
 }
 
 fn check_head(head: &Head, branch: &BStr, findings: &mut Findings) {
@@ -936,11 +1026,25 @@ fn short_branch(branch: &[u8]) -> String {
     refname::shown(branch.strip_prefix(b"refs/heads/").unwrap_or(branch))
 }
 
-/// Every ref but the granted branch must equal its baseline value.
-pub fn compare_refs(before: &RefMap, now: &RefMap, branch: &BStr, findings: &mut Findings) {
+/// Whether a ref's change (name, before, now) is another worktree's to
+/// judge.
+pub type Excuse<'a> = dyn Fn(&BStr, Option<&BString>, Option<&BString>) -> bool + 'a;
+
+/// Every ref but the granted branch must equal its baseline value, unless
+/// `excused` (another armed worktree's branch: see [`crate::peers`]).
+pub fn compare_refs(
+    before: &RefMap,
+    now: &RefMap,
+    branch: &BStr,
+    excused: &Excuse<'_>,
+    findings: &mut Findings,
+) {
     let names: BTreeSet<&BString> = before.keys().chain(now.keys()).collect();
     for name in names.into_iter().filter(|n| n.as_bstr() != branch) {
         let (old, new) = (before.get(name), now.get(name));
+        if old != new && excused(name.as_bstr(), old, new) {
+            continue;
+        }
         let what = match (old, new) {
             (Some(a), Some(b)) if a == b => continue,
             (None, Some(_)) => "was created",
@@ -1095,7 +1199,13 @@ mod tests {
         now.insert("refs/remotes/origin/main".into(), "d".into());
         now.insert("refs/stash".into(), "e".into());
         let mut f = Findings::default();
-        compare_refs(&before, &now, "refs/heads/main".into(), &mut f);
+        compare_refs(
+            &before,
+            &now,
+            "refs/heads/main".into(),
+            &|_, _, _| false,
+            &mut f,
+        );
         assert_eq!(f.totals[rule::REF_CHANGED], 2);
         assert_eq!(f.totals[rule::REMOTE_TRACKING_REF_CHANGED], 1);
     }

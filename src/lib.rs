@@ -40,6 +40,7 @@ pub mod grant;
 pub mod hooks;
 pub mod journal;
 pub mod metrics;
+pub mod peers;
 pub mod repo;
 pub mod result;
 pub mod run;

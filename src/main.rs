@@ -111,6 +111,10 @@ enum Command {
         /// The state directory given to `arm`.
         #[arg(long, env = "GRANTGUARD_STATE")]
         state: Option<PathBuf>,
+        /// The repository's hub: the hook enforces the grant of the worktree
+        /// it runs in (the stubs `arm` installs pass this).
+        #[arg(long)]
+        hub: Option<PathBuf>,
         /// The hook that was effective before arming; runs after the check.
         #[arg(long)]
         chain: Option<PathBuf>,
@@ -212,6 +216,7 @@ fn main() -> ExitCode {
         let invocation = grantguard::hooks::Invocation {
             name: stem,
             state: std::env::var_os(grantguard::hooks::STATE_ENV).map(PathBuf::from),
+            hub: None,
             chain: None,
             args: argv.collect(),
         };
@@ -241,11 +246,13 @@ fn main() -> ExitCode {
         Command::Hook {
             name,
             state,
+            hub,
             chain,
             args,
         } => grantguard::hooks::run(&grantguard::hooks::Invocation {
             name,
             state,
+            hub,
             chain,
             args,
         }),

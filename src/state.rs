@@ -13,7 +13,7 @@ use serde_json::json;
 use crate::acceptance::rule;
 use crate::baseline::{self, Baseline};
 use crate::grant::Grant;
-use crate::hooks::install;
+use crate::hooks::{hub, install};
 use crate::repo::{self, Head};
 use crate::result::{FailureClass, ToolResult, Violation};
 
@@ -27,6 +27,11 @@ pub const NOT_ARMED: &str = "not_armed";
 pub const HEAD_DETACHED: &str = "head_detached";
 /// Rule id: the grant file is invalid or carries no grant.
 pub const GRANT_INVALID: &str = "grant_invalid";
+
+/// How long `arm` waits for an arm or disarm of another worktree of the
+/// same repository (they hold the repository's arm lock for the time of
+/// their checks and writes).
+const ARM_LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// Arms `repo_dir` under the grant in `grant_file`, recording the baseline in
 /// `state_dir`.
@@ -93,17 +98,25 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
         );
     }
     // Held until this function returns: the checks below and the install
-    // are one step across processes (see `arm_lock`).
-    let Some(_arm_lock) = crate::hooks::arm_lock::try_lock(&location.common_dir)? else {
+    // are one step across processes (see `arm_lock`). Arms of other
+    // worktrees of the repository hold it briefly; wait for them.
+    let Some(_arm_lock) =
+        crate::hooks::arm_lock::lock_within(&location.common_dir, ARM_LOCK_PATIENCE)?
+    else {
         return refuse(
             ALREADY_ARMED,
-            "another grantguard process is arming this repository right now; only one state \
-             directory can arm a repository: wait for that run to end, or disarm its state"
-                .to_owned(),
+            format!(
+                "another grantguard process has been arming or disarming this repository for \
+                 {} s; wait for it to end and arm again",
+                ARM_LOCK_PATIENCE.as_secs()
+            ),
         );
     };
     crate::fsutil::crash_point("arm-locked");
-    if baseline::path_in(&state).exists() || install::read_record(&state)?.is_some() {
+    if baseline::path_in(&state).exists()
+        || install::read_record(&state)?.is_some()
+        || hub::Link::read(&state)?.is_some()
+    {
         return refuse(
             ALREADY_ARMED,
             format!(
@@ -113,15 +126,25 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
             ),
         );
     }
-    if let Some(other) = install::armed_elsewhere(&location)? {
-        return refuse(
-            ALREADY_ARMED,
-            format!(
-                "the repository's hooks already point to grantguard stubs in {}; disarm that \
-                 state first",
-                other.display()
-            ),
-        );
+    // The hub the repository's hooks already dispatch through, if another
+    // worktree is armed: this arm joins it.
+    let joined = match hub::Hub::find(&install::effective_hooks_dir(&location)?) {
+        Ok(found) => found,
+        Err(e) => return refuse(ALREADY_ARMED, format!("{e:#}")),
+    };
+    let key = hub::key(&location.git_dir);
+    if let Some(hub) = &joined {
+        hub.prune_stale(|_: &hub::Entry| None)?;
+        if let Some(entry) = hub.entry(&key)? {
+            return refuse(
+                ALREADY_ARMED,
+                format!(
+                    "this worktree is already armed with the state directory {}; only one \
+                     grant at a time per worktree: wait for that run to end, or disarm its state",
+                    entry.state.display()
+                ),
+            );
+        }
     }
     let (branch, commit) = match repo::head(&repo)? {
         Head::Branch { name, commit } => (name, commit),
@@ -132,6 +155,20 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
             );
         }
     };
+    if let Some(hub) = &joined {
+        let encoded = repo::refname::encode(&branch);
+        if let Some(owner) = hub.armed()?.into_iter().find(|e| e.branch == encoded) {
+            return refuse(
+                ALREADY_ARMED,
+                format!(
+                    "the branch {} is granted to the armed worktree {}; each armed worktree \
+                     needs a branch of its own",
+                    repo::refname::shown(&branch),
+                    owner.work_dir.display()
+                ),
+            );
+        }
+    }
     // The baseline records what git reads: a ref store gix might read
     // differently, or a branch git would not resolve to itself by its short
     // name, is refused before anything is recorded.
@@ -197,45 +234,103 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
     let binary = std::env::current_exe()
         .and_then(|p| p.canonicalize())
         .context("cannot locate the grantguard executable for the hook stubs")?;
-    let hooks = install::hook_paths(&location, &state)?;
-    let metadata_before_arm = repo::metadata_digests(&location, &hooks)?;
-    // Before the hooks are installed: a store that cannot be inventoried
-    // leaves the repository as it was.
-    let object_inventory = repo::objects::record(&location.common_dir, &state, repo.object_hash())?;
-    let installed = install::install(&location, &state, &binary)?;
-    // The baseline is recorded after installation, so it includes the
-    // config that points at the stubs.
-    let record = Baseline {
-        schema: baseline::SCHEMA.into(),
-        grant: grant.canonical().to_owned(),
-        grant_id: grant.id(),
-        repo: location.clone(),
-        branch: branch.clone(),
-        commit: commit.map(|c| c.to_string()),
-        refs,
-        metadata: repo::metadata_digests(&location, &hooks)?,
-        metadata_before_arm,
-        hooks,
-        object_inventory,
-        clean_settings: Some(clean_settings),
-        armed_at: now_secs(),
+    let hub = match &joined {
+        Some(hub) => hub.clone(),
+        None => hub::Hub::at(hub::new_path(&location)?),
     };
-    record.write(&state)?;
-    Ok(ToolResult::succeeded("arm")
-        .with_evidence("grant", grant.evidence())
-        .with_evidence(
-            "baseline",
-            json!({"branch": repo::refname::encode(&branch), "commit": record.commit}),
-        )
-        .with_evidence("state", state.display().to_string())
-        .with_evidence(
-            "chained_hooks",
-            installed
-                .chained
+    // Before the hub changes: disarm finds the hub from here after a crash
+    // at any later point.
+    hub::Link {
+        hub: hub.dir.clone(),
+        key: key.clone(),
+    }
+    .write(&state)?;
+    crate::fsutil::crash_point("hub-linked");
+    let link = hub::Link {
+        hub: hub.dir.clone(),
+        key: key.clone(),
+    };
+    // From here a failure undoes what this arm did, as `disarm` would.
+    let installed = (|| -> Result<ToolResult> {
+        let (hooks, chained) = match &joined {
+            Some(hub) => {
+                let record = install::read_record(&hub.dir)?
+                    .context("the repository's hub has no install record")?;
+                let names = record.chained.iter().map(|(n, _)| n.clone()).collect();
+                (install::joined_hook_paths(&record, &hub.dir), names)
+            }
+            None => (install::hook_paths(&location, &hub.dir)?, Vec::new()),
+        };
+        let mut metadata_before_arm = repo::metadata_digests(&location, &hooks)?;
+        if joined.is_some() {
+            // As the repository was before the first arm, where that arm
+            // changed it (the shared config and hooks).
+            metadata_before_arm.extend(hub.unarmed()?);
+        }
+        // Before the hooks are installed: a store that cannot be inventoried
+        // leaves the repository as it was.
+        let object_inventory =
+            repo::objects::record(&location.common_dir, &state, repo.object_hash())?;
+        let chained = if joined.is_none() {
+            discard_leftover_hub(&hub)?;
+            hub.create()?;
+            let installed = install::install(&location, &hub.dir, &binary)?;
+            installed.chained.iter().map(|(n, _)| n.clone()).collect()
+        } else {
+            chained
+        };
+        let metadata = repo::metadata_digests(&location, &hooks)?;
+        if joined.is_none() {
+            let changed = metadata_before_arm
                 .iter()
-                .map(|(n, _)| n.clone())
-                .collect::<Vec<_>>(),
-        ))
+                .filter(|(k, v)| metadata.get(*k) != Some(*v))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            hub.write_unarmed(&changed)?;
+        }
+        let entry = hub::Entry {
+            git_dir: location.git_dir.clone(),
+            work_dir: location.work_dir.clone(),
+            state: state.clone(),
+            branch: repo::refname::encode(&branch),
+            armed_seq: hub.next_seq()?,
+            released_seq: None,
+            final_value: None,
+        };
+        hub.register(&key, &entry)?;
+        crate::fsutil::crash_point("hub-registered");
+        // The baseline is recorded after installation, so it includes the
+        // config that points at the stubs.
+        let record = Baseline {
+            schema: baseline::SCHEMA.into(),
+            grant: grant.canonical().to_owned(),
+            grant_id: grant.id(),
+            repo: location.clone(),
+            branch: branch.clone(),
+            commit: commit.map(|c| c.to_string()),
+            refs,
+            metadata,
+            metadata_before_arm,
+            hooks,
+            object_inventory,
+            clean_settings: Some(clean_settings),
+            armed_at: now_secs(),
+        };
+        record.write(&state)?;
+        Ok(ToolResult::succeeded("arm")
+            .with_evidence("grant", grant.evidence())
+            .with_evidence(
+                "baseline",
+                json!({"branch": repo::refname::encode(&branch), "commit": record.commit}),
+            )
+            .with_evidence("state", state.display().to_string())
+            .with_evidence("hub", hub.dir.display().to_string())
+            .with_evidence("chained_hooks", chained))
+    })();
+    if installed.is_err() {
+        let _ = disarm_locked(&state, Some(&link), None);
+    }
+    installed
 }
 
 /// The human report of `arm`: on success, the baseline it recorded, the
@@ -287,9 +382,10 @@ pub fn disarm(state_dir: &Path) -> ToolResult {
 }
 
 fn disarm_inner(state_dir: &Path) -> Result<ToolResult> {
+    let link = hub::Link::read(state_dir)?;
     let record = install::read_record(state_dir)?;
     let live = baseline::path_in(state_dir);
-    if record.is_none() && !live.exists() {
+    if link.is_none() && record.is_none() && !live.exists() {
         return Ok(ToolResult::rejected(
             "disarm",
             FailureClass::Validation,
@@ -302,28 +398,52 @@ fn disarm_inner(state_dir: &Path) -> Result<ToolResult> {
             ),
         ));
     }
+    // Not while an `arm` or `disarm` of this repository checks and writes.
+    let common_dir = match &record {
+        Some(record) => record.config_path.parent().map(Path::to_path_buf),
+        None => common_dir_of(state_dir, link.as_ref()),
+    };
+    let _arm_lock = match common_dir {
+        Some(dir) if dir.is_dir() => Some(crate::hooks::arm_lock::lock(&dir)?),
+        _ => None,
+    };
+    disarm_locked(state_dir, link.as_ref(), record.as_ref())
+}
+
+/// The common git dir of the repository a state directory armed: from its
+/// baseline, else from its hub's install record.
+fn common_dir_of(state_dir: &Path, link: Option<&hub::Link>) -> Option<std::path::PathBuf> {
+    if let Ok((baseline, _, _)) = Baseline::read_live_or_retired(state_dir) {
+        return Some(baseline.repo.common_dir);
+    }
+    let record = install::read_record(&link?.hub).ok()??;
+    record.config_path.parent().map(Path::to_path_buf)
+}
+
+/// [`disarm`] with the repository's arm lock held (or no repository left
+/// to lock).
+fn disarm_locked(
+    state_dir: &Path,
+    link: Option<&hub::Link>,
+    record: Option<&install::InstallRecord>,
+) -> Result<ToolResult> {
     let mut result = ToolResult::succeeded("disarm");
-    if let Some(record) = &record {
-        // Not while an `arm` of this repository checks and installs.
-        let _arm_lock = match record.config_path.parent() {
-            Some(common_dir) if common_dir.is_dir() => {
-                Some(crate::hooks::arm_lock::lock(common_dir)?)
-            }
-            _ => None,
-        };
+    // A state armed by an older grantguard keeps its stubs and records in
+    // the state directory itself.
+    if let Some(record) = record {
         let restored = install::uninstall(state_dir, record)?;
-        if restored == install::Restored::KeysOnly {
-            result.warnings.push(
-                "the repository config changed while armed; only core.hooksPath and the \
-                 protocol.*allow keys arm set were restored"
-                    .into(),
-            );
+        result = with_restored(result, restored);
+    }
+    if let Some(link) = link {
+        if let Some(restored) = leave_hub(state_dir, link)? {
+            result = with_restored(result, restored);
         }
-        result = result.with_evidence("config_restored", format!("{restored:?}").to_lowercase());
+        result = result.with_evidence("hub", link.hub.display().to_string());
     }
     crate::fsutil::crash_point("disarm-uninstalled");
     // Keep the baseline under another name: verify still works after a
     // clean disarm, while hooks (which read only the live name) see none.
+    let live = baseline::path_in(state_dir);
     if live.exists() {
         let retired = baseline::retired_path_in(state_dir);
         std::fs::rename(&live, &retired)
@@ -333,7 +453,81 @@ fn disarm_inner(state_dir: &Path) -> Result<ToolResult> {
         result = result.with_evidence("baseline_kept_at", retired.display().to_string());
     }
     install::forget(state_dir)?;
+    hub::Link::forget(state_dir)?;
     Ok(result)
+}
+
+fn with_restored(mut result: ToolResult, restored: install::Restored) -> ToolResult {
+    if restored == install::Restored::KeysOnly {
+        result.warnings.push(
+            "the repository config changed while armed; only core.hooksPath and the \
+             protocol.*allow keys arm set were restored"
+                .into(),
+        );
+    }
+    result.with_evidence("config_restored", format!("{restored:?}").to_lowercase())
+}
+
+/// Takes this worktree out of its hub: keeps what the other worktrees were
+/// for verify after disarm ([`crate::peers::SNAPSHOT`]), releases the
+/// entry with the branch's final value, and, when it was the last armed
+/// worktree, restores the config and removes the hub. Each step can be
+/// repeated after a crash. `Some` when the config was restored.
+fn leave_hub(state_dir: &Path, link: &hub::Link) -> Result<Option<install::Restored>> {
+    let hub = hub::Hub::at(&link.hub);
+    if !hub.dir.exists() {
+        return Ok(None);
+    }
+    let own = hub.entry(&link.key)?;
+    if let Some(own) = &own {
+        crate::peers::Snapshot::take(&hub, own)?.write(state_dir)?;
+    }
+    let common = common_dir_of(state_dir, Some(link));
+    let value_of = |entry: &hub::Entry| branch_value(entry, common.as_deref());
+    hub.release(&link.key, own.as_ref().and_then(value_of))?;
+    crate::fsutil::crash_point("hub-released");
+    hub.prune_stale(value_of)?;
+    if !hub.armed()?.is_empty() {
+        return Ok(None);
+    }
+    let restored = match install::read_record(&hub.dir)? {
+        Some(record) => Some(install::uninstall(&hub.dir, &record)?),
+        None => None,
+    };
+    crate::fsutil::crash_point("hub-uninstalled");
+    hub.remove()?;
+    Ok(restored)
+}
+
+/// The current value of the branch of `entry` (encoded), as the strict
+/// ref reader sees it; `None` when absent or unreadable.
+fn branch_value(entry: &hub::Entry, common_dir: Option<&Path>) -> Option<String> {
+    let refs = repo::refstore::read(&entry.git_dir, common_dir?).ok()?.refs;
+    let name = repo::refname::decode(&entry.branch).ok()?;
+    refs.get(&name).map(|v| repo::refname::encode(v))
+}
+
+/// Cleans a hub directory left by an arm or disarm that was killed before
+/// the config pointed at it (or after it was restored): nothing dispatches
+/// through it, so its stubs and records go, and the default stub it placed
+/// (if still unchanged). Refuses when it still lists armed worktrees whose
+/// state exists.
+fn discard_leftover_hub(hub: &hub::Hub) -> Result<()> {
+    if !hub.dir.exists() {
+        return Ok(());
+    }
+    hub.prune_stale(|_: &hub::Entry| None)?;
+    if let Some(entry) = hub.armed()?.first() {
+        anyhow::bail!(
+            "the hub {} lists the armed worktree {} but the repository's config no longer \
+             dispatches to it; run `grantguard disarm --state {}` first",
+            hub.dir.display(),
+            entry.work_dir.display(),
+            entry.state.display()
+        );
+    }
+    install::discard(&hub.dir)?;
+    hub.remove()
 }
 
 fn now_secs() -> u64 {

@@ -13,7 +13,7 @@ fn armed() -> Sandbox {
 }
 
 fn stubs(sb: &Sandbox) -> std::path::PathBuf {
-    sb.state.join("hooks")
+    sb.stubs()
 }
 
 /// Stages an ungranted change and tries to commit it with `args` before

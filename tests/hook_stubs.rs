@@ -11,7 +11,7 @@ use common::Sandbox;
 fn a_granted_commit_passes_the_stubs_and_an_ungranted_one_is_refused() {
     let sb = Sandbox::new();
     sb.arm(&sb.grant(&["docs/"], 1, 2));
-    let stub = std::fs::read_to_string(sb.state.join("hooks/reference-transaction")).unwrap();
+    let stub = std::fs::read_to_string(sb.stubs().join("reference-transaction")).unwrap();
     assert!(stub.contains("committed|aborted) exit 0"), "{stub}");
 
     sb.write("docs/guide.md", "more\n");
@@ -46,7 +46,7 @@ fn the_chained_reference_transaction_hook_sees_every_phase_and_its_input() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
     sb.arm(&sb.grant(&["docs/"], 1, 2));
-    let stub = std::fs::read_to_string(sb.state.join("hooks/reference-transaction")).unwrap();
+    let stub = std::fs::read_to_string(sb.stubs().join("reference-transaction")).unwrap();
     assert!(stub.contains("committed|aborted) [ -x '"), "{stub}");
     assert!(stub.contains("|| exit 0; exec '"), "{stub}");
 

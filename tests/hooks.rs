@@ -741,20 +741,19 @@ fn pre_commit_reads_the_index_git_commits_with_all_and_with_paths() {
 }
 
 #[test]
-fn a_linked_worktree_added_while_armed_is_refused_and_rejected() {
+fn a_linked_worktree_the_agent_adds_while_armed_is_rejected_by_verify() {
     let sb = armed(&["docs/"], 1, 1);
     sb.write("docs/guide.md", "x\n");
     sb.git(&["add", "docs/guide.md"]);
     assert_ok(&sb, &["commit", "-q", "-m", "docs"]);
     let wt = sb.root.join("wt");
-    let out = sb.try_git(&["worktree", "add", "-q", "--detach", wt.to_str().unwrap()]);
-    assert!(
-        !out.status.success(),
-        "the hooks refuse work in another worktree"
-    );
-    sb.git_nohooks(&["worktree", "add", "-q", "--detach", wt.to_str().unwrap()]);
+    // The new worktree is not armed, so its hooks do not hinder it (git
+    // runs them there, not in the armed one); no armed worktree owns it,
+    // so the armed worktree's verify rejects it.
+    sb.git(&["worktree", "add", "-q", "--detach", wt.to_str().unwrap()]);
     let (code, r) = sb.verify();
     assert_eq!(code, 1, "{r:#}");
+    assert_eq!(common::rules(&r), ["protected_metadata_changed"], "{r:#}");
     assert!(r.to_string().contains(".git/worktrees"), "{r:#}");
 }
 

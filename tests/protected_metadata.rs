@@ -140,12 +140,15 @@ fn rejects_a_replaced_stub_in_the_state_directory() {
     let sb = Sandbox::new();
     sb.arm(&sb.grant(&["docs/"], 1, 1));
     sb.commit_file("docs/guide.md", "new\n", "docs");
-    let stub = sb.state.join("hooks/pre-commit");
+    let stub = sb.stubs().join("pre-commit");
     assert!(stub.exists());
     write_exec(&stub, "#!/bin/sh\n# lefthook\nexit 0\n");
     let (code, r) = sb.verify();
     assert_unsafe(code, &r, "hooks");
-    assert!(r.to_string().contains(sb.state.to_str().unwrap()), "{r:#}");
+    assert!(
+        r.to_string().contains(sb.stubs().to_str().unwrap()),
+        "{r:#}"
+    );
 }
 
 #[test]

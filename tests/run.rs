@@ -941,6 +941,7 @@ fn assert_defect_recorded_and_disarmed(sb: &Sandbox, code: i32, r: &Value) {
         "install record left"
     );
     assert!(!sb.state.join("hooks").exists(), "stubs left in place");
+    assert_eq!(sb.hub(), None, "hub left in place");
 }
 
 #[test]

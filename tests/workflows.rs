@@ -256,6 +256,11 @@ const WORKFLOWS: &[Workflow] = &[
     prepared("lfs_tracked_file",
         r#"git lfs install --local >/dev/null; git lfs track 'docs/*.bin' >/dev/null; git add .gitattributes; git commit -qm lfs"#,
         r#"head -c 2048 /dev/urandom > docs/x.bin; git add docs/x.bin; git commit -qm bin; git lfs ls-files >/dev/null"#),
+    // A scratch worktree the agent adds and removes leaves nothing behind
+    // (its hooks do not hinder it: it is not armed); one left in place is
+    // rejected (tests/hooks.rs).
+    w("scratch_linked_worktree_added_and_removed",
+        r#"git worktree add -q --detach "$SCRATCH/wt"; git worktree remove "$SCRATCH/wt"; c docs/a.md"#),
     prepared("global_autocrlf_checkout",
         r#"git config --global core.autocrlf true; rm README.md docs/guide.md; git checkout -- ."#,
         r#"printf 'a\r\n' > docs/a.md; git add docs/a.md; git commit -qm crlf"#),
@@ -268,8 +273,6 @@ const WORKFLOWS: &[Workflow] = &[
 const KNOWN_REFUSALS: &[(Workflow, &str)] = &[
     (w("repack_bitmap_kept", r#"c docs/a.md; git repack -q -a -d --write-bitmap-index"#),
      "object_store_invalid on purpose: a reachability bitmap written since arm cannot be verified and git believes it when it sends objects; the message says to delete it"),
-    (w("linked_worktree_add", r#"git worktree add -q --detach "$SCRATCH/wt"; git worktree remove "$SCRATCH/wt"; c docs/a.md"#),
-     "the reference-transaction hook refuses (fails closed) in a linked worktree the grant was not armed for: creating its HEAD is a ref update outside the armed repository"),
 ];
 
 /// Runs `script` with the prelude in the worktree; `Err` with its output.

@@ -1,16 +1,16 @@
-//! One arm at a time per repository: an exclusive `flock` on the common git
-//! directory, held for the whole of `arm`.
+//! One arm or disarm at a time per repository: an exclusive `flock` on the
+//! common git directory, held for the whole of `arm` and of `disarm`.
 //!
-//! Why: `arm` checks that no other state directory has armed the
-//! repository ([`super::install::armed_elsewhere`]: the stubs marker that
-//! `core.hooksPath` points to) and then installs its own stubs and config.
-//! Two `arm`s (two `grantguard run`s with different state directories on
-//! one checkout) could both pass the check before either had written the
-//! config: both armed, both ran their agents, and the config kept a stray
+//! Why: `arm` checks that its worktree is not armed yet (its entry in the
+//! repository's [`super::hub`]) and then installs the stubs and config or
+//! joins the hub. Two `arm`s of one checkout (two `grantguard run`s with
+//! different state directories) could both pass the check before either had
+//! written: both armed, both ran their agents, and the config kept a stray
 //! line of the loser. With this lock the check and the install are one
-//! step across processes: exactly one wins; the other is refused
-//! `already_armed` before it writes anything (its state directory
-//! included), and the config is what the winner wrote.
+//! step across processes: exactly one wins; the other, once it holds the
+//! lock, finds the worktree armed and is refused `already_armed` before it
+//! writes anything (its state directory included). Arms of *different*
+//! worktrees of the repository wait for each other and both succeed.
 //!
 //! Why `flock` on the directory itself, not a lock file: the lock is
 //! released by the kernel when its holder dies, `kill -9` included, so a
@@ -48,6 +48,22 @@ pub fn try_lock(common_dir: &Path) -> Result<Option<ArmLock>> {
         Err(TryLockError::Error(e)) => {
             Err(e).with_context(|| format!("cannot lock {}", common_dir.display()))
         }
+    }
+}
+
+/// Takes the arm lock, waiting at most `patience` for a holder to finish
+/// (`arm` uses this: an arm or disarm of another worktree holds it for a
+/// bounded time). `Ok(None)`: still held after that.
+pub fn lock_within(common_dir: &Path, patience: std::time::Duration) -> Result<Option<ArmLock>> {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(lock) = try_lock(common_dir)? {
+            return Ok(Some(lock));
+        }
+        if start.elapsed() >= patience {
+            return Ok(None);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
 

@@ -18,17 +18,19 @@ use crate::repo::Location;
 
 use super::GUARDED;
 
-/// The install record, in the state directory.
+/// The install record, in the hub (in the state directory for records of
+/// older versions).
 pub const RECORD: &str = "install.json";
 /// The repository's config bytes as they were before arming.
 pub const CONFIG_BEFORE: &str = "config.before";
 /// The config bytes `arm` writes, kept so that `disarm` can recognise a
 /// `config.lock` that a crash left half-written.
 pub const CONFIG_AFTER: &str = "config.after";
-/// Directory of the stubs inside the state directory.
-pub const STUBS_DIR: &str = "hooks";
-/// Marker file in the stubs directory: tells a second `arm` (with another
-/// state directory) that this repository is already armed.
+/// Directory of the stubs inside the hub (or, for records of older
+/// versions, the state directory).
+pub const STUBS_DIR: &str = super::hub::STUBS_DIR;
+/// Marker file in the stubs directory, naming the hub: tells a later `arm`
+/// which hub the repository's hooks already dispatch through.
 pub const MARKER: &str = ".grantguard-stubs";
 
 const GUARD_TEMPLATE: &str = include_str!("../../hooks/guard.sh");
@@ -52,6 +54,11 @@ pub struct InstallRecord {
     pub previous_protocol_keys: Vec<(String, Option<String>)>,
     /// Hooks that were effective before arming, by name, with their path.
     pub chained: Vec<(String, PathBuf)>,
+    /// The hooks directory that was effective before arming (absent in
+    /// records of older versions): later arms of other worktrees protect it
+    /// as the first one did.
+    #[serde(default)]
+    pub hooks_dir: Option<PathBuf>,
     /// The `pre-commit` stub `arm` placed in `<common dir>/hooks` for clients
     /// that ignore `core.hooksPath` (dulwich), with the `sha256:` digest of
     /// its bytes; absent when none was placed (see [`place_default_stub`]).
@@ -71,7 +78,7 @@ fn config_digest(bytes: &[u8]) -> String {
 /// The hooks directory that was effective before arming: the resolved
 /// `core.hooksPath` from the full config (system, global and local, as git
 /// sees it), else `<common dir>/hooks`.
-fn effective_hooks_dir(location: &Location) -> Result<PathBuf> {
+pub fn effective_hooks_dir(location: &Location) -> Result<PathBuf> {
     // A worktree without `.git` (the repository reached through GIT_DIR)
     // is opened at its git dir.
     let dir = if location.explicit_git_dir {
@@ -187,33 +194,39 @@ fn write_config(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// The hook files `arm` makes git run, for the baseline's protected
 /// metadata: the hooks directory effective before arming, every hook in it
-/// that the stubs chain, and the stubs themselves.
-pub fn hook_paths(location: &Location, state: &Path) -> Result<crate::repo::HookPaths> {
+/// that the stubs chain, and the stubs in `hub` themselves.
+pub fn hook_paths(location: &Location, hub: &Path) -> Result<crate::repo::HookPaths> {
     let dir = effective_hooks_dir(location)?;
     let chained = effective_hooks(&dir)?.into_iter().map(|(_, p)| p).collect();
     Ok(crate::repo::HookPaths {
         dir_at_arm: Some(dir),
         chained,
-        stubs: Some(state.join(STUBS_DIR)),
+        stubs: Some(hub.join(STUBS_DIR)),
     })
 }
 
-/// Whether the repository's hooks already point at grantguard stubs.
-pub fn armed_elsewhere(location: &Location) -> Result<Option<PathBuf>> {
-    let dir = effective_hooks_dir(location)?;
-    Ok(dir.join(MARKER).exists().then_some(dir))
+/// [`hook_paths`] for a worktree armed while another one already is: the
+/// hooks that were effective before the *first* arm, as its install record
+/// keeps them (the effective directory now is the hub's).
+pub fn joined_hook_paths(record: &InstallRecord, hub: &Path) -> crate::repo::HookPaths {
+    crate::repo::HookPaths {
+        dir_at_arm: record.hooks_dir.clone(),
+        chained: record.chained.iter().map(|(_, p)| p.clone()).collect(),
+        stubs: Some(hub.join(STUBS_DIR)),
+    }
 }
 
-/// Installs the stubs into `<state>/hooks` and points the repository at
-/// them. `binary` is the grantguard executable the stubs run.
-pub fn install(location: &Location, state: &Path, binary: &Path) -> Result<InstallRecord> {
+/// Installs the stubs into `<hub>/hooks` and points the repository at
+/// them; the install record and the config bytes go into `hub` too.
+/// `binary` is the grantguard executable the stubs run.
+pub fn install(location: &Location, hub: &Path, binary: &Path) -> Result<InstallRecord> {
     let config_path = location.common_dir.join("config");
     let old_dir = effective_hooks_dir(location)?;
     let chained = effective_hooks(&old_dir)?;
     let (before, mut config) = load_config(&config_path)?;
 
     // 1. The stubs, in a fresh directory.
-    let stubs = state.join(STUBS_DIR);
+    let stubs = hub.join(STUBS_DIR);
     if stubs.exists() {
         std::fs::remove_dir_all(&stubs)
             .with_context(|| format!("cannot clear {}", stubs.display()))?;
@@ -224,7 +237,7 @@ pub fn install(location: &Location, state: &Path, binary: &Path) -> Result<Insta
             .to_str()
             .context("the grantguard path is not UTF-8")?,
     );
-    let state_q = sh_quote(state.to_str().context("the state path is not UTF-8")?);
+    let hub_q = sh_quote(hub.to_str().context("the hub path is not UTF-8")?);
     let original = |name: &str| chained.iter().find(|(n, _)| n == name).map(|(_, p)| p);
     for name in GUARDED {
         let chain = match original(name) {
@@ -235,7 +248,7 @@ pub fn install(location: &Location, state: &Path, binary: &Path) -> Result<Insta
             .replace("@SETTLED@", &settled_phases(name, original(name)))
             .replace("@GRANTGUARD@", &bin)
             .replace("@HOOK@", name)
-            .replace("@STATE@", &state_q)
+            .replace("@HUB@", &hub_q)
             .replace("@CHAIN@", &chain);
         write_stub(&stubs.join(name), &text)?;
     }
@@ -246,7 +259,7 @@ pub fn install(location: &Location, state: &Path, binary: &Path) -> Result<Insta
         let text = CHAIN_TEMPLATE.replace("@ORIGINAL@", &sh_quote(&path.to_string_lossy()));
         write_stub(&stubs.join(name), &text)?;
     }
-    write_atomic(&stubs.join(MARKER), state.to_string_lossy().as_bytes())?;
+    write_atomic(&stubs.join(MARKER), hub.to_string_lossy().as_bytes())?;
     crate::fsutil::crash_point("stubs-written");
 
     // 2. What we are about to change, before changing it.
@@ -262,7 +275,7 @@ pub fn install(location: &Location, state: &Path, binary: &Path) -> Result<Insta
     config
         .set_raw_value(
             "core.hooksPath",
-            stubs.to_str().context("the state path is not UTF-8")?,
+            stubs.to_str().context("the hub path is not UTF-8")?,
         )
         .context("cannot set core.hooksPath")?;
     for key in std::iter::once("protocol.allow").chain(lock_keys.iter().map(String::as_str)) {
@@ -279,14 +292,15 @@ pub fn install(location: &Location, state: &Path, binary: &Path) -> Result<Insta
         previous_protocol_allow,
         previous_protocol_keys,
         chained,
+        hooks_dir: Some(old_dir),
         default_stub: default_stub
             .as_ref()
             .map(|(path, text)| (path.clone(), config_digest(text))),
     };
-    write_atomic(&state.join(CONFIG_BEFORE), &before)?;
-    write_atomic(&state.join(CONFIG_AFTER), &after)?;
+    write_atomic(&hub.join(CONFIG_BEFORE), &before)?;
+    write_atomic(&hub.join(CONFIG_AFTER), &after)?;
     write_atomic(
-        &state.join(RECORD),
+        &hub.join(RECORD),
         serde_json::to_string_pretty(&record)
             .expect("plain data")
             .as_bytes(),
@@ -466,8 +480,8 @@ fn write_stub(path: &Path, text: &str) -> Result<()> {
 }
 
 /// Reads the install record, if `arm` got as far as writing it.
-pub fn read_record(state: &Path) -> Result<Option<InstallRecord>> {
-    let path = state.join(RECORD);
+pub fn read_record(dir: &Path) -> Result<Option<InstallRecord>> {
+    let path = dir.join(RECORD);
     match crate::fsutil::read_regular(&path) {
         Ok(bytes) => serde_json::from_slice(&bytes)
             .map(Some)
@@ -488,8 +502,9 @@ pub enum Restored {
     AlreadyRestored,
 }
 
-/// Restores the config and removes the stubs. Idempotent: safe to repeat
-/// after a crash half-way.
+/// Restores the config and removes the stubs, from the records in `state`
+/// (the hub, or the state directory of an older arm). Idempotent: safe to
+/// repeat after a crash half-way.
 pub fn uninstall(state: &Path, record: &InstallRecord) -> Result<Restored> {
     let before = std::fs::read(state.join(CONFIG_BEFORE))
         .with_context(|| format!("cannot read {}", state.join(CONFIG_BEFORE).display()))?;
@@ -576,6 +591,21 @@ fn restore_key(config: &mut gix::config::File, key: &str, value: Option<&str>) -
     Ok(())
 }
 
+/// Cleans the records of an install whose config write never happened or
+/// was already undone (a hub left by a killed arm or disarm): a stale
+/// `config.lock` of ours and the default stub, if unchanged, go; the config
+/// itself is not touched.
+pub fn discard(dir: &Path) -> Result<()> {
+    let Some(record) = read_record(dir)? else {
+        return Ok(());
+    };
+    if let Ok(before) = std::fs::read(dir.join(CONFIG_BEFORE)) {
+        let after = std::fs::read(dir.join(CONFIG_AFTER)).ok();
+        clear_own_stale_lock(&record.config_path, &before, after.as_deref())?;
+    }
+    remove_default_stub(&record)
+}
+
 /// Removes the install record and the saved config once disarm is done.
 pub fn forget(state: &Path) -> Result<()> {
     for name in [RECORD, CONFIG_BEFORE, CONFIG_AFTER] {
@@ -586,14 +616,6 @@ pub fn forget(state: &Path) -> Result<()> {
         }
     }
     sync_dir(state)
-}
-
-/// Fails unless the stubs are present (used by `status` and tests).
-pub fn check_installed(state: &Path) -> Result<()> {
-    if !state.join(STUBS_DIR).join(MARKER).exists() {
-        bail!("the hook stubs in {} are missing", state.display());
-    }
-    Ok(())
 }
 
 #[cfg(test)]

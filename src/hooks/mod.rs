@@ -1,10 +1,13 @@
 //! Hooks: refuse a mutation that breaks the grant at the moment it happens,
 //! with a message the agent can act on.
 //!
-//! `arm` installs stubs (see [`install`]) that run `grantguard hook <name>
-//! --state DIR [--chain ORIGINAL] -- ARGS`; the binary also answers when it
-//! is installed under a hook's name, with the state directory from
-//! `GRANTGUARD_STATE`. Hooks are fast feedback, not the authority: whoever
+//! `arm` installs stubs (see [`install`]) in the repository's [`hub`] that
+//! run `grantguard hook <name> --hub DIR [--chain ORIGINAL] -- ARGS`. The
+//! hook finds the worktree it runs in and, through the hub, that
+//! worktree's state directory: each armed worktree's hooks enforce its own
+//! grant. In a worktree that is not armed they only keep it from moving an
+//! armed worktree's branch. `--state DIR` (or `GRANTGUARD_STATE`) names a
+//! state directly. Hooks are fast feedback, not the authority: whoever
 //! controls the checkout can bypass them (`-c core.hooksPath=`, editing
 //! `.git`). `verify` is the authority.
 //!
@@ -12,6 +15,7 @@
 //! recover.
 
 pub mod arm_lock;
+pub mod hub;
 pub mod install;
 pub mod pre_commit;
 pub mod reference_transaction;
@@ -48,6 +52,8 @@ pub struct Invocation {
     pub name: String,
     /// The state directory, if known.
     pub state: Option<PathBuf>,
+    /// The hub to find the state of the worktree the hook runs in.
+    pub hub: Option<PathBuf>,
     /// The hook that was effective before arming, to run after the check.
     pub chain: Option<PathBuf>,
     /// The hook's arguments, as git passed them.
@@ -89,40 +95,131 @@ pub fn run(invocation: &Invocation) -> i32 {
                 )),
                 // Too late to refuse: exit at once (after the chained hook).
                 Some(p) if !p.can_refuse() => Ok((Findings::default(), None)),
-                Some(_) => with_state(invocation, |repo, baseline, grant| {
-                    let updates =
-                        reference_transaction::parse_updates(stdin.as_deref().unwrap_or_default())
+                Some(_) => route(invocation).and_then(|route| match route {
+                    Route::Armed(state, repo, others) => {
+                        with_state(&state, repo, |repo, baseline, grant| {
+                            let updates = reference_transaction::parse_updates(
+                                stdin.as_deref().unwrap_or_default(),
+                            )
                             .map_err(|e| anyhow::anyhow!("malformed standard input: {e}"))?;
-                    reference_transaction::decide(repo, baseline, grant, &updates)
+                            let mut findings =
+                                reference_transaction::decide(repo, baseline, grant, &updates)?;
+                            for v in owned_elsewhere(&others, &updates, &baseline.repo).listed {
+                                findings.push(v);
+                            }
+                            Ok(findings)
+                        })
+                    }
+                    Route::Unarmed(owners, location) => {
+                        reference_transaction::parse_updates(stdin.as_deref().unwrap_or_default())
+                            .map_err(|e| format!("malformed standard input: {e}"))
+                            .map(|updates| (owned_elsewhere(&owners, &updates, &location), None))
+                    }
                 }),
             }
         }
-        "pre-commit" => with_state(invocation, pre_commit::decide),
-        "pre-push" => {
-            return refuse_push(invocation);
-        }
+        "pre-commit" => route(invocation).and_then(|route| match route {
+            Route::Armed(state, repo, _) => with_state(&state, repo, pre_commit::decide),
+            Route::Unarmed(..) => Ok((Findings::default(), None)),
+        }),
+        "pre-push" => match route(invocation) {
+            // The transport lock refuses every push of the repository anyway.
+            Ok(Route::Unarmed(..)) => Ok((Findings::default(), None)),
+            _ => return refuse_push(invocation),
+        },
         other => Err(format!("{other:?} is not a hook grantguard checks")),
     };
     match verdict {
         Ok((findings, _)) if findings.is_empty() => chain(invocation, stdin.as_deref()),
         Ok((findings, grant)) => {
-            print_refusal(name, &findings, grant.as_ref(), invocation);
+            print_refusal(name, &findings, grant.as_ref());
             1
         }
         Err(message) => refuse_unchecked(name, &message),
     }
 }
 
+/// Whose grant a hook enforces.
+enum Route {
+    /// The worktree is armed with this state directory (the repository is
+    /// open already when the hub was asked), beside these other armed ones.
+    Armed(PathBuf, Option<Box<gix::Repository>>, Vec<hub::Entry>),
+    /// The worktree (here) is not armed; these are the armed ones.
+    Unarmed(Vec<hub::Entry>, crate::repo::Location),
+}
+
+/// Finds the state directory of the worktree the hook runs in: the one
+/// given, or the hub's entry for this worktree.
+fn route(invocation: &Invocation) -> Result<Route, String> {
+    if let Some(state) = &invocation.state {
+        return Ok(Route::Armed(state.clone(), None, Vec::new()));
+    }
+    let Some(dir) = &invocation.hub else {
+        return Err(format!(
+            "no state directory: pass --state or --hub, or set {STATE_ENV}"
+        ));
+    };
+    let repo = crate::repo::open_from_hook_environment().map_err(|e| format!("{e:#}"))?;
+    let location = crate::repo::location(&repo).map_err(|e| format!("{e:#}"))?;
+    let hub = hub::Hub::at(dir);
+    let unreadable = |e: anyhow::Error| format!("cannot read the hub {}: {e:#}", dir.display());
+    let key = hub::key(&location.git_dir);
+    let mut armed = hub.armed().map_err(unreadable)?;
+    match armed.iter().position(|e| hub::key(&e.git_dir) == key) {
+        Some(i) => {
+            let own = armed.remove(i);
+            Ok(Route::Armed(own.state, Some(Box::new(repo)), armed))
+        }
+        None => Ok(Route::Unarmed(armed, location)),
+    }
+}
+
+/// Refuses any update of a branch another armed worktree owns (another
+/// agent's work), unless it leaves the branch at the value it has (git
+/// reports a checkout's ref updates that change nothing). `location` is the
+/// repository the hook runs in.
+fn owned_elsewhere(
+    owners: &[hub::Entry],
+    updates: &[reference_transaction::Update],
+    location: &crate::repo::Location,
+) -> Findings {
+    let mut findings = Findings::default();
+    for update in updates {
+        let name = crate::repo::refname::encode(&update.name);
+        let Some(owner) = owners.iter().find(|e| e.branch == name) else {
+            continue;
+        };
+        let now = reference_transaction::branch_value(&location.common_dir, &update.name);
+        let unchanged = match (&update.new, now) {
+            (reference_transaction::RefValue::Object(id), Some(now)) => id.as_bytes() == now,
+            _ => false,
+        };
+        if unchanged {
+            continue;
+        }
+        findings.push(
+            crate::result::Violation::new(
+                crate::acceptance::rule::REF_CHANGED,
+                format!(
+                    "{} is the branch of the armed worktree {} (another agent's grant); \
+                     no other worktree may change it while it is armed",
+                    crate::repo::refname::shown(&update.name),
+                    owner.work_dir.display()
+                ),
+            )
+            .with_ref(name),
+        );
+    }
+    findings
+}
+
 /// Loads the state and the repository, then decides. Any error becomes a
 /// message for a fail-closed refusal.
 fn with_state(
-    invocation: &Invocation,
+    state: &Path,
+    repo: Option<Box<gix::Repository>>,
     decide: impl FnOnce(&gix::Repository, &Baseline, &Grant) -> anyhow::Result<Findings>,
-) -> Result<(Findings, Option<Grant>), String> {
-    let state = invocation
-        .state
-        .as_deref()
-        .ok_or_else(|| format!("no state directory: pass --state or set {STATE_ENV}"))?;
+) -> Result<(Findings, Option<(Grant, PathBuf)>), String> {
     let (baseline, grant) = Baseline::read(state).map_err(|e| {
         format!(
             "no valid grant state in {} ({e:#}).\n  To remove the hooks: grantguard disarm --state {}\n  \
@@ -131,7 +228,10 @@ fn with_state(
             state.display()
         )
     })?;
-    let repo = crate::repo::open_from_hook_environment().map_err(|e| format!("{e:#}"))?;
+    let repo = match repo {
+        Some(repo) => *repo,
+        None => crate::repo::open_from_hook_environment().map_err(|e| format!("{e:#}"))?,
+    };
     // A hook running in another worktree or repository (one the agent
     // created, say) is not covered by this grant's baseline.
     let location = crate::repo::location(&repo).map_err(|e| format!("{e:#}"))?;
@@ -143,7 +243,7 @@ fn with_state(
         ));
     }
     let findings = decide(&repo, &baseline, &grant).map_err(|e| format!("cannot decide: {e:#}"))?;
-    Ok((findings, Some(grant)))
+    Ok((findings, Some((grant, state.to_path_buf()))))
 }
 
 /// Said with every refusal and by `grantguard status`: hook managers'
@@ -176,7 +276,7 @@ fn refuse_push(invocation: &Invocation) -> i32 {
     1
 }
 
-fn print_refusal(name: &str, findings: &Findings, grant: Option<&Grant>, invocation: &Invocation) {
+fn print_refusal(name: &str, findings: &Findings, grant: Option<&(Grant, PathBuf)>) {
     let mut out = format!("grantguard ({name}): refused by the repository grant\n");
     for v in findings.listed.iter().take(MAX_SHOWN) {
         out.push_str(&format!("  [{}] {}\n", v.rule, v.message));
@@ -185,7 +285,7 @@ fn print_refusal(name: &str, findings: &Findings, grant: Option<&Grant>, invocat
     if total > MAX_SHOWN {
         out.push_str(&format!("  ... and {} more\n", total - MAX_SHOWN));
     }
-    if let (Some(state), Some(grant)) = (&invocation.state, grant) {
+    if let Some((grant, state)) = grant {
         out.push_str(&format!(
             "  allowed paths: {}\n  new commits: {} to {}; publishing is not granted\n  \
              see `grantguard status --state {}`\n",

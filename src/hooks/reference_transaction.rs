@@ -229,6 +229,22 @@ fn kind(name: &[u8], branch: &[u8]) -> Option<Kind> {
 /// Values in `packed-refs`, read only when a deletion line needs them, with
 /// the strict parser verify uses: a file git could read differently is an
 /// error, and the hook then refuses the update.
+/// The value a branch has in the common dir while a transaction holds its
+/// locks: the loose file, else the packed record; `None` when absent or
+/// unreadable (the strict reader refuses a store with locks in it, so this
+/// reads only the one ref).
+pub fn branch_value(common_dir: &Path, name: &[u8]) -> Option<BString> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = common_dir.join(std::ffi::OsStr::from_bytes(name));
+    match crate::fsutil::read_regular(&path) {
+        Ok(bytes) => crate::repo::refstore::parse_loose(&bytes).ok(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            packed_refs(common_dir).ok()?.remove(name)
+        }
+        Err(_) => None,
+    }
+}
+
 fn packed_refs(common_dir: &Path) -> Result<BTreeMap<BString, BString>> {
     let path = common_dir.join("packed-refs");
     let text = match crate::fsutil::read_regular(&path) {

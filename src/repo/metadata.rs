@@ -15,7 +15,7 @@
 //! Any of them changed after acceptance runs the agent's program at the
 //! harness's next `git status` or `git commit`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -192,13 +192,58 @@ pub(super) fn digest_followed(path: &Path) -> Result<String> {
 }
 
 /// The names of the linked worktrees under `dir` that git would not prune
-/// (see [`prunable`]). A stale entry, whose worktree was already gone, is
-/// left out: an ordinary `git gc` prunes it (`git worktree prune`), and that
-/// changes nothing git does with the live ones. No worktrees and no
-/// `worktrees/` directory (git removes it when it prunes the last) digest
-/// alike. Adding a worktree, removing a live one, or bringing a stale one
-/// back to life changes the digest.
+/// (see [`prunable`]), as the value of the `worktrees` key: `names:` and
+/// the names, hex-encoded and sorted, joined by commas. A stale entry,
+/// whose worktree was already gone, is left out: an ordinary `git gc`
+/// prunes it (`git worktree prune`), and that changes nothing git does with
+/// the live ones. No worktrees and no `worktrees/` directory (git removes
+/// it when it prunes the last) read alike. Adding a worktree, removing a
+/// live one, or bringing a stale one back to life changes the value. The
+/// names themselves are kept (not a digest) so that `verify` can tell a
+/// worktree another armed worktree owns ([`crate::peers`]) from one the
+/// agent added.
 pub(super) fn digest_live_worktrees(dir: &Path) -> Result<String> {
+    let names = live_worktrees(dir)?;
+    let hex: Vec<String> = names.iter().map(|n| hex(n.as_encoded_bytes())).collect();
+    Ok(format!("{WORKTREE_NAMES}{}", hex.join(",")))
+}
+
+const WORKTREE_NAMES: &str = "names:";
+
+/// The worktree names of a `worktrees` value written by
+/// [`digest_live_worktrees`], hex-encoded (`crate::digest::hex`); `None` for a value of another
+/// form (a digest, as older baselines recorded).
+pub fn worktree_names(value: &str) -> Option<BTreeSet<String>> {
+    let list = value.strip_prefix(WORKTREE_NAMES)?;
+    Some(
+        list.split(',')
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect(),
+    )
+}
+
+/// The `worktrees` value as older baselines recorded it (a digest of the
+/// names), for comparing with those.
+pub fn legacy_worktrees_digest(value: &str) -> Option<String> {
+    let names = worktree_names(value)?;
+    let mut raw: Vec<Vec<u8>> = names
+        .iter()
+        .map(|h| {
+            (0..h.len())
+                .step_by(2)
+                .filter_map(|i| u8::from_str_radix(h.get(i..i + 2)?, 16).ok())
+                .collect()
+        })
+        .collect();
+    raw.sort();
+    Some(format!(
+        "live:{}",
+        crate::digest::sha256_hex(&raw.join(&b'\n'))
+    ))
+}
+
+fn live_worktrees(dir: &Path) -> Result<Vec<std::ffi::OsString>> {
     let mut names: Vec<_> = match std::fs::read_dir(dir) {
         Ok(entries) => entries
             .map(|e| e.map(|e| e.file_name()))
@@ -209,11 +254,7 @@ pub(super) fn digest_live_worktrees(dir: &Path) -> Result<String> {
     };
     names.retain(|name| !prunable(&dir.join(name)));
     names.sort();
-    let joined: Vec<&[u8]> = names.iter().map(|n| n.as_encoded_bytes()).collect();
-    Ok(format!(
-        "live:{}",
-        crate::digest::sha256_hex(&joined.join(&b'\n'))
-    ))
+    Ok(names)
 }
 
 /// Whether `git worktree prune` would remove this admin directory whatever

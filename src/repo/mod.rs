@@ -49,7 +49,9 @@ pub use commits::{
     ChangeKind, ChangedPath, FULL_WALK_LIMIT, NewCommit, NewHistory, Verified, changed_paths,
     new_history, read_verified, tree_id_of,
 };
-pub use metadata::{HookPaths, metadata_digests, protected_paths};
+pub use metadata::{
+    HookPaths, legacy_worktrees_digest, metadata_digests, protected_paths, worktree_names,
+};
 pub use refs::{Head, RefMap, head, ref_snapshot};
 pub use staged::{CacheTreeUse, staged_changes};
 pub use worktree::{

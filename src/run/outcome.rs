@@ -199,6 +199,11 @@ fn isolation_plan(
         paths.push(location.common_dir.join("info"));
         paths.push(location.git_dir.join("info"));
     }
+    // The hub routes every worktree's hooks to its grant: the agent must not
+    // reroute its own (or another worktree's) hooks.
+    if granted && let Ok(Some(link)) = crate::hooks::hub::Link::read(&places.state) {
+        paths.push(link.hub);
+    }
     let network = isolate::network_allowed(&admitted.contract.required_capabilities);
     isolate::Plan::new(paths, network)
 }

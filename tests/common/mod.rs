@@ -35,6 +35,8 @@ fn isolate(cmd: &mut Command, home: &Path) {
         "GIT_CEILING_DIRECTORIES",
         "GRANTGUARD_STATE",
         "XDG_CONFIG_HOME",
+        "XDG_STATE_HOME",
+        "GRANTGUARD_HUB_DIR",
     ] {
         cmd.env_remove(var);
     }
@@ -222,6 +224,23 @@ impl Sandbox {
     /// The `.git` directory of the repository.
     pub fn git_dir(&self) -> PathBuf {
         self.repo.join(".git")
+    }
+
+    /// The hub `arm` created for this sandbox's repository (under the
+    /// sandbox's HOME), if any.
+    #[allow(dead_code)]
+    pub fn hub(&self) -> Option<PathBuf> {
+        let root = self.home.join(".local/state/grantguard/hubs");
+        let mut dirs = std::fs::read_dir(root).ok()?.map(|e| e.unwrap().path());
+        let hub = dirs.next()?;
+        assert!(dirs.next().is_none(), "more than one hub");
+        Some(hub)
+    }
+
+    /// The directory of the hook stubs git runs while armed.
+    #[allow(dead_code)]
+    pub fn stubs(&self) -> PathBuf {
+        self.hub().expect("armed: a hub exists").join("hooks")
     }
 }
 

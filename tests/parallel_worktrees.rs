@@ -1,0 +1,629 @@
+//! Parallel agents: one repository, several linked worktrees, each armed
+//! with its own grant and state directory by an independent harness run
+//! (README, "Parallel worktrees"). Each worktree's hooks enforce its own
+//! grant; no worktree may move another armed worktree's branch; each
+//! verify judges its own branch and the refs no other armed worktree owns;
+//! the last disarm, in any order, leaves the shared config byte for byte as
+//! before the first arm; a crash of one arm or disarm leaves the others
+//! enforcing and itself recoverable.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Output;
+
+use common::{Sandbox, assert_accepted, rules};
+use serde_json::Value;
+
+/// One agent's worktree: its directory, branch, area and state.
+struct Agent {
+    dir: PathBuf,
+    branch: String,
+    area: String,
+    state: PathBuf,
+    grant: PathBuf,
+}
+
+/// The main worktree (on `main`) and `linked` linked worktrees on branches
+/// `agent1`.., each with a grant for its own `areaN/` and 1..=5 commits.
+fn worktrees(sb: &Sandbox, linked: usize) -> Vec<Agent> {
+    let mut agents = vec![agent(sb, sb.repo.clone(), "main", 0)];
+    for i in 1..=linked {
+        let dir = sb.root.join(format!("wt{i}"));
+        let branch = format!("agent{i}");
+        sb.git(&[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            &branch,
+            dir.to_str().unwrap(),
+        ]);
+        agents.push(agent(sb, dir, &branch, i));
+    }
+    agents
+}
+
+fn agent(sb: &Sandbox, dir: PathBuf, branch: &str, i: usize) -> Agent {
+    let area = format!("area{i}");
+    let grant = sb.root.join(format!("grant{i}.json"));
+    let doc = serde_json::json!({"repository_grant": {
+        "version": "1", "allowed_paths": [format!("{area}/")],
+        "commit_count": {"min": 1, "max": 5}, "publish": false}});
+    std::fs::write(&grant, doc.to_string()).unwrap();
+    Agent {
+        dir,
+        branch: branch.to_owned(),
+        area,
+        state: sb.root.join(format!("state{i}")),
+        grant,
+    }
+}
+
+fn arm_cmd(sb: &Sandbox, a: &Agent) -> std::process::Command {
+    let mut cmd = sb.command(env!("CARGO_BIN_EXE_grantguard"));
+    cmd.current_dir(&a.dir).args([
+        "arm",
+        "--repo",
+        a.dir.to_str().unwrap(),
+        "--grant",
+        a.grant.to_str().unwrap(),
+        "--state",
+        a.state.to_str().unwrap(),
+        "--json",
+    ]);
+    cmd
+}
+
+#[track_caller]
+fn arm(sb: &Sandbox, a: &Agent) {
+    let out = arm_cmd(sb, a).output().unwrap();
+    assert!(out.status.success(), "arm {}: {}", a.branch, text(&out));
+}
+
+fn grantguard(sb: &Sandbox, a: &Agent, args: &[&str]) -> Output {
+    sb.command(env!("CARGO_BIN_EXE_grantguard"))
+        .current_dir(&a.dir)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn verify(sb: &Sandbox, a: &Agent) -> (i32, Value) {
+    let out = grantguard(
+        sb,
+        a,
+        &["verify", "--state", a.state.to_str().unwrap(), "--json"],
+    );
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("verify printed no JSON ({e}): {}", text(&out)));
+    (out.status.code().unwrap(), v)
+}
+
+#[track_caller]
+fn disarm(sb: &Sandbox, a: &Agent) {
+    let out = grantguard(sb, a, &["disarm", "--state", a.state.to_str().unwrap()]);
+    assert!(out.status.success(), "disarm {}: {}", a.branch, text(&out));
+}
+
+fn git(sb: &Sandbox, a: &Agent, args: &[&str]) -> Output {
+    sb.command("git")
+        .current_dir(&a.dir)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[track_caller]
+fn git_ok(sb: &Sandbox, a: &Agent, args: &[&str]) -> String {
+    let out = git(sb, a, args);
+    assert!(
+        out.status.success(),
+        "git {args:?} in {}: {}",
+        a.branch,
+        text(&out)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// Commits `file` (relative to the worktree) with `content`, through the
+/// hooks; returns git's output.
+fn commit(sb: &Sandbox, a: &Agent, file: &str, content: &str) -> Output {
+    let path = a.dir.join(file);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, content).unwrap();
+    git_ok(sb, a, &["add", "--", file]);
+    git(
+        sb,
+        a,
+        &["commit", "-q", "-m", &format!("{}: {file}", a.branch)],
+    )
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Everything of the shared setup that the last disarm must restore.
+fn shared_setup(sb: &Sandbox) -> (Vec<u8>, Vec<(String, Vec<u8>)>) {
+    let config = std::fs::read(sb.git_dir().join("config")).unwrap();
+    let mut hooks: Vec<(String, Vec<u8>)> = std::fs::read_dir(sb.git_dir().join("hooks"))
+        .unwrap()
+        .map(|e| {
+            let p = e.unwrap().path();
+            (
+                p.file_name().unwrap().to_string_lossy().into_owned(),
+                std::fs::read(&p).unwrap(),
+            )
+        })
+        .collect();
+    hooks.sort();
+    (config, hooks)
+}
+
+/// A small deterministic permutation (no RNG crate in the tests).
+fn permutation(n: usize, seed: u64) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut x = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    for i in (1..n).rev() {
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xff51afd7ed558ccd);
+        x ^= x >> 33;
+        order.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    order
+}
+
+#[test]
+fn four_worktrees_armed_concurrently_each_enforce_their_own_grant() {
+    for seed in 0..3u64 {
+        let sb = Sandbox::new();
+        let agents = worktrees(&sb, 3);
+        let before = shared_setup(&sb);
+
+        // Four harness runs arm at the same moment.
+        let children: Vec<_> = agents
+            .iter()
+            .map(|a| arm_cmd(&sb, a).spawn().unwrap())
+            .collect();
+        for (child, a) in children.into_iter().zip(&agents) {
+            let out = child.wait_with_output().unwrap();
+            assert!(out.status.success(), "arm {}: {}", a.branch, text(&out));
+        }
+        assert_ne!(shared_setup(&sb).0, before.0, "armed");
+
+        // Four agents commit in parallel, each in its own area, and each
+        // tries the next agent's area.
+        std::thread::scope(|scope| {
+            for (i, a) in agents.iter().enumerate() {
+                let sb = &sb;
+                let other = &agents[(i + 1) % agents.len()];
+                scope.spawn(move || {
+                    for n in 0..3 {
+                        let out = commit(sb, a, &format!("{}/f{n}.txt", a.area), "work\n");
+                        assert!(out.status.success(), "{}: {}", a.branch, text(&out));
+                    }
+                    let file = format!("{}/from-{}.txt", other.area, a.branch);
+                    let out = commit(sb, a, &file, "not mine\n");
+                    assert!(
+                        !out.status.success(),
+                        "{} committed into {}",
+                        a.branch,
+                        other.area
+                    );
+                    assert!(text(&out).contains("[path_not_granted]"), "{}", text(&out));
+                    git_ok(sb, a, &["reset", "-q", "--hard"]);
+                });
+            }
+        });
+        for a in &agents {
+            let (code, r) = verify(&sb, a);
+            assert_accepted(code, &r);
+            assert_eq!(r["evidence"]["commits"]["count"], 3, "{r:#}");
+        }
+
+        // Disarm in a random order; the others keep verifying and enforcing.
+        let order = permutation(agents.len(), seed);
+        for (k, &i) in order.iter().enumerate() {
+            disarm(&sb, &agents[i]);
+            // A verify after disarm still judges the same work.
+            let (code, r) = verify(&sb, &agents[i]);
+            assert_accepted(code, &r);
+            for &j in &order[k + 1..] {
+                let a = &agents[j];
+                let (code, r) = verify(&sb, a);
+                assert_accepted(code, &r);
+                let out = commit(&sb, a, "outside.txt", "no\n");
+                assert!(
+                    !out.status.success(),
+                    "{} unguarded after a disarm",
+                    a.branch
+                );
+                git_ok(&sb, a, &["reset", "-q", "--hard"]);
+            }
+        }
+        assert_eq!(shared_setup(&sb), before, "seed {seed}: order {order:?}");
+        assert_eq!(sb.hub(), None, "the last disarm removes the hub");
+        for a in &agents {
+            let (code, r) = verify(&sb, a);
+            assert_accepted(code, &r);
+        }
+    }
+}
+
+#[test]
+fn an_agent_cannot_move_another_armed_worktrees_branch() {
+    let sb = Sandbox::new();
+    let agents = worktrees(&sb, 2);
+    let (one, two) = (&agents[1], &agents[2]);
+    arm(&sb, one);
+    arm(&sb, two);
+    assert!(commit(&sb, two, "area2/a.txt", "two\n").status.success());
+    let base = git_ok(&sb, one, &["rev-parse", "main"]);
+
+    // Through the hooks: refused, whichever way the ref moves.
+    for args in [
+        vec!["update-ref", "refs/heads/agent2", base.as_str()],
+        vec!["update-ref", "-d", "refs/heads/agent2"],
+    ] {
+        let out = git(&sb, one, &args);
+        assert!(!out.status.success(), "{args:?} moved agent2");
+        assert!(text(&out).contains("refs/heads/agent2"), "{}", text(&out));
+    }
+
+    // Bypassed: agent1 rewrites agent2's branch with an ungranted commit.
+    let evil = {
+        std::fs::write(one.dir.join("README.md"), "evil\n").unwrap();
+        git_ok(&sb, one, &["add", "README.md"]);
+        let tree = git_ok(&sb, one, &["write-tree"]);
+        git_ok(&sb, one, &["reset", "-q", "--hard"]);
+        let parent = git_ok(&sb, one, &["rev-parse", "agent2"]);
+        git_ok(
+            &sb,
+            one,
+            &["commit-tree", &tree, "-p", &parent, "-m", "evil"],
+        )
+    };
+    git_ok(
+        &sb,
+        one,
+        &[
+            "-c",
+            "core.hooksPath=/dev/null",
+            "update-ref",
+            "refs/heads/agent2",
+            &evil,
+        ],
+    );
+    // The owner's verify rejects what the bypass did.
+    let (code, r) = verify(&sb, two);
+    assert_eq!(code, 1, "{r:#}");
+    assert!(rules(&r).contains(&"path_not_granted".to_owned()), "{r:#}");
+    // agent1's own work is judged on its own branch.
+    assert!(commit(&sb, one, "area1/a.txt", "one\n").status.success());
+    let (code, r) = verify(&sb, one);
+    assert_accepted(code, &r);
+}
+
+#[test]
+fn a_worktree_that_is_not_armed_is_not_hindered_but_cannot_touch_armed_branches() {
+    let sb = Sandbox::new();
+    let agents = worktrees(&sb, 1);
+    let (main, one) = (&agents[0], &agents[1]);
+    arm(&sb, one);
+    // The main worktree is not armed: its commits and branches go through.
+    assert!(commit(&sb, main, "anything.txt", "free\n").status.success());
+    git_ok(&sb, main, &["branch", "scratch"]);
+    // ... but not a move of the armed worktree's branch.
+    let out = git(&sb, main, &["update-ref", "refs/heads/agent1", "main"]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("armed worktree"), "{}", text(&out));
+    // agent1's verify judges every ref no armed worktree owns: the main
+    // worktree's commits moved `main`, which it reports.
+    assert!(commit(&sb, one, "area1/a.txt", "one\n").status.success());
+    let (code, r) = verify(&sb, one);
+    assert_eq!(code, 1, "{r:#}");
+    assert_eq!(rules(&r), ["ref_changed"], "{r:#}");
+    let refs: Vec<&str> = r["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v["ref"].as_str())
+        .collect();
+    assert_eq!(refs, ["refs/heads/main", "refs/heads/scratch"], "{r:#}");
+}
+
+#[test]
+fn worktrees_the_harness_adds_arms_disarms_and_removes_meanwhile_are_accepted() {
+    let sb = Sandbox::new();
+    let agents = worktrees(&sb, 1);
+    let one = &agents[1];
+    arm(&sb, one);
+    assert!(commit(&sb, one, "area1/a.txt", "one\n").status.success());
+    // Meanwhile the harness runs another agent in a new worktree, from the
+    // main worktree: add, arm, work, disarm, remove.
+    for round in 2..=3 {
+        let dir = sb.root.join(format!("wt{round}"));
+        let branch = format!("agent{round}");
+        git_ok(
+            &sb,
+            &agents[0],
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "-b",
+                &branch,
+                dir.to_str().unwrap(),
+            ],
+        );
+        let next = agent(&sb, dir.clone(), &branch, round);
+        arm(&sb, &next);
+        assert!(
+            commit(&sb, &next, &format!("area{round}/x.txt"), "x\n")
+                .status
+                .success()
+        );
+        let (code, r) = verify(&sb, &next);
+        assert_accepted(code, &r);
+        disarm(&sb, &next);
+        git_ok(
+            &sb,
+            &agents[0],
+            &["worktree", "remove", dir.to_str().unwrap()],
+        );
+        let (code, r) = verify(&sb, one);
+        assert_accepted(code, &r);
+    }
+    // A released branch that moves afterwards is this verify's again.
+    git_ok(&sb, &agents[0], &["branch", "-f", "agent2", "main"]);
+    let (code, r) = verify(&sb, one);
+    assert_eq!(code, 1, "{r:#}");
+    assert_eq!(rules(&r), ["ref_changed"], "{r:#}");
+}
+
+#[test]
+fn a_second_arm_of_the_same_worktree_or_branch_is_refused() {
+    let sb = Sandbox::new();
+    let agents = worktrees(&sb, 1);
+    let one = &agents[1];
+    arm(&sb, one);
+    let mut again = agent(&sb, one.dir.clone(), "agent1", 1);
+    again.state = sb.root.join("state-again");
+    let out = arm_cmd(&sb, &again).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("already_armed"), "{}", text(&out));
+    assert!(!again.state.exists(), "a refused arm writes nothing");
+    // A second worktree on the same branch (git worktree add --force).
+    let dir = sb.root.join("twin");
+    git_ok(
+        &sb,
+        &agents[0],
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "--force",
+            dir.to_str().unwrap(),
+            "agent1",
+        ],
+    );
+    let mut twin = agent(&sb, dir, "agent1", 9);
+    twin.state = sb.root.join("state-twin");
+    let out = arm_cmd(&sb, &twin).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("is granted to the armed worktree"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn rerouting_a_worktrees_hooks_in_the_hub_is_rejected() {
+    let sb = Sandbox::new();
+    let agents = worktrees(&sb, 1);
+    let one = &agents[1];
+    arm(&sb, one);
+    let hub = sb.hub().unwrap();
+    let entries: Vec<PathBuf> = std::fs::read_dir(hub.join("armed"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(entries.len(), 1);
+    // Without its entry the worktree's hooks no longer enforce its grant.
+    let saved = std::fs::read(&entries[0]).unwrap();
+    std::fs::remove_file(&entries[0]).unwrap();
+    assert!(commit(&sb, one, "outside.txt", "x\n").status.success());
+    let (code, r) = verify(&sb, one);
+    assert_eq!(code, 1, "{r:#}");
+    assert!(
+        rules(&r).contains(&"protected_metadata_changed".to_owned()),
+        "{r:#}"
+    );
+    assert_eq!(r["failure_class"], "unsafe_state", "{r:#}");
+    std::fs::write(&entries[0], saved).unwrap();
+}
+
+#[test]
+fn a_stash_in_one_armed_worktree_is_a_ref_change_for_every_armed_verify() {
+    let sb = Sandbox::new();
+    let agents = worktrees(&sb, 2);
+    let (one, two) = (&agents[1], &agents[2]);
+    arm(&sb, one);
+    arm(&sb, two);
+    assert!(commit(&sb, one, "area1/a.txt", "one\n").status.success());
+    assert!(commit(&sb, two, "area2/a.txt", "two\n").status.success());
+    std::fs::write(two.dir.join("area2/a.txt"), "parked\n").unwrap();
+    git_ok(&sb, two, &["stash", "-q"]);
+    for a in [one, two] {
+        let (code, r) = verify(&sb, a);
+        assert_eq!(code, 1, "{r:#}");
+        assert_eq!(rules(&r), ["ref_changed"], "{r:#}");
+        assert!(r.to_string().contains("refs/stash"), "{r:#}");
+    }
+    git_ok(&sb, two, &["stash", "drop", "-q"]);
+    for a in [one, two] {
+        let (code, r) = verify(&sb, a);
+        assert_accepted(code, &r);
+    }
+}
+
+/// The crash points of `arm` and `disarm` (debug builds kill themselves
+/// there, see `fsutil::crash_point`).
+const ARM_CRASHES: &[&str] = &[
+    "arm-locked",
+    "state-dir-created",
+    "hub-linked",
+    "stubs-written",
+    "default-stub-written",
+    "config-written",
+    "hub-registered",
+];
+const DISARM_CRASHES: &[&str] = &[
+    "hub-released-written",
+    "hub-released",
+    "config-restored",
+    "hub-uninstalled",
+    "disarm-uninstalled",
+    "baseline-retired",
+];
+
+fn crashed(out: &Output) -> bool {
+    use std::os::unix::process::ExitStatusExt;
+    out.status.signal() == Some(9)
+}
+
+/// The other worktree keeps enforcing its grant and verifying its work.
+fn assert_enforcing(sb: &Sandbox, other: &Agent, context: &str) {
+    let out = commit(sb, other, "outside.txt", "x\n");
+    assert!(
+        !out.status.success(),
+        "{context}: unguarded: {}",
+        text(&out)
+    );
+    git_ok(sb, other, &["reset", "-q", "--hard"]);
+    let nonce = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let out = commit(sb, other, "area2/a.txt", &format!("{context} {nonce}\n"));
+    assert!(out.status.success(), "{context}: {}", text(&out));
+    let (code, r) = verify(sb, other);
+    assert_eq!(
+        (code, r["status"].as_str()),
+        (0, Some("succeeded")),
+        "{context}: {r:#}"
+    );
+}
+
+/// The crashed worktree recovers with `disarm` (or had nothing to undo).
+fn recover(sb: &Sandbox, victim: &Agent, context: &str) {
+    let out = grantguard(
+        sb,
+        victim,
+        &["disarm", "--state", victim.state.to_str().unwrap()],
+    );
+    let said = text(&out);
+    assert!(
+        out.status.success() || said.contains("not_armed"),
+        "{context}: {said}"
+    );
+}
+
+fn assert_restored(sb: &Sandbox, before: &(Vec<u8>, Vec<(String, Vec<u8>)>), context: &str) {
+    assert_eq!(&shared_setup(sb), before, "{context}");
+    assert_eq!(sb.hub(), None, "{context}: hub left");
+    let fsck = sb
+        .command("git")
+        .current_dir(&sb.repo)
+        .args(["fsck", "--no-progress"])
+        .output()
+        .unwrap();
+    assert!(fsck.status.success(), "{context}: {}", text(&fsck));
+    assert!(
+        !sb.git_dir().join("config.lock").exists(),
+        "{context}: config.lock left"
+    );
+}
+
+/// A `kill -9` at each point of one worktree's `arm`, as the first arm of
+/// the repository or a later one: the other worktree keeps enforcing and
+/// verifying, the crashed one recovers with `disarm`, and the last disarm
+/// restores the shared setup byte for byte.
+#[test]
+fn a_crash_in_one_worktrees_arm_leaves_the_others_enforcing() {
+    for point in ARM_CRASHES {
+        for first in [true, false] {
+            let sb = Sandbox::new();
+            let agents = worktrees(&sb, 2);
+            let (victim, other) = (&agents[1], &agents[2]);
+            let before = shared_setup(&sb);
+            let context = format!("arm killed at {point}, first: {first}");
+            if !first {
+                arm(&sb, other);
+            }
+            let out = arm_cmd(&sb, victim)
+                .env("GRANTGUARD_TEST_CRASH_AT", point)
+                .output()
+                .unwrap();
+            // A later arm never reaches the first arm's install points.
+            let reached = first
+                || !["stubs-written", "default-stub-written", "config-written"].contains(point);
+            assert_eq!(crashed(&out), reached, "{context}: {}", text(&out));
+            if first {
+                arm(&sb, other);
+            }
+            assert_enforcing(&sb, other, &context);
+            recover(&sb, victim, &context);
+            assert_enforcing(&sb, other, &context);
+            disarm(&sb, other);
+            assert_restored(&sb, &before, &context);
+        }
+    }
+}
+
+/// A `kill -9` at each point of one worktree's `disarm`, while another
+/// stays armed and as the last one.
+#[test]
+fn a_crash_in_one_worktrees_disarm_leaves_the_others_enforcing() {
+    for point in DISARM_CRASHES {
+        for last in [false, true] {
+            let sb = Sandbox::new();
+            let agents = worktrees(&sb, 2);
+            let (victim, other) = (&agents[1], &agents[2]);
+            let before = shared_setup(&sb);
+            let context = format!("disarm killed at {point}, last: {last}");
+            arm(&sb, victim);
+            arm(&sb, other);
+            if last {
+                assert_enforcing(&sb, other, &context);
+                disarm(&sb, other);
+            }
+            let out = sb
+                .command(env!("CARGO_BIN_EXE_grantguard"))
+                .current_dir(&victim.dir)
+                .args(["disarm", "--state", victim.state.to_str().unwrap()])
+                .env("GRANTGUARD_TEST_CRASH_AT", point)
+                .output()
+                .unwrap();
+            // Only the last disarm restores the config and removes the hub.
+            let reached = last || !["config-restored", "hub-uninstalled"].contains(point);
+            assert_eq!(crashed(&out), reached, "{context}: {}", text(&out));
+            if !last {
+                assert_enforcing(&sb, other, &context);
+            }
+            recover(&sb, victim, &context);
+            if !last {
+                disarm(&sb, other);
+            }
+            assert_restored(&sb, &before, &context);
+        }
+    }
+}
