@@ -57,7 +57,7 @@ fi
 # Isolation: no system or user git config, a fixed identity, C locale.
 for v in GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE GIT_OBJECT_DIRECTORY GIT_CONFIG \
          GIT_CONFIG_PARAMETERS GIT_CONFIG_COUNT GIT_CEILING_DIRECTORIES \
-         GRANTGUARD_STATE XDG_CONFIG_HOME; do
+         GRANTGUARD_STATE XDG_CONFIG_HOME XDG_STATE_HOME GRANTGUARD_HUB_DIR; do
   unset "$v"
 done
 export HOME=$work/home LC_ALL=C GIT_CONFIG_NOSYSTEM=1
@@ -188,6 +188,36 @@ calls() {
 
 setup "$small_kind" small
 hook_overhead small small 5
+
+# Parallel worktrees (issue 15): a commit in one of four armed worktrees
+# of one repository (the main one and three linked), each with its own
+# grant and state, all routed through the repository's hub.
+parallel_overhead() {
+  "$here/gen.sh" "$small_kind" "$work/par" >/dev/null
+  local i dir armed plain added
+  for i in 1 2 3; do
+    git -C "$work/par" worktree add -q -b "agent$i" "$work/par-wt$i" >/dev/null 2>&1
+  done
+  for dir in "$work/par" "$work/par-wt1" "$work/par-wt2" "$work/par-wt3"; do
+    "$gg" arm --repo "$dir" --grant "$grant" --state "$dir.state" >/dev/null 2>&1 \
+      || { echo "cannot arm $dir" >&2; exit 1; }
+  done
+  cd "$work/par-wt2"
+  local pbase
+  pbase=$(git rev-parse HEAD)
+  local prepare="$nohooks reset -q --soft $pbase && echo \$RANDOM >> docs/guide.md && git add docs/guide.md"
+  armed=$(median_ms "$prepare" "git commit -q -m bench")
+  plain=$(median_ms "$prepare" "$nohooks commit -q -m bench")
+  added=$(awk -v a="$armed" -v b="$plain" 'BEGIN { printf "%.2f", a - b }')
+  row "git commit, 1 of 4 armed worktrees, small (ms)" "$armed" "$plain" "$(ratio "$armed" "$plain")" "+$added ms per commit (hub routing included)"
+  $nohooks reset -q --soft "$pbase"
+  git checkout -q -- docs/guide.md
+  $nohooks reset -q
+  for dir in "$work/par" "$work/par-wt1" "$work/par-wt2" "$work/par-wt3"; do
+    "$gg" disarm --state "$dir.state" >/dev/null 2>&1
+  done
+}
+parallel_overhead
 
 # run --isolate's added start-up: the same no-op command under `run` with
 # and without its own mount and network namespaces, on a fresh copy of the

@@ -134,7 +134,7 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
     };
     let key = hub::key(&location.git_dir);
     if let Some(hub) = &joined {
-        hub.prune_stale(|_: &hub::Entry| None)?;
+        hub.prune_stale(|e: &hub::Entry| branch_value(e, Some(&location.common_dir)))?;
         if let Some(entry) = hub.entry(&key)? {
             return refuse(
                 ALREADY_ARMED,
@@ -499,12 +499,13 @@ fn leave_hub(state_dir: &Path, link: &hub::Link) -> Result<Option<install::Resto
     Ok(restored)
 }
 
-/// The current value of the branch of `entry` (encoded), as the strict
-/// ref reader sees it; `None` when absent or unreadable.
+/// The current value of the branch of `entry` (encoded), read from the
+/// common dir where branches live (the worktree may be gone); `None` when
+/// absent or unreadable.
 fn branch_value(entry: &hub::Entry, common_dir: Option<&Path>) -> Option<String> {
-    let refs = repo::refstore::read(&entry.git_dir, common_dir?).ok()?.refs;
     let name = repo::refname::decode(&entry.branch).ok()?;
-    refs.get(&name).map(|v| repo::refname::encode(v))
+    crate::hooks::reference_transaction::branch_value(common_dir?, &name)
+        .map(|v| repo::refname::encode(&v))
 }
 
 /// Cleans a hub directory left by an arm or disarm that was killed before

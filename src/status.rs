@@ -71,6 +71,17 @@ pub fn status(state: &Path) -> Result<Value> {
         .map(|p| p.to_str_lossy().into_owned())
         .collect();
     let max = grant.max_commits() as usize;
+    // Other worktrees armed beside this one: their branches are theirs.
+    let others: Vec<Value> = match crate::hooks::hub::Link::read(state) {
+        Ok(Some(link)) => crate::hooks::hub::Hub::at(&link.hub)
+            .armed()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|e| e.git_dir != baseline.repo.git_dir)
+            .map(|e| json!({"worktree": e.work_dir.display().to_string(), "branch": e.branch}))
+            .collect(),
+        _ => Vec::new(),
+    };
     Ok(json!({
         "grant_id": grant.id(),
         "allowed_paths": grant.allowed_paths(),
@@ -87,6 +98,7 @@ pub fn status(state: &Path) -> Result<Value> {
         "operations_in_progress": ops,
         "problems": findings.listed,
         "armed": armed,
+        "other_armed_worktrees": others,
         "transport": if armed { TRANSPORT_LOCKED } else { "not locked by grantguard (disarmed)" },
         "hooks": if armed {
             crate::hooks::HOOKS_ARE_PART_OF_THE_GRANT

@@ -264,6 +264,18 @@ fn an_agent_cannot_move_another_armed_worktrees_branch() {
     let (one, two) = (&agents[1], &agents[2]);
     arm(&sb, one);
     arm(&sb, two);
+    // status tells the agent whose branches are not its own.
+    let out = grantguard(
+        &sb,
+        one,
+        &["status", "--state", one.state.to_str().unwrap(), "--json"],
+    );
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        status["other_armed_worktrees"],
+        serde_json::json!([{"worktree": two.dir.to_str().unwrap(), "branch": "refs/heads/agent2"}]),
+        "{status:#}"
+    );
     assert!(commit(&sb, two, "area2/a.txt", "two\n").status.success());
     let base = git_ok(&sb, one, &["rev-parse", "main"]);
 
@@ -626,4 +638,30 @@ fn a_crash_in_one_worktrees_disarm_leaves_the_others_enforcing() {
             assert_restored(&sb, &before, &context);
         }
     }
+}
+
+#[test]
+fn a_state_directory_deleted_without_disarm_is_released_by_the_next_disarm() {
+    let sb = Sandbox::new();
+    let agents = worktrees(&sb, 2);
+    let (one, two) = (&agents[1], &agents[2]);
+    let before = shared_setup(&sb);
+    arm(&sb, one);
+    arm(&sb, two);
+    assert!(commit(&sb, two, "area2/a.txt", "two\n").status.success());
+    // The harness of agent2 deleted its state without disarming: nothing
+    // can verify agent2 any more, so its branch is agent1's to judge.
+    std::fs::remove_dir_all(&two.state).unwrap();
+    assert!(commit(&sb, one, "area1/a.txt", "one\n").status.success());
+    let (code, r) = verify(&sb, one);
+    assert_eq!(code, 1, "{r:#}");
+    assert_eq!(rules(&r), ["ref_changed"], "{r:#}");
+    assert!(
+        r.to_string().contains("not confirmed by its state"),
+        "{r:#}"
+    );
+    // The last disarm releases the stale entry and restores everything.
+    disarm(&sb, one);
+    assert_eq!(shared_setup(&sb), before);
+    assert_eq!(sb.hub(), None);
 }

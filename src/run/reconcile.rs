@@ -68,7 +68,8 @@ pub(super) fn conflict_result(
                 .as_ref()
                 .map_or(places.state.clone(), |s| s.state_dir.clone());
             let armed = crate::baseline::path_in(&state).exists()
-                || state.join(crate::hooks::install::RECORD).exists();
+                || state.join(crate::hooks::install::RECORD).exists()
+                || state.join(crate::hooks::hub::LINK).exists();
             // The command died with grantguard (parent-death signal, the
             // watchdog); a helper detached just before may not have.
             let recover = if armed {
