@@ -759,7 +759,7 @@ fn evaluate(
     // The ref store first: unless gix provably reads the refs git reads,
     // nothing decided on them would hold for git.
     let head = repo::head(&repo)?;
-    let strict = match refstore::prove(&repo)? {
+    let strict = match refstore::prove_settled(&repo, REF_STORE_PATIENCE)? {
         Ok(strict) => strict,
         Err(invalid) => {
             for problem in invalid.problems {
@@ -869,8 +869,25 @@ fn evaluate(
     // The strict reader alone suffices here: gix agreed with this exact
     // store at the start, and any byte of it that changed (a peeled line
     // included) shows as a different view.
-    let refs_moved = refstore::read(&location.git_dir, &location.common_dir)
-        .map_or(true, |again| again != strict);
+    // Armed peers' branches move with their agents' work while this one is
+    // verified: theirs to judge, not a change of this state.
+    // A peer may have armed while this verify ran: read the hub again.
+    let mut in_flight = peers.in_flight();
+    if let Ok(Some(now)) = Snapshot::for_verify(state, true) {
+        in_flight.extend(Peers::confirm(Some(now), baseline).in_flight());
+    }
+    let settled = |refs: &RefMap| -> RefMap {
+        refs.iter()
+            .filter(|(name, _)| !in_flight.contains(*name))
+            .map(|(n, v)| (n.clone(), v.clone()))
+            .collect()
+    };
+    let again = refstore::read_settled(&location.git_dir, &location.common_dir, REF_STORE_PATIENCE);
+    let refs_moved = again.as_ref().map_or(true, |again| {
+        again.head != strict.head
+            || again.packed_changed_outside(&strict, &in_flight)
+            || settled(&again.refs) != settled(&strict.refs)
+    });
     if repo::head(&repo)? != head || refs_moved || metadata_moved {
         findings.push(Violation::new(
             rule::CHANGED_DURING_VERIFY,
@@ -882,7 +899,7 @@ fn evaluate(
     // as verify did. Only then, since it costs a few git processes and a
     // rejection needs no proof.
     if findings.is_empty() {
-        cross_check_with_git(baseline, &location, tip, refs, &facts, findings)?;
+        cross_check_with_git(baseline, &location, tip, refs, &in_flight, &facts, findings)?;
     }
 
     Ok(Observed { facts, tip })
@@ -895,6 +912,7 @@ fn cross_check_with_git(
     location: &repo::Location,
     tip: Option<ObjectId>,
     refs: &RefMap,
+    in_flight: &BTreeSet<BString>,
     facts: &HistoryFacts,
     findings: &mut Findings,
 ) -> Result<()> {
@@ -904,6 +922,7 @@ fn cross_check_with_git(
         tip,
         baseline: baseline.commit_id(),
         refs: refs.iter().map(|(n, v)| (n.clone(), v.clone())).collect(),
+        in_flight,
         commits: facts.trees.clone(),
         changes: &facts.changes,
     };
@@ -1025,6 +1044,10 @@ fn check_head(head: &Head, branch: &BStr, findings: &mut Findings) {
 fn short_branch(branch: &[u8]) -> String {
     refname::shown(branch.strip_prefix(b"refs/heads/").unwrap_or(branch))
 }
+
+/// How long `verify` waits for git commands in other worktrees to finish
+/// when the ref store shows only their traces (a `.lock`, a ref moving).
+const REF_STORE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Whether a ref's change (name, before, now) is another worktree's to
 /// judge.

@@ -187,6 +187,16 @@ impl Peers {
         owned_now || last_release.is_some_and(|(_, value)| value == now)
     }
 
+    /// The branches of the peers armed now (decoded): their agents may move
+    /// them while this verify reads.
+    pub fn in_flight(&self) -> BTreeSet<BString> {
+        self.peers
+            .iter()
+            .filter(|p| p.entry.released_seq.is_none())
+            .filter_map(|p| refname::decode(&p.entry.branch).ok())
+            .collect()
+    }
+
     /// The linked worktree names (hex-encoded, as the `worktrees` metadata
     /// value lists them) of the confirmed peers.
     pub fn worktree_names(&self, common_dir: &Path) -> BTreeSet<String> {

@@ -172,7 +172,7 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
     // The baseline records what git reads: a ref store gix might read
     // differently, or a branch git would not resolve to itself by its short
     // name, is refused before anything is recorded.
-    let refs = match repo::refstore::prove(&repo)? {
+    let refs = match repo::refstore::prove_settled(&repo, std::time::Duration::from_secs(3))? {
         Ok(strict) => strict.refs,
         Err(invalid) => {
             let mut result = ToolResult::failed("arm", FailureClass::Validation);

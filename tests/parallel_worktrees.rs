@@ -665,3 +665,80 @@ fn a_state_directory_deleted_without_disarm_is_released_by_the_next_disarm() {
     assert_eq!(shared_setup(&sb), before);
     assert_eq!(sb.hub(), None);
 }
+
+/// Four `grantguard run`s at once, one per worktree, isolated: each agent
+/// commits in its own area and all four succeed; afterwards the shared
+/// setup is as before and no hub is left.
+#[test]
+fn four_isolated_runs_in_parallel_worktrees_all_succeed() {
+    use std::os::unix::fs::PermissionsExt;
+    let sb = Sandbox::new();
+    let agents = worktrees(&sb, 3);
+    let before = shared_setup(&sb);
+    let base = git_ok(&sb, &agents[0], &["rev-parse", "HEAD"]);
+    let metrics = sb.root.join("metrics");
+    std::fs::create_dir(&metrics).unwrap();
+    let children: Vec<_> = agents
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let task = sb.root.join(format!("task{i}.json"));
+            let grant: Value = serde_json::from_slice(&std::fs::read(&a.grant).unwrap()).unwrap();
+            let doc = serde_json::json!({"id": format!("edit-{i}"), "title": "Edit",
+                "objective": "Work in my area", "task_type": "change",
+                "required_capabilities": ["repo.read"], "side_effect_class": "reversible",
+                "risk_class": "low", "worker": "coder",
+                "repository_grant": grant["repository_grant"]});
+            std::fs::write(&task, doc.to_string()).unwrap();
+            let script = sb.root.join(format!("agent{i}.sh"));
+            std::fs::write(
+                &script,
+                format!(
+                    "#!/bin/sh\nset -e\nmkdir -p {area}\nfor n in 1 2; do echo $n > {area}/f$n.txt; \
+                     git add {area}; git commit -q -m \"$n\"; done\n\
+                     # The hub is read-only in the sandbox: no agent reroutes any hooks.\n\
+                     for f in \"$HOME\"/.local/state/grantguard/hubs/*/armed/*.json; do\n\
+                     [ -e \"$f\" ] && echo HUB-SEEN >&2\n\
+                     rm \"$f\" 2>/dev/null && echo HUB-WRITABLE >&2 || true\n\
+                     done\n",
+                    area = a.area
+                ),
+            )
+            .unwrap();
+            std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+            sb.command(env!("CARGO_BIN_EXE_grantguard"))
+                .current_dir(&sb.root)
+                .args(["run", "--task", task.to_str().unwrap()])
+                .args(["--repo", a.dir.to_str().unwrap()])
+                .args(["--state", a.state.to_str().unwrap()])
+                .args(["--metrics", metrics.join(format!("{i}.jsonl")).to_str().unwrap()])
+                .args(["--capability", "repo.read", "--isolate", "--json", "--"])
+                .arg(&script)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for (child, a) in children.into_iter().zip(&agents) {
+        let out = child.wait_with_output().unwrap();
+        let r: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{}: no JSON ({e}): {}", a.branch, text(&out)));
+        assert_eq!(
+            r["status"],
+            "succeeded",
+            "{}: {r:#}\n{}",
+            a.branch,
+            text(&out)
+        );
+        let said = text(&out);
+        assert!(
+            said.contains("HUB-SEEN") && !said.contains("HUB-WRITABLE"),
+            "{said}"
+        );
+        let range = format!("{base}..{}", a.branch);
+        assert_eq!(git_ok(&sb, a, &["rev-list", "--count", &range]), "2");
+    }
+    assert_eq!(shared_setup(&sb), before);
+    assert_eq!(sb.hub(), None);
+}

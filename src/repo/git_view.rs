@@ -48,6 +48,9 @@ pub struct Decided<'a> {
     /// Every ref under `refs/` and its raw value: a hex id, or
     /// `ref:<target>` for a symbolic ref.
     pub refs: Vec<(BString, BString)>,
+    /// Refs other armed worktrees own: their agents may move them between
+    /// verify's read and git's, so neither side's value is compared.
+    pub in_flight: &'a std::collections::BTreeSet<BString>,
     /// `baseline..tip`, newest first: id, tree, parents.
     pub commits: Vec<(ObjectId, ObjectId, Vec<ObjectId>)>,
     /// The paths each new commit changed against its first parent.
@@ -206,7 +209,12 @@ pub fn differences(decided: &Decided<'_>) -> Result<Vec<Difference>> {
             ),
         );
     }
-    compare_refs(&decided.refs, &finish(refs)?, &mut differ);
+    compare_refs(
+        &decided.refs,
+        decided.in_flight,
+        &finish(refs)?,
+        &mut differ,
+    );
     if let Some(history) = history {
         compare_history(&decided.commits, &finish(history)?, &mut differ);
     }
@@ -349,7 +357,12 @@ fn compare_location(
 
 /// The refs as git lists them: `for-each-ref` resolves symbolic refs and
 /// leaves out those that resolve to nothing (and any ref it cannot read).
-fn compare_refs(ours: &[(BString, BString)], output: &[u8], differ: &mut impl FnMut(Area, String)) {
+fn compare_refs(
+    ours: &[(BString, BString)],
+    in_flight: &BTreeSet<BString>,
+    output: &[u8],
+    differ: &mut impl FnMut(Area, String),
+) {
     let raw: BTreeMap<&BStr, &BStr> = ours
         .iter()
         .map(|(n, v)| (n.as_bstr(), v.as_bstr()))
@@ -374,6 +387,9 @@ fn compare_refs(ours: &[(BString, BString)], output: &[u8], differ: &mut impl Fn
         };
         let name = name.as_bstr();
         seen.insert(name);
+        if in_flight.contains(name) {
+            continue;
+        }
         let target = (!symref.is_empty()).then(|| symref.as_bstr());
         match expected.get(name) {
             Some((our_id, our_target)) if *our_id == id.as_bstr() && *our_target == target => {}
@@ -393,7 +409,10 @@ fn compare_refs(ours: &[(BString, BString)], output: &[u8], differ: &mut impl Fn
             ),
         }
     }
-    for name in expected.keys().filter(|n| !seen.contains(*n)) {
+    for name in expected
+        .keys()
+        .filter(|n| !seen.contains(*n) && !in_flight.contains(**n))
+    {
         differ(
             Area::Refs,
             format!("verify sees a ref {name:?} that git does not list"),
@@ -543,7 +562,9 @@ mod tests {
 
     fn diffs_of(ours: &[(BString, BString)], output: &str) -> Vec<String> {
         let mut out = Vec::new();
-        compare_refs(ours, output.as_bytes(), &mut |_, m| out.push(m));
+        compare_refs(ours, &BTreeSet::new(), output.as_bytes(), &mut |_, m| {
+            out.push(m)
+        });
         out
     }
 

@@ -46,6 +46,10 @@ const MAX_PROBLEMS: usize = 64;
 pub struct Invalid {
     /// What is wrong, one line each, naming the file or ref.
     pub problems: Vec<String>,
+    /// How many of them a running git command explains: a `.lock` file, or
+    /// the two readers seeing a ref at different values because it moved
+    /// between them (another worktree's agent committing).
+    pub transient: usize,
 }
 
 impl Invalid {
@@ -53,6 +57,18 @@ impl Invalid {
         if self.problems.len() < MAX_PROBLEMS {
             self.problems.push(problem);
         }
+    }
+
+    fn push_transient(&mut self, problem: String) {
+        if self.problems.len() < MAX_PROBLEMS {
+            self.problems.push(problem);
+            self.transient += 1;
+        }
+    }
+
+    /// Whether every problem may go away once running git commands finish.
+    pub fn only_transient(&self) -> bool {
+        self.transient == self.problems.len()
     }
 }
 
@@ -329,16 +345,22 @@ fn walk(dir: &Path, invalid: &mut Invalid, found: &mut dyn FnMut(&[u8], BString)
                 continue;
             }
             if let Some(why) = component_problem(component) {
-                let advice = if component.ends_with(b".lock") {
+                let lock = component.ends_with(b".lock");
+                let advice = if lock {
                     "; a git command is still running or crashed: let it finish or remove the \
                      stale lock"
                 } else {
                     "; git ignores it. Remove it"
                 };
-                invalid.push(format!(
+                let problem = format!(
                     "{} is not a valid ref name: it {why}{advice}",
                     child_path.display()
-                ));
+                );
+                if lock {
+                    invalid.push_transient(problem);
+                } else {
+                    invalid.push(problem);
+                }
                 continue;
             }
             if t.is_dir() {
@@ -406,6 +428,63 @@ fn check_view(refs: &RefMap, invalid: &mut Invalid) {
     }
 }
 
+impl StrictRefs {
+    /// Whether `packed-refs` differs from `earlier`'s but for the records
+    /// of `except` (refs other worktrees' agents are moving).
+    pub fn packed_changed_outside(
+        &self,
+        earlier: &StrictRefs,
+        except: &std::collections::BTreeSet<BString>,
+    ) -> bool {
+        let records = |p: &PackedRefs| -> Vec<(BString, String, Option<String>)> {
+            p.refs
+                .iter()
+                .filter(|r| !except.contains(&r.name))
+                .map(|r| (r.name.clone(), r.id.clone(), r.peeled.clone()))
+                .collect()
+        };
+        self.packed.traits != earlier.packed.traits
+            || records(&self.packed) != records(&earlier.packed)
+    }
+}
+
+/// [`read`], waiting up to `patience` while the only problems are `.lock`
+/// files of running git commands (see [`prove_settled`]).
+pub fn read_settled(
+    git_dir: &Path,
+    common_dir: &Path,
+    patience: std::time::Duration,
+) -> Result<StrictRefs, Invalid> {
+    let start = std::time::Instant::now();
+    loop {
+        match read(git_dir, common_dir) {
+            Err(invalid) if invalid.only_transient() && start.elapsed() < patience => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            answer => return answer,
+        }
+    }
+}
+
+/// [`prove`], waiting up to `patience` while the only problems are ones a
+/// running git command explains (a `.lock` file, a ref that moved between
+/// the two reads): agents in other worktrees of the repository commit while
+/// this one is verified or armed. Whatever remains after that is the answer.
+pub fn prove_settled(
+    repo: &gix::Repository,
+    patience: std::time::Duration,
+) -> anyhow::Result<Result<StrictRefs, Invalid>> {
+    let start = std::time::Instant::now();
+    loop {
+        match prove(repo)? {
+            Err(invalid) if invalid.only_transient() && start.elapsed() < patience => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            answer => return Ok(answer),
+        }
+    }
+}
+
 /// Proves that gix reads the same refs as git: its snapshot of HEAD and of
 /// every ref equals the strict view, and every peeled line of `packed-refs`
 /// is what the tag object really peels to (git trusts those lines without
@@ -435,7 +514,7 @@ pub fn prove(repo: &gix::Repository) -> anyhow::Result<Result<StrictRefs, Invali
         let (ours, theirs) = (strict.refs.get(name), gix_refs.get(name));
         if ours != theirs {
             let show = |v: Option<&BString>| v.map_or_else(|| "nothing".into(), |v| shown(v));
-            invalid.push(format!(
+            invalid.push_transient(format!(
                 "git reads {} as {}, the in-process reader as {}; the ref store is not \
                  canonical. Rewrite it with git pack-refs --all",
                 shown(name),

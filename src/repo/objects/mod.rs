@@ -85,10 +85,46 @@ pub fn read_recorded(state: &Path, expected_digest: &str) -> Result<Inventory> {
     inventory::decode(&bytes)
 }
 
+/// How long [`check`] keeps proving what other writers add meanwhile.
+const SETTLE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Proves every file written since `arm`; returns one message per problem
 /// (empty when the store is consistent). An error means the store or the
 /// inventory could not be read, which the caller treats as invalid too.
+///
+/// Agents in other worktrees of the repository write objects while this
+/// one is verified. Object files never change once written, so a round
+/// that proved every file of its scan lets the next round prove only what
+/// appeared or changed since; the store is accepted once a round ends with
+/// the store as it began, and refused as changing if that takes longer
+/// than [`SETTLE_PATIENCE`].
 pub fn check(repo: &gix::Repository, common_dir: &Path, before: &Inventory) -> Result<Vec<String>> {
+    let start = std::time::Instant::now();
+    let mut proven = std::borrow::Cow::Borrowed(before);
+    loop {
+        let (mut problems, now, settled) = check_round(repo, common_dir, &proven)?;
+        if !problems.is_empty() || settled {
+            return Ok(problems);
+        }
+        if start.elapsed() >= SETTLE_PATIENCE {
+            problems.push(
+                "the object store kept changing while verify was proving it; verify again once \
+                 the repository is quiet"
+                    .into(),
+            );
+            return Ok(problems);
+        }
+        proven = std::borrow::Cow::Owned(now);
+    }
+}
+
+/// One round of [`check`]: the problems, the scan it proved, and whether
+/// the store was still that scan at the end.
+fn check_round(
+    repo: &gix::Repository,
+    common_dir: &Path,
+    before: &Inventory,
+) -> Result<(Vec<String>, Inventory, bool)> {
     let objects = objects_dir(common_dir);
     let hash = repo.object_hash();
     let now = inventory::scan(&objects, hash.len_in_hex())?;
@@ -197,19 +233,13 @@ pub fn check(repo: &gix::Repository, common_dir: &Path, before: &Inventory) -> R
             ));
         }
     }
-    if problems.is_empty() && inventory::scan(&objects, hash.len_in_hex())? != now {
-        problems.push(
-            "the object store changed while verify was proving it; verify again once the \
-             repository is quiet"
-                .into(),
-        );
-    }
+    let settled = problems.is_empty() && inventory::scan(&objects, hash.len_in_hex())? == now;
     if problems.len() > MAX_PROBLEMS {
         let more = problems.len() - MAX_PROBLEMS;
         problems.truncate(MAX_PROBLEMS);
         problems.push(format!("... and {more} more problems in the object store"));
     }
-    Ok(problems)
+    Ok((problems, now, settled))
 }
 
 /// Path of the multi-pack-index relative to `objects/`.
