@@ -573,7 +573,7 @@ pub fn verify(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
             let expected = Expected {
                 metadata: baseline.expected_metadata(armed),
                 also,
-                peer_worktrees: peers.worktree_names(&baseline.repo.common_dir),
+                peer_worktrees: peers.worktrees(&baseline.repo.common_dir),
             };
             compare_metadata(&expected, &now, &mut findings);
             Some(now)
@@ -663,7 +663,43 @@ pub fn verify(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
     }
     result.violations = findings.listed;
     result.warnings = findings.warnings.into_iter().collect();
+    if armed {
+        let verdict = crate::peers::Verdict {
+            accepted: result.is_success(),
+            branch_value: observed.tip.map(|t| t.to_string()),
+        };
+        if let Err(e) = crate::peers::Verdict::record(state, &verdict) {
+            result.warnings.push(format!(
+                "cannot record the verdict for disarm ({e:#}); disarm will release the branch \
+                 at the value it finds"
+            ));
+        }
+    }
     result
+}
+
+/// Whether the protected metadata is as `verify` expects it now, with the
+/// same allowances for peers armed beside this worktree. `run` asks again
+/// right before its restore runs git in the checkout.
+pub fn metadata_intact(state: &Path) -> bool {
+    let Ok((baseline, _, armed)) = Baseline::read_live_or_retired(state) else {
+        return false;
+    };
+    let Ok(snapshot) = Snapshot::for_verify(state, armed) else {
+        return false;
+    };
+    let peers = Peers::confirm(snapshot, &baseline);
+    let Ok(now) = repo::metadata_digests(&baseline.repo, &baseline.hooks) else {
+        return false;
+    };
+    let expected = Expected {
+        metadata: baseline.expected_metadata(armed),
+        also: (!armed && peers.any()).then_some(&baseline.metadata),
+        peer_worktrees: peers.worktrees(&baseline.repo.common_dir),
+    };
+    let mut findings = Findings::default();
+    compare_metadata(&expected, &now, &mut findings);
+    findings.is_empty()
 }
 
 /// A rejection when a FIFO or device sits in the git dirs or the worktree
@@ -951,9 +987,9 @@ struct Expected<'a> {
     /// be the armed one: the shared config and stubs stay until the last
     /// disarm.
     also: Option<&'a BTreeMap<String, String>>,
-    /// Linked worktrees other armed worktrees own (hex names), whose
-    /// appearing or going is theirs (see [`crate::peers`]).
-    peer_worktrees: BTreeSet<String>,
+    /// Linked worktrees other armed worktrees own, whose appearing or
+    /// going is theirs (see [`crate::peers`]).
+    peer_worktrees: crate::peers::PeerWorktrees,
 }
 
 fn compare_metadata(
@@ -997,16 +1033,18 @@ fn compare_metadata(
 /// Whether two `worktrees` values list the same linked worktrees but for
 /// those armed peers own; a digest recorded by an older baseline is
 /// compared as such.
-fn same_worktrees(before: &str, now: &str, peers: &BTreeSet<String>) -> bool {
+fn same_worktrees(before: &str, now: &str, peers: &crate::peers::PeerWorktrees) -> bool {
     let Some(now_names) = repo::worktree_names(now) else {
         return false;
     };
     let Some(before_names) = repo::worktree_names(before) else {
         return repo::legacy_worktrees_digest(now).as_deref() == Some(before);
     };
-    before_names
-        .symmetric_difference(&now_names)
-        .all(|name| peers.contains(name))
+    let names: BTreeSet<&String> = before_names.keys().chain(now_names.keys()).collect();
+    names.into_iter().all(|name| {
+        before_names.get(name) == now_names.get(name)
+            || peers.accounts_for(name, now_names.contains_key(name))
+    })
 }
 
 /// The hub entry of this worktree must name this state directory: one

@@ -36,6 +36,50 @@ use crate::repo::refname;
 
 /// The file in a state directory holding the peers at disarm.
 pub const SNAPSHOT: &str = "peers.json";
+/// The file in a state directory holding the last verdict of `verify`
+/// while armed beside peers ([`Verdict`]).
+pub const VERDICT: &str = "verdict.json";
+
+/// What the last `verify` of an armed worktree decided, and on which
+/// branch value. `disarm` releases the branch at the value verify
+/// *accepted*, not at whatever it holds by then: other agents are still
+/// running between this worktree's verify and its disarm, and a move they
+/// made in that window must stay a change their own verifies judge.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Verdict {
+    /// Whether verify accepted.
+    pub accepted: bool,
+    /// The branch value it judged (encoded), `None` for an unborn branch.
+    pub branch_value: Option<String>,
+}
+
+impl Verdict {
+    /// Records it, when the state belongs to a hub (a worktree armed
+    /// alone has no peers to protect).
+    pub fn record(state: &Path, verdict: &Verdict) -> Result<()> {
+        if hub::Link::read(state)?.is_none() {
+            return Ok(());
+        }
+        crate::fsutil::write_atomic(
+            &state.join(VERDICT),
+            serde_json::to_string(verdict)
+                .expect("plain data")
+                .as_bytes(),
+        )
+    }
+
+    /// The last recorded verdict, if any.
+    pub fn read(state: &Path) -> Result<Option<Verdict>> {
+        match crate::fsutil::read_regular(&state.join(VERDICT)) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .with_context(|| format!("{VERDICT} in {} is malformed", state.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e).context("cannot read the last verdict"),
+        }
+    }
+}
 
 /// This worktree's hub entry and every other one, armed or released.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -104,6 +148,46 @@ impl Snapshot {
         })?;
         Snapshot::take(&hub, &own).map(Some)
     }
+}
+
+/// The linked worktrees peers own (see [`Peers::worktrees`]).
+#[derive(Debug, Default)]
+pub struct PeerWorktrees {
+    common_dir: std::path::PathBuf,
+    /// Hex name to the admin identities recorded by the peers with it.
+    names: std::collections::BTreeMap<String, Vec<Option<hub::Identity>>>,
+}
+
+impl PeerWorktrees {
+    /// Whether the linked worktree `hex_name` appearing or going since arm
+    /// is a peer's doing: gone, any peer with that name accounts for it;
+    /// present, only the very admin directory a peer was armed in (an agent
+    /// can re-add a removed peer's name).
+    pub fn accounts_for(&self, hex_name: &str, present: bool) -> bool {
+        let Some(identities) = self.names.get(hex_name) else {
+            return false;
+        };
+        if !present {
+            return true;
+        }
+        let Some(name) = decode_hex(hex_name) else {
+            return false;
+        };
+        use std::os::unix::ffi::OsStrExt;
+        let dir = self
+            .common_dir
+            .join("worktrees")
+            .join(std::ffi::OsStr::from_bytes(&name));
+        let now = Entry::identity_of(&dir);
+        now.is_some() && identities.contains(&now)
+    }
+}
+
+fn decode_hex(hex: &str) -> Option<Vec<u8>> {
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect()
 }
 
 /// A peer whose entry its own baseline confirms.
@@ -197,14 +281,21 @@ impl Peers {
             .collect()
     }
 
-    /// The linked worktree names (hex-encoded, as the `worktrees` metadata
-    /// value lists them) of the confirmed peers.
-    pub fn worktree_names(&self, common_dir: &Path) -> BTreeSet<String> {
-        self.peers
-            .iter()
-            .filter_map(|p| p.entry.worktree_name(common_dir))
-            .map(|n| crate::digest::hex(n.as_bytes()))
-            .collect()
+    /// The linked worktrees of the confirmed peers, by name (hex-encoded,
+    /// as the `worktrees` metadata value lists them), with their admin
+    /// directory's identity at arm.
+    pub fn worktrees(&self, common_dir: &Path) -> PeerWorktrees {
+        let mut out = PeerWorktrees::default();
+        for p in &self.peers {
+            if let Some(name) = p.entry.worktree_name(common_dir) {
+                out.names
+                    .entry(crate::digest::hex(name.as_bytes()))
+                    .or_default()
+                    .push(p.entry.admin);
+            }
+        }
+        out.common_dir = common_dir.to_path_buf();
+        out
     }
 }
 
@@ -235,6 +326,7 @@ mod tests {
                 state: "/s".into(),
                 branch: "refs/heads/b".into(),
                 armed_seq: armed,
+                admin: None,
                 released_seq: released,
                 final_value: fin.map(str::to_owned),
             },

@@ -240,6 +240,7 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
     };
     // Before the hub changes: disarm finds the hub from here after a crash
     // at any later point.
+    remove_verdict(&state)?;
     hub::Link {
         hub: hub.dir.clone(),
         key: key.clone(),
@@ -257,7 +258,10 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
                 let record = install::read_record(&hub.dir)?
                     .context("the repository's hub has no install record")?;
                 let names = record.chained.iter().map(|(n, _)| n.clone()).collect();
-                (install::joined_hook_paths(&record, &hub.dir), names)
+                (
+                    install::joined_hook_paths(&record, &location, &hub.dir),
+                    names,
+                )
             }
             None => (install::hook_paths(&location, &hub.dir)?, Vec::new()),
         };
@@ -294,6 +298,9 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
             state: state.clone(),
             branch: repo::refname::encode(&branch),
             armed_seq: hub.next_seq()?,
+            admin: (location.git_dir != location.common_dir)
+                .then(|| hub::Entry::identity_of(&location.git_dir))
+                .flatten(),
             released_seq: None,
             final_value: None,
         };
@@ -453,8 +460,19 @@ fn disarm_locked(
         result = result.with_evidence("baseline_kept_at", retired.display().to_string());
     }
     install::forget(state_dir)?;
+    remove_verdict(state_dir)?;
     hub::Link::forget(state_dir)?;
     Ok(result)
+}
+
+/// The last verdict belongs to this arm only: a later arm of the same
+/// state directory must not release its branch on it.
+fn remove_verdict(state_dir: &Path) -> Result<()> {
+    match std::fs::remove_file(state_dir.join(crate::peers::VERDICT)) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).context("cannot remove the last verdict"),
+    }
 }
 
 fn with_restored(mut result: ToolResult, restored: install::Restored) -> ToolResult {
@@ -484,7 +502,17 @@ fn leave_hub(state_dir: &Path, link: &hub::Link) -> Result<Option<install::Resto
     }
     let common = common_dir_of(state_dir, Some(link));
     let value_of = |entry: &hub::Entry| branch_value(entry, common.as_deref());
-    hub.release(&link.key, own.as_ref().and_then(value_of))?;
+    // The value the last verify accepted, if it did: what other agents did
+    // to the branch since is theirs to answer for (see `peers::Verdict`).
+    let accepted = crate::peers::Verdict::read(state_dir)
+        .ok()
+        .flatten()
+        .filter(|v| v.accepted);
+    let final_value = match accepted {
+        Some(verdict) => verdict.branch_value,
+        None => own.as_ref().and_then(value_of),
+    };
+    hub.release(&link.key, final_value)?;
     crate::fsutil::crash_point("hub-released");
     hub.prune_stale(value_of)?;
     if !hub.armed()?.is_empty() {
@@ -501,12 +529,42 @@ fn leave_hub(state_dir: &Path, link: &hub::Link) -> Result<Option<install::Resto
 
 /// The current value of the branch of `entry` (encoded), read from the
 /// common dir where branches live (the worktree may be gone); `None` when
-/// absent or unreadable.
+/// the branch does not exist, and [`UNREADABLE`] when it cannot be read (a
+/// value no ref has, so nothing is excused on its strength).
 fn branch_value(entry: &hub::Entry, common_dir: Option<&Path>) -> Option<String> {
-    let name = repo::refname::decode(&entry.branch).ok()?;
-    crate::hooks::reference_transaction::branch_value(common_dir?, &name)
-        .map(|v| repo::refname::encode(&v))
+    use std::os::unix::ffi::OsStrExt;
+    let unreadable = Some(UNREADABLE.to_owned());
+    let (Some(common_dir), Ok(name)) = (common_dir, repo::refname::decode(&entry.branch)) else {
+        return unreadable;
+    };
+    let loose = common_dir.join(std::ffi::OsStr::from_bytes(&name));
+    let value = match crate::fsutil::read_regular(&loose) {
+        Ok(bytes) => match repo::refstore::parse_loose(&bytes) {
+            Ok(value) => Some(value),
+            Err(_) => return unreadable,
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let packed = common_dir.join("packed-refs");
+            match crate::fsutil::read_regular(&packed) {
+                Ok(bytes) => match repo::packed_refs::parse(&bytes) {
+                    Ok(parsed) => parsed
+                        .refs
+                        .into_iter()
+                        .find(|r| r.name == name)
+                        .map(|r| r.id.into()),
+                    Err(_) => return unreadable,
+                },
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(_) => return unreadable,
+            }
+        }
+        Err(_) => return unreadable,
+    };
+    value.map(|v: gix::bstr::BString| repo::refname::encode(&v))
 }
+
+/// The released value of a branch that could not be read.
+const UNREADABLE: &str = "unreadable";
 
 /// Cleans a hub directory left by an arm or disarm that was killed before
 /// the config pointed at it (or after it was restored): nothing dispatches

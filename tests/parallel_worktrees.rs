@@ -742,3 +742,174 @@ fn four_isolated_runs_in_parallel_worktrees_all_succeed() {
     assert_eq!(shared_setup(&sb), before);
     assert_eq!(sb.hub(), None);
 }
+
+/// husky-style relative `core.hooksPath` (`.husky/_`, generated and ignored
+/// in each worktree): git runs each worktree's own hooks, and so must the
+/// stubs; one agent's hook never runs in another agent's worktree.
+#[test]
+fn a_relative_hooks_path_chains_each_worktrees_own_hooks() {
+    use std::os::unix::fs::PermissionsExt;
+    let sb = Sandbox::new();
+    sb.git(&["config", "core.hooksPath", ".husky/_"]);
+    std::fs::write(sb.git_dir().join("info/exclude"), ".husky/_/\n").unwrap();
+    let agents = worktrees(&sb, 2);
+    let (one, two) = (&agents[1], &agents[2]);
+    let log = sb.root.join("hook-log");
+    for a in [one, two] {
+        let hook = a.dir.join(".husky/_/pre-commit");
+        std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
+        std::fs::write(
+            &hook,
+            format!(
+                "#!/bin/sh\necho \"{} $PWD\" >> '{}'\n",
+                a.branch,
+                log.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    arm(&sb, one);
+    arm(&sb, two);
+    assert!(commit(&sb, two, "area2/a.txt", "two\n").status.success());
+    assert!(commit(&sb, one, "area1/a.txt", "one\n").status.success());
+    let ran = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        ran,
+        format!(
+            "agent2 {}\nagent1 {}\n",
+            two.dir.display(),
+            one.dir.display()
+        ),
+        "each worktree ran its own hook"
+    );
+    // agent1 rewriting its own (ignored) hook reaches nobody else.
+    std::fs::write(
+        one.dir.join(".husky/_/pre-commit"),
+        "#!/bin/sh\necho planted > area2/planted\ngit add area2/planted\n",
+    )
+    .unwrap();
+    assert!(commit(&sb, two, "area2/b.txt", "two\n").status.success());
+    let files = git_ok(&sb, two, &["show", "--name-only", "--format=", "HEAD"]);
+    assert_eq!(files, "area2/b.txt");
+    // ... and its verify sees the change in its own hooks only.
+    let (code, r) = verify(&sb, two);
+    assert_accepted(code, &r);
+    let (code, r) = verify(&sb, one);
+    assert_eq!(code, 1, "{r:#}");
+    assert_eq!(rules(&r), ["protected_metadata_changed"], "{r:#}");
+    // The harness removes agent1's worktree; agent2 is unaffected.
+    disarm(&sb, one);
+    git_ok(
+        &sb,
+        &agents[0],
+        &["worktree", "remove", "--force", one.dir.to_str().unwrap()],
+    );
+    let (code, r) = verify(&sb, two);
+    assert_accepted(code, &r);
+}
+
+/// `git pack-refs --all` and `git gc` prune loose copies of every branch,
+/// an armed worktree's included: that moves nothing, so neither an armed
+/// nor an unarmed worktree's hooks refuse it.
+#[test]
+fn pack_refs_and_gc_work_in_every_worktree_while_a_peer_is_armed() {
+    let sb = Sandbox::new();
+    let agents = worktrees(&sb, 2);
+    let (main, one, two) = (&agents[0], &agents[1], &agents[2]);
+    arm(&sb, one);
+    arm(&sb, two);
+    assert!(commit(&sb, two, "area2/a.txt", "two\n").status.success());
+    git_ok(&sb, main, &["pack-refs", "--all"]);
+    git_ok(&sb, main, &["gc", "-q"]);
+    assert!(commit(&sb, one, "area1/a.txt", "one\n").status.success());
+    git_ok(&sb, one, &["pack-refs", "--all"]);
+    git_ok(&sb, one, &["gc", "-q"]);
+    for a in [one, two] {
+        let (code, r) = verify(&sb, a);
+        assert_accepted(code, &r);
+    }
+}
+
+/// A worktree an agent adds under the name of a peer's removed worktree is
+/// not the peer's: the peer was armed in another admin directory.
+#[test]
+fn a_worktree_an_agent_adds_under_a_removed_peers_name_is_rejected() {
+    let sb = Sandbox::new();
+    let agents = worktrees(&sb, 2);
+    let (main, one, two) = (&agents[0], &agents[1], &agents[2]);
+    arm(&sb, one);
+    arm(&sb, two);
+    assert!(commit(&sb, two, "area2/a.txt", "two\n").status.success());
+    disarm(&sb, two);
+    git_ok(
+        &sb,
+        main,
+        &["worktree", "remove", two.dir.to_str().unwrap()],
+    );
+    assert!(commit(&sb, one, "area1/a.txt", "one\n").status.success());
+    let (code, r) = verify(&sb, one);
+    assert_accepted(code, &r);
+    // agent1 adds a worktree that git names `wt2` again.
+    let again = sb.root.join("elsewhere/wt2");
+    std::fs::create_dir_all(again.parent().unwrap()).unwrap();
+    git_ok(
+        &sb,
+        one,
+        &["worktree", "add", "-q", "--detach", again.to_str().unwrap()],
+    );
+    assert!(sb.git_dir().join("worktrees/wt2").exists());
+    let (code, r) = verify(&sb, one);
+    assert_eq!(code, 1, "{r:#}");
+    assert_eq!(rules(&r), ["protected_metadata_changed"], "{r:#}");
+}
+
+/// `run --on-reject restore` in one worktree while another stays armed: the
+/// shared config is still armed for the peer, which the restore's last
+/// metadata check allows; the rejected work is preserved and reset.
+#[test]
+fn restore_works_while_a_peer_stays_armed() {
+    use std::os::unix::fs::PermissionsExt;
+    let sb = Sandbox::new();
+    let agents = worktrees(&sb, 2);
+    let (one, two) = (&agents[1], &agents[2]);
+    arm(&sb, two);
+    let base = git_ok(&sb, one, &["rev-parse", "HEAD"]);
+    let task = sb.root.join("task1.json");
+    let grant: Value = serde_json::from_slice(&std::fs::read(&one.grant).unwrap()).unwrap();
+    let doc = serde_json::json!({"id": "edit-1", "title": "Edit", "objective": "Work",
+        "task_type": "change", "required_capabilities": ["repo.read"],
+        "side_effect_class": "reversible", "risk_class": "low", "worker": "coder",
+        "repository_grant": grant["repository_grant"]});
+    std::fs::write(&task, doc.to_string()).unwrap();
+    let script = sb.root.join("agent1.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\necho x > README.md && git -c core.hooksPath=/dev/null commit -q -am evil\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = sb
+        .command(env!("CARGO_BIN_EXE_grantguard"))
+        .current_dir(&sb.root)
+        .args(["run", "--task", task.to_str().unwrap()])
+        .args(["--repo", one.dir.to_str().unwrap()])
+        .args(["--state", one.state.to_str().unwrap()])
+        .args(["--on-reject", "restore"])
+        .args(["--capability", "repo.read", "--json", "--"])
+        .arg(&script)
+        .output()
+        .unwrap();
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        r["evidence"]["compensation"]["done"],
+        true,
+        "{r:#}\n{}",
+        text(&out)
+    );
+    assert_eq!(git_ok(&sb, one, &["rev-parse", "HEAD"]), base);
+    // The peer still enforces and verifies.
+    assert!(commit(&sb, two, "area2/a.txt", "two\n").status.success());
+    let (code, r) = verify(&sb, two);
+    assert_accepted(code, &r);
+}

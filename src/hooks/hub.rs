@@ -61,6 +61,10 @@ const RELEASED: &str = "released";
 const SEQ: &str = "seq";
 const UNARMED: &str = "unarmed.json";
 
+/// A linked worktree's identity: device, inode and change time (seconds,
+/// nanoseconds) of its admin directory's `commondir` file.
+pub type Identity = (u64, u64, i64, i64);
+
 /// One armed (or, once released, formerly armed) worktree.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -75,6 +79,11 @@ pub struct Entry {
     pub branch: String,
     /// When it was armed, in the hub's order.
     pub armed_seq: u64,
+    /// The identity of a linked worktree's admin directory
+    /// (`.git/worktrees/<name>`) at arm (see [`Entry::identity_of`]): a
+    /// worktree an agent adds later under the same name is another one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin: Option<Identity>,
     /// When it was disarmed, in the hub's order (released entries only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub released_seq: Option<u64>,
@@ -85,6 +94,19 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// The identity of the linked worktree whose admin directory is
+    /// `dir`, for [`Entry::admin`]: device, inode and change time of its
+    /// `commondir` file, which `git worktree add` writes once and nothing
+    /// rewrites (the directory itself changes with every commit, and an
+    /// inode number alone is reused as soon as a removed worktree's is
+    /// freed).
+    pub fn identity_of(dir: &Path) -> Option<Identity> {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::symlink_metadata(dir.join("commondir"))
+            .ok()
+            .map(|m| (m.dev(), m.ino(), m.ctime(), m.ctime_nsec()))
+    }
+
     /// The linked worktree's name (`.git/worktrees/<name>`), `None` for
     /// the main worktree.
     pub fn worktree_name(&self, common_dir: &Path) -> Option<String> {
@@ -371,6 +393,7 @@ mod tests {
             state: "/nonexistent/state".into(),
             branch: "refs/heads/a".into(),
             armed_seq: seq,
+            admin: None,
             released_seq: None,
             final_value: None,
         }

@@ -208,12 +208,32 @@ pub fn hook_paths(location: &Location, hub: &Path) -> Result<crate::repo::HookPa
 /// [`hook_paths`] for a worktree armed while another one already is: the
 /// hooks that were effective before the *first* arm, as its install record
 /// keeps them (the effective directory now is the hub's).
-pub fn joined_hook_paths(record: &InstallRecord, hub: &Path) -> crate::repo::HookPaths {
+pub fn joined_hook_paths(
+    record: &InstallRecord,
+    location: &Location,
+    hub: &Path,
+) -> crate::repo::HookPaths {
+    // Relative paths (a relative `core.hooksPath`) are this worktree's.
+    let here = |p: &PathBuf| location.work_dir.join(p);
     crate::repo::HookPaths {
-        dir_at_arm: record.hooks_dir.clone(),
-        chained: record.chained.iter().map(|(_, p)| p.clone()).collect(),
+        dir_at_arm: record.hooks_dir.as_ref().map(here),
+        chained: record.chained.iter().map(|(_, p)| here(p)).collect(),
         stubs: Some(hub.join(STUBS_DIR)),
     }
+}
+
+/// Whether the `core.hooksPath` git uses here is a relative path.
+fn configured_relative(location: &Location) -> bool {
+    let dir = if location.explicit_git_dir {
+        &location.git_dir
+    } else {
+        &location.work_dir
+    };
+    gix::open(dir).ok().is_some_and(|repo| {
+        repo.config_snapshot()
+            .string("core.hooksPath")
+            .is_some_and(|v| !v.is_empty() && !v.starts_with(b"/") && !v.starts_with(b"~"))
+    })
 }
 
 /// Installs the stubs into `<hub>/hooks` and points the repository at
@@ -222,7 +242,21 @@ pub fn joined_hook_paths(record: &InstallRecord, hub: &Path) -> crate::repo::Hoo
 pub fn install(location: &Location, hub: &Path, binary: &Path) -> Result<InstallRecord> {
     let config_path = location.common_dir.join("config");
     let old_dir = effective_hooks_dir(location)?;
-    let chained = effective_hooks(&old_dir)?;
+    // A relative `core.hooksPath` (husky's `.husky/_`) names a directory in
+    // each worktree, where git runs hooks from: chain it relative too, so a
+    // hook in another worktree runs that worktree's hooks, never these.
+    let relative = old_dir
+        .strip_prefix(&location.work_dir)
+        .ok()
+        .filter(|_| configured_relative(location))
+        .map(Path::to_path_buf);
+    let chained: Vec<(String, PathBuf)> = effective_hooks(&old_dir)?
+        .into_iter()
+        .map(|(name, path)| match &relative {
+            Some(rel) => (name.clone(), rel.join(&name)),
+            None => (name, path),
+        })
+        .collect();
     let (before, mut config) = load_config(&config_path)?;
 
     // 1. The stubs, in a fresh directory.
@@ -292,7 +326,7 @@ pub fn install(location: &Location, hub: &Path, binary: &Path) -> Result<Install
         previous_protocol_allow,
         previous_protocol_keys,
         chained,
-        hooks_dir: Some(old_dir),
+        hooks_dir: Some(relative.unwrap_or(old_dir)),
         default_stub: default_stub
             .as_ref()
             .map(|(path, text)| (path.clone(), config_digest(text))),

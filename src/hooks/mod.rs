@@ -165,6 +165,9 @@ fn route(invocation: &Invocation) -> Result<Route, String> {
     let unreadable = |e: anyhow::Error| format!("cannot read the hub {}: {e:#}", dir.display());
     let key = hub::key(&location.git_dir);
     let mut armed = hub.armed().map_err(unreadable)?;
+    // An entry whose state directory is gone (deleted without disarm) owns
+    // nothing any more; the next arm or disarm releases it.
+    armed.retain(|e| e.git_dir == location.git_dir || e.state.exists());
     match armed.iter().position(|e| hub::key(&e.git_dir) == key) {
         Some(i) => {
             let own = armed.remove(i);
@@ -189,11 +192,12 @@ fn owned_elsewhere(
         let Some(owner) = owners.iter().find(|e| e.branch == name) else {
             continue;
         };
+        // As `decide` reads an update: by the value it leaves (pruning a
+        // loose copy whose packed value stays, as `git pack-refs` does,
+        // changes nothing).
         let now = reference_transaction::branch_value(&location.common_dir, &update.name);
-        let unchanged = match (&update.new, now) {
-            (reference_transaction::RefValue::Object(id), Some(now)) => id.as_bytes() == now,
-            _ => false,
-        };
+        let after = reference_transaction::resulting_value(update, &location.common_dir).ok();
+        let unchanged = matches!((after, now), (Some(Some(after)), Some(now)) if after == now);
         if unchanged {
             continue;
         }
@@ -223,7 +227,9 @@ fn with_state(
     let (baseline, grant) = Baseline::read(state).map_err(|e| {
         format!(
             "no valid grant state in {} ({e:#}).\n  To remove the hooks: grantguard disarm --state {}\n  \
-             Or arm the repository again",
+             Or arm the repository again (if that state directory is gone, arming and \
+             disarming any worktree of the repository releases it and, when no other \
+             worktree is armed, restores the config)",
             state.display(),
             state.display()
         )

@@ -245,6 +245,12 @@ pub fn branch_value(common_dir: &Path, name: &[u8]) -> Option<BString> {
     }
 }
 
+/// The value `update` leaves its ref at (see `effect`): a deletion that only
+/// prunes a loose copy leaves the packed value.
+pub fn resulting_value(update: &Update, common_dir: &Path) -> Result<Option<BString>> {
+    effect(update, common_dir, &mut None)
+}
+
 fn packed_refs(common_dir: &Path) -> Result<BTreeMap<BString, BString>> {
     let path = common_dir.join("packed-refs");
     let text = match crate::fsutil::read_regular(&path) {

@@ -15,7 +15,7 @@
 //! Any of them changed after acceptance runs the agent's program at the
 //! harness's next `git status` or `git commit`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -203,22 +203,37 @@ pub(super) fn digest_followed(path: &Path) -> Result<String> {
 /// worktree another armed worktree owns ([`crate::peers`]) from one the
 /// agent added.
 pub(super) fn digest_live_worktrees(dir: &Path) -> Result<String> {
+    use std::os::unix::fs::MetadataExt;
     let names = live_worktrees(dir)?;
-    let hex: Vec<String> = names.iter().map(|n| hex(n.as_encoded_bytes())).collect();
-    Ok(format!("{WORKTREE_NAMES}{}", hex.join(",")))
+    let listed: Vec<String> = names
+        .iter()
+        .map(|n| {
+            // Which worktree, not only which name: `commondir` is written
+            // once by `git worktree add` (see `hooks::hub::Entry::admin`).
+            let id = std::fs::symlink_metadata(dir.join(n).join("commondir")).map_or_else(
+                |_| "none".to_owned(),
+                |m| format!("{}.{}.{}.{}", m.dev(), m.ino(), m.ctime(), m.ctime_nsec()),
+            );
+            format!("{}={id}", hex(n.as_encoded_bytes()))
+        })
+        .collect();
+    Ok(format!("{WORKTREE_NAMES}{}", listed.join(",")))
 }
 
 const WORKTREE_NAMES: &str = "names:";
 
-/// The worktree names of a `worktrees` value written by
-/// [`digest_live_worktrees`], hex-encoded (`crate::digest::hex`); `None` for a value of another
-/// form (a digest, as older baselines recorded).
-pub fn worktree_names(value: &str) -> Option<BTreeSet<String>> {
+/// The worktrees of a `worktrees` value written by [`digest_live_worktrees`]:
+/// each name, hex-encoded (`crate::digest::hex`), with its identity; `None`
+/// for a value of another form (a digest, as older baselines recorded).
+pub fn worktree_names(value: &str) -> Option<BTreeMap<String, String>> {
     let list = value.strip_prefix(WORKTREE_NAMES)?;
     Some(
         list.split(',')
             .filter(|s| !s.is_empty())
-            .map(str::to_owned)
+            .map(|entry| match entry.split_once('=') {
+                Some((name, id)) => (name.to_owned(), id.to_owned()),
+                None => (entry.to_owned(), String::new()),
+            })
             .collect(),
     )
 }
@@ -228,7 +243,7 @@ pub fn worktree_names(value: &str) -> Option<BTreeSet<String>> {
 pub fn legacy_worktrees_digest(value: &str) -> Option<String> {
     let names = worktree_names(value)?;
     let mut raw: Vec<Vec<u8>> = names
-        .iter()
+        .keys()
         .map(|h| {
             (0..h.len())
                 .step_by(2)

@@ -17,11 +17,7 @@ use crate::result::{FailureClass, Status, ToolResult, Violation};
 /// Reads the protected metadata once more, right before git runs in the
 /// checkout: the agent's processes may outlive the command.
 pub(super) fn metadata_still_intact(state: &Path) -> bool {
-    let Ok((baseline, _, armed)) = crate::baseline::Baseline::read_live_or_retired(state) else {
-        return false;
-    };
-    crate::repo::metadata_digests(&baseline.repo, &baseline.hooks)
-        .is_ok_and(|now| now == *baseline.expected_metadata(armed))
+    crate::acceptance::metadata_intact(state)
 }
 
 /// Step 7: preserve then reset; a failure to preserve resets nothing.

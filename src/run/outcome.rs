@@ -202,10 +202,38 @@ fn isolation_plan(
     // The hub routes every worktree's hooks to its grant: the agent must not
     // reroute its own (or another worktree's) hooks.
     if granted && let Ok(Some(link)) = crate::hooks::hub::Link::read(&places.state) {
+        paths.extend(peer_branch_files(&link, location.as_ref()));
         paths.push(link.hub);
     }
     let network = isolate::network_allowed(&admitted.contract.required_capabilities);
     isolate::Plan::new(paths, network)
+}
+
+/// The loose ref files of the branches other armed worktrees own: mounted
+/// read-only, so this command cannot move another agent's branch even with
+/// its hooks bypassed (git replaces a loose ref by renaming over it, which
+/// a bind mount refuses). A peer's own commits are unaffected: its sandbox
+/// and the host have no such mount. Only existing loose files can be
+/// mounted; a branch held only in `packed-refs` is left to the owner's
+/// verify, as without `--isolate`.
+fn peer_branch_files(
+    link: &crate::hooks::hub::Link,
+    location: Option<&crate::repo::Location>,
+) -> Vec<std::path::PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let Some(location) = location else {
+        return Vec::new();
+    };
+    let Ok(armed) = crate::hooks::hub::Hub::at(&link.hub).armed() else {
+        return Vec::new();
+    };
+    armed
+        .into_iter()
+        .filter(|e| crate::hooks::hub::key(&e.git_dir) != link.key)
+        .filter_map(|e| crate::repo::refname::decode(&e.branch).ok())
+        .map(|name| location.common_dir.join(std::ffi::OsStr::from_bytes(&name)))
+        .filter(|path| std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file()))
+        .collect()
 }
 
 /// Merges `verify`'s verdict into the run's result.
