@@ -913,3 +913,38 @@ fn restore_works_while_a_peer_stays_armed() {
     let (code, r) = verify(&sb, two);
     assert_accepted(code, &r);
 }
+
+/// A hub entry that does not parse: hooks fail closed in every worktree,
+/// and verify reports the hub as not routing this worktree's hooks.
+#[test]
+fn a_malformed_hub_entry_fails_closed() {
+    let sb = Sandbox::new();
+    let agents = worktrees(&sb, 1);
+    let (main, one) = (&agents[0], &agents[1]);
+    arm(&sb, one);
+    let hub = sb.hub().unwrap();
+    let entry = std::fs::read_dir(hub.join("armed"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    std::fs::write(&entry, b"{not json").unwrap();
+    for a in [main, one] {
+        let out = commit(&sb, a, "area1/x.txt", "x\n");
+        assert!(!out.status.success(), "{}", text(&out));
+        assert!(text(&out).contains("failing closed"), "{}", text(&out));
+        git_ok(
+            &sb,
+            a,
+            &["-c", "core.hooksPath=/dev/null", "reset", "-q", "--hard"],
+        );
+    }
+    let (code, r) = verify(&sb, one);
+    assert_ne!(code, 0, "{r:#}");
+    assert!(
+        rules(&r).contains(&"protected_metadata_changed".to_owned()),
+        "{r:#}"
+    );
+    assert_eq!(r["failure_class"], "unsafe_state", "{r:#}");
+}

@@ -355,6 +355,19 @@ fn a_sigkilled_grantguard_takes_its_command_with_it_and_the_next_run_says_how_to
     assert_eq!(runs(&sb), 1);
 }
 
+/// Whether a process whose command line names `marker` (a test's root)
+/// and `late` (the helpers' files) is still alive.
+fn helpers_alive(marker: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().any(|e| {
+        let Ok(e) = e else { return false };
+        let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) else {
+            return false;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        cmdline.contains(marker) && cmdline.contains("late")
+    })
+}
+
 #[test]
 fn a_sigkilled_grantguard_takes_even_helpers_detached_with_setsid_with_it() {
     let sb = Sandbox::new();
@@ -365,8 +378,8 @@ fn a_sigkilled_grantguard_takes_even_helpers_detached_with_setsid_with_it() {
     let a = agent(
         &sb,
         &format!(
-            "setsid sh -c \"sleep 6; touch '{}'\" </dev/null >/dev/null 2>&1 &\n\
-             sh -c \"(sleep 6; touch '{}') &\" </dev/null >/dev/null 2>&1\n\
+            "setsid sh -c \"sleep 25; touch '{}'\" </dev/null >/dev/null 2>&1 &\n\
+             sh -c \"(sleep 25; touch '{}') &\" </dev/null >/dev/null 2>&1\n\
              sleep 1\ntouch '{}'\nsleep 30",
             late.display(),
             late2.display(),
@@ -382,10 +395,18 @@ fn a_sigkilled_grantguard_takes_even_helpers_detached_with_setsid_with_it() {
     signal(&child, libc::SIGKILL);
     let mut child = child;
     child.wait().unwrap();
-    // The helpers would write at 6 s; the watchdog has about 5 s to end
-    // them, room enough on a loaded 2-core machine running tests in
-    // parallel.
-    std::thread::sleep(Duration::from_millis(7000));
+    // The helpers would write at 25 s. Wait (up to 20 s, room enough on a
+    // loaded 2-core machine) until no process names their files any more:
+    // the watchdog ended them, or the assertions below say it did not.
+    let marker = sb.root.to_string_lossy().into_owned();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while helpers_alive(&marker) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        !helpers_alive(&marker),
+        "a detached helper outlived grantguard"
+    );
     assert!(!late.exists(), "a setsid helper outlived grantguard");
     assert!(
         !late2.exists(),
