@@ -335,7 +335,7 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
             .with_evidence("chained_hooks", chained))
     })();
     if installed.is_err() {
-        let _ = disarm_locked(&state, Some(&link), None);
+        let _ = disarm_locked(&state, Some(&link), None, Release::Current);
     }
     installed
 }
@@ -378,7 +378,36 @@ pub fn arm_summary(result: &ToolResult) -> String {
 /// in it and retires the baseline to `baseline.disarmed.json`, which hooks
 /// ignore and `verify` still reads (expecting the pre-arm config).
 pub fn disarm(state_dir: &Path) -> ToolResult {
-    match disarm_inner(state_dir) {
+    disarm_releasing(state_dir, Release::AsLastVerified)
+}
+
+/// [`disarm`] right after a verify whose verdict the caller holds (`run`):
+/// the branch is released at the tip that verify accepted (`Some`, the tip
+/// `None` for an unborn branch), or, when it did not accept (`None`), at
+/// the value it has. Taken from the caller, not from `verdict.json`, so no
+/// other verify in between (an agent can run one) can change it.
+pub fn disarm_after_verify(state_dir: &Path, accepted_tip: Option<Option<String>>) -> ToolResult {
+    disarm_releasing(
+        state_dir,
+        match accepted_tip {
+            Some(tip) => Release::At(tip),
+            None => Release::Current,
+        },
+    )
+}
+
+/// At which value a worktree armed beside others releases its branch.
+enum Release {
+    /// The last accepted verdict's, else the current one (`disarm`).
+    AsLastVerified,
+    /// This one.
+    At(Option<String>),
+    /// The branch's current value.
+    Current,
+}
+
+fn disarm_releasing(state_dir: &Path, release: Release) -> ToolResult {
+    match disarm_inner(state_dir, release) {
         Ok(result) => result,
         Err(e) => ToolResult::rejected(
             "disarm",
@@ -388,7 +417,7 @@ pub fn disarm(state_dir: &Path) -> ToolResult {
     }
 }
 
-fn disarm_inner(state_dir: &Path) -> Result<ToolResult> {
+fn disarm_inner(state_dir: &Path, release: Release) -> Result<ToolResult> {
     let link = hub::Link::read(state_dir)?;
     let record = install::read_record(state_dir)?;
     let live = baseline::path_in(state_dir);
@@ -414,7 +443,7 @@ fn disarm_inner(state_dir: &Path) -> Result<ToolResult> {
         Some(dir) if dir.is_dir() => Some(crate::hooks::arm_lock::lock(&dir)?),
         _ => None,
     };
-    disarm_locked(state_dir, link.as_ref(), record.as_ref())
+    disarm_locked(state_dir, link.as_ref(), record.as_ref(), release)
 }
 
 /// The common git dir of the repository a state directory armed: from its
@@ -433,6 +462,7 @@ fn disarm_locked(
     state_dir: &Path,
     link: Option<&hub::Link>,
     record: Option<&install::InstallRecord>,
+    release: Release,
 ) -> Result<ToolResult> {
     let mut result = ToolResult::succeeded("disarm");
     // A state armed by an older grantguard keeps its stubs and records in
@@ -442,7 +472,7 @@ fn disarm_locked(
         result = with_restored(result, restored);
     }
     if let Some(link) = link {
-        if let Some(restored) = leave_hub(state_dir, link)? {
+        if let Some(restored) = leave_hub(state_dir, link, release)? {
             result = with_restored(result, restored);
         }
         result = result.with_evidence("hub", link.hub.display().to_string());
@@ -491,7 +521,11 @@ fn with_restored(mut result: ToolResult, restored: install::Restored) -> ToolRes
 /// entry with the branch's final value, and, when it was the last armed
 /// worktree, restores the config and removes the hub. Each step can be
 /// repeated after a crash. `Some` when the config was restored.
-fn leave_hub(state_dir: &Path, link: &hub::Link) -> Result<Option<install::Restored>> {
+fn leave_hub(
+    state_dir: &Path,
+    link: &hub::Link,
+    release: Release,
+) -> Result<Option<install::Restored>> {
     let hub = hub::Hub::at(&link.hub);
     if !hub.dir.exists() {
         return Ok(None);
@@ -504,13 +538,13 @@ fn leave_hub(state_dir: &Path, link: &hub::Link) -> Result<Option<install::Resto
     let value_of = |entry: &hub::Entry| branch_value(entry, common.as_deref());
     // The value the last verify accepted, if it did: what other agents did
     // to the branch since is theirs to answer for (see `peers::Verdict`).
-    let accepted = crate::peers::Verdict::read(state_dir)
-        .ok()
-        .flatten()
-        .filter(|v| v.accepted);
-    let final_value = match accepted {
-        Some(verdict) => verdict.branch_value,
-        None => own.as_ref().and_then(value_of),
+    let final_value = match release {
+        Release::At(value) => value,
+        Release::Current => own.as_ref().and_then(value_of),
+        Release::AsLastVerified => match crate::peers::Verdict::read(state_dir).ok().flatten() {
+            Some(verdict) if verdict.accepted => verdict.branch_value,
+            _ => own.as_ref().and_then(value_of),
+        },
     };
     hub.release(&link.key, final_value)?;
     crate::fsutil::crash_point("hub-released");

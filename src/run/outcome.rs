@@ -79,7 +79,13 @@ pub(super) fn execute(
         let verdict = verify_child::verify(&places.state, &places.work_dir, request.verify_timeout);
         verify_ms = millis(started.elapsed());
         crash_point("verified");
-        let disarmed = crate::state::disarm(&places.state);
+        // Released at the tip this verify accepted (parallel worktrees).
+        let accepted_tip = verdict.is_success().then(|| {
+            verdict.evidence["commits"]["tip"]
+                .as_str()
+                .map(str::to_owned)
+        });
+        let disarmed = crate::state::disarm_after_verify(&places.state, accepted_tip);
         crash_point("disarmed");
         let forged = grant.and_then(|g| verdict_for_another_grant(&verdict, g));
         merge_verdict(&mut result, verdict);
