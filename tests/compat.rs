@@ -891,3 +891,128 @@ fn places_a_default_pre_commit_stub_for_dulwich_and_removes_it_on_disarm() {
     disarm(&c, &before);
     assert_eq!(listing(&hooks), names_before);
 }
+
+/// Parallel agents with real husky: `husky` (the `prepare` script) run in
+/// each linked worktree generates that worktree's ignored `.husky/_` and
+/// sets the shared, relative `core.hooksPath=.husky/_`. With both
+/// worktrees armed, a commit in each runs that worktree's husky hook and
+/// grantguard's check of that worktree's grant, and nobody else's.
+#[test]
+fn parallel_worktrees_with_husky_each_run_their_own_hooks_and_grant() {
+    let c = Compat::new();
+    let marker = c.sb.root.join("husky-ran");
+    c.sb.write("package.json", "{\"name\": \"demo\", \"private\": true}\n");
+    c.run(c.bin("husky"), &["init"]);
+    c.sb.write(
+        ".husky/pre-commit",
+        &format!("echo \"husky $PWD\" >> '{}'\n", marker.display()),
+    );
+    commit_all(&c, "husky");
+    std::fs::remove_file(&marker).unwrap();
+    // The harness prepares every worktree (husky rewrites the shared
+    // core.hooksPath, which would switch an armed worktree's hooks off),
+    // then arms them.
+    let dirs: Vec<PathBuf> = (1..=2).map(|i| c.sb.root.join(format!("wt{i}"))).collect();
+    for (i, dir) in dirs.iter().enumerate() {
+        let branch = format!("agent{}", i + 1);
+        c.git(&[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            &branch,
+            dir.to_str().unwrap(),
+        ]);
+        let out = c.cmd(c.bin("husky")).current_dir(dir).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(dir.join(".husky/_/pre-commit").exists());
+    }
+    let mut armed = Vec::new();
+    for (i, dir) in dirs.iter().enumerate() {
+        let i = i + 1;
+        let dir = dir.clone();
+        let grant = c.sb.root.join(format!("grant{i}.json"));
+        let doc = serde_json::json!({"repository_grant": {"version": "1",
+            "allowed_paths": [format!("area{i}/")],
+            "commit_count": {"min": 1, "max": 2}, "publish": false}});
+        std::fs::write(&grant, doc.to_string()).unwrap();
+        let state = c.sb.root.join(format!("state{i}"));
+        let out = c
+            .cmd(env!("CARGO_BIN_EXE_grantguard"))
+            .current_dir(&dir)
+            .args(["arm", "--repo", dir.to_str().unwrap()])
+            .args(["--grant", grant.to_str().unwrap()])
+            .args(["--state", state.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        armed.push((dir, state));
+    }
+    for (i, (dir, _)) in armed.iter().enumerate().rev() {
+        let commit = |file: &str| {
+            let path = dir.join(file);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, "x\n").unwrap();
+            let add = c
+                .cmd("git")
+                .current_dir(dir)
+                .args(["add", file])
+                .output()
+                .unwrap();
+            assert!(add.status.success());
+            c.cmd("git")
+                .current_dir(dir)
+                .args(["commit", "-q", "-m", file])
+                .output()
+                .unwrap()
+        };
+        let other = format!("area{}/x.txt", 2 - i);
+        let out = commit(&other);
+        assert!(
+            !out.status.success(),
+            "committed {other} in {}",
+            dir.display()
+        );
+        assert!(String::from_utf8_lossy(&out.stderr).contains("[path_not_granted]"));
+        let reset = c
+            .cmd("git")
+            .current_dir(dir)
+            .args(["reset", "-q", "--hard"])
+            .output();
+        assert!(reset.unwrap().status.success());
+        let out = commit(&format!("area{}/x.txt", i + 1));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // Each commit ran its own worktree's husky hook, in that worktree.
+    let ran = std::fs::read_to_string(&marker).unwrap();
+    assert_eq!(
+        ran,
+        format!(
+            "husky {}\nhusky {}\n",
+            armed[1].0.display(),
+            armed[0].0.display()
+        ),
+    );
+    for (dir, state) in &armed {
+        let out = c
+            .cmd(env!("CARGO_BIN_EXE_grantguard"))
+            .current_dir(dir)
+            .args(["verify", "--json", "--state", state.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(r["status"], "succeeded", "{r:#}");
+    }
+}
