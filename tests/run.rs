@@ -1057,6 +1057,162 @@ fn a_full_disk_during_the_metrics_append_leaves_no_partial_line() {
         after.len() as i64 - expected.len() as i64
     );
     assert_eq!(after, expected);
+    // The printed result is the recorded acceptance, with the missing line
+    // reported beside it.
     let (_, r) = parse(&out);
-    assert_ne!(r["status"], "succeeded", "{r:#}");
+    assert_eq!(r["status"], "succeeded", "{r:#}");
+    assert_eq!(
+        r["evidence"]["metrics_pending"]["rule"], "metrics_write_failed",
+        "{r:#}"
+    );
+}
+
+/// A lease expiring in `secs` seconds, as a row's `expires_at`.
+fn expires_in(secs: i64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    jiff::Timestamp::from_second(now + secs)
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn records_a_run_whose_lease_expired_meanwhile_as_it_ended_and_replays_it() {
+    let sb = Sandbox::new();
+    let c = claim(
+        &sb,
+        row(
+            Some(grant_json(&["docs/"], 1, 1)),
+            Some("default"),
+            &expires_in(2),
+        ),
+    );
+    let a = agent(&sb, &format!("sleep 3\n{DOCS_COMMIT}"));
+    let metrics = metrics_file(&sb);
+    let invoke = || {
+        parse(
+            &run_cmd(
+                &sb,
+                &["--claim", c.to_str().unwrap()],
+                &["--metrics", metrics.to_str().unwrap()],
+                &[a.to_str().unwrap()],
+            )
+            .output()
+            .unwrap(),
+        )
+    };
+    let (code, r) = invoke();
+    assert_eq!(
+        (code, r["status"].as_str()),
+        (0, Some("succeeded")),
+        "{r:#}"
+    );
+    assert_eq!(r["evidence"]["lease"]["id"], "lease-1");
+    assert_eq!(r["evidence"]["lease"]["expired_during_run"], true, "{r:#}");
+    assert!(
+        r["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("lease lease-1 expired")),
+        "{r:#}"
+    );
+    assert_eq!(metrics_lines(&sb).len(), 1);
+
+    // The same row again, its lease long expired: the recorded result, not
+    // a lease conflict, and nothing runs.
+    let (code, replayed) = invoke();
+    assert_eq!(code, 0, "{replayed:#}");
+    assert_eq!(replayed["evidence"]["reconciliation"], "exact");
+    assert_eq!(replayed["status"], "succeeded");
+    assert_eq!(replayed["evidence"]["lease"], r["evidence"]["lease"]);
+    assert_eq!(runs(&sb), 1);
+    assert_eq!(metrics_lines(&sb).len(), 1);
+}
+
+#[test]
+fn an_expired_lease_of_a_row_recorded_by_another_worker_is_still_a_lease_conflict() {
+    // Only the exact recorded run is answered; anything else with an
+    // expired lease is refused before anything is written.
+    let sb = Sandbox::new();
+    let mut r = row(
+        Some(grant_json(&["docs/"], 1, 1)),
+        Some("default"),
+        "2999-01-01T00:00:00Z",
+    );
+    let a = agent(&sb, DOCS_COMMIT);
+    let c = claim(&sb, r.clone());
+    let out = run_cmd(
+        &sb,
+        &["--claim", c.to_str().unwrap()],
+        &["--metrics", metrics_file(&sb).to_str().unwrap()],
+        &[a.to_str().unwrap()],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(parse(&out).0, 0);
+    r["worker"] = json!("w8");
+    r["lease"]["expires_at"] = json!("2020-01-01T00:00:00Z");
+    let c = claim(&sb, r);
+    let out = run_cmd(
+        &sb,
+        &["--claim", c.to_str().unwrap()],
+        &["--metrics", metrics_file(&sb).to_str().unwrap()],
+        &[a.to_str().unwrap()],
+    )
+    .output()
+    .unwrap();
+    let (code, r) = parse(&out);
+    assert_eq!((code, class(&r)), (75, "conflict"), "{r:#}");
+    assert_eq!(common::rules(&r), ["lease_expired"]);
+    assert_eq!(runs(&sb), 1);
+}
+
+#[test]
+fn prints_the_recorded_success_when_the_metrics_append_fails_and_a_replay_appends_it() {
+    let sb = Sandbox::new();
+    let t = task(&sb, Some(grant_json(&["docs/"], 1, 1)));
+    let metrics = metrics_file(&sb);
+    // The agent turns the metrics file into a directory (it lives outside
+    // the checkout), so the append after acceptance fails.
+    let a = agent(
+        &sb,
+        &format!("mkdir -p '{}'\n{DOCS_COMMIT}", metrics.display()),
+    );
+    let args = ["--run-id", "m1"];
+    let (code, r) = run_task(&sb, &t, &args, &a);
+    let journal = journal_dir(&sb).join("m1/terminal.json");
+    let recorded: Value = serde_json::from_slice(&std::fs::read(&journal).unwrap()).unwrap();
+    assert_eq!(r["status"], recorded["result"]["status"], "{r:#}");
+    assert_eq!(r["retryable"], recorded["result"]["retryable"]);
+    assert_eq!(
+        (code, r["status"].as_str()),
+        (0, Some("succeeded")),
+        "{r:#}"
+    );
+    assert_eq!(r["retryable"], false);
+    assert_eq!(
+        r["evidence"]["metrics_pending"]["rule"], "metrics_write_failed",
+        "{r:#}"
+    );
+    assert!(
+        r["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("same --run-id")),
+        "{r:#}"
+    );
+
+    // Following the advice: fix the file, repeat with the same run id.
+    std::fs::remove_dir(&metrics).unwrap();
+    let (code, replayed) = run_task(&sb, &t, &args, &a);
+    assert_eq!((code, replayed["status"].as_str()), (0, Some("succeeded")));
+    assert_eq!(replayed["evidence"]["reconciliation"], "exact");
+    assert!(replayed["evidence"].get("metrics_pending").is_none());
+    assert_eq!(metrics_lines(&sb).len(), 1);
+    assert_eq!(metrics_lines(&sb)[0]["run_id"], "m1");
+    assert_eq!(runs(&sb), 1);
 }
