@@ -547,28 +547,26 @@ printf '\\000\\001\\002binary' > docs/blob.bin
     );
     assert_disarmed(&sb);
 
-    // The preserved files live outside the checkout and restore the work.
-    let bundle = c["preserved"]["bundle"]["file"].as_str().unwrap();
-    let patch = c["preserved"]["patch"]["file"].as_str().unwrap();
-    for f in [bundle, patch] {
-        assert!(Path::new(f).starts_with(&sb.state), "{f}");
-    }
+    // The preserved files live outside the checkout and rebuild the work in
+    // a fresh clone of the baseline.
+    let dir = Path::new(c["preserved"]["dir"].as_str().unwrap());
+    assert!(dir.starts_with(&sb.state), "{dir:?}");
+    let fresh = sb.root.join("fresh");
+    sb.run_git(&sb.root, &["clone", "-q", "origin.git", "fresh"]);
+    common::rebuild_preserved(&sb, dir, &fresh);
     let tip = std::fs::read_to_string(out_dir.join("tip")).unwrap();
-    sb.git(&["fetch", "-q", bundle, "refs/heads/main"]);
-    assert_eq!(sb.git(&["rev-parse", "FETCH_HEAD"]), tip.trim());
-    sb.git(&["checkout", "-q", "FETCH_HEAD"]);
-    sb.git(&["apply", "--binary", patch]);
+    assert_eq!(sb.run_git(&fresh, &["rev-parse", "HEAD"]), tip);
     let index = sb.root.join("check-index");
     let mut add = sb.command("git");
-    add.current_dir(&sb.repo).env("GIT_INDEX_FILE", &index);
+    add.current_dir(&fresh).env("GIT_INDEX_FILE", &index);
     assert!(add.args(["add", "-A"]).status().unwrap().success());
     let mut write = sb.command("git");
-    write.current_dir(&sb.repo).env("GIT_INDEX_FILE", &index);
+    write.current_dir(&fresh).env("GIT_INDEX_FILE", &index);
     let tree = write.arg("write-tree").output().unwrap();
     assert_eq!(
         String::from_utf8(tree.stdout).unwrap(),
         std::fs::read_to_string(out_dir.join("tree")).unwrap(),
-        "bundle + patch do not restore the agent's work"
+        "the preserved files do not rebuild the agent's work"
     );
 }
 

@@ -1,0 +1,248 @@
+//! Which worktree entries the reset changes or removes, decided before it
+//! starts: those are the entries preserved, and exactly those are removed.
+//!
+//! Its own module because this is where "nothing lost" is decided. Tracked
+//! paths (in the baseline or in the index) are compared with the baseline
+//! on their raw bytes, never through git's conversion, so a file that only
+//! differs in its line endings or in what a clean filter would store is
+//! kept. Untracked entries are listed by git (under the agent's ignore
+//! rules, ignored ones too) and kept unless the *baseline's* ignore rules
+//! ignore them: those rules are read from the baseline tree's `.gitignore`
+//! blobs, `info/exclude` and the excludes file, so neither a `.gitignore`
+//! the agent edited nor one it created hides a file from preservation.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use anyhow::{Context, Result, bail};
+use gix::bstr::{BStr, BString, ByteSlice};
+
+use super::Repo;
+use super::files;
+use super::git::{git, records, run_git};
+
+/// The entries to preserve.
+pub(super) struct Selection {
+    /// Entries to copy raw and remove (a directory stands for everything
+    /// in it), sorted, none inside another.
+    pub copy: Vec<BString>,
+    /// Baseline paths the agent deleted (the rebuild removes them too).
+    pub deleted: Vec<BString>,
+    /// Checked-out submodules of the baseline: path and gitlink commit.
+    pub submodules: Vec<(BString, String)>,
+}
+
+/// A tree or index entry: mode and object id.
+type Entry = (u32, String);
+
+pub(super) fn select(repo: &Repo, sha256: bool) -> Result<Selection> {
+    let work_dir = &repo.work_dir;
+    let baseline: BTreeMap<BString, Entry> = match &repo.baseline {
+        Some(base) => {
+            let out = run_git(
+                &mut git(work_dir),
+                &["ls-tree", "-r", "-z", "--full-tree", base.as_str()],
+            )?;
+            records(&out)
+                .map(|r| {
+                    // <mode> SP <type> SP <oid> TAB <path>
+                    let (meta, path) = r.split_once_str(b"\t").context("bad ls-tree line")?;
+                    let fields: Vec<&[u8]> = meta.split(|&b| b == b' ').collect();
+                    let [mode, _, oid] = fields[..] else {
+                        bail!("bad ls-tree line");
+                    };
+                    Ok((
+                        BString::from(path),
+                        (octal(mode)?, oid.to_str_lossy().into_owned()),
+                    ))
+                })
+                .collect::<Result<_>>()?
+        }
+        None => BTreeMap::new(),
+    };
+    let index_paths: BTreeSet<BString> = {
+        let out = run_git(&mut git(work_dir), &["ls-files", "-z", "-s"])?;
+        records(&out)
+            .map(|r| {
+                let (_, path) = r.split_once_str(b"\t").context("bad ls-files line")?;
+                Ok(BString::from(path))
+            })
+            .collect::<Result<_>>()?
+    };
+    let untracked = {
+        let mut out = run_git(
+            &mut git(work_dir),
+            &["ls-files", "-z", "-o", "--exclude-standard", "--directory"],
+        )?;
+        out.push(0);
+        out.extend(run_git(
+            &mut git(work_dir),
+            &[
+                "ls-files",
+                "-z",
+                "-o",
+                "-i",
+                "--exclude-standard",
+                "--directory",
+            ],
+        )?);
+        records(&out)
+            .map(|r| BString::from(r.strip_suffix(b"/").unwrap_or(r)))
+            .collect::<BTreeSet<_>>()
+    };
+
+    let mut copy = BTreeSet::new();
+    let mut deleted = Vec::new();
+    let mut submodules = Vec::new();
+
+    // Untracked entries the baseline's rules do not ignore.
+    let ignored = baseline_ignores(repo)?;
+    let mut stack = ignored.stack()?;
+    for rel in &untracked {
+        if baseline.contains_key(rel) || index_paths.contains(rel) {
+            continue;
+        }
+        let Some(meta) = files::lstat_beneath(work_dir, rel) else {
+            continue;
+        };
+        if !stack.ignores(rel.as_bstr(), meta.file_type().is_dir())? {
+            copy.insert(rel.clone());
+        }
+    }
+
+    // Tracked paths whose raw entry differs from the baseline's.
+    let tracked: BTreeSet<&BString> = baseline.keys().chain(index_paths.iter()).collect();
+    for rel in tracked {
+        let base = baseline.get(rel);
+        let Some(meta) = files::lstat_beneath(work_dir, rel) else {
+            if base.is_some() {
+                deleted.push(rel.clone());
+            }
+            continue;
+        };
+        let path = files::join(work_dir, rel);
+        if let Some((0o160000, commit)) = base
+            && meta.file_type().is_dir()
+        {
+            // A submodule of the baseline: preserved and reset on its own
+            // when checked out; an empty directory is its unpopulated form.
+            if std::fs::symlink_metadata(path.join(".git")).is_ok() {
+                submodules.push((rel.clone(), commit.clone()));
+            }
+            continue;
+        }
+        let Some(mode) = files::git_mode(&meta) else {
+            bail!(
+                "{} is neither a file, a symlink nor a directory, so it cannot be preserved",
+                path.display()
+            );
+        };
+        if mode == 0o40000 {
+            copy.insert(rel.clone());
+            continue;
+        }
+        let id = files::raw_blob_id(&path, &meta, sha256)?;
+        if base != Some(&(mode, id)) {
+            copy.insert(rel.clone());
+        }
+    }
+
+    // No entry inside another one that is copied whole.
+    let mut outer: Vec<BString> = Vec::new();
+    for rel in copy {
+        let inside = outer
+            .iter()
+            .any(|o| rel.len() > o.len() && rel.starts_with(o.as_slice()) && rel[o.len()] == b'/');
+        if !inside {
+            outer.push(rel);
+        }
+    }
+    Ok(Selection {
+        copy: outer,
+        deleted,
+        submodules,
+    })
+}
+
+fn octal(text: &[u8]) -> Result<u32> {
+    u32::from_str_radix(text.to_str()?, 8).context("bad mode")
+}
+
+/// The baseline's ignore rules, as the checking code reads them.
+struct BaselineIgnores {
+    repo: gix::Repository,
+    index: gix::index::State,
+}
+
+fn baseline_ignores(repo: &Repo) -> Result<BaselineIgnores> {
+    let opened = if repo.depth == 0 {
+        crate::repo::open(&repo.work_dir)?
+    } else {
+        crate::repo::open_submodule(&repo.work_dir)?
+    };
+    let index = match &repo.baseline {
+        Some(base) => {
+            let id = crate::repo::parse_id(base)?;
+            let tree = opened
+                .find_commit(id)
+                .context("cannot read the baseline commit")?
+                .tree_id()
+                .context("cannot read the baseline tree")?;
+            opened
+                .index_from_tree(&tree)
+                .context("cannot read the baseline tree")?
+                .into()
+        }
+        None => gix::index::State::new(opened.object_hash()),
+    };
+    Ok(BaselineIgnores {
+        repo: opened,
+        index,
+    })
+}
+
+impl BaselineIgnores {
+    fn stack(&self) -> Result<IgnoreStack<'_>> {
+        let stack = self
+            .repo
+            .excludes(
+                &self.index,
+                None,
+                gix::worktree::stack::state::ignore::Source::IdMapping,
+            )
+            .context("cannot read the baseline's ignore rules")?;
+        Ok(IgnoreStack { stack })
+    }
+}
+
+struct IgnoreStack<'a> {
+    stack: gix::AttributeStack<'a>,
+}
+
+impl IgnoreStack<'_> {
+    /// Whether the baseline's rules ignore `rel` or one of its parent
+    /// directories (git does not look inside an ignored directory).
+    fn ignores(&mut self, rel: &BStr, is_dir: bool) -> Result<bool> {
+        let mut end = 0;
+        while let Some(pos) = rel[end..].find_byte(b'/') {
+            let parent = &rel[..end + pos];
+            if self.excluded(parent.as_bstr(), true)? {
+                return Ok(true);
+            }
+            end += pos + 1;
+        }
+        self.excluded(rel, is_dir)
+    }
+
+    fn excluded(&mut self, rel: &BStr, is_dir: bool) -> Result<bool> {
+        let mode = if is_dir {
+            gix::index::entry::Mode::DIR
+        } else {
+            gix::index::entry::Mode::FILE
+        };
+        Ok(self
+            .stack
+            .at_entry(rel, Some(mode))
+            .context("cannot evaluate the baseline's ignore rules")?
+            .is_excluded())
+    }
+}
