@@ -300,6 +300,7 @@ pub fn rebuild_preserved(sb: &Sandbox, preserved: &Path, checkout: &Path) {
             "fetch",
             "-q",
             "--no-tags",
+            "--no-recurse-submodules",
             bundle.to_str().unwrap(),
             "refs/grantguard/*:refs/grantguard/*",
         ],

@@ -91,7 +91,7 @@ pub(super) fn select(repo: &Repo, sha256: bool) -> Result<Selection> {
     };
 
     let mut copy = BTreeSet::new();
-    let mut deleted = Vec::new();
+    let mut deleted = BTreeSet::new();
     let mut submodules = Vec::new();
 
     // Untracked entries the baseline's rules do not ignore.
@@ -115,7 +115,9 @@ pub(super) fn select(repo: &Repo, sha256: bool) -> Result<Selection> {
         let base = baseline.get(rel);
         let Some(meta) = files::lstat_beneath(work_dir, rel) else {
             if base.is_some() {
-                deleted.push(rel.clone());
+                // The highest missing ancestor: a directory the agent
+                // removed whole is removed whole by the rebuild too.
+                deleted.insert(highest_missing(work_dir, rel));
             }
             continue;
         };
@@ -158,9 +160,23 @@ pub(super) fn select(repo: &Repo, sha256: bool) -> Result<Selection> {
     }
     Ok(Selection {
         copy: outer,
-        deleted,
+        deleted: deleted.into_iter().collect(),
         submodules,
     })
+}
+
+/// The shortest prefix of `rel` (a whole path component) that is missing
+/// beneath `root`.
+fn highest_missing(root: &std::path::Path, rel: &BString) -> BString {
+    let mut end = 0;
+    while let Some(pos) = rel[end..].find_byte(b'/') {
+        let prefix = &rel[..end + pos];
+        if files::lstat_beneath(root, prefix).is_none_or(|m| !m.file_type().is_dir()) {
+            return BString::from(prefix);
+        }
+        end += pos + 1;
+    }
+    rel.clone()
 }
 
 fn octal(text: &[u8]) -> Result<u32> {

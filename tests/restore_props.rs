@@ -1,0 +1,517 @@
+//! Nothing lost: random agent end states → restore (the library path
+//! `run` takes with `--on-reject restore`) → the checkout is at the
+//! baseline, and rebuilding from the preserved files alone in a fresh clone
+//! of the baseline (the README's "Rebuilding preserved work", followed by
+//! `common::rebuild_preserved`) gives back the agent's state byte for byte:
+//! every file's bytes and permission bits, every symlink's target, the
+//! index entries, the branch tip, HEAD (symbolic or detached) and the
+//! submodule's HEAD and index. Files the baseline's ignore rules ignore are
+//! left in the restored checkout, untouched; they are compared there.
+//!
+//! The states mix commits on the branch, on a detached HEAD and on another
+//! branch; staged, unstaged and untracked files; content staged then edited
+//! or deleted; files hidden by an edited or a new `.gitignore`; nested
+//! repositories (plain, and added as a gitlink); edits, untracked files and
+//! commits in a submodule; symlinks; modes; `eol=crlf`, `text=auto` and a
+//! clean filter that changes bytes; type changes; odd and non-UTF-8 names.
+//! A seeded SplitMix64 picks them, so a failure names its seed.
+//!
+//! The end-to-end `run --on-reject restore` of such a state is
+//! `restore_through_run_preserves_every_kind_of_state` below.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use common::Sandbox;
+use grantguard::run::preserve;
+
+/// How many random states the property test checks.
+const CASES: u64 = 24;
+
+/// SplitMix64: small, seeded, good enough to pick test states.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len() as u64) as usize]
+    }
+    /// Random content: text with LF, CRLF or mixed line ends, lowercase
+    /// words (changed by the clean filter), or binary bytes.
+    fn content(&mut self) -> Vec<u8> {
+        let len = self.below(120) as usize;
+        match self.below(4) {
+            0 => (0..len).map(|_| self.next() as u8).collect(),
+            kind => {
+                let mut out = Vec::new();
+                for i in 0..len / 8 + 1 {
+                    out.extend_from_slice(format!("line {i} word{}", self.below(99)).as_bytes());
+                    match kind {
+                        1 => out.push(b'\n'),
+                        2 => out.extend_from_slice(b"\r\n"),
+                        _ if self.chance(50) => out.extend_from_slice(b"\r\n"),
+                        _ => out.push(b'\n'),
+                    }
+                }
+                out
+            }
+        }
+    }
+}
+
+/// Odd names, one a line: spaces, unicode, a newline, a backslash, a tab,
+/// glob characters, a leading dash, a hash, a dotfile, invalid UTF-8.
+const NAMES: &[&[u8]] = &[
+    b"plain.txt",
+    b"with space.txt",
+    "\u{fc}n\u{ef}c\u{f6}d\u{e9}.md".as_bytes(),
+    b"new\nline",
+    b"back\\slash",
+    b"tab\there",
+    b"*star?[x]",
+    b"-leading-dash",
+    b"#hash",
+    b".hidden",
+    b"bin\xff\xfe.dat",
+    b"notes.crlf",
+    b"shout.up",
+    b"mixed.auto",
+];
+
+const DIRS: &[&[u8]] = &[b"", b"docs/", b"deep/er/", b"spaced dir/"];
+
+/// The baseline's tracked files (besides the submodule).
+const TRACKED: &[&str] = &[
+    "README.md",
+    "docs/guide.md",
+    "src/lib.rs",
+    "text.crlf",
+    "upper.up",
+    "exec.sh",
+    "link",
+];
+
+fn put(path: &Path, content: &[u8]) {
+    if let Some(parent) = path.parent() {
+        let _ = std::fs::create_dir_all(parent);
+    }
+    if std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_dir()) {
+        let _ = std::fs::remove_file(path);
+    }
+    let _ = std::fs::write(path, content);
+}
+
+fn rel_path(repo: &Path, rel: &[u8]) -> PathBuf {
+    repo.join(std::ffi::OsStr::from_bytes(rel))
+}
+
+fn random_name(rng: &mut Rng) -> Vec<u8> {
+    let mut name = (*rng.pick(DIRS)).to_vec();
+    let last: &&[u8] = rng.pick(NAMES);
+    name.extend_from_slice(last);
+    name
+}
+
+/// The baseline: the sandbox's files, plus attributes for CRLF, text=auto
+/// and a clean filter that uppercases, an executable, a symlink, ignore
+/// rules and a submodule; pushed to origin so fresh clones are the
+/// baseline.
+fn baseline() -> Sandbox {
+    let sb = Sandbox::new();
+    std::fs::write(
+        sb.home.join(".gitconfig"),
+        "[protocol \"file\"]\n\tallow = always\n",
+    )
+    .unwrap();
+    let sub_seed = sb.root.join("sub-seed");
+    sb.run_git(&sb.root, &["init", "-q", "-b", "main", "sub-seed"]);
+    std::fs::write(sub_seed.join("sub.txt"), "in the submodule\n").unwrap();
+    sb.run_git(&sub_seed, &["add", "."]);
+    sb.run_git(&sub_seed, &["commit", "-q", "-m", "sub"]);
+    sb.run_git(&sb.root, &["clone", "-q", "--bare", "sub-seed", "sub.git"]);
+    let url = sb.root.join("sub.git");
+    sb.git(&["submodule", "add", "-q", url.to_str().unwrap(), "sub"]);
+    sb.git(&["config", "filter.upper.clean", "tr a-z A-Z"]);
+    sb.git(&["config", "filter.upper.smudge", "cat"]);
+    sb.write(
+        ".gitattributes",
+        "*.crlf text eol=crlf\n*.up filter=upper\n*.auto text=auto\n",
+    );
+    sb.write(".gitignore", "target/\n*.log\n");
+    sb.write("text.crlf", "one\ntwo\n");
+    sb.write("upper.up", "LOUD\n");
+    sb.write("exec.sh", "#!/bin/sh\necho hi\n");
+    std::fs::set_permissions(sb.repo.join("exec.sh"), PermissionsExt::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink("docs/guide.md", sb.repo.join("link")).unwrap();
+    sb.git(&["add", "-A"]);
+    sb.git(&["commit", "-q", "-m", "baseline"]);
+    sb.git(&["push", "-q", "origin", "main"]);
+    // The checkout as git would write it (CRLF for `text.crlf`).
+    std::fs::remove_file(sb.repo.join("text.crlf")).unwrap();
+    sb.git(&["checkout", "--", "text.crlf"]);
+    sb
+}
+
+fn commit_in(sb: &Sandbox, dir: &Path, rel: &[u8], content: &[u8], message: &str) {
+    put(&rel_path(dir, rel), content);
+    let rel = std::ffi::OsStr::from_bytes(rel).to_str().map(str::to_owned);
+    let mut add = sb.command("git");
+    add.current_dir(dir).args(["add", "-f", "--"]);
+    match rel {
+        Some(r) => add.arg(r),
+        None => add.arg("."),
+    };
+    assert!(add.output().unwrap().status.success());
+    sb.run_git(dir, &["commit", "-q", "--allow-empty", "-m", message]);
+}
+
+/// One random agent action in the checkout.
+fn act(sb: &Sandbox, rng: &mut Rng, step: usize) -> usize {
+    let repo = &sb.repo;
+    let kind = rng.below(15) as usize;
+    match kind {
+        0 => {
+            let name = random_name(rng);
+            let content = rng.content();
+            commit_in(sb, repo, &name, &content, "on the branch");
+        }
+        1 => {
+            sb.git(&["checkout", "-q", "--detach"]);
+            let content = rng.content();
+            commit_in(sb, repo, b"docs/detached.md", &content, "detached");
+        }
+        2 => {
+            sb.git(&["checkout", "-q", "-B", &format!("other-{step}")]);
+            let content = rng.content();
+            commit_in(sb, repo, b"other.txt", &content, "other branch");
+        }
+        3 => {
+            // Staged, then edited again or deleted.
+            let name = random_name(rng);
+            let path = rel_path(repo, &name);
+            put(&path, &rng.content());
+            let mut add = sb.command("git");
+            add.current_dir(repo).args(["add", "-f", "--"]).arg(&path);
+            let _ = add.output();
+            if rng.chance(50) {
+                put(&path, &rng.content());
+            } else {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+        4 => {
+            let file = rng.pick(&TRACKED[..6]);
+            put(&repo.join(file), &rng.content());
+            if rng.chance(30) {
+                sb.git(&["add", "-A", "--", "."]);
+            }
+        }
+        5 => {
+            let file = rng.pick(TRACKED);
+            let _ = std::fs::remove_file(repo.join(file));
+        }
+        6 => {
+            let name = random_name(rng);
+            put(&rel_path(repo, &name), &rng.content());
+        }
+        7 => {
+            let mut ignore = std::fs::read(repo.join(".gitignore")).unwrap_or_default();
+            ignore.extend_from_slice(b"*.tmp\nhidden/\n");
+            put(&repo.join(".gitignore"), &ignore);
+            put(&repo.join(format!("x{step}.tmp")), &rng.content());
+            put(&repo.join("hidden/inside.txt"), &rng.content());
+        }
+        8 => {
+            put(&repo.join("priv/.gitignore"), b"*\n");
+            put(&repo.join(format!("priv/secret{step}")), &rng.content());
+        }
+        9 => {
+            // Ignored by the baseline's rules: the restore leaves them.
+            put(&repo.join(format!("build{step}.log")), &rng.content());
+            put(&repo.join("target/out.bin"), &rng.content());
+        }
+        10 => {
+            let nested = repo.join(format!("tools/gen{step}"));
+            std::fs::create_dir_all(&nested).unwrap();
+            sb.run_git(&nested, &["init", "-q", "-b", "main"]);
+            let content = rng.content();
+            commit_in(sb, &nested, b"gen.txt", &content, "nested");
+            put(&nested.join("untracked.txt"), &rng.content());
+            if rng.chance(50) {
+                sb.git(&["add", &format!("tools/gen{step}")]);
+            }
+        }
+        11 => {
+            let sub = repo.join("sub");
+            match rng.below(3) {
+                0 => put(&sub.join("sub.txt"), &rng.content()),
+                1 => put(&sub.join(format!("new{step}.txt")), &rng.content()),
+                _ => {
+                    let content = rng.content();
+                    commit_in(sb, &sub, b"sub.txt", &content, "in the submodule");
+                }
+            }
+        }
+        12 => {
+            put(&repo.join("conv/a.crlf"), &rng.content());
+            put(&repo.join("conv/b.up"), b"lower case\r\n");
+            put(&repo.join("conv/c.auto"), b"crlf\r\nlines\r\n");
+            if rng.chance(50) {
+                sb.git(&["add", "conv"]);
+            }
+        }
+        13 => {
+            let target = (*rng.pick(NAMES)).to_vec();
+            let at = repo.join(format!("sym{step}"));
+            let _ = std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(&target), &at);
+            let _ = std::fs::remove_file(repo.join("link"));
+            let _ = std::os::unix::fs::symlink("README.md", repo.join("link"));
+        }
+        _ => {
+            let file = repo.join(rng.pick(&TRACKED[..6]));
+            if let Ok(meta) = std::fs::metadata(&file) {
+                let mode = meta.permissions().mode() ^ 0o111;
+                std::fs::set_permissions(&file, PermissionsExt::from_mode(mode)).unwrap();
+            }
+            put(&repo.join(format!("run{step}.sh")), b"#!/bin/sh\n");
+            let _ = std::fs::set_permissions(
+                repo.join(format!("run{step}.sh")),
+                PermissionsExt::from_mode(0o750),
+            );
+        }
+    }
+    kind
+}
+
+/// A type change, applied last: a file becomes a directory or a symlink.
+fn change_a_type(sb: &Sandbox, rng: &mut Rng) {
+    let repo = &sb.repo;
+    match rng.below(3) {
+        0 => {
+            let _ = std::fs::remove_file(repo.join("src/lib.rs"));
+            put(&repo.join("src/lib.rs/inner.rs"), b"now a directory\n");
+        }
+        1 => {
+            let _ = std::fs::remove_dir_all(repo.join("docs"));
+            put(&repo.join("docs"), b"now a file\n");
+        }
+        _ => {
+            let _ = std::fs::remove_file(repo.join("README.md"));
+            let _ = std::os::unix::fs::symlink("/etc/hostname", repo.join("README.md"));
+        }
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Entry {
+    File { perm: u32, bytes: Vec<u8> },
+    Link(Vec<u8>),
+    Dir { perm: u32 },
+}
+
+/// Everything in a worktree but the top `.git`, with bytes.
+fn entries(root: &Path) -> BTreeMap<Vec<u8>, Entry> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<Vec<u8>, Entry>) {
+        let mut names: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        for name in names {
+            let path = dir.join(&name);
+            if dir == root && name == ".git" {
+                continue;
+            }
+            let rel = path
+                .strip_prefix(root)
+                .unwrap()
+                .as_os_str()
+                .as_bytes()
+                .to_vec();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let perm = meta.mode() & 0o7777;
+            if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(&path).unwrap();
+                out.insert(rel, Entry::Link(target.as_os_str().as_bytes().to_vec()));
+            } else if meta.is_dir() {
+                out.insert(rel, Entry::Dir { perm });
+                walk(root, &path, out);
+            } else {
+                out.insert(
+                    rel,
+                    Entry::File {
+                        perm,
+                        bytes: std::fs::read(&path).unwrap(),
+                    },
+                );
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(root, root, &mut out);
+    out
+}
+
+/// Refs and index of a checkout (and its submodule).
+#[derive(Debug, PartialEq, Eq)]
+struct Refs {
+    branch_tip: String,
+    head_ref: String,
+    head: String,
+    index: String,
+    sub_head: String,
+    sub_index: String,
+}
+
+fn refs(sb: &Sandbox, dir: &Path) -> Refs {
+    let quiet = |d: &Path, args: &[&str]| {
+        let out = sb
+            .command("git")
+            .current_dir(d)
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let sub = dir.join("sub");
+    Refs {
+        branch_tip: quiet(dir, &["rev-parse", "--verify", "-q", "refs/heads/main"]),
+        head_ref: quiet(dir, &["symbolic-ref", "-q", "HEAD"]),
+        head: quiet(dir, &["rev-parse", "--verify", "-q", "HEAD"]),
+        index: quiet(dir, &["ls-files", "-s", "-z"]),
+        sub_head: quiet(&sub, &["rev-parse", "--verify", "-q", "HEAD"]),
+        sub_index: quiet(&sub, &["ls-files", "-s", "-z"]),
+    }
+}
+
+fn shown(rel: &[u8]) -> String {
+    String::from_utf8_lossy(rel).into_owned()
+}
+
+/// Restores `sb`'s checkout with the library path, checks it is back at
+/// the baseline, rebuilds in a fresh clone and compares with the agent's
+/// state taken before the restore.
+fn restore_and_rebuild(sb: &Sandbox, seed: u64) -> usize {
+    let agent_files = entries(&sb.repo);
+    let agent_refs = refs(sb, &sb.repo);
+    let baseline = sb.run_git(&sb.origin, &["rev-parse", "main"]);
+    let baseline = baseline.trim();
+    let preserved = sb.state.join("preserved").join(format!("case-{seed}"));
+    std::fs::create_dir_all(sb.state.join("preserved")).unwrap();
+    let target = preserve::Target {
+        work_dir: &sb.repo,
+        branch: gix::bstr::BStr::new(b"refs/heads/main"),
+        baseline: Some(baseline),
+        preserve_dir: &preserved,
+    };
+    let restored = match preserve::restore(&target) {
+        Ok(r) => r,
+        Err(preserve::RestoreError::NotPreserved(e)) => panic!("seed {seed}: not preserved: {e:#}"),
+        Err(preserve::RestoreError::NotReset(_, e)) => panic!("seed {seed}: not reset: {e:#}"),
+    };
+    assert_eq!(restored.reset_to.as_deref(), Some(baseline));
+
+    // The checkout is at the baseline: git's own view.
+    assert_eq!(
+        sb.git(&["symbolic-ref", "HEAD"]),
+        "refs/heads/main",
+        "seed {seed}"
+    );
+    assert_eq!(sb.git(&["rev-parse", "HEAD"]), baseline, "seed {seed}");
+    assert_eq!(
+        sb.git(&["status", "--porcelain", "--untracked-files=all"]),
+        "",
+        "seed {seed}"
+    );
+    assert_eq!(
+        sb.run_git(&sb.repo.join("sub"), &["status", "--porcelain", "-uall"]),
+        "",
+        "seed {seed}"
+    );
+    let left = entries(&sb.repo);
+
+    // Rebuilt from the preserved files alone, in a fresh clone.
+    let fresh = sb.root.join(format!("fresh-{seed}"));
+    sb.run_git(
+        &sb.root,
+        &[
+            "clone",
+            "-q",
+            "--recurse-submodules",
+            sb.origin.to_str().unwrap(),
+            fresh.to_str().unwrap(),
+        ],
+    );
+    common::rebuild_preserved(sb, &preserved, &fresh);
+    let rebuilt = entries(&fresh);
+    assert_eq!(
+        refs(sb, &fresh),
+        agent_refs,
+        "seed {seed}: refs or index differ"
+    );
+    for (rel, entry) in &agent_files {
+        match rebuilt.get(rel) {
+            Some(got) => assert_eq!(got, entry, "seed {seed}: {} differs", shown(rel)),
+            // Not rebuilt: then the restore left it in the checkout (the
+            // baseline's rules ignore it), exactly as it was.
+            None => assert_eq!(
+                left.get(rel),
+                Some(entry),
+                "seed {seed}: {} is lost",
+                shown(rel)
+            ),
+        }
+    }
+    for rel in rebuilt.keys() {
+        assert!(
+            agent_files.contains_key(rel),
+            "seed {seed}: the rebuild has {} the agent did not",
+            shown(rel)
+        );
+    }
+    agent_files.len()
+}
+
+#[test]
+fn preserves_random_agent_end_states_so_that_a_fresh_clone_rebuilds_them_byte_for_byte() {
+    let started = std::time::Instant::now();
+    let mut total_entries = 0;
+    let mut kinds = [0usize; 16];
+    for seed in 0..CASES {
+        let sb = baseline();
+        let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 0x16);
+        let steps = 3 + rng.below(8) as usize;
+        for step in 0..steps {
+            kinds[act(&sb, &mut rng, step)] += 1;
+        }
+        if rng.chance(30) {
+            change_a_type(&sb, &mut rng);
+            kinds[15] += 1;
+        }
+        total_entries += restore_and_rebuild(&sb, seed);
+    }
+    eprintln!(
+        "{CASES} random states, {} actions (per kind {kinds:?}), {total_entries} worktree \
+         entries, in {:?}",
+        kinds.iter().sum::<usize>(),
+        started.elapsed()
+    );
+    // Every kind of action came up at least once.
+    assert!(kinds.iter().all(|&n| n > 0), "{kinds:?}");
+}
