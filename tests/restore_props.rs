@@ -320,9 +320,18 @@ fn change_a_type(sb: &Sandbox, rng: &mut Rng) {
 
 #[derive(Debug, PartialEq, Eq)]
 enum Entry {
-    File { perm: u32, bytes: Vec<u8> },
+    File {
+        perm: u32,
+        bytes: Vec<u8>,
+    },
     Link(Vec<u8>),
-    Dir { perm: u32 },
+    Dir {
+        perm: u32,
+    },
+    /// A fifo, socket or device (never opened).
+    Special {
+        perm: u32,
+    },
 }
 
 /// Everything in a worktree but the top `.git`, with bytes.
@@ -352,6 +361,8 @@ fn entries(root: &Path) -> BTreeMap<Vec<u8>, Entry> {
             } else if meta.is_dir() {
                 out.insert(rel, Entry::Dir { perm });
                 walk(root, &path, out);
+            } else if !meta.is_file() {
+                out.insert(rel, Entry::Special { perm });
             } else {
                 out.insert(
                     rel,
@@ -459,13 +470,27 @@ fn restore_and_rebuild(sb: &Sandbox, seed: u64) -> usize {
         ],
     );
     common::rebuild_preserved(sb, &preserved, &fresh);
-    let rebuilt = entries(&fresh);
+    compare(sb, &agent_files, &agent_refs, &left, &fresh, seed);
+    agent_files.len()
+}
+
+/// The rebuild in `fresh` is the agent's state; what it lacks the restore
+/// left in the checkout (`left`), unchanged.
+fn compare(
+    sb: &Sandbox,
+    agent_files: &BTreeMap<Vec<u8>, Entry>,
+    agent_refs: &Refs,
+    left: &BTreeMap<Vec<u8>, Entry>,
+    fresh: &Path,
+    seed: u64,
+) {
+    let rebuilt = entries(fresh);
     assert_eq!(
-        refs(sb, &fresh),
+        &refs(sb, fresh),
         agent_refs,
         "seed {seed}: refs or index differ"
     );
-    for (rel, entry) in &agent_files {
+    for (rel, entry) in agent_files {
         match rebuilt.get(rel) {
             Some(got) => assert_eq!(got, entry, "seed {seed}: {} differs", shown(rel)),
             // Not rebuilt: then the restore left it in the checkout (the
@@ -485,7 +510,6 @@ fn restore_and_rebuild(sb: &Sandbox, seed: u64) -> usize {
             shown(rel)
         );
     }
-    agent_files.len()
 }
 
 #[test]
@@ -514,4 +538,173 @@ fn preserves_random_agent_end_states_so_that_a_fresh_clone_rebuilds_them_byte_fo
     );
     // Every kind of action came up at least once.
     assert!(kinds.iter().all(|&n| n > 0), "{kinds:?}");
+}
+
+fn write_task(sb: &Sandbox) -> PathBuf {
+    let task = sb.root.join("task.json");
+    let spec = serde_json::json!({"id": "edit-docs", "title": "Edit the docs",
+        "objective": "Improve the guide", "task_type": "change",
+        "required_capabilities": ["repo.read"], "side_effect_class": "reversible",
+        "risk_class": "low", "worker": "coder",
+        "repository_grant": {"version": "1", "allowed_paths": ["docs/"],
+            "commit_count": {"min": 1, "max": 1}, "publish": false}});
+    std::fs::write(&task, spec.to_string()).unwrap();
+    task
+}
+
+/// The six gaps of issue 16 in one agent run, through `grantguard run
+/// --on-reject restore`: the agent copies its end state out (`cp -a`, its
+/// `.git` included) before it exits, and the preserved files rebuild that
+/// copy in a fresh clone.
+#[test]
+fn restore_through_run_preserves_every_kind_of_state() {
+    let sb = baseline();
+    let baseline_commit = sb.git(&["rev-parse", "HEAD"]);
+    let copy = sb.root.join("agent-copy");
+    let agent = sb.root.join("agent.sh");
+    let body = r#"#!/bin/sh
+set -e
+nohooks="git -c core.hooksPath=/dev/null"
+echo better > docs/guide.md && git commit -q -am guide
+$nohooks checkout -q --detach
+echo detached > src/lib.rs && $nohooks commit -q -am detached
+echo staged > docs/staged.md && git add docs/staged.md && rm docs/staged.md
+echo first > docs/twice.md && git add docs/twice.md && echo second > docs/twice.md
+mkdir -p tools/gen
+(cd tools/gen && git init -q -b main && echo gen > g.txt && git add g.txt \
+  && $nohooks commit -q -m gen && echo wip > wip.txt)
+printf '*.tmp\n' >> .gitignore && echo hidden > notes.tmp
+printf 'crlf\r\nlines\r\n' > conv.auto && printf 'lower\n' > shout.up
+printf 'ONE\r\nTWO\n' > text.crlf
+echo edit >> sub/sub.txt && echo new > sub/new.txt
+echo kept > build.log
+cp -a . "$COPY"
+"#;
+    std::fs::write(&agent, body).unwrap();
+    std::fs::set_permissions(&agent, PermissionsExt::from_mode(0o755)).unwrap();
+    let task = write_task(&sb);
+    let out = sb
+        .command(env!("CARGO_BIN_EXE_grantguard"))
+        .current_dir(&sb.root)
+        .env("COPY", &copy)
+        .args(["run", "--task", task.to_str().unwrap()])
+        .args(["--repo", sb.repo.to_str().unwrap()])
+        .args(["--state", sb.state.to_str().unwrap()])
+        .args(["--capability", "repo.read", "--json"])
+        .args(["--on-reject", "restore", "--run-id", "r1", "--"])
+        .arg(&agent)
+        .output()
+        .unwrap();
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "run printed no JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert_eq!(r["failure_class"], "verification", "{r:#}");
+    let c = &r["evidence"]["compensation"];
+    assert_eq!(c["done"], true, "{r:#}");
+    assert_eq!(c["preserved"]["submodules"], 1, "{r:#}");
+
+    // Back at the baseline, submodule included, in git's own view.
+    assert_eq!(sb.git(&["symbolic-ref", "HEAD"]), "refs/heads/main");
+    assert_eq!(sb.git(&["rev-parse", "HEAD"]), baseline_commit);
+    assert_eq!(
+        sb.git(&["status", "--porcelain", "--untracked-files=all"]),
+        ""
+    );
+    assert_eq!(
+        sb.run_git(&sb.repo.join("sub"), &["status", "--porcelain", "-uall"]),
+        ""
+    );
+    assert!(!sb.repo.join("tools").exists() && !sb.repo.join("notes.tmp").exists());
+    assert_eq!(std::fs::read(sb.repo.join("build.log")).unwrap(), b"kept\n");
+
+    // The preserved files rebuild the copy the agent made of its state.
+    let preserved = Path::new(c["preserved"]["dir"].as_str().unwrap());
+    let fresh = sb.root.join("fresh");
+    sb.run_git(
+        &sb.root,
+        &[
+            "clone",
+            "-q",
+            "--recurse-submodules",
+            sb.origin.to_str().unwrap(),
+            fresh.to_str().unwrap(),
+        ],
+    );
+    common::rebuild_preserved(&sb, preserved, &fresh);
+    let agent_files = entries(&copy);
+    let agent_refs = refs(&sb, &copy);
+    assert_ne!(agent_refs.head, agent_refs.branch_tip, "HEAD was detached");
+    compare(
+        &sb,
+        &agent_files,
+        &agent_refs,
+        &entries(&sb.repo),
+        &fresh,
+        0,
+    );
+    // The raw bytes, not what `git add` would have stored.
+    assert_eq!(
+        std::fs::read(preserved.join("worktree/conv.auto")).unwrap(),
+        b"crlf\r\nlines\r\n"
+    );
+    assert_eq!(
+        std::fs::read(preserved.join("worktree/shout.up")).unwrap(),
+        b"lower\n"
+    );
+}
+
+/// When one entry cannot be kept (a fifo) or the index cannot be
+/// snapshotted (an unresolved conflict), nothing is reset: the branch, HEAD,
+/// index and worktree stay as the agent left them.
+#[test]
+fn resets_nothing_when_preservation_cannot_be_complete() {
+    for case in ["fifo", "conflict"] {
+        let sb = baseline();
+        let baseline_commit = sb.git(&["rev-parse", "HEAD"]);
+        sb.commit_file("docs/guide.md", "agent\n", "agent");
+        match case {
+            "fifo" => {
+                std::fs::write(sb.repo.join("README.md"), "edited\n").unwrap();
+                std::fs::create_dir(sb.repo.join("newdir")).unwrap();
+                std::fs::write(sb.repo.join("newdir/file"), "x").unwrap();
+                let made = std::process::Command::new("mkfifo")
+                    .arg(sb.repo.join("newdir/pipe"))
+                    .status()
+                    .unwrap();
+                assert!(made.success());
+            }
+            _ => {
+                sb.git(&["checkout", "-q", "-b", "side", &baseline_commit]);
+                sb.commit_file("docs/guide.md", "side\n", "side");
+                sb.git(&["checkout", "-q", "main"]);
+                std::fs::write(sb.repo.join("README.md"), "edited\n").unwrap();
+                let merge = sb.try_git(&["merge", "-q", "side"]);
+                assert!(!merge.status.success(), "the merge should conflict");
+            }
+        }
+        let look = || {
+            (
+                sb.git(&["rev-parse", "HEAD"]),
+                sb.git(&["status", "--porcelain", "--untracked-files=all"]),
+                sb.git(&["ls-files", "-s"]),
+                entries(&sb.repo),
+            )
+        };
+        let before = look();
+        std::fs::create_dir_all(sb.state.join("preserved")).unwrap();
+        let target = preserve::Target {
+            work_dir: &sb.repo,
+            branch: gix::bstr::BStr::new(b"refs/heads/main"),
+            baseline: Some(&baseline_commit),
+            preserve_dir: &sb.state.join("preserved/r1"),
+        };
+        match preserve::restore(&target) {
+            Err(preserve::RestoreError::NotPreserved(e)) => eprintln!("{case}: {e:#}"),
+            other => panic!("{case}: expected NotPreserved, got {other:?}"),
+        }
+        assert_eq!(before, look(), "{case}: something was reset");
+    }
 }
