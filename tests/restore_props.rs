@@ -708,3 +708,40 @@ fn resets_nothing_when_preservation_cannot_be_complete() {
         assert_eq!(before, look(), "{case}: something was reset");
     }
 }
+
+/// The index commit is made in grantguard's own scratch repository: a
+/// signing program the checkout's config names (`commit.gpgSign`,
+/// `gpg.program`, present before the run) is not started.
+#[test]
+fn preserves_the_index_without_running_the_checkouts_signing_program() {
+    let sb = baseline();
+    let marker = sb.root.join("gpg-ran");
+    let program = sb.root.join("gpg.sh");
+    std::fs::write(
+        &program,
+        format!("#!/bin/sh\ntouch '{}'\nexit 1\n", marker.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&program, PermissionsExt::from_mode(0o755)).unwrap();
+    sb.git(&["config", "commit.gpgSign", "true"]);
+    sb.git(&["config", "gpg.program", program.to_str().unwrap()]);
+    let baseline_commit = sb.git(&["rev-parse", "HEAD"]);
+    std::fs::write(sb.repo.join("docs/guide.md"), "staged\n").unwrap();
+    sb.git(&["add", "docs/guide.md"]);
+    std::fs::create_dir_all(sb.state.join("preserved")).unwrap();
+    let target = preserve::Target {
+        work_dir: &sb.repo,
+        branch: gix::bstr::BStr::new(b"refs/heads/main"),
+        baseline: Some(&baseline_commit),
+        preserve_dir: &sb.state.join("preserved/r1"),
+    };
+    let restored = preserve::restore(&target).unwrap_or_else(|e| panic!("{e:?}"));
+    assert!(!marker.exists(), "the signing program ran");
+    let bundle = restored.bundle.expect("a bundle").file;
+    let heads = sb.git(&["bundle", "list-heads", bundle.to_str().unwrap()]);
+    assert!(
+        heads.contains(&format!("{} refs/grantguard/index", restored.index_commit)),
+        "{heads}"
+    );
+    assert_eq!(sb.git(&["status", "--porcelain"]), "");
+}

@@ -322,22 +322,37 @@ fn preserve(repo: &Repo, dir: &Path) -> Result<(Plan, Restored)> {
         std::fs::copy(&index, &index_copy)
             .with_context(|| format!("cannot copy the index {}", index.display()))?;
     }
-    let into_scratch = || {
-        let mut cmd = git(work_dir);
-        cmd.env("GIT_INDEX_FILE", &index_copy)
-            .env("GIT_OBJECT_DIRECTORY", &scratch_objects)
-            .env("GIT_ALTERNATE_OBJECT_DIRECTORIES", &objects)
+    // write-tree runs in the checkout (a split index names its shared part
+    // there), writing into the scratch object directory; it runs no
+    // program. Everything else runs in the scratch repository, whose config
+    // is empty (no `commit.gpgSign`, no hooks).
+    let tree = git(work_dir)
+        .env("GIT_INDEX_FILE", &index_copy)
+        .env("GIT_OBJECT_DIRECTORY", &scratch_objects)
+        .env("GIT_ALTERNATE_OBJECT_DIRECTORIES", &objects)
+        .args(["write-tree"])
+        .output()
+        .context("cannot start git")?;
+    if !tree.status.success() {
+        bail!(
+            "cannot snapshot the index ({}); unresolved conflicts cannot be preserved",
+            String::from_utf8_lossy(&tree.stderr).trim()
+        );
+    }
+    let tree = String::from_utf8_lossy(&tree.stdout).trim().to_owned();
+    let in_scratch = || {
+        let mut cmd = git(scratch.path());
+        cmd.arg("--git-dir")
+            .arg(&scratch_git)
             .env("GIT_AUTHOR_NAME", "grantguard")
             .env("GIT_AUTHOR_EMAIL", "grantguard@localhost")
             .env("GIT_COMMITTER_NAME", "grantguard")
             .env("GIT_COMMITTER_EMAIL", "grantguard@localhost");
         cmd
     };
-    let tree = run_git(&mut into_scratch(), &["write-tree"])
-        .context("cannot snapshot the index (unresolved conflicts cannot be preserved)")?;
-    let tree = String::from_utf8_lossy(&tree).trim().to_owned();
     let mut args = vec![
         "commit-tree".to_owned(),
+        "--no-gpg-sign".into(),
         tree,
         "-m".into(),
         "grantguard: the index as the agent left it".into(),
@@ -345,16 +360,11 @@ fn preserve(repo: &Repo, dir: &Path) -> Result<(Plan, Restored)> {
     if let Some(head) = &head {
         args.extend(["-p".into(), head.clone()]);
     }
-    let index_commit = String::from_utf8_lossy(&run_git(&mut into_scratch(), &args)?)
+    let index_commit = String::from_utf8_lossy(&run_git(&mut in_scratch(), &args)?)
         .trim()
         .to_owned();
 
     // The bundle: every tip not already in the baseline's history.
-    let in_scratch = || {
-        let mut cmd = git(scratch.path());
-        cmd.arg("--git-dir").arg(&scratch_git);
-        cmd
-    };
     let mut bundle_refs = vec![REF_INDEX];
     run_git(&mut in_scratch(), &["update-ref", REF_INDEX, &index_commit])?;
     for (name, tip) in [(REF_HEAD, &head), (REF_BRANCH, &branch_tip)] {
