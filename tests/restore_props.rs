@@ -430,6 +430,7 @@ fn restore_and_rebuild(sb: &Sandbox, seed: u64) -> usize {
         branch: gix::bstr::BStr::new(b"refs/heads/main"),
         baseline: Some(baseline),
         preserve_dir: &preserved,
+        clean_settings: None,
     };
     let restored = match preserve::restore(&target) {
         Ok(r) => r,
@@ -700,6 +701,7 @@ fn resets_nothing_when_preservation_cannot_be_complete() {
             branch: gix::bstr::BStr::new(b"refs/heads/main"),
             baseline: Some(&baseline_commit),
             preserve_dir: &sb.state.join("preserved/r1"),
+            clean_settings: None,
         };
         match preserve::restore(&target) {
             Err(preserve::RestoreError::NotPreserved(e)) => eprintln!("{case}: {e:#}"),
@@ -734,6 +736,7 @@ fn preserves_the_index_without_running_the_checkouts_signing_program() {
         branch: gix::bstr::BStr::new(b"refs/heads/main"),
         baseline: Some(&baseline_commit),
         preserve_dir: &sb.state.join("preserved/r1"),
+        clean_settings: None,
     };
     let restored = preserve::restore(&target).unwrap_or_else(|e| panic!("{e:?}"));
     assert!(!marker.exists(), "the signing program ran");

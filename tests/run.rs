@@ -1214,3 +1214,43 @@ fn prints_the_recorded_success_when_the_metrics_append_fails_and_a_replay_append
     assert_eq!(metrics_lines(&sb)[0]["run_id"], "m1");
     assert_eq!(runs(&sb), 1);
 }
+
+#[test]
+fn restore_leaves_files_the_armed_global_excludes_ignore_as_verify_does() {
+    // The user's global excludes file (recorded at arm, as verify reads it)
+    // ignores `*.swp`: such a file is neither the agent's work nor dirt, so
+    // the restore keeps it in place; an unignored one is preserved and
+    // removed.
+    let sb = Sandbox::new();
+    let excludes = sb.home.join("global-ignore");
+    std::fs::write(&excludes, "*.swp\n").unwrap();
+    std::fs::write(
+        sb.home.join(".gitconfig"),
+        format!("[core]\n\texcludesFile = {}\n", excludes.display()),
+    )
+    .unwrap();
+    let t = task(&sb, Some(grant_json(&["docs/"], 1, 1)));
+    let a = agent(
+        &sb,
+        "echo editor > .notes.swp\necho work > work.txt\necho x > src/lib.rs\n\
+         git -c core.hooksPath=/dev/null commit -q -am src",
+    );
+    let (code, r) = run_task(&sb, &t, &["--on-reject", "restore", "--run-id", "g1"], &a);
+    assert_eq!((code, class(&r)), (1, "verification"), "{r:#}");
+    assert_eq!(r["evidence"]["compensation"]["done"], true, "{r:#}");
+    assert_eq!(
+        std::fs::read_to_string(sb.repo.join(".notes.swp")).unwrap(),
+        "editor\n"
+    );
+    assert!(!sb.repo.join("work.txt").exists());
+    let dir = Path::new(
+        r["evidence"]["compensation"]["preserved"]["dir"]
+            .as_str()
+            .unwrap(),
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("worktree/work.txt")).unwrap(),
+        "work\n"
+    );
+    assert!(!dir.join("worktree/.notes.swp").exists());
+}

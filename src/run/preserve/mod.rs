@@ -156,6 +156,10 @@ pub struct Target<'a> {
     pub baseline: Option<&'a str>,
     /// Where to put the preserved files.
     pub preserve_dir: &'a Path,
+    /// The global cleanliness settings recorded at arm (the global excludes
+    /// file's content among them), applied as `verify` applies them, so the
+    /// baseline's ignore rules and the final check are verify's.
+    pub clean_settings: Option<&'a crate::repo::clean_settings::CleanSettings>,
 }
 
 /// Preserves the rejected work and resets the checkout to the baseline.
@@ -165,6 +169,7 @@ pub fn restore(target: &Target<'_>) -> Result<Restored, RestoreError> {
         branch: Some(target.branch.to_owned()),
         baseline: target.baseline.map(str::to_owned),
         depth: 0,
+        clean_settings: target.clean_settings.cloned(),
     };
     let (plan, restored) =
         preserve(&repo, target.preserve_dir).map_err(RestoreError::NotPreserved)?;
@@ -183,6 +188,7 @@ struct Repo {
     branch: Option<BString>,
     baseline: Option<String>,
     depth: usize,
+    clean_settings: Option<crate::repo::clean_settings::CleanSettings>,
 }
 
 /// What the reset does, computed (and preserved) before it starts.
@@ -398,7 +404,7 @@ fn preserve(repo: &Repo, dir: &Path) -> Result<(Plan, Restored)> {
 
     // The worktree, raw.
     let sha256 = object_format == "sha256";
-    let selection = select::select(repo, sha256)?;
+    let selection = select::select(repo, sha256, scratch.path())?;
     let copies = dir.join(WORKTREE);
     std::fs::create_dir_all(&copies)?;
     let mut copied = 0usize;
@@ -422,6 +428,7 @@ fn preserve(repo: &Repo, dir: &Path) -> Result<(Plan, Restored)> {
             branch: None,
             baseline: Some(commit.clone()),
             depth: repo.depth + 1,
+            clean_settings: repo.clean_settings.clone(),
         };
         let sub_dir = dir.join(SUBMODULES).join(n.to_string());
         let (plan, _) = preserve(&sub, &sub_dir)?;
@@ -551,7 +558,15 @@ fn reset(plan: &Plan) -> Result<()> {
 /// The checking code's own view: HEAD on the branch at the baseline, and
 /// no staged, unstaged or untracked change (submodules included).
 fn check_at_baseline(target: &Target<'_>) -> Result<()> {
-    let repo = crate::repo::open(target.work_dir)?;
+    let mut repo = crate::repo::open(target.work_dir)?;
+    let _applied = match target.clean_settings {
+        Some(settings) => Some(crate::repo::clean_settings::apply(
+            &mut repo,
+            settings,
+            target.preserve_dir,
+        )?),
+        None => None,
+    };
     let head = crate::repo::head(&repo)?;
     let at_baseline = match &head {
         crate::repo::Head::Branch { name, commit } => {

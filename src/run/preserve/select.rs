@@ -8,7 +8,8 @@
 //! kept. Untracked entries are listed by git (under the agent's ignore
 //! rules, ignored ones too) and kept unless the *baseline's* ignore rules
 //! ignore them: those rules are read from the baseline tree's `.gitignore`
-//! blobs, `info/exclude` and the excludes file, so neither a `.gitignore`
+//! blobs, `info/exclude` and the global excludes file as recorded at arm
+//! (what `verify` applies), so neither a `.gitignore`
 //! the agent edited nor one it created hides a file from preservation.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -34,7 +35,7 @@ pub(super) struct Selection {
 /// A tree or index entry: mode and object id.
 type Entry = (u32, String);
 
-pub(super) fn select(repo: &Repo, sha256: bool) -> Result<Selection> {
+pub(super) fn select(repo: &Repo, sha256: bool, scratch: &std::path::Path) -> Result<Selection> {
     let work_dir = &repo.work_dir;
     let baseline: BTreeMap<BString, Entry> = match &repo.baseline {
         Some(base) => {
@@ -95,7 +96,7 @@ pub(super) fn select(repo: &Repo, sha256: bool) -> Result<Selection> {
     let mut submodules = Vec::new();
 
     // Untracked entries the baseline's rules do not ignore.
-    let ignored = baseline_ignores(repo)?;
+    let ignored = baseline_ignores(repo, scratch)?;
     let mut stack = ignored.stack()?;
     for rel in &untracked {
         if baseline.contains_key(rel) || index_paths.contains(rel) {
@@ -187,13 +188,23 @@ fn octal(text: &[u8]) -> Result<u32> {
 struct BaselineIgnores {
     repo: gix::Repository,
     index: gix::index::State,
+    _applied: Option<crate::repo::clean_settings::Applied>,
 }
 
-fn baseline_ignores(repo: &Repo) -> Result<BaselineIgnores> {
-    let opened = if repo.depth == 0 {
+fn baseline_ignores(repo: &Repo, scratch: &std::path::Path) -> Result<BaselineIgnores> {
+    let mut opened = if repo.depth == 0 {
         crate::repo::open(&repo.work_dir)?
     } else {
         crate::repo::open_submodule(&repo.work_dir)?
+    };
+    // The global excludes file as recorded at arm, as verify reads it.
+    let applied = match &repo.clean_settings {
+        Some(settings) => Some(crate::repo::clean_settings::apply(
+            &mut opened,
+            settings,
+            scratch,
+        )?),
+        None => None,
     };
     let index = match &repo.baseline {
         Some(base) => {
@@ -213,6 +224,7 @@ fn baseline_ignores(repo: &Repo) -> Result<BaselineIgnores> {
     Ok(BaselineIgnores {
         repo: opened,
         index,
+        _applied: applied,
     })
 }
 
