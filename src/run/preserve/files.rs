@@ -140,6 +140,41 @@ pub(super) fn copy_entry(from: &Path, rel: &[u8], to: &Path) -> Result<u64> {
     copy_tree(&src, &dst)
 }
 
+/// Gives the parent directories of the copied entries, and `to` itself,
+/// the worktree's permission bits (a rebuild with `cp -a` applies them).
+/// Done once every entry is copied, deepest first, so a read-only
+/// directory is made read-only only when nothing more is written into it.
+pub(super) fn copy_parent_permissions(
+    from: &Path,
+    to: &Path,
+    copied: &[impl AsRef<[u8]>],
+) -> Result<()> {
+    let mut parents = std::collections::BTreeSet::new();
+    for rel in copied {
+        let rel = rel.as_ref();
+        for (i, &b) in rel.iter().enumerate() {
+            if b == b'/' {
+                parents.insert(rel[..i].to_vec());
+            }
+        }
+    }
+    let mut parents: Vec<Vec<u8>> = parents.into_iter().collect();
+    parents.sort_by_key(|p| std::cmp::Reverse(p.iter().filter(|&&b| b == b'/').count()));
+    for rel in &parents {
+        same_permissions(&join(from, rel), &join(to, rel))?;
+    }
+    same_permissions(from, to)
+}
+
+/// Gives `dst` (a directory) the permission bits of `src`.
+fn same_permissions(src: &Path, dst: &Path) -> Result<()> {
+    let mode = std::fs::symlink_metadata(src)
+        .with_context(|| format!("cannot read {}", src.display()))?
+        .mode();
+    std::fs::set_permissions(dst, std::fs::Permissions::from_mode(mode & 0o7777))
+        .with_context(|| format!("cannot set the permissions of {}", dst.display()))
+}
+
 fn copy_tree(src: &Path, dst: &Path) -> Result<u64> {
     let meta =
         std::fs::symlink_metadata(src).with_context(|| format!("cannot read {}", src.display()))?;

@@ -412,6 +412,7 @@ fn preserve(repo: &Repo, dir: &Path) -> Result<(Plan, Restored)> {
         files::copy_entry(work_dir, rel, &copies)?;
         copied += 1;
     }
+    files::copy_parent_permissions(work_dir, &copies, &selection.copy)?;
     let mut remove_list = Vec::new();
     for rel in selection.copy.iter().chain(&selection.deleted) {
         remove_list.extend_from_slice(rel);
