@@ -117,8 +117,8 @@ pub struct Restored {
     pub dir: PathBuf,
     /// The manifest (see the module docs).
     pub manifest: PreservedFile,
-    /// The bundle, absent when nothing is beyond the baseline's history.
-    pub bundle: Option<PreservedFile>,
+    /// The bundle (always written: it holds at least the index commit).
+    pub bundle: PreservedFile,
     /// The granted branch's tip as the agent left it.
     pub bundle_tip: Option<String>,
     /// HEAD's commit as the agent left it.
@@ -210,7 +210,7 @@ struct Manifest {
     branch_tip: Option<String>,
     head: HeadState,
     index_commit: String,
-    bundle: Option<&'static str>,
+    bundle: &'static str,
     bundle_refs: Vec<&'static str>,
     worktree: &'static str,
     remove: &'static str,
@@ -456,7 +456,7 @@ fn preserve(repo: &Repo, dir: &Path) -> Result<(Plan, Restored)> {
             commit: head.clone(),
         },
         index_commit: index_commit.clone(),
-        bundle: Some(BUNDLE),
+        bundle: BUNDLE,
         bundle_refs,
         worktree: WORKTREE,
         remove: REMOVE,
@@ -472,7 +472,7 @@ fn preserve(repo: &Repo, dir: &Path) -> Result<(Plan, Restored)> {
     let restored = Restored {
         dir: dir.to_owned(),
         manifest: preserved_file(manifest_file)?,
-        bundle: Some(preserved_file(bundle_file)?),
+        bundle: preserved_file(bundle_file)?,
         bundle_tip: branch_tip,
         head,
         index_commit,
