@@ -17,7 +17,7 @@
 //! A seeded SplitMix64 picks them, so a failure names its seed.
 //!
 //! The end-to-end `run --on-reject restore` of such a state is
-//! `restore_through_run_preserves_every_kind_of_state` below.
+//! `preserves_every_kind_of_state_through_run_and_resets_the_submodule` below.
 
 mod common;
 
@@ -558,7 +558,7 @@ fn write_task(sb: &Sandbox) -> PathBuf {
 /// `.git` included) before it exits, and the preserved files rebuild that
 /// copy in a fresh clone.
 #[test]
-fn restore_through_run_preserves_every_kind_of_state() {
+fn preserves_every_kind_of_state_through_run_and_resets_the_submodule() {
     let sb = baseline();
     let baseline_commit = sb.git(&["rev-parse", "HEAD"]);
     let copy = sb.root.join("agent-copy");
