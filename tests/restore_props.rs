@@ -14,7 +14,8 @@
 //! repositories (plain, and added as a gitlink); edits, untracked files and
 //! commits in a submodule; symlinks; modes; `eol=crlf`, `text=auto` and a
 //! clean filter that changes bytes; type changes; odd and non-UTF-8 names.
-//! A seeded SplitMix64 picks them, so a failure names its seed.
+//! A seeded SplitMix64 picks them, so a failure names its seed; every
+//! fourth state is in a SHA-256 repository.
 //!
 //! The end-to-end `run --on-reject restore` of such a state is
 //! `preserves_every_kind_of_state_through_run_and_resets_the_submodule` below.
@@ -133,14 +134,29 @@ fn random_name(rng: &mut Rng) -> Vec<u8> {
 /// rules and a submodule; pushed to origin so fresh clones are the
 /// baseline.
 fn baseline() -> Sandbox {
-    let sb = Sandbox::new();
+    baseline_in("sha1")
+}
+
+/// [`baseline`] with every repository (the submodule's too) in `format`.
+fn baseline_in(format: &str) -> Sandbox {
+    let sb = Sandbox::with_object_format(format);
     std::fs::write(
         sb.home.join(".gitconfig"),
         "[protocol \"file\"]\n\tallow = always\n",
     )
     .unwrap();
     let sub_seed = sb.root.join("sub-seed");
-    sb.run_git(&sb.root, &["init", "-q", "-b", "main", "sub-seed"]);
+    sb.run_git(
+        &sb.root,
+        &[
+            "init",
+            "-q",
+            "-b",
+            "main",
+            &format!("--object-format={format}"),
+            "sub-seed",
+        ],
+    );
     std::fs::write(sub_seed.join("sub.txt"), "in the submodule\n").unwrap();
     sb.run_git(&sub_seed, &["add", "."]);
     sb.run_git(&sub_seed, &["commit", "-q", "-m", "sub"]);
@@ -519,7 +535,8 @@ fn preserves_random_agent_end_states_so_that_a_fresh_clone_rebuilds_them_byte_fo
     let mut total_entries = 0;
     let mut kinds = [0usize; 16];
     for seed in 0..CASES {
-        let sb = baseline();
+        // Every fourth state in a SHA-256 repository.
+        let sb = baseline_in(if seed % 4 == 3 { "sha256" } else { "sha1" });
         let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 0x16);
         let steps = 3 + rng.below(8) as usize;
         for step in 0..steps {
