@@ -1254,3 +1254,83 @@ fn restore_leaves_files_the_armed_global_excludes_ignore_as_verify_does() {
     );
     assert!(!dir.join("worktree/.notes.swp").exists());
 }
+
+#[test]
+fn a_full_disk_while_preserving_resets_nothing_and_still_records_the_run() {
+    // The state directory is an 512 KiB tmpfs (in a mount namespace of its
+    // own); the agent leaves a 1 MiB untracked file, so its copy cannot be
+    // made. Nothing may be reset, the partial copy is dropped, and the run
+    // is recorded (its journal lives elsewhere).
+    let sb = Sandbox::new();
+    let baseline = sb.git(&["rev-parse", "HEAD"]);
+    let t = task(&sb, Some(grant_json(&["docs/"], 1, 1)));
+    let a = agent(
+        &sb,
+        "echo x > src/lib.rs && git -c core.hooksPath=/dev/null commit -q -am src\n\
+         head -c 1048576 /dev/zero > big.bin",
+    );
+    std::fs::create_dir(&sb.state).unwrap();
+    let listing = sb.root.join("preserved-listing");
+    let journal = sb.root.join("journal");
+    let script = format!(
+        "mount -t tmpfs -o size=512k tmpfs '{s}' || exit 99\n\
+         \"$@\"; rc=$?; ls -A '{s}/preserved' > '{l}' 2>&1; exit $rc",
+        s = sb.state.display(),
+        l = listing.display()
+    );
+    let inner = run_cmd(
+        &sb,
+        &["--task", t.to_str().unwrap()],
+        &[
+            "--metrics",
+            metrics_file(&sb).to_str().unwrap(),
+            "--journal",
+            journal.to_str().unwrap(),
+            "--on-reject",
+            "restore",
+            "--run-id",
+            "full1",
+        ],
+        &[a.to_str().unwrap()],
+    );
+    let mut cmd = sb.command("unshare");
+    cmd.current_dir(&sb.root)
+        .args([
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            &script,
+            "sh",
+        ])
+        .arg(inner.get_program())
+        .args(inner.get_args());
+    let out = cmd.output().unwrap();
+    assert_ne!(
+        out.status.code(),
+        Some(99),
+        "this test needs mount namespaces (root): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (code, r) = parse(&out);
+    assert_eq!((code, class(&r)), (1, "compensation"), "{r:#}");
+    assert!(
+        common::rules(&r).contains(&"preserve_failed".to_owned()),
+        "{r:#}"
+    );
+    assert_eq!(r["evidence"]["compensation"]["reset"], false, "{r:#}");
+    // Nothing was reset: the agent's commit and file are where it left them.
+    assert_ne!(sb.git(&["rev-parse", "HEAD"]), baseline);
+    assert_eq!(
+        std::fs::metadata(sb.repo.join("big.bin")).unwrap().len(),
+        1 << 20
+    );
+    // The partial copy was dropped, and the run is recorded.
+    assert_eq!(
+        std::fs::read_to_string(&listing).unwrap(),
+        "",
+        "partial copy left"
+    );
+    assert!(journal.join("full1/terminal.json").exists());
+}

@@ -251,3 +251,10 @@ fn make_writable(dir: &Path) {
         }
     }
 }
+
+/// Removes a directory of ours with everything in it, best effort (a copy
+/// of a read-only directory is made writable first).
+pub(super) fn remove_tree(dir: &Path) {
+    make_writable(dir);
+    let _ = std::fs::remove_dir_all(dir);
+}

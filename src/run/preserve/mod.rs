@@ -154,7 +154,8 @@ pub struct Target<'a> {
     pub branch: &'a BStr,
     /// Its baseline commit (`None`: unborn).
     pub baseline: Option<&'a str>,
-    /// Where to put the preserved files.
+    /// Where to put the preserved files: a directory of their own, removed
+    /// again when preservation fails.
     pub preserve_dir: &'a Path,
     /// The global cleanliness settings recorded at arm (the global excludes
     /// file's content among them), applied as `verify` applies them, so the
@@ -171,8 +172,16 @@ pub fn restore(target: &Target<'_>) -> Result<Restored, RestoreError> {
         depth: 0,
         clean_settings: target.clean_settings.cloned(),
     };
-    let (plan, restored) =
-        preserve(&repo, target.preserve_dir).map_err(RestoreError::NotPreserved)?;
+    let (plan, restored) = match preserve(&repo, target.preserve_dir) {
+        Ok(done) => done,
+        Err(e) => {
+            // Nothing was reset, so the checkout still holds everything: the
+            // partial copy is dropped (it may be what filled the disk, and
+            // the terminal record still has to be written).
+            files::remove_tree(target.preserve_dir);
+            return Err(RestoreError::NotPreserved(e));
+        }
+    };
     match reset(&plan).and_then(|()| check_at_baseline(target)) {
         Ok(()) => Ok(restored),
         Err(e) => Err(RestoreError::NotReset(Box::new(restored), e)),
