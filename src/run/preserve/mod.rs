@@ -2,17 +2,18 @@
 //! put the checkout back at the baseline.
 //!
 //! Preservation comes first and must succeed completely before anything is
-//! reset; if any part fails, nothing is reset and nothing is lost. It
+//! reset; if any part fails, nothing is reset and nothing is lost (the
+//! partial copy is dropped: the checkout still holds everything). It
 //! captures, byte for byte, everything the reset will change or remove, into
 //! `<state>/preserved/<run id>/`:
 //!
 //! - `commits.bundle`: a git bundle (prerequisite: the baseline) of
-//!   `refs/grantguard/branch` (the granted branch's tip), `refs/grantguard/head`
-//!   (HEAD's commit, also when it is detached or on another branch) and
 //!   `refs/grantguard/index` (a commit whose tree is the index as the agent
-//!   left it, parent: HEAD's commit), each only when it is not already in the
-//!   baseline's history. The index commit keeps content that was staged and
-//!   then changed or deleted in the worktree.
+//!   left it, parent: HEAD's commit; it keeps content that was staged and
+//!   then changed or deleted in the worktree) and, each only when it is not
+//!   already in the baseline's history, `refs/grantguard/head` (HEAD's
+//!   commit, also when it is detached or on another branch) and
+//!   `refs/grantguard/branch` (the granted branch's tip).
 //! - `worktree/`: a raw copy of every worktree entry the reset changes or
 //!   removes: tracked files whose bytes, mode or type differ from the
 //!   baseline's blob (compared on the raw bytes, so a CRLF, `text=auto` or
@@ -20,7 +21,8 @@
 //!   `git add` would store), paths in the index the baseline lacks, and
 //!   every untracked entry the baseline's ignore rules do not ignore
 //!   (evaluated on the baseline tree's `.gitignore` files, `info/exclude`
-//!   and the excludes file, never the agent's own `.gitignore` edits), each
+//!   and the global excludes file recorded at arm, as `verify` applies them;
+//!   never the agent's own `.gitignore` edits), each
 //!   untracked directory whole: a nested repository with its `.git`, so its
 //!   files and history. Symlinks stay symlinks, permission bits are kept.
 //! - `worktree.remove`: NUL-separated paths: those copied, and the baseline
@@ -55,13 +57,16 @@
 //! - it only runs when `verify` positively found the protected metadata
 //!   (`evidence.metadata_intact`) equal to the baseline, and the caller reads
 //!   the digests once more right before the first git command (`config`,
-//!   `hooks/`, `info/attributes`, submodules' `modules/` entries, ...)
-//!   equal to the baseline. Filter drivers (`filter.*.clean`/`smudge`) are
-//!   defined only in config, so the ones left are those the repository had
-//!   before the agent started; preservation runs none (raw bytes), and the
-//!   reset's checkout runs only smudge filters, no more than the operator's
-//!   own git commands would. With changed metadata the restore refuses and
-//!   leaves everything as it is.
+//!   `hooks/`, `info/attributes`, submodules' `modules/` entries and each
+//!   checked-out submodule's `.git`, ...) equal to the baseline, so git runs
+//!   in a submodule only under the git dir it had at arm. Filter drivers
+//!   (`filter.*.clean`/`smudge`) are defined only in config, so the ones
+//!   left are those the repository had before the agent started;
+//!   preservation runs none (it reads raw bytes and copies the index), and
+//!   the reset runs them as any checkout by the operator would. With
+//!   changed metadata the restore refuses and leaves everything as it is.
+//!   The index commit is made, and the bundle written, by the scratch
+//!   repository, whose config is empty (no `commit.gpgSign`, no hooks).
 
 mod files;
 mod git;
