@@ -258,3 +258,77 @@ pub(super) fn remove_tree(dir: &Path) {
     make_writable(dir);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blob_ids_are_gits_for_files_and_symlink_targets() {
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("empty");
+        std::fs::write(&empty, b"").unwrap();
+        let meta = std::fs::symlink_metadata(&empty).unwrap();
+        assert_eq!(
+            raw_blob_id(&empty, &meta, false).unwrap(),
+            "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"
+        );
+        assert_eq!(
+            raw_blob_id(&empty, &meta, true).unwrap(),
+            "473a0f4c3be8a93681a267e3b1e9a7dcda1185436fe141f7749120a303721813"
+        );
+        // A symlink's blob is its target, never the file it points to.
+        let hello = dir.path().join("hello");
+        std::fs::write(&hello, b"hello\n").unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink("empty", &link).unwrap();
+        let meta = std::fs::symlink_metadata(&link).unwrap();
+        // `printf empty | git hash-object --stdin`
+        assert_eq!(
+            raw_blob_id(&link, &meta, false).unwrap(),
+            "7b4d68d70fcae134d5348f5e118f5e9c9d3f05f6"
+        );
+        let meta = std::fs::symlink_metadata(&hello).unwrap();
+        assert_eq!(
+            raw_blob_id(&hello, &meta, false).unwrap(),
+            "ce013625030ba8dba906f756967f9e9ca394464a"
+        );
+    }
+
+    #[test]
+    fn paths_through_a_symlinked_directory_do_not_exist_beneath_the_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret"), b"x").unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("docs")).unwrap();
+        assert!(lstat_beneath(dir.path(), b"docs/secret").is_none());
+        assert!(lstat_beneath(dir.path(), b"docs").is_some_and(|m| m.file_type().is_symlink()));
+        assert!(lstat_beneath(dir.path(), b"../x").is_none());
+        // Removing through it removes nothing outside.
+        remove_entry(dir.path(), b"docs/secret").unwrap();
+        assert!(outside.path().join("secret").exists());
+    }
+
+    #[test]
+    fn copies_keep_symlinks_and_permission_bits_and_refuse_fifos() {
+        let from = tempfile::tempdir().unwrap();
+        let to = tempfile::tempdir().unwrap();
+        let d = from.path().join("d");
+        std::fs::create_dir(&d).unwrap();
+        std::fs::write(d.join("run"), b"#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(d.join("run"), std::fs::Permissions::from_mode(0o751)).unwrap();
+        std::os::unix::fs::symlink("/nowhere", d.join("dangling")).unwrap();
+        assert_eq!(copy_entry(from.path(), b"d", to.path()).unwrap(), 3);
+        let run = std::fs::symlink_metadata(to.path().join("d/run")).unwrap();
+        assert_eq!(run.mode() & 0o777, 0o751);
+        assert_eq!(
+            std::fs::read_link(to.path().join("d/dangling")).unwrap(),
+            Path::new("/nowhere")
+        );
+        let fifo = std::ffi::CString::new(d.join("pipe").as_os_str().as_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let again = tempfile::tempdir().unwrap();
+        assert!(copy_entry(from.path(), b"d", again.path()).is_err());
+    }
+}
