@@ -200,7 +200,7 @@ fn commit_in(sb: &Sandbox, dir: &Path, rel: &[u8], content: &[u8], message: &str
 /// One random agent action in the checkout.
 fn act(sb: &Sandbox, rng: &mut Rng, step: usize) -> usize {
     let repo = &sb.repo;
-    let kind = rng.below(15) as usize;
+    let mut kind = rng.below(15) as usize;
     match kind {
         0 => {
             let name = random_name(rng);
@@ -211,11 +211,22 @@ fn act(sb: &Sandbox, rng: &mut Rng, step: usize) -> usize {
             sb.git(&["checkout", "-q", "--detach"]);
             let content = rng.content();
             commit_in(sb, repo, b"docs/detached.md", &content, "detached");
+            if rng.chance(25) {
+                // The granted branch itself deleted.
+                sb.git(&["branch", "-q", "-D", "main"]);
+                kind = 16;
+            }
         }
         2 => {
-            sb.git(&["checkout", "-q", "-B", &format!("other-{step}")]);
-            let content = rng.content();
-            commit_in(sb, repo, b"other.txt", &content, "other branch");
+            if rng.chance(30) {
+                // An unborn branch: HEAD names a ref that has no commit.
+                sb.git(&["checkout", "-q", "--orphan", &format!("orphan-{step}")]);
+                kind = 17;
+            } else {
+                sb.git(&["checkout", "-q", "-B", &format!("other-{step}")]);
+                let content = rng.content();
+                commit_in(sb, repo, b"other.txt", &content, "other branch");
+            }
         }
         3 => {
             // Staged, then edited again or deleted.
@@ -533,7 +544,9 @@ fn compare(
 fn preserves_random_agent_end_states_so_that_a_fresh_clone_rebuilds_them_byte_for_byte() {
     let started = std::time::Instant::now();
     let mut total_entries = 0;
-    let mut kinds = [0usize; 16];
+    // Kinds 0 to 14 are `act`'s, 15 a type change, 16 the granted branch
+    // deleted, 17 an unborn branch checked out.
+    let mut kinds = [0usize; 18];
     for seed in 0..CASES {
         // Every fourth state in a SHA-256 repository.
         let sb = baseline_in(if seed % 4 == 3 { "sha256" } else { "sha1" });
