@@ -68,8 +68,10 @@
 //!   The index commit is made, and the bundle written, by the scratch
 //!   repository, whose config is empty (no `commit.gpgSign`, no hooks).
 
+mod commits;
 mod files;
 mod git;
+mod reset;
 mod select;
 
 use std::path::{Path, PathBuf};
@@ -79,7 +81,7 @@ use gix::bstr::{BStr, BString, ByteSlice};
 use serde::Serialize;
 
 use crate::digest::sha256_file_hex;
-use git::{git, os, rev, run_git, text};
+use git::{git, os, rev, text};
 
 /// File name of the bundle in the preserved directory.
 pub const BUNDLE: &str = "commits.bundle";
@@ -187,7 +189,7 @@ pub fn restore(target: &Target<'_>) -> Result<Restored, RestoreError> {
             return Err(RestoreError::NotPreserved(e));
         }
     };
-    match reset(&plan).and_then(|()| check_at_baseline(target)) {
+    match reset::reset(&plan).and_then(|()| reset::check_at_baseline(target)) {
         Ok(()) => Ok(restored),
         Err(e) => Err(RestoreError::NotReset(Box::new(restored), e)),
     }
@@ -306,114 +308,19 @@ fn preserve(repo: &Repo, dir: &Path) -> Result<(Plan, Restored)> {
         None => None,
     };
 
-    // A scratch repository of ours: the index snapshot's objects go into
-    // it (the checkout's object store is only read, as an alternate), and
-    // it makes the bundle.
+    // The commits and the index, in a scratch repository of ours.
     let scratch = tempfile::tempdir_in(dir).context("cannot create a scratch directory")?;
-    let scratch_git = scratch.path().join("repo.git");
-    run_git(
-        &mut git(scratch.path()),
-        &[
-            "init".as_ref(),
-            "-q".as_ref(),
-            "--bare".as_ref(),
-            "--template=".as_ref(),
-            format!("--object-format={object_format}").as_ref(),
-            scratch_git.as_os_str(),
-        ],
-    )?;
-    let objects = absolute(
-        work_dir,
-        &text(work_dir, &["rev-parse", "--git-path", "objects"])?,
-    );
-    let scratch_objects = scratch_git.join("objects");
-    std::fs::create_dir_all(scratch_objects.join("info"))?;
-    let mut alternates = objects.as_os_str().as_encoded_bytes().to_vec();
-    alternates.push(b'\n');
-    std::fs::write(scratch_objects.join("info/alternates"), alternates)?;
-
-    // The index, as a tree and a commit in the scratch repository.
-    let index = absolute(
-        work_dir,
-        &text(work_dir, &["rev-parse", "--git-path", "index"])?,
-    );
-    let index_copy = scratch.path().join("index");
-    if index.exists() {
-        std::fs::copy(&index, &index_copy)
-            .with_context(|| format!("cannot copy the index {}", index.display()))?;
-    }
-    // write-tree runs in the checkout (a split index names its shared part
-    // there), writing into the scratch object directory; it runs no
-    // program. Everything else runs in the scratch repository, whose config
-    // is empty (no `commit.gpgSign`, no hooks).
-    let tree = git(work_dir)
-        .env("GIT_INDEX_FILE", &index_copy)
-        .env("GIT_OBJECT_DIRECTORY", &scratch_objects)
-        .env("GIT_ALTERNATE_OBJECT_DIRECTORIES", &objects)
-        .args(["write-tree"])
-        .output()
-        .context("cannot start git")?;
-    if !tree.status.success() {
-        bail!(
-            "cannot snapshot the index ({}); unresolved conflicts cannot be preserved",
-            String::from_utf8_lossy(&tree.stderr).trim()
-        );
-    }
-    let tree = String::from_utf8_lossy(&tree.stdout).trim().to_owned();
-    let in_scratch = || {
-        let mut cmd = git(scratch.path());
-        cmd.arg("--git-dir")
-            .arg(&scratch_git)
-            .env("GIT_AUTHOR_NAME", "grantguard")
-            .env("GIT_AUTHOR_EMAIL", "grantguard@localhost")
-            .env("GIT_COMMITTER_NAME", "grantguard")
-            .env("GIT_COMMITTER_EMAIL", "grantguard@localhost");
-        cmd
-    };
-    let mut args = vec![
-        "commit-tree".to_owned(),
-        "--no-gpg-sign".into(),
-        tree,
-        "-m".into(),
-        "grantguard: the index as the agent left it".into(),
-    ];
-    if let Some(head) = &head {
-        args.extend(["-p".into(), head.clone()]);
-    }
-    let index_commit = String::from_utf8_lossy(&run_git(&mut in_scratch(), &args)?)
-        .trim()
-        .to_owned();
-
-    // The bundle: every tip not already in the baseline's history.
-    let mut bundle_refs = vec![REF_INDEX];
-    run_git(&mut in_scratch(), &["update-ref", REF_INDEX, &index_commit])?;
-    for (name, tip) in [(REF_HEAD, &head), (REF_BRANCH, &branch_tip)] {
-        if let Some(tip) = tip {
-            run_git(&mut in_scratch(), &["update-ref", name, tip])?;
-            let beyond = match &repo.baseline {
-                Some(base) => !run_git(
-                    &mut in_scratch(),
-                    &["rev-list", "-n", "1", tip, &format!("^{base}"), "--"],
-                )?
-                .is_empty(),
-                None => true,
-            };
-            if beyond {
-                bundle_refs.push(name);
-            }
-        }
-    }
-    let bundle_file = dir.join(BUNDLE);
-    let mut args: Vec<String> = vec!["bundle".into(), "create".into(), "-q".into()];
-    args.push(bundle_file.display().to_string());
-    args.extend(bundle_refs.iter().map(|r| (*r).to_owned()));
-    if let Some(base) = &repo.baseline {
-        args.push(format!("^{base}"));
-    }
-    run_git(&mut in_scratch(), &args)?;
-    run_git(
-        &mut in_scratch(),
-        &["bundle", "verify", "-q", &bundle_file.display().to_string()],
+    let commits::Snapshot {
+        index_commit,
+        bundle_refs,
+        bundle_file,
+    } = commits::snapshot(
+        repo,
+        dir,
+        scratch.path(),
+        &object_format,
+        &head,
+        &branch_tip,
     )?;
 
     // The worktree, raw.
@@ -501,106 +408,4 @@ fn preserve(repo: &Repo, dir: &Path) -> Result<(Plan, Restored)> {
         submodules,
     };
     Ok((plan, restored))
-}
-
-/// Moves the refs back, removes exactly the preserved entries, resets the
-/// index and worktree, then each submodule.
-fn reset(plan: &Plan) -> Result<()> {
-    let repo = &plan.repo;
-    let work_dir = &repo.work_dir;
-    let arg = |s: &'static str| -> &std::ffi::OsStr { s.as_ref() };
-    match (&repo.branch, &repo.baseline) {
-        (Some(branch), Some(base)) => {
-            run_git(
-                &mut git(work_dir),
-                &[
-                    arg("update-ref"),
-                    arg("-m"),
-                    arg("grantguard: restore baseline"),
-                    os(branch),
-                    base.as_ref(),
-                ],
-            )?;
-            run_git(
-                &mut git(work_dir),
-                &[arg("symbolic-ref"), arg("HEAD"), os(branch)],
-            )?;
-        }
-        (Some(branch), None) => {
-            if rev(work_dir, os(branch))?.is_some() {
-                run_git(
-                    &mut git(work_dir),
-                    &[arg("update-ref"), arg("-d"), os(branch)],
-                )?;
-            }
-            run_git(
-                &mut git(work_dir),
-                &[arg("symbolic-ref"), arg("HEAD"), os(branch)],
-            )?;
-        }
-        (None, Some(base)) => {
-            run_git(
-                &mut git(work_dir),
-                &[
-                    "update-ref",
-                    "--no-deref",
-                    "-m",
-                    "grantguard: restore",
-                    "HEAD",
-                    base,
-                ],
-            )?;
-        }
-        (None, None) => bail!("a submodule without a baseline commit"),
-    }
-    for rel in &plan.remove {
-        files::remove_entry(work_dir, rel)?;
-    }
-    match &repo.baseline {
-        Some(base) => {
-            run_git(&mut git(work_dir), &["reset", "-q", "--hard", base])?;
-        }
-        None => {
-            run_git(&mut git(work_dir), &["read-tree", "--empty"])?;
-        }
-    }
-    for sub in &plan.submodules {
-        reset(sub)?;
-    }
-    Ok(())
-}
-
-/// The checking code's own view: HEAD on the branch at the baseline, and
-/// no staged, unstaged or untracked change (submodules included).
-fn check_at_baseline(target: &Target<'_>) -> Result<()> {
-    let mut repo = crate::repo::open(target.work_dir)?;
-    let _applied = match target.clean_settings {
-        Some(settings) => Some(crate::repo::clean_settings::apply(
-            &mut repo,
-            settings,
-            target.preserve_dir,
-        )?),
-        None => None,
-    };
-    let head = crate::repo::head(&repo)?;
-    let at_baseline = match &head {
-        crate::repo::Head::Branch { name, commit } => {
-            name == target.branch && commit.map(|c| c.to_string()).as_deref() == target.baseline
-        }
-        crate::repo::Head::Detached(_) => false,
-    };
-    if !at_baseline {
-        bail!(
-            "after the reset HEAD is {head:?}, not {} at the baseline",
-            crate::repo::refname::shown(target.branch)
-        );
-    }
-    let dirt = crate::repo::worktree_dirt(&repo)?;
-    if !dirt.is_empty() {
-        bail!(
-            "after the reset {} path(s) still differ from the baseline",
-            dirt.len()
-        );
-    }
-    Ok(())
 }
