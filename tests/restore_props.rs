@@ -208,12 +208,14 @@ fn act(sb: &Sandbox, rng: &mut Rng, step: usize) -> usize {
             commit_in(sb, repo, &name, &content, "on the branch");
         }
         1 => {
-            sb.git(&["checkout", "-q", "--detach"]);
+            // (On an unborn branch there is nothing to detach at: the
+            // commit then starts that branch.)
+            let _ = sb.try_git(&["checkout", "-q", "--detach"]);
             let content = rng.content();
             commit_in(sb, repo, b"docs/detached.md", &content, "detached");
             if rng.chance(25) {
                 // The granted branch itself deleted.
-                sb.git(&["branch", "-q", "-D", "main"]);
+                let _ = sb.try_git(&["branch", "-q", "-D", "main"]);
                 kind = 16;
             }
         }
@@ -243,10 +245,19 @@ fn act(sb: &Sandbox, rng: &mut Rng, step: usize) -> usize {
             }
         }
         4 => {
-            let file = rng.pick(&TRACKED[..6]);
-            put(&repo.join(file), &rng.content());
-            if rng.chance(30) {
-                sb.git(&["add", "-A", "--", "."]);
+            if rng.chance(25) {
+                // Staged, then the worktree given the baseline blob's own
+                // bytes (LF), which a checkout would write as CRLF.
+                put(&repo.join("text.crlf"), &rng.content());
+                sb.git(&["add", "text.crlf"]);
+                put(&repo.join("text.crlf"), b"one\ntwo\n");
+                kind = 18;
+            } else {
+                let file = rng.pick(&TRACKED[..6]);
+                put(&repo.join(file), &rng.content());
+                if rng.chance(30) {
+                    sb.git(&["add", "-A", "--", "."]);
+                }
             }
         }
         5 => {
@@ -545,12 +556,22 @@ fn preserves_random_agent_end_states_so_that_a_fresh_clone_rebuilds_them_byte_fo
     let started = std::time::Instant::now();
     let mut total_entries = 0;
     // Kinds 0 to 14 are `act`'s, 15 a type change, 16 the granted branch
-    // deleted, 17 an unborn branch checked out.
-    let mut kinds = [0usize; 18];
-    for seed in 0..CASES {
+    // deleted, 17 an unborn branch checked out, 18 a staged file whose
+    // worktree bytes are the baseline blob's.
+    let mut kinds = [0usize; 19];
+    // A longer run: RESTORE_PROPS_CASES=500 RESTORE_PROPS_FIRST=1000.
+    let number = |var: &str, default: u64| {
+        std::env::var(var)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let first = number("RESTORE_PROPS_FIRST", 0);
+    let cases = number("RESTORE_PROPS_CASES", CASES);
+    for seed in first..first + cases {
         // Every fourth state in a SHA-256 repository.
         let sb = baseline_in(if seed % 4 == 3 { "sha256" } else { "sha1" });
-        let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 0x16);
+        let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 0x1616);
         let steps = 3 + rng.below(8) as usize;
         for step in 0..steps {
             kinds[act(&sb, &mut rng, step)] += 1;
@@ -562,7 +583,7 @@ fn preserves_random_agent_end_states_so_that_a_fresh_clone_rebuilds_them_byte_fo
         total_entries += restore_and_rebuild(&sb, seed);
     }
     eprintln!(
-        "{CASES} random states, {} actions (per kind {kinds:?}), {total_entries} worktree \
+        "{cases} random states, {} actions (per kind {kinds:?}), {total_entries} worktree \
          entries, in {:?}",
         kinds.iter().sum::<usize>(),
         started.elapsed()

@@ -90,6 +90,35 @@ pub(super) fn run_git<S: AsRef<OsStr>>(cmd: &mut Command, args: &[S]) -> Result<
     Ok(out.stdout)
 }
 
+/// Runs git with `input` on its stdin and returns its stdout; fails on a
+/// non-zero exit. The input is written from a thread, so a large output
+/// cannot block it.
+pub(super) fn run_git_with_input(cmd: &mut Command, input: &[u8]) -> Result<Vec<u8>> {
+    use std::io::Write;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("cannot start git")?;
+    let mut stdin = child.stdin.take().context("no stdin")?;
+    let input = input.to_vec();
+    let writer = std::thread::spawn(move || stdin.write_all(&input));
+    let out = child.wait_with_output().context("cannot run git")?;
+    let written = writer
+        .join()
+        .map_err(|_| anyhow::anyhow!("the writer panicked"))?;
+    if !out.status.success() {
+        bail!(
+            "git failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    written.context("cannot write to git")?;
+    Ok(out.stdout)
+}
+
 /// Runs git in `dir` and returns its stdout trimmed, as text.
 pub(super) fn text<S: AsRef<OsStr>>(dir: &Path, args: &[S]) -> Result<String> {
     let out = run_git(&mut git(dir), args)?;

@@ -60,15 +60,26 @@ pub(super) fn select(repo: &Repo, sha256: bool, scratch: &std::path::Path) -> Re
         }
         None => BTreeMap::new(),
     };
-    let index_paths: BTreeSet<BString> = {
+    // Every index entry, per path (more than one when unmerged): mode,
+    // object id, stage.
+    let mut index: BTreeMap<BString, Vec<(u32, String, u8)>> = BTreeMap::new();
+    {
         let out = run_git(&mut git(work_dir), &["ls-files", "-z", "-s"])?;
-        records(&out)
-            .map(|r| {
-                let (_, path) = r.split_once_str(b"\t").context("bad ls-files line")?;
-                Ok(BString::from(path))
-            })
-            .collect::<Result<_>>()?
-    };
+        for r in records(&out) {
+            // <mode> SP <oid> SP <stage> TAB <path>
+            let (meta, path) = r.split_once_str(b"\t").context("bad ls-files line")?;
+            let fields: Vec<&[u8]> = meta.split(|&b| b == b' ').collect();
+            let [mode, oid, stage] = fields[..] else {
+                bail!("bad ls-files line");
+            };
+            index.entry(BString::from(path)).or_default().push((
+                octal(mode)?,
+                oid.to_str_lossy().into_owned(),
+                stage.to_str()?.parse().context("bad stage")?,
+            ));
+        }
+    }
+    let index_paths: BTreeSet<BString> = index.keys().cloned().collect();
     let untracked = {
         let mut out = run_git(
             &mut git(work_dir),
@@ -111,7 +122,17 @@ pub(super) fn select(repo: &Repo, sha256: bool, scratch: &std::path::Path) -> Re
     }
 
     // Tracked paths whose raw entry differs from the baseline's.
+    let baseline_dirs: BTreeSet<&[u8]> = baseline
+        .keys()
+        .flat_map(|p| {
+            p.iter()
+                .enumerate()
+                .filter(|&(_, &b)| b == b'/')
+                .map(move |(i, _)| &p[..i])
+        })
+        .collect();
     let tracked: BTreeSet<&BString> = baseline.keys().chain(index_paths.iter()).collect();
+    let mut same_as_blob = Vec::new();
     for rel in tracked {
         let base = baseline.get(rel);
         let Some(meta) = files::lstat_beneath(work_dir, rel) else {
@@ -119,6 +140,11 @@ pub(super) fn select(repo: &Repo, sha256: bool, scratch: &std::path::Path) -> Re
                 // The highest missing ancestor: a directory the agent
                 // removed whole is removed whole by the rebuild too.
                 deleted.insert(highest_missing(work_dir, rel));
+            } else if let Some(dir) = first_new_directory(work_dir, rel, &baseline_dirs) {
+                // Only in the index, gone from the worktree: when the reset
+                // drops the entry, git also removes the directories left
+                // empty, which the baseline does not have. Keep them.
+                copy.insert(dir);
             }
             continue;
         };
@@ -143,10 +169,29 @@ pub(super) fn select(repo: &Repo, sha256: bool, scratch: &std::path::Path) -> Re
             copy.insert(rel.clone());
             continue;
         }
+        // Kept unless the reset provably leaves these bytes alone: the
+        // index entry is the baseline's, so git rewrites the file only if
+        // its content differs, and the raw bytes are the baseline blob's.
+        // (An index entry the reset changes makes git write the file anew,
+        // through `eol`, `text` and smudge: the agent's bytes, even when
+        // they are the blob's, would not survive that.)
+        let index_is_baseline = match (index.get(rel).map(Vec::as_slice), base) {
+            (Some([(m, oid, 0)]), Some((bm, boid))) => m == bm && oid == boid,
+            _ => false,
+        };
         let id = files::raw_blob_id(&path, &meta, sha256)?;
-        if base != Some(&(mode, id)) {
+        if !index_is_baseline || base != Some(&(mode, id)) {
             copy.insert(rel.clone());
+        } else {
+            same_as_blob.push(rel.clone());
         }
+    }
+    // The blob's own bytes are what a checkout writes only when no
+    // conversion applies: a file that may be converted on checkout (eol,
+    // a filter, ident, an encoding) is kept too, so that a rebuild in a
+    // fresh clone gets the agent's bytes, not the checkout's.
+    for rel in may_convert_on_checkout(work_dir, repo.baseline.as_deref(), &same_as_blob)? {
+        copy.insert(rel);
     }
 
     // No entry inside another one that is copied whole.
@@ -164,6 +209,92 @@ pub(super) fn select(repo: &Repo, sha256: bool, scratch: &std::path::Path) -> Re
         deleted: deleted.into_iter().collect(),
         submodules,
     })
+}
+
+/// Attributes that change a blob's bytes on checkout.
+const CONVERSIONS: &[&str] = &[
+    "text",
+    "eol",
+    "crlf",
+    "filter",
+    "ident",
+    "working-tree-encoding",
+];
+
+/// The paths among `paths` whose checkout may differ from their blob's
+/// bytes, by the baseline's attributes (git's own answer, `check-attr`; no
+/// filter runs) and the repository's `core.autocrlf` and `core.eol`.
+fn may_convert_on_checkout(
+    work_dir: &std::path::Path,
+    baseline: Option<&str>,
+    paths: &[BString],
+) -> Result<Vec<BString>> {
+    if paths.is_empty() {
+        return Ok(Vec::new());
+    }
+    let config = |key: &str| {
+        git(work_dir)
+            .args(["config", "--get", key])
+            .output()
+            .map(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .trim()
+                    .to_ascii_lowercase()
+            })
+            .unwrap_or_default()
+    };
+    let crlf_everywhere = config("core.autocrlf") == "true" || config("core.eol") == "crlf";
+    let mut input = Vec::new();
+    for p in paths {
+        input.extend_from_slice(p);
+        input.push(0);
+    }
+    let mut cmd = git(work_dir);
+    cmd.arg("check-attr");
+    // The baseline's `.gitattributes`, as a checkout of it reads them, not
+    // the agent's edits.
+    if let Some(base) = baseline {
+        cmd.arg(format!("--source={base}"));
+    }
+    cmd.args(["-z", "--stdin"]).args(CONVERSIONS);
+    let out = super::git::run_git_with_input(&mut cmd, &input)?;
+    let fields: Vec<&[u8]> = out.split(|&b| b == 0).collect();
+    let mut converted = BTreeSet::new();
+    for triple in fields.chunks_exact(3) {
+        let [path, attr, value] = triple else {
+            continue;
+        };
+        let unset = matches!(*value, b"unspecified" | b"unset");
+        let converts = match *attr {
+            b"text" => !unset && crlf_everywhere,
+            b"crlf" => *value == b"set",
+            _ => !unset,
+        };
+        if converts {
+            converted.insert(BString::from(*path));
+        }
+    }
+    Ok(converted.into_iter().collect())
+}
+
+/// The shortest directory prefix of `rel` that the baseline does not have,
+/// when it exists as a real directory beneath `root`.
+fn first_new_directory(
+    root: &std::path::Path,
+    rel: &BString,
+    baseline_dirs: &BTreeSet<&[u8]>,
+) -> Option<BString> {
+    let mut end = 0;
+    while let Some(pos) = rel[end..].find_byte(b'/') {
+        let prefix = &rel[..end + pos];
+        if !baseline_dirs.contains(prefix) {
+            return files::lstat_beneath(root, prefix)
+                .filter(|m| m.file_type().is_dir())
+                .map(|_| BString::from(prefix));
+        }
+        end += pos + 1;
+    }
+    None
 }
 
 /// The shortest prefix of `rel` (a whole path component) that is missing
