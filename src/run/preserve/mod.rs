@@ -18,7 +18,9 @@
 //!   removes: tracked files whose bytes, mode or type differ from the
 //!   baseline's blob (compared on the raw bytes, so a CRLF, `text=auto` or
 //!   clean-filter difference is kept as the agent's bytes, never as what
-//!   `git add` would store), paths in the index the baseline lacks, and
+//!   `git add` would store), whose index entry the reset changes, or that a
+//!   checkout may convert; paths in the index the baseline lacks (and the
+//!   directories the reset would leave empty and remove); and
 //!   every untracked entry the baseline's ignore rules do not ignore
 //!   (evaluated on the baseline tree's `.gitignore` files, `info/exclude`
 //!   and the global excludes file recorded at arm, as `verify` applies them;

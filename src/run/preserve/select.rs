@@ -5,7 +5,10 @@
 //! paths (in the baseline or in the index) are compared with the baseline
 //! on their raw bytes, never through git's conversion, so a file that only
 //! differs in its line endings or in what a clean filter would store is
-//! kept. Untracked entries are listed by git (under the agent's ignore
+//! kept; so is one whose index entry the reset changes (git then writes it
+//! anew) or that a checkout may convert (its bytes being the blob's does
+//! not make them the checkout's). The property test in
+//! `tests/restore_props.rs` found the last two. Untracked entries are listed by git (under the agent's ignore
 //! rules, ignored ones too) and kept unless the *baseline's* ignore rules
 //! ignore them: those rules are read from the baseline tree's `.gitignore`
 //! blobs, `info/exclude` and the global excludes file as recorded at arm
