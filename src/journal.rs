@@ -222,21 +222,7 @@ pub struct RunLock {
 impl RunLock {
     /// Reads what the journal holds for this run.
     pub fn existing(&self) -> Existing {
-        let terminal = self.dir.join(TERMINAL_FILE);
-        if terminal.exists() {
-            return match read_record::<TerminalRecord>(&terminal, TERMINAL_SCHEMA, |r| &r.schema) {
-                Ok(record) => Existing::Terminal(Box::new(record)),
-                Err(e) => Existing::Unreadable(format!("{e:#}")),
-            };
-        }
-        let started = self.dir.join(STARTED_FILE);
-        if started.exists() {
-            return match read_record::<StartedRecord>(&started, STARTED_SCHEMA, |r| &r.schema) {
-                Ok(record) => Existing::Started(Box::new(record)),
-                Err(e) => Existing::Unreadable(format!("{e:#}")),
-            };
-        }
-        Existing::Nothing
+        existing_in(&self.dir)
     }
 
     /// Durably writes the started record. Refuses when the run already has
@@ -260,6 +246,42 @@ impl RunLock {
     pub fn terminal_path(&self) -> PathBuf {
         self.dir.join(TERMINAL_FILE)
     }
+}
+
+/// The terminal record of a run, read without creating or locking anything
+/// (a terminal record is written once and never changed, so no lock is
+/// needed to read it). `None` when there is none or it cannot be read: the
+/// caller then refuses as it would have anyway.
+///
+/// Used where a refusal must write nothing (a claim whose lease has
+/// expired): the recorded end of that very run is still answered.
+pub fn recorded_terminal(journal_dir: &Path, run_id: &str) -> Option<TerminalRecord> {
+    if !is_valid_run_id(run_id) {
+        return None;
+    }
+    match existing_in(&journal_dir.join(run_id)) {
+        Existing::Terminal(record) => Some(*record),
+        _ => None,
+    }
+}
+
+/// What the journal directory of one run holds (see [`RunLock::existing`]).
+fn existing_in(dir: &Path) -> Existing {
+    let terminal = dir.join(TERMINAL_FILE);
+    if terminal.exists() {
+        return match read_record::<TerminalRecord>(&terminal, TERMINAL_SCHEMA, |r| &r.schema) {
+            Ok(record) => Existing::Terminal(Box::new(record)),
+            Err(e) => Existing::Unreadable(format!("{e:#}")),
+        };
+    }
+    let started = dir.join(STARTED_FILE);
+    if started.exists() {
+        return match read_record::<StartedRecord>(&started, STARTED_SCHEMA, |r| &r.schema) {
+            Ok(record) => Existing::Started(Box::new(record)),
+            Err(e) => Existing::Unreadable(format!("{e:#}")),
+        };
+    }
+    Existing::Nothing
 }
 
 /// A run whose started record is on disk; the only way to a terminal record.

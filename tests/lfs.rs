@@ -467,10 +467,10 @@ fn rejects_arming_when_git_lfs_extensions_decide_the_pointer() {
 /// runs git, and with it the repository's own git-lfs) preserves and resets,
 /// and the final check that the reset left the checkout clean judges the
 /// re-smudged LFS files by their pointers, as git does. What is preserved
-/// outside the checkout for an LFS file is its pointer: the content stays in
-/// the checkout's `.git/lfs/objects`.
+/// outside the checkout for an LFS file is its raw content, as the agent
+/// left it (no clean filter runs).
 #[test]
-fn restore_resets_an_lfs_checkout_and_preserves_lfs_files_as_pointers() {
+fn restore_resets_an_lfs_checkout_and_preserves_the_agents_raw_bytes() {
     use std::os::unix::fs::PermissionsExt;
     let sb = lfs_checkout();
     // Arm sees trustworthy stat data, so what is tested is the reset's own
@@ -523,9 +523,10 @@ fn restore_resets_an_lfs_checkout_and_preserves_lfs_files_as_pointers() {
         "first binary\n",
         "the reset did not smudge the LFS file"
     );
-    let patch = std::fs::read_to_string(c["preserved"]["patch"]["file"].as_str().unwrap()).unwrap();
-    assert!(
-        patch.contains("+oid sha256:") && !patch.contains("third binary"),
-        "{patch}"
+    // The agent's bytes themselves, not the pointer `git add` would store.
+    let dir = std::path::Path::new(c["preserved"]["dir"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(dir.join("worktree/docs/data.bin")).unwrap(),
+        "third binary\n"
     );
 }

@@ -547,28 +547,26 @@ printf '\\000\\001\\002binary' > docs/blob.bin
     );
     assert_disarmed(&sb);
 
-    // The preserved files live outside the checkout and restore the work.
-    let bundle = c["preserved"]["bundle"]["file"].as_str().unwrap();
-    let patch = c["preserved"]["patch"]["file"].as_str().unwrap();
-    for f in [bundle, patch] {
-        assert!(Path::new(f).starts_with(&sb.state), "{f}");
-    }
+    // The preserved files live outside the checkout and rebuild the work in
+    // a fresh clone of the baseline.
+    let dir = Path::new(c["preserved"]["dir"].as_str().unwrap());
+    assert!(dir.starts_with(&sb.state), "{dir:?}");
+    let fresh = sb.root.join("fresh");
+    sb.run_git(&sb.root, &["clone", "-q", "origin.git", "fresh"]);
+    common::rebuild_preserved(&sb, dir, &fresh);
     let tip = std::fs::read_to_string(out_dir.join("tip")).unwrap();
-    sb.git(&["fetch", "-q", bundle, "refs/heads/main"]);
-    assert_eq!(sb.git(&["rev-parse", "FETCH_HEAD"]), tip.trim());
-    sb.git(&["checkout", "-q", "FETCH_HEAD"]);
-    sb.git(&["apply", "--binary", patch]);
+    assert_eq!(sb.run_git(&fresh, &["rev-parse", "HEAD"]), tip);
     let index = sb.root.join("check-index");
     let mut add = sb.command("git");
-    add.current_dir(&sb.repo).env("GIT_INDEX_FILE", &index);
+    add.current_dir(&fresh).env("GIT_INDEX_FILE", &index);
     assert!(add.args(["add", "-A"]).status().unwrap().success());
     let mut write = sb.command("git");
-    write.current_dir(&sb.repo).env("GIT_INDEX_FILE", &index);
+    write.current_dir(&fresh).env("GIT_INDEX_FILE", &index);
     let tree = write.arg("write-tree").output().unwrap();
     assert_eq!(
         String::from_utf8(tree.stdout).unwrap(),
         std::fs::read_to_string(out_dir.join("tree")).unwrap(),
-        "bundle + patch do not restore the agent's work"
+        "the preserved files do not rebuild the agent's work"
     );
 }
 
@@ -1058,6 +1056,282 @@ fn a_full_disk_during_the_metrics_append_leaves_no_partial_line() {
         after.len() as i64 - expected.len() as i64
     );
     assert_eq!(after, expected);
+    // The printed result is the recorded acceptance, with the missing line
+    // reported beside it.
     let (_, r) = parse(&out);
-    assert_ne!(r["status"], "succeeded", "{r:#}");
+    assert_eq!(r["status"], "succeeded", "{r:#}");
+    assert_eq!(
+        r["evidence"]["metrics_pending"]["rule"], "metrics_write_failed",
+        "{r:#}"
+    );
+}
+
+/// A lease expiring in `secs` seconds, as a row's `expires_at`.
+fn expires_in(secs: i64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    jiff::Timestamp::from_second(now + secs)
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn records_a_run_whose_lease_expired_meanwhile_as_it_ended_and_replays_it() {
+    let sb = Sandbox::new();
+    let c = claim(
+        &sb,
+        row(
+            Some(grant_json(&["docs/"], 1, 1)),
+            Some("default"),
+            &expires_in(2),
+        ),
+    );
+    let a = agent(&sb, &format!("sleep 3\n{DOCS_COMMIT}"));
+    let metrics = metrics_file(&sb);
+    let invoke = || {
+        parse(
+            &run_cmd(
+                &sb,
+                &["--claim", c.to_str().unwrap()],
+                &["--metrics", metrics.to_str().unwrap()],
+                &[a.to_str().unwrap()],
+            )
+            .output()
+            .unwrap(),
+        )
+    };
+    let (code, r) = invoke();
+    assert_eq!(
+        (code, r["status"].as_str()),
+        (0, Some("succeeded")),
+        "{r:#}"
+    );
+    assert_eq!(r["evidence"]["lease"]["id"], "lease-1");
+    assert_eq!(r["evidence"]["lease"]["expired_during_run"], true, "{r:#}");
+    assert!(
+        r["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("lease lease-1 expired")),
+        "{r:#}"
+    );
+    assert_eq!(metrics_lines(&sb).len(), 1);
+
+    // The same row again, its lease long expired: the recorded result, not
+    // a lease conflict, and nothing runs.
+    let (code, replayed) = invoke();
+    assert_eq!(code, 0, "{replayed:#}");
+    assert_eq!(replayed["evidence"]["reconciliation"], "exact");
+    assert_eq!(replayed["status"], "succeeded");
+    assert_eq!(replayed["evidence"]["lease"], r["evidence"]["lease"]);
+    assert_eq!(runs(&sb), 1);
+    assert_eq!(metrics_lines(&sb).len(), 1);
+}
+
+#[test]
+fn an_expired_lease_of_a_row_recorded_by_another_worker_is_still_a_lease_conflict() {
+    // Only the exact recorded run is answered; anything else with an
+    // expired lease is refused before anything is written.
+    let sb = Sandbox::new();
+    let mut r = row(
+        Some(grant_json(&["docs/"], 1, 1)),
+        Some("default"),
+        "2999-01-01T00:00:00Z",
+    );
+    let a = agent(&sb, DOCS_COMMIT);
+    let c = claim(&sb, r.clone());
+    let out = run_cmd(
+        &sb,
+        &["--claim", c.to_str().unwrap()],
+        &["--metrics", metrics_file(&sb).to_str().unwrap()],
+        &[a.to_str().unwrap()],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(parse(&out).0, 0);
+    r["worker"] = json!("w8");
+    r["lease"]["expires_at"] = json!("2020-01-01T00:00:00Z");
+    let c = claim(&sb, r);
+    let out = run_cmd(
+        &sb,
+        &["--claim", c.to_str().unwrap()],
+        &["--metrics", metrics_file(&sb).to_str().unwrap()],
+        &[a.to_str().unwrap()],
+    )
+    .output()
+    .unwrap();
+    let (code, r) = parse(&out);
+    assert_eq!((code, class(&r)), (75, "conflict"), "{r:#}");
+    assert_eq!(common::rules(&r), ["lease_expired"]);
+    assert_eq!(runs(&sb), 1);
+}
+
+#[test]
+fn prints_the_recorded_success_when_the_metrics_append_fails_and_a_replay_appends_it() {
+    let sb = Sandbox::new();
+    let t = task(&sb, Some(grant_json(&["docs/"], 1, 1)));
+    let metrics = metrics_file(&sb);
+    // The agent turns the metrics file into a directory (it lives outside
+    // the checkout), so the append after acceptance fails.
+    let a = agent(
+        &sb,
+        &format!("mkdir -p '{}'\n{DOCS_COMMIT}", metrics.display()),
+    );
+    let args = ["--run-id", "m1"];
+    let (code, r) = run_task(&sb, &t, &args, &a);
+    let journal = journal_dir(&sb).join("m1/terminal.json");
+    let recorded: Value = serde_json::from_slice(&std::fs::read(&journal).unwrap()).unwrap();
+    assert_eq!(r["status"], recorded["result"]["status"], "{r:#}");
+    assert_eq!(r["retryable"], recorded["result"]["retryable"]);
+    assert_eq!(
+        (code, r["status"].as_str()),
+        (0, Some("succeeded")),
+        "{r:#}"
+    );
+    assert_eq!(r["retryable"], false);
+    assert_eq!(
+        r["evidence"]["metrics_pending"]["rule"], "metrics_write_failed",
+        "{r:#}"
+    );
+    assert!(
+        r["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("same --run-id")),
+        "{r:#}"
+    );
+
+    // Following the advice: fix the file, repeat with the same run id.
+    std::fs::remove_dir(&metrics).unwrap();
+    let (code, replayed) = run_task(&sb, &t, &args, &a);
+    assert_eq!((code, replayed["status"].as_str()), (0, Some("succeeded")));
+    assert_eq!(replayed["evidence"]["reconciliation"], "exact");
+    assert!(replayed["evidence"].get("metrics_pending").is_none());
+    assert_eq!(metrics_lines(&sb).len(), 1);
+    assert_eq!(metrics_lines(&sb)[0]["run_id"], "m1");
+    assert_eq!(runs(&sb), 1);
+}
+
+#[test]
+fn restore_leaves_files_the_armed_global_excludes_ignore_as_verify_does() {
+    // The user's global excludes file (recorded at arm, as verify reads it)
+    // ignores `*.swp`: such a file is neither the agent's work nor dirt, so
+    // the restore keeps it in place; an unignored one is preserved and
+    // removed.
+    let sb = Sandbox::new();
+    let excludes = sb.home.join("global-ignore");
+    std::fs::write(&excludes, "*.swp\n").unwrap();
+    std::fs::write(
+        sb.home.join(".gitconfig"),
+        format!("[core]\n\texcludesFile = {}\n", excludes.display()),
+    )
+    .unwrap();
+    let t = task(&sb, Some(grant_json(&["docs/"], 1, 1)));
+    let a = agent(
+        &sb,
+        "echo editor > .notes.swp\necho work > work.txt\necho x > src/lib.rs\n\
+         git -c core.hooksPath=/dev/null commit -q -am src",
+    );
+    let (code, r) = run_task(&sb, &t, &["--on-reject", "restore", "--run-id", "g1"], &a);
+    assert_eq!((code, class(&r)), (1, "verification"), "{r:#}");
+    assert_eq!(r["evidence"]["compensation"]["done"], true, "{r:#}");
+    assert_eq!(
+        std::fs::read_to_string(sb.repo.join(".notes.swp")).unwrap(),
+        "editor\n"
+    );
+    assert!(!sb.repo.join("work.txt").exists());
+    let dir = Path::new(
+        r["evidence"]["compensation"]["preserved"]["dir"]
+            .as_str()
+            .unwrap(),
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("worktree/work.txt")).unwrap(),
+        "work\n"
+    );
+    assert!(!dir.join("worktree/.notes.swp").exists());
+}
+
+#[test]
+fn a_full_disk_while_preserving_resets_nothing_and_still_records_the_run() {
+    // The state directory is an 512 KiB tmpfs (in a mount namespace of its
+    // own); the agent leaves a 1 MiB untracked file, so its copy cannot be
+    // made. Nothing may be reset, the partial copy is dropped, and the run
+    // is recorded (its journal lives elsewhere).
+    let sb = Sandbox::new();
+    let baseline = sb.git(&["rev-parse", "HEAD"]);
+    let t = task(&sb, Some(grant_json(&["docs/"], 1, 1)));
+    let a = agent(
+        &sb,
+        "echo x > src/lib.rs && git -c core.hooksPath=/dev/null commit -q -am src\n\
+         head -c 1048576 /dev/zero > big.bin",
+    );
+    std::fs::create_dir(&sb.state).unwrap();
+    let listing = sb.root.join("preserved-listing");
+    let journal = sb.root.join("journal");
+    let script = format!(
+        "mount -t tmpfs -o size=512k tmpfs '{s}' || exit 99\n\
+         \"$@\"; rc=$?; ls -A '{s}/preserved' > '{l}' 2>&1; exit $rc",
+        s = sb.state.display(),
+        l = listing.display()
+    );
+    let inner = run_cmd(
+        &sb,
+        &["--task", t.to_str().unwrap()],
+        &[
+            "--metrics",
+            metrics_file(&sb).to_str().unwrap(),
+            "--journal",
+            journal.to_str().unwrap(),
+            "--on-reject",
+            "restore",
+            "--run-id",
+            "full1",
+        ],
+        &[a.to_str().unwrap()],
+    );
+    let mut cmd = sb.command("unshare");
+    cmd.current_dir(&sb.root)
+        .args([
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            &script,
+            "sh",
+        ])
+        .arg(inner.get_program())
+        .args(inner.get_args());
+    let out = cmd.output().unwrap();
+    assert_ne!(
+        out.status.code(),
+        Some(99),
+        "this test needs mount namespaces (root): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (code, r) = parse(&out);
+    assert_eq!((code, class(&r)), (1, "compensation"), "{r:#}");
+    assert!(
+        common::rules(&r).contains(&"preserve_failed".to_owned()),
+        "{r:#}"
+    );
+    assert_eq!(r["evidence"]["compensation"]["reset"], false, "{r:#}");
+    // Nothing was reset: the agent's commit and file are where it left them.
+    assert_ne!(sb.git(&["rev-parse", "HEAD"]), baseline);
+    assert_eq!(
+        std::fs::metadata(sb.repo.join("big.bin")).unwrap().len(),
+        1 << 20
+    );
+    // The partial copy was dropped, and the run is recorded.
+    assert_eq!(
+        std::fs::read_to_string(&listing).unwrap(),
+        "",
+        "partial copy left"
+    );
+    assert!(journal.join("full1/terminal.json").exists());
 }

@@ -385,8 +385,8 @@ fn restore_preserves_rejected_work_on_an_unborn_sha256_branch() {
         &sb.root,
         &["init", "-q", "-b", "main", "--object-format=sha256", "repo"],
     );
-    // No commit: the work is preserved as a patch against the empty tree,
-    // whose id is the SHA-256 one here.
+    // No commit: the work is preserved against the empty tree, in the
+    // repository's SHA-256 object format.
     let (code, r) = run(
         &sb,
         "mkdir docs && echo draft > docs/draft.md",
@@ -400,14 +400,22 @@ fn restore_preserves_rejected_work_on_an_unborn_sha256_branch() {
     );
     let c = &r["evidence"]["compensation"];
     assert_eq!(c["done"], true, "{r:#}");
-    let patch = c["preserved"]["patch"]["file"].as_str().unwrap();
+    let dir = std::path::Path::new(c["preserved"]["dir"].as_str().unwrap());
     assert!(
         !sb.repo.join("docs/draft.md").exists(),
         "restore cleaned up"
     );
-    sb.git(&["apply", patch]);
+    // The untracked directory is kept raw, and the bundle holds the (empty)
+    // index commit in SHA-256.
     assert_eq!(
-        std::fs::read_to_string(sb.repo.join("docs/draft.md")).unwrap(),
+        std::fs::read_to_string(dir.join("worktree/docs/draft.md")).unwrap(),
         "draft\n"
     );
+    assert_eq!(c["preserved"]["index_commit"].as_str().unwrap().len(), 64);
+    sb.git(&[
+        "bundle",
+        "verify",
+        "-q",
+        dir.join("commits.bundle").to_str().unwrap(),
+    ]);
 }

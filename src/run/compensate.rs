@@ -32,11 +32,15 @@ pub(super) fn compensate(
     // because no violation says otherwise.
     let metadata_changed = result.evidence.get("metadata_intact") != Some(&Value::Bool(true));
     let preserve_dir = places.state.join("preserved").join(run_id);
+    let clean_settings = crate::baseline::Baseline::read_live_or_retired(&places.state)
+        .ok()
+        .and_then(|(baseline, _, _)| baseline.clean_settings);
     let target = preserve::Target {
         work_dir: &places.work_dir,
         branch,
         baseline: places.baseline_commit.as_deref(),
         preserve_dir: &preserve_dir,
+        clean_settings: clean_settings.as_ref(),
     };
     let outcome = if metadata_changed || !metadata_still_intact(&places.state) {
         Err(preserve::RestoreError::NotPreserved(anyhow::anyhow!(

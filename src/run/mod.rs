@@ -14,7 +14,10 @@
 //! 3. **Reconcile** with the journal ([`crate::journal`]): an expired lease
 //!    or a run lock held by a live process is a `lease_conflict`; a recorded
 //!    terminal result of the same run is replayed (`exact`) without running
-//!    anything; other records are owner, evidence or state conflicts.
+//!    anything; other records are owner, evidence or state conflicts. A
+//!    lease is checked here only: one that expires during the run leaves the
+//!    result as it is (noted in `evidence.lease`), and a replay of a
+//!    recorded run answers its result even once the lease has expired.
 //! 4. **Metrics**: a granted task needs a metrics file outside the checkout
 //!    (default `<state>/metrics.jsonl`); `--no-metrics` is refused. Checked
 //!    before step 3, whose run lock is a file: a refusal writes nothing.
@@ -302,9 +305,18 @@ pub fn run(request: &Request) -> ToolResult {
     }
 
     // Step 3: reconciliation. The lock is held until this function returns.
+    // A lease is checked when the run starts: an expired one refuses a new
+    // run, but the recorded end of this very run (read without writing
+    // anything) is still its answer, as for any replay.
     if let Some(lease) = &admitted.lease
         && lease.expired_at(jiff::Timestamp::now())
     {
+        if let Some(terminal) = journal::recorded_terminal(&places.journal, &identity.run_id)
+            && let Reconciliation::Exact(terminal) =
+                journal::reconcile(journal::Existing::Terminal(Box::new(terminal)), &identity)
+        {
+            return replay(*terminal, &places);
+        }
         return conflict_result(
             &Reconciliation::LeaseConflict {
                 reason: format!("lease {} expired at {}", lease.id, lease.expires_at),
@@ -370,6 +382,9 @@ pub fn run(request: &Request) -> ToolResult {
     crash_point("started");
     let mut result = execute(request, &admitted, grant.as_ref(), &places);
     result.warnings.splice(0..0, admitted.warnings.clone());
+    if let Some(lease) = &admitted.lease {
+        result = lease_evidence(result, lease);
+    }
     result = result
         .with_evidence(
             "run",
@@ -390,6 +405,32 @@ pub fn run(request: &Request) -> ToolResult {
         result = result.with_evidence("metrics_file", file.display().to_string());
     }
     finish(started, result, measured, places.metrics.as_deref())
+}
+
+/// A lease that expired while the run ran does not change its result: the
+/// lease is the right to *start* the run (checked in step 3), and once the
+/// command has run its effects are what they are. The result is recorded as
+/// it is, with the lease in the evidence and a warning when it expired
+/// meanwhile, so the queue that re-leased the row can tell; a replay of the
+/// row answers this recorded result.
+fn lease_evidence(mut result: ToolResult, lease: &claim::Lease) -> ToolResult {
+    let expired = lease.expired_at(jiff::Timestamp::now());
+    if expired {
+        result.warnings.push(format!(
+            "the claim's lease {} expired at {} while the run ran; the result is recorded as \
+             it is (the lease is checked when a run starts), and the queue may have handed the \
+             row to another worker meanwhile",
+            lease.id, lease.expires_at
+        ));
+    }
+    result.with_evidence(
+        "lease",
+        json!({
+            "id": lease.id,
+            "expires_at": lease.expires_at.to_string(),
+            "expired_during_run": expired,
+        }),
+    )
 }
 
 /// `--isolate`, checked before anything is written or run: the namespaces

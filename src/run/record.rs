@@ -3,11 +3,13 @@
 //!
 //! Its own module because the order is the guarantee: a printed result is
 //! a recorded one, and a metrics line exists only for a journaled
-//! acceptance (appended at most once, also on a replay).
+//! acceptance (appended at most once, also on a replay). A metrics line
+//! that cannot be appended does not change the printed result: it is the
+//! recorded one, with a warning and `evidence.metrics_pending`.
 
 use std::path::Path;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::{TOOL, crash_point, rule};
 use crate::grant::Grant;
@@ -62,21 +64,26 @@ pub(super) fn append_metrics(
         }
     });
     if let Err(e) = outcome {
-        // The journal holds the accepted result; a replay with the same run
-        // id appends the missing line. Until then the run is not reported as
-        // a success: its metrics are part of the contract.
-        let mut failed = ToolResult::failed(TOOL, FailureClass::Dependency);
-        failed.violations.push(Violation::new(
-            rule::METRICS_WRITE_FAILED,
-            format!(
-                "the run was accepted and journaled, but its metrics line could not be \
-                 appended ({e:#}); fix the metrics file and run again with the same --run-id \
-                 to append it"
-            ),
+        // The printed result is the recorded one (`succeeded`, not
+        // retryable: the work is accepted and must not be run again). The
+        // missing line is reported beside it, with the one thing to do: a
+        // replay with the same run id runs nothing and appends the line.
+        result.warnings.push(format!(
+            "{}: the run was accepted and recorded, but its metrics line could not be \
+             appended ({e:#}); do not run the task again: fix the metrics file, then repeat \
+             this invocation with the same --run-id, which runs nothing, answers this recorded \
+             result and appends the line",
+            rule::METRICS_WRITE_FAILED
         ));
-        failed.evidence = std::mem::take(&mut result.evidence);
-        failed.warnings = result.warnings;
-        return failed;
+        result.evidence.insert(
+            "metrics_pending".into(),
+            json!({
+                "rule": rule::METRICS_WRITE_FAILED,
+                "file": file.display().to_string(),
+                "error": format!("{e:#}"),
+                "recover": "repeat the invocation with the same --run-id",
+            }),
+        );
     }
     result
 }

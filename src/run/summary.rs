@@ -82,6 +82,14 @@ pub fn summary(result: &ToolResult) -> String {
     if let Some(m) = e.get("metrics_file").and_then(Value::as_str) {
         out.push_str(&format!("  metrics: {m}\n"));
     }
+    if let Some(m) = e.get("metrics_pending") {
+        out.push_str(&format!(
+            "  metrics line NOT appended to {} ({}): {}\n",
+            text(m.get("file")),
+            text(m.get("error")),
+            text(m.get("recover"))
+        ));
+    }
     if let Some(left) = e
         .get("left_in")
         .and_then(|l| l.get("recover"))

@@ -302,3 +302,102 @@ pub fn assert_rejected(code: i32, result: &Value, expected: &[&str]) {
     assert_eq!(result["status"], "failed_permanent", "{result:#}");
     assert_eq!(rules(result), expected, "{result:#}");
 }
+
+/// Rebuilds the agent's end state from a `preserved/<run id>/` directory
+/// alone, in `checkout` (a fresh clone of the baseline, submodules checked
+/// out), step by step as the README's "Rebuilding preserved work" says.
+pub fn rebuild_preserved(sb: &Sandbox, preserved: &Path, checkout: &Path) {
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(preserved.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["schema"], "grantguard.preserved/1");
+    let text = |v: &Value| v.as_str().map(str::to_owned);
+    // 1. The commits.
+    let bundle = preserved.join(manifest["bundle"].as_str().unwrap());
+    sb.run_git(
+        checkout,
+        &[
+            "fetch",
+            "-q",
+            "--no-tags",
+            "--no-recurse-submodules",
+            bundle.to_str().unwrap(),
+            "refs/grantguard/*:refs/grantguard/*",
+        ],
+    );
+    // 2. The branch.
+    if let Some(branch) = text(&manifest["branch"]) {
+        match text(&manifest["branch_tip"]) {
+            Some(tip) => {
+                sb.run_git(checkout, &["update-ref", &branch, &tip]);
+            }
+            None => {
+                let _ = sb
+                    .command("git")
+                    .current_dir(checkout)
+                    .args(["update-ref", "-d", &branch])
+                    .output();
+            }
+        }
+    }
+    // 3. HEAD.
+    let head = &manifest["head"];
+    match (text(&head["ref"]), text(&head["commit"])) {
+        (Some(r), commit) => {
+            if Some(&r) != text(&manifest["branch"]).as_ref()
+                && let Some(c) = commit
+            {
+                sb.run_git(checkout, &["update-ref", &r, &c]);
+            }
+            sb.run_git(checkout, &["symbolic-ref", "HEAD", &r]);
+        }
+        (None, Some(c)) => {
+            sb.run_git(checkout, &["update-ref", "--no-deref", "HEAD", &c]);
+        }
+        (None, None) => panic!("a detached HEAD without a commit"),
+    }
+    // 4. The index.
+    sb.run_git(
+        checkout,
+        &["read-tree", manifest["index_commit"].as_str().unwrap()],
+    );
+    // 5. The worktree: remove, then copy the raw entries in.
+    let remove = std::fs::read(preserved.join(manifest["remove"].as_str().unwrap())).unwrap();
+    for rel in remove.split(|&b| b == 0).filter(|r| !r.is_empty()) {
+        use std::os::unix::ffi::OsStrExt;
+        let p = checkout.join(std::ffi::OsStr::from_bytes(rel));
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&p).unwrap(),
+            Ok(_) => std::fs::remove_file(&p).unwrap(),
+            Err(_) => {}
+        }
+    }
+    let copies = preserved.join(manifest["worktree"].as_str().unwrap());
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", copies.display()))
+        .arg(checkout)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // 6. Each submodule, the same way in its checkout.
+    for sub in manifest["submodules"].as_array().unwrap() {
+        rebuild_preserved(
+            sb,
+            &preserved.join(sub["dir"].as_str().unwrap()),
+            &checkout.join(sub["path"].as_str().unwrap()),
+        );
+    }
+    // 7. Stat data only; then drop the helper refs.
+    let _ = sb
+        .command("git")
+        .current_dir(checkout)
+        .args(["update-index", "-q", "--refresh"])
+        .output();
+    for r in ["branch", "head", "index"] {
+        let _ = sb
+            .command("git")
+            .current_dir(checkout)
+            .args(["update-ref", "-d", &format!("refs/grantguard/{r}")])
+            .output();
+    }
+}

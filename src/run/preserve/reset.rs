@@ -1,0 +1,114 @@
+//! The reset, once everything it changes is preserved: refs back, exactly
+//! the preserved entries removed, `reset --hard`, then each submodule; and
+//! the final check, made with the checking code (no git), that the checkout
+//! is at the baseline.
+//!
+//! Its own module because it is the only part of the restore that changes
+//! the checkout; it runs only with a [`Plan`] that preservation produced.
+
+use anyhow::{Result, bail};
+
+use super::git::{git, os, rev, run_git};
+use super::{Plan, Target, files};
+
+/// Moves the refs back, removes exactly the preserved entries, resets the
+/// index and worktree, then each submodule.
+pub(super) fn reset(plan: &Plan) -> Result<()> {
+    let repo = &plan.repo;
+    let work_dir = &repo.work_dir;
+    let arg = |s: &'static str| -> &std::ffi::OsStr { s.as_ref() };
+    match (&repo.branch, &repo.baseline) {
+        (Some(branch), Some(base)) => {
+            run_git(
+                &mut git(work_dir),
+                &[
+                    arg("update-ref"),
+                    arg("-m"),
+                    arg("grantguard: restore baseline"),
+                    os(branch),
+                    base.as_ref(),
+                ],
+            )?;
+            run_git(
+                &mut git(work_dir),
+                &[arg("symbolic-ref"), arg("HEAD"), os(branch)],
+            )?;
+        }
+        (Some(branch), None) => {
+            if rev(work_dir, os(branch))?.is_some() {
+                run_git(
+                    &mut git(work_dir),
+                    &[arg("update-ref"), arg("-d"), os(branch)],
+                )?;
+            }
+            run_git(
+                &mut git(work_dir),
+                &[arg("symbolic-ref"), arg("HEAD"), os(branch)],
+            )?;
+        }
+        (None, Some(base)) => {
+            run_git(
+                &mut git(work_dir),
+                &[
+                    "update-ref",
+                    "--no-deref",
+                    "-m",
+                    "grantguard: restore",
+                    "HEAD",
+                    base,
+                ],
+            )?;
+        }
+        (None, None) => bail!("a submodule without a baseline commit"),
+    }
+    for rel in &plan.remove {
+        files::remove_entry(work_dir, rel)?;
+    }
+    match &repo.baseline {
+        Some(base) => {
+            run_git(&mut git(work_dir), &["reset", "-q", "--hard", base])?;
+        }
+        None => {
+            run_git(&mut git(work_dir), &["read-tree", "--empty"])?;
+        }
+    }
+    for sub in &plan.submodules {
+        reset(sub)?;
+    }
+    Ok(())
+}
+
+/// The checking code's own view: HEAD on the branch at the baseline, and
+/// no staged, unstaged or untracked change (submodules included).
+pub(super) fn check_at_baseline(target: &Target<'_>) -> Result<()> {
+    let mut repo = crate::repo::open(target.work_dir)?;
+    let _applied = match target.clean_settings {
+        Some(settings) => Some(crate::repo::clean_settings::apply(
+            &mut repo,
+            settings,
+            target.preserve_dir,
+        )?),
+        None => None,
+    };
+    let head = crate::repo::head(&repo)?;
+    let at_baseline = match &head {
+        crate::repo::Head::Branch { name, commit } => {
+            name == target.branch && commit.map(|c| c.to_string()).as_deref() == target.baseline
+        }
+        crate::repo::Head::Detached(_) => false,
+    };
+    if !at_baseline {
+        bail!(
+            "after the reset HEAD is {head:?}, not {} at the baseline",
+            crate::repo::refname::shown(target.branch)
+        );
+    }
+    let dirt = crate::repo::worktree_dirt(&repo)?;
+    if !dirt.is_empty() {
+        bail!(
+            "after the reset {} path(s) still differ from the baseline",
+            dirt.len()
+        );
+    }
+    Ok(())
+}
