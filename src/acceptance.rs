@@ -520,7 +520,34 @@ fn symlink_escape(link: &[u8], target: &[u8], matcher: &PathMatcher) -> Option<E
 
 /// Runs final acceptance for the state directory `state`. `repo_dir`, when
 /// given, must be the armed repository.
+///
+/// While armed beside other worktrees, every verdict, early rejections
+/// included, is recorded for `disarm` ([`crate::peers::Verdict`]): a stale
+/// acceptance must not outlive a later rejection.
 pub fn verify(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
+    let mut result = judge(state, repo_dir);
+    if crate::baseline::path_in(state).exists() {
+        let verdict = crate::peers::Verdict {
+            accepted: result.is_success(),
+            branch_value: result
+                .evidence
+                .get("commits")
+                .and_then(|c| c.get("tip"))
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned),
+        };
+        if let Err(e) = crate::peers::Verdict::record(state, &verdict) {
+            result.warnings.push(format!(
+                "cannot record the verdict for disarm ({e:#}); disarm will release the branch \
+                 at the value it finds"
+            ));
+        }
+    }
+    result
+}
+
+/// [`verify`] without recording the verdict.
+fn judge(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
     let (baseline, grant, armed) = match Baseline::read_live_or_retired(state) {
         Ok(b) => b,
         Err(e) => {
@@ -663,18 +690,6 @@ pub fn verify(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
     }
     result.violations = findings.listed;
     result.warnings = findings.warnings.into_iter().collect();
-    if armed {
-        let verdict = crate::peers::Verdict {
-            accepted: result.is_success(),
-            branch_value: observed.tip.map(|t| t.to_string()),
-        };
-        if let Err(e) = crate::peers::Verdict::record(state, &verdict) {
-            result.warnings.push(format!(
-                "cannot record the verdict for disarm ({e:#}); disarm will release the branch \
-                 at the value it finds"
-            ));
-        }
-    }
     result
 }
 

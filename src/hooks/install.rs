@@ -197,7 +197,10 @@ fn write_config(path: &Path, bytes: &[u8]) -> Result<()> {
 /// that the stubs chain, and the stubs in `hub` themselves.
 pub fn hook_paths(location: &Location, hub: &Path) -> Result<crate::repo::HookPaths> {
     let dir = effective_hooks_dir(location)?;
-    let chained = effective_hooks(&dir)?.into_iter().map(|(_, p)| p).collect();
+    let chained = chained_hooks(location, &dir)?
+        .into_iter()
+        .map(|(_, p)| location.work_dir.join(p))
+        .collect();
     Ok(crate::repo::HookPaths {
         dir_at_arm: Some(dir),
         chained,
@@ -220,6 +223,64 @@ pub fn joined_hook_paths(
         chained: record.chained.iter().map(|(_, p)| here(p)).collect(),
         stubs: Some(hub.join(STUBS_DIR)),
     }
+}
+
+/// The hook names git runs (`githooks(5)`), for a relative hooks
+/// directory: each worktree has its own, so every name is chained, not only
+/// those the first armed worktree happens to have (a missing one is skipped,
+/// as git skips it).
+const GIT_HOOKS: &[&str] = &[
+    "applypatch-msg",
+    "pre-applypatch",
+    "post-applypatch",
+    "pre-commit",
+    "pre-merge-commit",
+    "prepare-commit-msg",
+    "commit-msg",
+    "post-commit",
+    "pre-rebase",
+    "post-checkout",
+    "post-merge",
+    "pre-push",
+    "pre-receive",
+    "update",
+    "proc-receive",
+    "post-receive",
+    "post-update",
+    "reference-transaction",
+    "push-to-checkout",
+    "pre-auto-gc",
+    "post-rewrite",
+    "sendemail-validate",
+    "post-index-change",
+];
+
+/// The hooks the stubs chain, by name: those in the hooks directory that was
+/// effective before arming (absolute paths), or, when `core.hooksPath` is
+/// relative (husky's `.husky/_`), every hook git knows, relative to the
+/// worktree a hook runs in.
+fn chained_hooks(location: &Location, dir: &Path) -> Result<Vec<(String, PathBuf)>> {
+    let relative = dir
+        .strip_prefix(&location.work_dir)
+        .ok()
+        .filter(|_| configured_relative(location));
+    Ok(match relative {
+        Some(rel) => {
+            let mut names: Vec<String> = GIT_HOOKS.iter().map(|n| (*n).to_owned()).collect();
+            // A name git does not list but this worktree has still runs.
+            for (name, _) in effective_hooks(dir)? {
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+            names.sort();
+            names
+                .into_iter()
+                .map(|n| (n.clone(), rel.join(n)))
+                .collect()
+        }
+        None => effective_hooks(dir)?,
+    })
 }
 
 /// Whether the `core.hooksPath` git uses here is a relative path.
@@ -250,13 +311,7 @@ pub fn install(location: &Location, hub: &Path, binary: &Path) -> Result<Install
         .ok()
         .filter(|_| configured_relative(location))
         .map(Path::to_path_buf);
-    let chained: Vec<(String, PathBuf)> = effective_hooks(&old_dir)?
-        .into_iter()
-        .map(|(name, path)| match &relative {
-            Some(rel) => (name.clone(), rel.join(&name)),
-            None => (name, path),
-        })
-        .collect();
+    let chained = chained_hooks(location, &old_dir)?;
     let (before, mut config) = load_config(&config_path)?;
 
     // 1. The stubs, in a fresh directory.

@@ -38,6 +38,11 @@ pub(super) fn execute(
         }
         crash_point("armed");
     }
+    // What verify and disarm will read after the command: the state
+    // directory and the hub, by identity. A command that renames a parent
+    // directory and plants a copy at the same path (a mount cannot stop
+    // that) is caught below.
+    let identities_before = grant.is_some().then(|| state_identities(&places.state));
     let mut isolation = None;
     let (outcome, spawn_error) = if let Some(signal) = process::interrupted() {
         let outcome = process::Outcome {
@@ -74,6 +79,24 @@ pub(super) fn execute(
 
     let mut result = ToolResult::succeeded(TOOL);
     let mut verify_ms = 0u64;
+    if let Some(before) = &identities_before
+        && state_identities(&places.state) != *before
+    {
+        // Nothing read from there now can be trusted, and git must not run
+        // on its strength: refuse without verifying, and leave the
+        // repository armed for an operator to look at.
+        let mut r = ToolResult::failed(TOOL, FailureClass::UnsafeState);
+        r.violations.push(Violation::new(
+            crate::acceptance::rule::BASELINE_INVALID,
+            format!(
+                "the state directory {} or the repository's hub was replaced while the command \
+                 ran (a parent directory renamed and a copy put in its place); nothing there \
+                 can be trusted: inspect it, then grantguard disarm --state with the original",
+                places.state.display()
+            ),
+        ));
+        return r.with_evidence("metadata_intact", false);
+    }
     if grant.is_some() {
         let started = Instant::now();
         let verdict = verify_child::verify(&places.state, &places.work_dir, request.verify_timeout);
@@ -81,8 +104,11 @@ pub(super) fn execute(
         crash_point("verified");
         // Released at the tip this verify accepted (parallel worktrees).
         let accepted_tip = verdict.is_success().then(|| {
-            verdict.evidence["commits"]["tip"]
-                .as_str()
+            verdict
+                .evidence
+                .get("commits")
+                .and_then(|c| c.get("tip"))
+                .and_then(Value::as_str)
                 .map(str::to_owned)
         });
         let disarmed = crate::state::disarm_after_verify(&places.state, accepted_tip);
@@ -209,10 +235,50 @@ fn isolation_plan(
     // reroute its own (or another worktree's) hooks.
     if granted && let Ok(Some(link)) = crate::hooks::hub::Link::read(&places.state) {
         paths.extend(peer_branch_files(&link, location.as_ref()));
+        // Not what holds this command's own work: the common dir (its
+        // objects and refs; the main worktree's git dir and worktree hold
+        // it) and its own checkout.
+        let common = location.as_ref().map(|l| l.common_dir.clone());
+        paths.extend(peer_paths(&link).into_iter().filter(|p| {
+            !common.as_ref().is_some_and(|c| c.starts_with(p)) && !places.work_dir.starts_with(p)
+        }));
         paths.push(link.hub);
     }
     let network = isolate::network_allowed(&admitted.contract.required_capabilities);
     isolate::Plan::new(paths, network)
+}
+
+/// The (device, inode) of the state directory and of the hub it links to:
+/// unchanged while the command runs, unless something replaced them.
+fn state_identities(state: &Path) -> Vec<Option<(u64, u64)>> {
+    use std::os::unix::fs::MetadataExt;
+    let id = |p: &Path| {
+        std::fs::symlink_metadata(p)
+            .ok()
+            .map(|m| (m.dev(), m.ino()))
+    };
+    let mut out = vec![id(state)];
+    if let Ok(Some(link)) = crate::hooks::hub::Link::read(state) {
+        out.push(id(&link.hub));
+    }
+    out
+}
+
+/// What of the other armed worktrees the command must not write: their
+/// state directories (baseline, verdict), their worktrees (an agent could
+/// plant a hook a relative `core.hooksPath` runs there) and their admin
+/// directories under `.git/worktrees/` (HEAD, index). Their branches'
+/// loose ref files are added too ([`peer_branch_files`]).
+fn peer_paths(link: &crate::hooks::hub::Link) -> Vec<std::path::PathBuf> {
+    let Ok(armed) = crate::hooks::hub::Hub::at(&link.hub).armed() else {
+        return Vec::new();
+    };
+    armed
+        .into_iter()
+        .filter(|e| crate::hooks::hub::key(&e.git_dir) != link.key)
+        .flat_map(|e| [e.state, e.work_dir, e.git_dir])
+        .filter(|p| p.exists())
+        .collect()
 }
 
 /// The loose ref files of the branches other armed worktrees own: mounted

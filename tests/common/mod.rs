@@ -134,6 +134,16 @@ impl Sandbox {
         self.git(&all)
     }
 
+    /// Runs git in `dir` without asserting success.
+    #[allow(dead_code)]
+    pub fn try_git_in(&self, dir: &Path, args: &[&str]) -> Output {
+        self.command("git")
+            .current_dir(dir)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
     /// Runs git in the repository without asserting.
     pub fn try_git(&self, args: &[&str]) -> Output {
         self.command("git")

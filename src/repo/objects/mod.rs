@@ -134,6 +134,9 @@ fn check_round(
         .filter(|(path, entry)| before.get(*path) != Some(*entry))
         .map(|(path, _)| path.as_slice())
         .collect();
+    let mut unsettled = false;
+    // Files of this scan that were not proven: never carried over as proven.
+    let mut unproven: Vec<Vec<u8>> = Vec::new();
     let mut stems: BTreeSet<&[u8]> = BTreeSet::new();
     let mut graph_file = false;
     let mut midx_changed = false;
@@ -157,10 +160,17 @@ fn check_round(
                     .map_err(|_| anyhow::anyhow!("its name is not an object id"))
                     .and_then(|id| guarded(|| loose::verify(&objects.join(bytes_path(path)), &id)));
                 if let Err(e) = result {
-                    problems.push(format!(
-                        "the loose object .git/objects/{shown} was written since arm and is \
-                         not the object its name says: {e:#}"
-                    ));
+                    if gone(&objects, path) {
+                        // Another writer removed it meanwhile (`git gc`
+                        // packs loose objects): the next round sees why.
+                        unsettled = true;
+                        unproven.push(path.clone());
+                    } else {
+                        problems.push(format!(
+                            "the loose object .git/objects/{shown} was written since arm and is \
+                             not the object its name says: {e:#}"
+                        ));
+                    }
                 }
             }
             Kind::PackFile => {
@@ -183,8 +193,25 @@ fn check_round(
     }
     let mut failed: BTreeSet<&[u8]> = BTreeSet::new();
     for &stem in &stems {
-        if !check_pack(&objects, stem, &now, hash, &mut problems) {
+        let mut found = Vec::new();
+        if !check_pack(&objects, stem, &now, hash, &mut found) {
             failed.insert(stem);
+        }
+        // A pack another writer is still writing (`.tmp-*`, `tmp_pack_*`,
+        // renamed into place when complete) or has removed meanwhile is
+        // looked at again in the next round.
+        let in_flight = stem_is_temporary(stem)
+            || [".idx", ".pack", ".rev", ".bitmap"].iter().any(|s| {
+                now.contains_key(&[stem, s.as_bytes()].concat())
+                    && gone(&objects, &[stem, s.as_bytes()].concat())
+            });
+        if !found.is_empty() && in_flight {
+            unsettled = true;
+            for s in [".idx", ".pack", ".rev", ".bitmap"] {
+                unproven.push([stem, s.as_bytes()].concat());
+            }
+        } else {
+            problems.extend(found);
         }
     }
     // git reads the packs a multi-pack-index lists through it, at the
@@ -233,13 +260,18 @@ fn check_round(
             ));
         }
     }
-    let settled = problems.is_empty() && inventory::scan(&objects, hash.len_in_hex())? == now;
+    let settled =
+        problems.is_empty() && !unsettled && inventory::scan(&objects, hash.len_in_hex())? == now;
     if problems.len() > MAX_PROBLEMS {
         let more = problems.len() - MAX_PROBLEMS;
         problems.truncate(MAX_PROBLEMS);
         problems.push(format!("... and {more} more problems in the object store"));
     }
-    Ok((problems, now, settled))
+    let mut proven = now;
+    for path in &unproven {
+        proven.remove(path);
+    }
+    Ok((problems, proven, settled))
 }
 
 /// Path of the multi-pack-index relative to `objects/`.
@@ -347,6 +379,17 @@ fn hash_without_trailer(path: &Path, kind: gix::hash::Kind) -> Result<gix::Objec
 
 /// `pack/<stem>` of a pack-directory file, for the suffixes whose change
 /// means the pack must be proven again.
+/// Whether the file at `rel` (under `objects/`) is no longer there.
+fn gone(objects: &Path, rel: &[u8]) -> bool {
+    std::fs::symlink_metadata(objects.join(bytes_path(rel))).is_err()
+}
+
+/// Whether a pack's name is one git gives a pack while writing it.
+fn stem_is_temporary(stem: &[u8]) -> bool {
+    let file = stem.rsplit(|&b| b == b'/').next().unwrap_or(stem);
+    file.starts_with(b".tmp-") || file.starts_with(b"tmp_")
+}
+
 fn pack_stem(path: &[u8]) -> Option<&[u8]> {
     [".idx", ".pack", ".rev", ".bitmap"]
         .iter()
