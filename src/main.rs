@@ -197,8 +197,40 @@ fn reserve_library_thread_stacks() {
     }
 }
 
+/// The hook invocation the stubs write, `hook NAME --state DIR [--chain
+/// PATH] -- ARGS...` exactly, read without clap: git starts a hook several
+/// times per commit, and building the whole command-line parser costs more
+/// than some of those calls' decisions. Anything else (other option
+/// spellings, `--help`, a missing `--`) is `None` and goes through clap,
+/// which accepts the same invocations and more.
+fn stub_hook_invocation(args: &[std::ffi::OsString]) -> Option<grantguard::hooks::Invocation> {
+    let [hook, name, state_flag, state, rest @ ..] = args else {
+        return None;
+    };
+    if hook != "hook" || state_flag != "--state" {
+        return None;
+    }
+    let name = name.to_str().filter(|n| !n.starts_with('-'))?.to_owned();
+    let (chain, rest) = match rest {
+        [flag, chain, rest @ ..] if flag == "--chain" => (Some(PathBuf::from(chain)), rest),
+        _ => (None, rest),
+    };
+    let [separator, args @ ..] = rest else {
+        return None;
+    };
+    // clap reads an empty `--state` as a value; only plain values here.
+    if separator != "--" || state.is_empty() || state.to_string_lossy().starts_with('-') {
+        return None;
+    }
+    Some(grantguard::hooks::Invocation {
+        name,
+        state: Some(PathBuf::from(state)),
+        chain,
+        args: args.to_vec(),
+    })
+}
+
 fn main() -> ExitCode {
-    reserve_library_thread_stacks();
     // Installed under a hook's name (a copy or symlink named pre-commit,
     // pre-push or reference-transaction), the binary is that hook.
     let mut argv = std::env::args_os();
@@ -208,6 +240,9 @@ fn main() -> ExitCode {
         .and_then(|n| n.to_str())
         .unwrap_or_default()
         .to_owned();
+    // The hooks start no library thread that recurses (the worktree walk is
+    // verify's), so they skip the stack reservation, a thread start that
+    // costs a hook call more than its decision on a small repository.
     if grantguard::hooks::GUARDED.contains(&stem.as_str()) {
         let invocation = grantguard::hooks::Invocation {
             name: stem,
@@ -217,6 +252,11 @@ fn main() -> ExitCode {
         };
         return exit_code(grantguard::hooks::run(&invocation));
     }
+    let args: Vec<std::ffi::OsString> = argv.collect();
+    if let Some(invocation) = stub_hook_invocation(&args) {
+        return exit_code(grantguard::hooks::run(&invocation));
+    }
+    reserve_library_thread_stacks();
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Grant(GrantCommand::Check { file, json }) => grant_check(&file, json),
