@@ -89,12 +89,19 @@ pub fn run(invocation: &Invocation) -> i32 {
                 )),
                 // Too late to refuse: exit at once (after the chained hook).
                 Some(p) if !p.can_refuse() => Ok((Findings::default(), None)),
-                Some(_) => with_state(invocation, |repo, baseline, grant| {
-                    let updates =
-                        reference_transaction::parse_updates(stdin.as_deref().unwrap_or_default())
-                            .map_err(|e| anyhow::anyhow!("malformed standard input: {e}"))?;
-                    reference_transaction::decide(repo, baseline, grant, &updates)
-                }),
+                Some(_) => {
+                    match reference_transaction::parse_updates(stdin.as_deref().unwrap_or_default())
+                    {
+                        Err(e) => Err(format!("cannot decide: malformed standard input: {e}")),
+                        // Only scratch refs: allowed under any grant.
+                        Ok(updates) if !reference_transaction::needs_grant(&updates) => {
+                            Ok((Findings::default(), None))
+                        }
+                        Ok(updates) => with_state(invocation, |repo, baseline, grant| {
+                            reference_transaction::decide(repo, baseline, grant, &updates)
+                        }),
+                    }
+                }
             }
         }
         "pre-commit" => with_state(invocation, pre_commit::decide),
