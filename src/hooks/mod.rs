@@ -12,6 +12,7 @@
 //! recover.
 
 pub mod arm_lock;
+pub mod committer;
 pub mod install;
 pub mod pre_commit;
 pub mod reference_transaction;
