@@ -151,6 +151,11 @@ fn with_state(
         ));
     }
     let findings = decide(&repo, &baseline, &grant).map_err(|e| format!("cannot decide: {e:#}"))?;
+    // A hook is one decision per process: the repository handle holds the
+    // decoded index (12 MB on 100,000 files) and the maps of the pack
+    // indices, and unmapping them one by one cost a tenth of pre-commit on
+    // a large repository. The process's exit releases them at once.
+    std::mem::forget(repo);
     Ok((findings, Some(grant)))
 }
 
