@@ -639,3 +639,61 @@ fn gits_view_reports_the_tree_a_valid_root_names_over_no_entries() {
     assert_eq!(gits_staged(&sb.repo), expected);
     assert_eq!(our_staged(&sb.repo), expected);
 }
+
+#[test]
+fn gits_view_reads_the_entries_under_a_node_git_cannot_reach() {
+    // git finds a cache-tree child by one path component, so a valid node
+    // named "a/b" is never used: git commits the entries under a/b/. The
+    // hook must compare them, not trust the node's tree.
+    let sb = Sandbox::new();
+    sb.git(&["config", "index.version", "2"]);
+    sb.write("a/b/lib.rs", "a\n");
+    sb.git(&["add", "a"]);
+    sb.git(&["commit", "-q", "-m", "a/b"]);
+    sb.git(&["read-tree", "HEAD"]);
+    let oid = |rev: &str| {
+        let hex = sb.git(&["rev-parse", rev]);
+        (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect::<Vec<u8>>()
+    };
+    sb.write("a/b/lib.rs", "taken\n");
+    sb.git(&["add", "a/b/lib.rs"]);
+    // Every node invalid down the changed path, plus the unreachable one
+    // naming HEAD's a/b.
+    let dirs: Vec<String> = sb
+        .git(&["ls-tree", "-d", "--name-only", "HEAD"])
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let mut fixed = format!("\0-1 {}\n", dirs.len() + 1).into_bytes();
+    for name in &dirs {
+        if name == "a" {
+            fixed.extend_from_slice(b"a\0-1 1\nb\0-1 0\n");
+        } else {
+            let count = sb.git(&["ls-files", name]).lines().count();
+            fixed.extend_from_slice(format!("{name}\0{count} 0\n").as_bytes());
+            fixed.extend_from_slice(&oid(&format!("HEAD:{name}")));
+        }
+    }
+    fixed.extend_from_slice(b"a/b\x001 0\n");
+    fixed.extend_from_slice(&oid("HEAD:a/b"));
+    let index = std::fs::read(sb.git_dir().join("index")).unwrap();
+    let at = tree_extension(&index);
+    let mut forged = index[..at.start].to_vec();
+    forged.extend_from_slice(b"TREE");
+    forged.extend_from_slice(&(fixed.len() as u32).to_be_bytes());
+    forged.extend_from_slice(&fixed);
+    forged.extend_from_slice(&index[at.end..index.len() - 20]);
+    use sha1::Digest;
+    let sum = sha1::Sha1::digest(&forged);
+    forged.extend_from_slice(&sum);
+    std::fs::write(sb.git_dir().join("index"), forged).unwrap();
+    assert_eq!(
+        git_commit_staged(&sb, &sb.repo),
+        vec!["a/b/lib.rs".to_owned()]
+    );
+    assert_eq!(gits_staged(&sb.repo), vec!["a/b/lib.rs".to_owned()]);
+    assert_eq!(our_staged(&sb.repo), vec!["a/b/lib.rs".to_owned()]);
+}

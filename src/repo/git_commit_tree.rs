@@ -114,7 +114,14 @@ pub(super) fn nodes_git_reuses(
             });
             continue;
         }
-        for child in &node.children {
+        // git looks a child up by one path component of an entry: a node
+        // whose name is empty or holds a '/' is never reached, and the
+        // entries under the path it seems to name are read instead.
+        for child in node
+            .children
+            .iter()
+            .filter(|c| !c.name.is_empty() && !c.name.contains(&b'/'))
+        {
             let mut path = prefix.clone();
             path.extend_from_slice(&child.name);
             path.push(b'/');
