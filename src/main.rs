@@ -201,8 +201,47 @@ fn reserve_library_thread_stacks() {
     }
 }
 
+/// The hook invocation the stubs write, `hook NAME --hub DIR [--chain
+/// PATH] -- ARGS...` (or `--state DIR`) exactly, read without clap: git starts a hook several
+/// times per commit, and building the whole command-line parser costs more
+/// than some of those calls' decisions. Anything else (other option
+/// spellings, `--help`, a missing `--`) is `None` and goes through clap,
+/// which accepts the same invocations and more.
+fn stub_hook_invocation(args: &[std::ffi::OsString]) -> Option<grantguard::hooks::Invocation> {
+    let [hook, name, place_flag, state, rest @ ..] = args else {
+        return None;
+    };
+    let hub = match place_flag.to_str() {
+        Some("--hub") => true,
+        Some("--state") => false,
+        _ => return None,
+    };
+    if hook != "hook" {
+        return None;
+    }
+    let name = name.to_str().filter(|n| !n.starts_with('-'))?.to_owned();
+    let (chain, rest) = match rest {
+        [flag, chain, rest @ ..] if flag == "--chain" => (Some(PathBuf::from(chain)), rest),
+        _ => (None, rest),
+    };
+    let [separator, args @ ..] = rest else {
+        return None;
+    };
+    // clap reads an empty `--state` as a value; only plain values here.
+    if separator != "--" || state.is_empty() || state.to_string_lossy().starts_with('-') {
+        return None;
+    }
+    let place = Some(PathBuf::from(state));
+    Some(grantguard::hooks::Invocation {
+        name,
+        state: if hub { None } else { place.clone() },
+        hub: if hub { place } else { None },
+        chain,
+        args: args.to_vec(),
+    })
+}
+
 fn main() -> ExitCode {
-    reserve_library_thread_stacks();
     // Installed under a hook's name (a copy or symlink named pre-commit,
     // pre-push or reference-transaction), the binary is that hook.
     let mut argv = std::env::args_os();
@@ -212,6 +251,9 @@ fn main() -> ExitCode {
         .and_then(|n| n.to_str())
         .unwrap_or_default()
         .to_owned();
+    // The hooks start no library thread that recurses (the worktree walk is
+    // verify's), so they skip the stack reservation, a thread start that
+    // costs a hook call more than its decision on a small repository.
     if grantguard::hooks::GUARDED.contains(&stem.as_str()) {
         let invocation = grantguard::hooks::Invocation {
             name: stem,
@@ -222,6 +264,11 @@ fn main() -> ExitCode {
         };
         return exit_code(grantguard::hooks::run(&invocation));
     }
+    let args: Vec<std::ffi::OsString> = argv.collect();
+    if let Some(invocation) = stub_hook_invocation(&args) {
+        return exit_code(grantguard::hooks::run(&invocation));
+    }
+    reserve_library_thread_stacks();
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Grant(GrantCommand::Check { file, json }) => grant_check(&file, json),
@@ -716,4 +763,52 @@ fn run_command(args: RunArgs) -> i32 {
         );
     }
     result.exit_code()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<std::ffi::OsString> {
+        list.iter().map(Into::into).collect()
+    }
+
+    #[test]
+    fn the_stub_forms_are_read_without_clap() {
+        let hub = stub_hook_invocation(&args(&["hook", "pre-commit", "--hub", "/h", "--", "x"]))
+            .expect("hub form");
+        assert_eq!(hub.hub, Some(PathBuf::from("/h")));
+        assert_eq!(hub.state, None);
+        assert_eq!(hub.args, args(&["x"]));
+        let state = stub_hook_invocation(&args(&[
+            "hook",
+            "reference-transaction",
+            "--state",
+            "/s",
+            "--chain",
+            ".husky/_/reference-transaction",
+            "--",
+            "prepared",
+        ]))
+        .expect("state form");
+        assert_eq!(state.state, Some(PathBuf::from("/s")));
+        assert_eq!(
+            state.chain,
+            Some(PathBuf::from(".husky/_/reference-transaction"))
+        );
+    }
+
+    #[test]
+    fn anything_else_goes_to_clap() {
+        for other in [
+            &["hook", "pre-commit", "--hub", "/h"][..],
+            &["hook", "pre-commit", "--other", "/h", "--"],
+            &["hook", "--help", "--hub", "/h", "--"],
+            &["hook", "pre-commit", "--hub", "", "--"],
+            &["hook", "pre-commit", "--hub", "-x", "--"],
+            &["verify", "pre-commit", "--hub", "/h", "--"],
+        ] {
+            assert!(stub_hook_invocation(&args(other)).is_none(), "{other:?}");
+        }
+    }
 }

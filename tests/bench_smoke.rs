@@ -35,6 +35,7 @@ fn bench_runner_prints_its_table_on_tiny_repositories() {
         "git commit, armed vs no hooks, small",
         "git commit, armed vs no hooks, large",
         "pre-commit vs git diff --cached, large",
+        "  pre-commit, other clients, large",
         "verify vs git CLI, large",
         "verify peak RSS",
         "ref-transaction vs rev-list --count, deep",

@@ -116,3 +116,63 @@ fn accepts_the_cache_trees_git_writes_in_ordinary_work() {
     let (code, r) = sb.verify();
     assert_accepted(code, &r);
 }
+
+/// Makes the index stage `src/lib.rs` = `TAKEN` in its entries while its
+/// cache-tree still names HEAD's trees (what GitPython's `index.add` then
+/// `index.write` leaves).
+fn stale_cache_tree_over_a_staged_change(sb: &Sandbox) {
+    let clean = sb.root.join("idx.clean");
+    std::fs::copy(sb.git_dir().join("index"), &clean).unwrap();
+    sb.write("src/lib.rs", "TAKEN\n");
+    sb.git(&["add", "src/lib.rs"]);
+    let staged = sb.root.join("idx.staged");
+    std::fs::copy(sb.git_dir().join("index"), &staged).unwrap();
+    let out = sb
+        .command("python3")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/support/splice_cache_tree.py"
+        ))
+        .arg(&staged)
+        .arg(&clean)
+        .arg(sb.git_dir().join("index"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn rejects_a_stale_cache_tree_unless_git_commit_writes_it() {
+    let sb = Sandbox::new();
+    sb.git(&["config", "index.version", "2"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    let base_tree = sb.git(&["rev-parse", "HEAD^{tree}"]);
+    stale_cache_tree_over_a_staged_change(&sb);
+    // git would write HEAD's tree from this index; a client that builds
+    // the tree from the entries would commit src/lib.rs.
+    assert_eq!(sb.git(&["write-tree"]), base_tree);
+    sb.git(&["read-tree", "HEAD"]);
+    sb.git(&["checkout", "--", "src/lib.rs"]);
+    stale_cache_tree_over_a_staged_change(&sb);
+    // pre-commit run by anything but git's commit (here `git hook run`)
+    // cannot know which tree will be committed: it judges both.
+    let out = sb.try_git(&["hook", "run", "pre-commit"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("path_not_granted"), "{stderr}");
+    assert!(stderr.contains("src/lib.rs"), "{stderr}");
+    // Run by git's commit, it judges the tree git writes: HEAD's, granted
+    // (git's own status trusts the cache-tree too and sees nothing staged).
+    let out = sb.try_git(&["commit", "-q", "--allow-empty", "-m", "what git writes"]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(sb.git(&["rev-parse", "HEAD^{tree}"]), base_tree);
+}

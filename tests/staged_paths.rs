@@ -81,6 +81,79 @@ fn our_staged(repo: &Path) -> Vec<String> {
     paths
 }
 
+/// What the hook reports when git's `commit` calls it: the paths where the
+/// tree git writes from this index differs from HEAD's.
+fn gits_staged(repo: &Path) -> Vec<String> {
+    let repo = grantguard::repo::open(repo).unwrap();
+    let mut paths: Vec<String> = grantguard::hooks::pre_commit::staged_paths_as(
+        &repo,
+        grantguard::repo::CacheTreeUse::GitsViewOnly,
+    )
+    .unwrap()
+    .into_iter()
+    .map(|p| String::from_utf8(p.into()).unwrap())
+    .collect();
+    paths.sort();
+    let n = paths.len();
+    paths.dedup();
+    assert_eq!(n, paths.len(), "a path was reported twice: {paths:?}");
+    paths
+}
+
+/// The paths where the tree `git write-tree` (which builds it as `git
+/// commit` does, reusing valid cache-tree nodes) writes from a copy of the
+/// index differs from HEAD's tree.
+fn git_commit_staged(sb: &Sandbox, repo: &Path) -> Vec<String> {
+    let copy = repo.join(".git/index.copy");
+    std::fs::copy(repo.join(".git/index"), &copy).unwrap();
+    let out = sb
+        .command("git")
+        .current_dir(repo)
+        .env("GIT_INDEX_FILE", &copy)
+        .arg("write-tree")
+        .output()
+        .unwrap();
+    std::fs::remove_file(&copy).unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tree = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let head = sb
+        .command("git")
+        .current_dir(repo)
+        .args(["rev-parse", "-q", "--verify", "HEAD^{tree}"])
+        .output()
+        .unwrap();
+    let head = if head.status.success() {
+        String::from_utf8(head.stdout).unwrap().trim().to_owned()
+    } else {
+        sb.run_git(repo, &["hash-object", "-t", "tree", "/dev/null"])
+            .trim()
+            .to_owned()
+    };
+    let out = sb.run_git(
+        repo,
+        &[
+            "diff-tree",
+            "-r",
+            "--no-renames",
+            "--name-only",
+            "-z",
+            &head,
+            &tree,
+        ],
+    );
+    let mut paths: Vec<String> = out
+        .split('\0')
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+        .collect();
+    paths.sort();
+    paths
+}
+
 fn has_cache_tree(repo: &Path) -> bool {
     let index = std::fs::read(repo.join(".git/index")).unwrap();
     index.windows(4).any(|w| w == b"TREE")
@@ -225,6 +298,11 @@ fn check(sb: &Sandbox, repo: &Path, seed: u64, what: &str) {
         git_staged(sb, repo),
         "seed {seed} ({what}): staged paths differ from git diff --cached"
     );
+    assert_eq!(
+        gits_staged(repo),
+        git_commit_staged(sb, repo),
+        "seed {seed} ({what}): git's view differs from what git write-tree commits"
+    );
 }
 
 #[test]
@@ -364,6 +442,9 @@ fn a_forged_cache_tree_hides_a_staged_change_from_neither_the_hook_nor_verify() 
     // that builds the tree from the entries (GitPython, dulwich) commits the
     // change: the hook judges it.
     assert_eq!(our_staged(&sb.repo), vec!["docs/guide.md".to_owned()]);
+    // Called by git's commit, the hook proves the tree git writes: HEAD's.
+    assert_eq!(git_commit_staged(&sb, &sb.repo), Vec::<String>::new());
+    assert_eq!(gits_staged(&sb.repo), Vec::<String>::new());
     // Final acceptance does not.
     assert!(
         dirt(&sb.repo).contains(&("docs/guide.md".to_owned(), "staged")),
@@ -389,6 +470,11 @@ fn rejects_a_cache_tree_that_git_commit_would_write_over_clean_entries() {
     std::fs::write(sb.git_dir().join("index"), index).unwrap();
     // The threat is real: git's diff sees nothing, git commits the change.
     assert_eq!(sb.git(&["diff", "--cached", "--name-only"]), "");
+    assert_eq!(
+        git_commit_staged(&sb, &sb.repo),
+        vec!["src/lib.rs".to_owned()]
+    );
+    assert_eq!(gits_staged(&sb.repo), vec!["src/lib.rs".to_owned()]);
     assert_eq!(sb.git(&["write-tree"]), forged_tree);
     assert_eq!(our_staged(&sb.repo), vec!["src/lib.rs".to_owned()]);
 }
@@ -460,4 +546,154 @@ fn rejects_a_change_hidden_in_a_large_index_split_across_threads() {
         our_staged(&sb.repo),
         vec!["pkg07/f123.txt".to_owned(), "pkg31/f001.txt".to_owned()]
     );
+    assert_eq!(
+        gits_staged(&sb.repo),
+        vec!["pkg07/f123.txt".to_owned(), "pkg31/f001.txt".to_owned()]
+    );
+}
+
+#[test]
+fn gits_view_compares_the_entries_git_reads_and_the_trees_it_reuses() {
+    // A large index, one change staged in a directory git recomputes, and a
+    // valid cache-tree node elsewhere that names an ungranted tree over
+    // clean entries: git commits both, and the hook reports both without
+    // hashing the 20,000 entries.
+    let sb = Sandbox::new();
+    for d in 0..40 {
+        let dir = sb.repo.join(format!("pkg{d:02}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in 0..500 {
+            std::fs::write(dir.join(format!("f{f:03}.txt")), format!("{d} {f}\n")).unwrap();
+        }
+    }
+    sb.git(&["add", "."]);
+    sb.git(&["commit", "-q", "-m", "many"]);
+    // pkg12's node names a tree with a changed file; its entries are clean.
+    sb.write("pkg12/f000.txt", "taken\n");
+    sb.git(&["add", "pkg12"]);
+    sb.git(&["write-tree"]);
+    let forged = std::fs::read(sb.git_dir().join("index")).unwrap();
+    sb.git(&["read-tree", "HEAD"]);
+    let clean = std::fs::read(sb.git_dir().join("index")).unwrap();
+    let (old, new) = (tree_extension(&clean), tree_extension(&forged));
+    let mut index = clean[..old.start].to_vec();
+    index.extend_from_slice(&forged[new]);
+    index.extend_from_slice(&clean[old.end..]);
+    std::fs::write(sb.git_dir().join("index"), index).unwrap();
+    sb.git(&["checkout", "--", "pkg12"]);
+    // Then an ordinary `git add` in another directory invalidates the root
+    // and pkg30 only.
+    sb.write("pkg30/new.txt", "new\n");
+    sb.git(&["add", "pkg30/new.txt"]);
+    let expected = vec!["pkg12/f000.txt".to_owned(), "pkg30/new.txt".to_owned()];
+    assert_eq!(git_commit_staged(&sb, &sb.repo), expected);
+    assert_eq!(gits_staged(&sb.repo), expected);
+    // The entries alone change only pkg30: the other view.
+    assert_eq!(git_staged(&sb, &sb.repo), vec!["pkg30/new.txt".to_owned()]);
+    assert_eq!(our_staged(&sb.repo), expected);
+}
+
+#[test]
+fn gits_view_reports_the_tree_a_valid_root_names_over_no_entries() {
+    // git writes a valid root cache-tree node as it is, whatever the
+    // entries: here there are none, and git would commit the whole tree.
+    let sb = Sandbox::new();
+    sb.git(&["config", "index.version", "2"]);
+    sb.git(&["read-tree", "HEAD"]);
+    let full = sb.root.join("idx.full");
+    std::fs::copy(sb.git_dir().join("index"), &full).unwrap();
+    sb.git(&["rm", "-q", "-r", "--cached", "."]);
+    let head_tree = sb.git(&["rev-parse", "HEAD^{tree}"]);
+    sb.git(&["commit", "-q", "-m", "empty"]);
+    let empty = sb.root.join("idx.empty");
+    std::fs::copy(sb.git_dir().join("index"), &empty).unwrap();
+    let out = sb
+        .command("python3")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/support/splice_cache_tree.py"
+        ))
+        .arg(&empty)
+        .arg(&full)
+        .arg(sb.git_dir().join("index"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(sb.git(&["ls-files"]), "");
+    let copy = sb.root.join("idx.copy");
+    std::fs::copy(sb.git_dir().join("index"), &copy).unwrap();
+    let out = sb
+        .command("git")
+        .current_dir(&sb.repo)
+        .env("GIT_INDEX_FILE", &copy)
+        .arg("write-tree")
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), head_tree);
+    let expected = git_commit_staged(&sb, &sb.repo);
+    assert!(!expected.is_empty());
+    assert_eq!(gits_staged(&sb.repo), expected);
+    assert_eq!(our_staged(&sb.repo), expected);
+}
+
+#[test]
+fn gits_view_reads_the_entries_under_a_node_git_cannot_reach() {
+    // git finds a cache-tree child by one path component, so a valid node
+    // named "a/b" is never used: git commits the entries under a/b/. The
+    // hook must compare them, not trust the node's tree.
+    let sb = Sandbox::new();
+    sb.git(&["config", "index.version", "2"]);
+    sb.write("a/b/lib.rs", "a\n");
+    sb.git(&["add", "a"]);
+    sb.git(&["commit", "-q", "-m", "a/b"]);
+    sb.git(&["read-tree", "HEAD"]);
+    let oid = |rev: &str| {
+        let hex = sb.git(&["rev-parse", rev]);
+        (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect::<Vec<u8>>()
+    };
+    sb.write("a/b/lib.rs", "taken\n");
+    sb.git(&["add", "a/b/lib.rs"]);
+    // Every node invalid down the changed path, plus the unreachable one
+    // naming HEAD's a/b.
+    let dirs: Vec<String> = sb
+        .git(&["ls-tree", "-d", "--name-only", "HEAD"])
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let mut fixed = format!("\0-1 {}\n", dirs.len() + 1).into_bytes();
+    for name in &dirs {
+        if name == "a" {
+            fixed.extend_from_slice(b"a\0-1 1\nb\0-1 0\n");
+        } else {
+            let count = sb.git(&["ls-files", name]).lines().count();
+            fixed.extend_from_slice(format!("{name}\0{count} 0\n").as_bytes());
+            fixed.extend_from_slice(&oid(&format!("HEAD:{name}")));
+        }
+    }
+    fixed.extend_from_slice(b"a/b\x001 0\n");
+    fixed.extend_from_slice(&oid("HEAD:a/b"));
+    let index = std::fs::read(sb.git_dir().join("index")).unwrap();
+    let at = tree_extension(&index);
+    let mut forged = index[..at.start].to_vec();
+    forged.extend_from_slice(b"TREE");
+    forged.extend_from_slice(&(fixed.len() as u32).to_be_bytes());
+    forged.extend_from_slice(&fixed);
+    forged.extend_from_slice(&index[at.end..index.len() - 20]);
+    use sha1::Digest;
+    let sum = sha1::Sha1::digest(&forged);
+    forged.extend_from_slice(&sum);
+    std::fs::write(sb.git_dir().join("index"), forged).unwrap();
+    assert_eq!(
+        git_commit_staged(&sb, &sb.repo),
+        vec!["a/b/lib.rs".to_owned()]
+    );
+    assert_eq!(gits_staged(&sb.repo), vec!["a/b/lib.rs".to_owned()]);
+    assert_eq!(our_staged(&sb.repo), vec!["a/b/lib.rs".to_owned()]);
 }

@@ -15,6 +15,7 @@
 //! recover.
 
 pub mod arm_lock;
+pub mod committer;
 pub mod hub;
 pub mod install;
 pub mod pre_commit;
@@ -95,27 +96,35 @@ pub fn run(invocation: &Invocation) -> i32 {
                 )),
                 // Too late to refuse: exit at once (after the chained hook).
                 Some(p) if !p.can_refuse() => Ok((Findings::default(), None)),
-                Some(_) => route(invocation).and_then(|route| match route {
-                    Route::Armed(state, repo, others) => {
-                        with_state(&state, repo, |repo, baseline, grant| {
-                            let updates = reference_transaction::parse_updates(
-                                stdin.as_deref().unwrap_or_default(),
-                            )
-                            .map_err(|e| anyhow::anyhow!("malformed standard input: {e}"))?;
-                            let mut findings =
-                                reference_transaction::decide(repo, baseline, grant, &updates)?;
-                            for v in owned_elsewhere(&others, &updates, &baseline.repo).listed {
-                                findings.push(v);
+                Some(_) => {
+                    match reference_transaction::parse_updates(stdin.as_deref().unwrap_or_default())
+                    {
+                        Err(e) => Err(format!("cannot decide: malformed standard input: {e}")),
+                        // Only scratch refs: allowed under any grant, in any
+                        // worktree (no branch is among them).
+                        Ok(updates) if !reference_transaction::needs_grant(&updates) => {
+                            Ok((Findings::default(), None))
+                        }
+                        Ok(updates) => route(invocation).and_then(|route| match route {
+                            Route::Armed(state, repo, others) => {
+                                with_state(&state, repo, |repo, baseline, grant| {
+                                    let mut findings = reference_transaction::decide(
+                                        repo, baseline, grant, &updates,
+                                    )?;
+                                    let elsewhere =
+                                        owned_elsewhere(&others, &updates, &baseline.repo);
+                                    for v in elsewhere.listed {
+                                        findings.push(v);
+                                    }
+                                    Ok(findings)
+                                })
                             }
-                            Ok(findings)
-                        })
+                            Route::Unarmed(owners, location) => {
+                                Ok((owned_elsewhere(&owners, &updates, &location), None))
+                            }
+                        }),
                     }
-                    Route::Unarmed(owners, location) => {
-                        reference_transaction::parse_updates(stdin.as_deref().unwrap_or_default())
-                            .map_err(|e| format!("malformed standard input: {e}"))
-                            .map(|updates| (owned_elsewhere(&owners, &updates, &location), None))
-                    }
-                }),
+                }
             }
         }
         "pre-commit" => route(invocation).and_then(|route| match route {
@@ -249,6 +258,11 @@ fn with_state(
         ));
     }
     let findings = decide(&repo, &baseline, &grant).map_err(|e| format!("cannot decide: {e:#}"))?;
+    // A hook is one decision per process: the repository handle holds the
+    // decoded index (12 MB on 100,000 files) and the maps of the pack
+    // indices, and unmapping them one by one cost a tenth of pre-commit on
+    // a large repository. The process's exit releases them at once.
+    std::mem::forget(repo);
     Ok((findings, Some((grant, state.to_path_buf()))))
 }
 

@@ -6,6 +6,7 @@
 use anyhow::{Context, Result};
 use gix::bstr::{BString, ByteSlice};
 
+use super::committer;
 use crate::acceptance::{Findings, rule};
 use crate::baseline::Baseline;
 use crate::grant::{Grant, has_dotgit_component};
@@ -14,21 +15,28 @@ use crate::result::Violation;
 
 /// Every path the next commit would change: both sides of a rename, adds,
 /// deletes and mode changes. Reads the index git named for the hook
-/// (`GIT_INDEX_FILE`) and skips the directories its cache-tree proves
-/// unchanged (see [`repo::staged_changes`]).
+/// (`GIT_INDEX_FILE`) and skips the directories proven unchanged (see
+/// [`repo::staged_changes`]): for git's `commit` ([`committer`]), the tree
+/// git writes; for any other client, both the tree git would write and the
+/// tree the entries make.
 pub fn staged_paths(repo: &gix::Repository) -> Result<Vec<BString>> {
+    let view = if committer::parent_is_git_commit() {
+        repo::CacheTreeUse::GitsViewOnly
+    } else {
+        repo::CacheTreeUse::AlsoGitsView
+    };
+    staged_paths_as(repo, view)
+}
+
+/// [`staged_paths`] for the client `view` names.
+pub fn staged_paths_as(repo: &gix::Repository, view: repo::CacheTreeUse) -> Result<Vec<BString>> {
     let head_tree = repo
         .head_tree_id_or_empty()
         .context("cannot read HEAD's tree")?
         .detach();
     let index = repo.index_or_empty().context("cannot read the index")?;
-    repo::staged_changes(
-        repo,
-        Some(head_tree),
-        &index,
-        repo::CacheTreeUse::AlsoGitsView,
-    )
-    .context("cannot compare the index with HEAD")
+    repo::staged_changes(repo, Some(head_tree), &index, view)
+        .context("cannot compare the index with HEAD")
 }
 
 /// Whether git's command line (the hook's parent process) has one of the
@@ -38,10 +46,7 @@ pub fn staged_paths(repo: &gix::Repository) -> Result<Vec<BString>> {
 /// this, and the `reference-transaction` hook enforces the real count either
 /// way.
 fn git_called_with(options: &[&[u8]]) -> bool {
-    let Ok(cmdline) = std::fs::read(format!(
-        "/proc/{}/cmdline",
-        std::os::unix::process::parent_id()
-    )) else {
+    let Some(cmdline) = committer::parent_command_line() else {
         return false;
     };
     cmdline.split(|&b| b == 0).any(|arg| {

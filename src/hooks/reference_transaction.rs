@@ -211,19 +211,34 @@ enum Kind {
 /// (`git rebase --rebase-merges` labels). Verify demands the ones under
 /// `refs/` back at their baseline values.
 fn kind(name: &[u8], branch: &[u8]) -> Option<Kind> {
-    let scratch = is_root_scratch_ref(name)
-        || name == b"refs/stash"
-        || name.starts_with(b"refs/bisect/")
-        || name.starts_with(b"refs/rewritten/");
     Some(if name == b"HEAD" {
         Kind::Head
     } else if name == branch {
         Kind::GrantedBranch
-    } else if scratch {
+    } else if is_scratch(name) {
         return None;
     } else {
         Kind::Protected
     })
+}
+
+/// Whether `name` is a scratch ref, free to move while armed whatever the
+/// baseline says (see [`kind`]). `HEAD` is not: it is decided on its own.
+fn is_scratch(name: &[u8]) -> bool {
+    name != b"HEAD"
+        && (is_root_scratch_ref(name)
+            || name == b"refs/stash"
+            || name.starts_with(b"refs/bisect/")
+            || name.starts_with(b"refs/rewritten/"))
+}
+
+/// Whether deciding `updates` needs the grant at all: a transaction that
+/// moves only scratch refs (git 2.47 deletes `AUTO_MERGE` in a transaction
+/// of its own after every commit), or nothing, is allowed whatever the grant
+/// and the repository are, so the hook answers it without reading either,
+/// as it answers the `committed` phase.
+pub fn needs_grant(updates: &[Update]) -> bool {
+    updates.iter().any(|u| !is_scratch(&u.name))
 }
 
 /// Values in `packed-refs`, read only when a deletion line needs them, with
@@ -504,6 +519,25 @@ mod tests {
             "_",
         ] {
             assert_eq!(kind_str(protected, b), Some(Kind::Protected), "{protected}");
+        }
+    }
+
+    #[test]
+    fn only_a_transaction_of_scratch_refs_needs_no_grant() {
+        let parse = |s: String| parse_updates(s.as_bytes()).unwrap();
+        assert!(!needs_grant(&[]));
+        assert!(!needs_grant(&parse(format!(
+            "{Z} {Z} AUTO_MERGE\n{A} {Z} refs/stash\n{Z} {A} ORIG_HEAD\n"
+        ))));
+        for decided in [
+            "HEAD",
+            "refs/heads/main",
+            "refs/heads/other",
+            "refs/tags/v1",
+            "main",
+        ] {
+            let updates = parse(format!("{Z} {Z} AUTO_MERGE\n{Z} {A} {decided}\n"));
+            assert!(needs_grant(&updates), "{decided}");
         }
     }
 

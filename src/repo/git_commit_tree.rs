@@ -50,14 +50,7 @@ pub(super) fn reused_nodes(
                 continue;
             }
             if !prefix.is_empty() && n as usize != count {
-                bail!(
-                    "the index's cache-tree counts {n} entries under {:?} but the index has \
-                     {count} there: the index was written by a client that does not keep the \
-                     cache-tree (GitPython's index.write, for one), and git commit would misread \
-                     it. Rebuild the index from HEAD and stage again: git reset -q (your files \
-                     stay as they are), then git add the paths you mean to commit",
-                    prefix.to_str_lossy()
-                );
+                bail!("{}", wrong_count(n, count, &prefix));
             }
             out.push(Pair {
                 old: head_subtree(repo, head_tree, &prefix)?,
@@ -75,6 +68,92 @@ pub(super) fn reused_nodes(
         }
     }
     Ok(out)
+}
+
+/// A cache-tree node `git commit` writes as it is: the topmost valid ones
+/// whose tree exists and that have index entries under them.
+pub(super) struct Reused {
+    /// Its path, empty (the root) or ending in `/`.
+    pub prefix: BString,
+    /// The tree git writes there.
+    pub id: ObjectId,
+    /// The index entries under it, which git does not look at.
+    pub entries: std::ops::Range<usize>,
+}
+
+/// Every cache-tree node `git commit` reuses, in path order, found as git
+/// finds them (see the module doc) without hashing a tree: what `git commit`
+/// writes is these trees where they are and the entries everywhere else.
+/// Fails, as [`reused_nodes`] does, on a node git would reuse with a wrong
+/// entry count.
+pub(super) fn nodes_git_reuses(
+    repo: &gix::Repository,
+    index: &gix::index::State,
+) -> Result<Vec<Reused>> {
+    let Some(root) = index.tree() else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    let mut stack = vec![(root, BString::default())];
+    while let Some((node, prefix)) = stack.pop() {
+        let entries = entries_under(index, &prefix);
+        if !prefix.is_empty() && entries.is_empty() {
+            // No entries under it: git never reaches this node.
+            continue;
+        }
+        if let Some(n) = node.num_entries
+            && repo.has_object(node.id)
+        {
+            if !prefix.is_empty() && n as usize != entries.len() {
+                bail!("{}", wrong_count(n, entries.len(), &prefix));
+            }
+            out.push(Reused {
+                prefix,
+                id: node.id,
+                entries,
+            });
+            continue;
+        }
+        // git looks a child up by one path component of an entry: a node
+        // whose name is empty or holds a '/' is never reached, and the
+        // entries under the path it seems to name are read instead.
+        for child in node
+            .children
+            .iter()
+            .filter(|c| !c.name.is_empty() && !c.name.contains(&b'/'))
+        {
+            let mut path = prefix.clone();
+            path.extend_from_slice(&child.name);
+            path.push(b'/');
+            stack.push((child, path));
+        }
+    }
+    out.sort_by_key(|r| r.entries.start);
+    Ok(out)
+}
+
+/// The index entries under `prefix` (all of them for the root): the entries
+/// are sorted by path, so they are one range, found by bisection.
+fn entries_under(index: &gix::index::State, prefix: &[u8]) -> std::ops::Range<usize> {
+    let entries = index.entries();
+    if prefix.is_empty() {
+        return 0..entries.len();
+    }
+    let start = entries.partition_point(|e| e.path(index).as_bytes() < prefix);
+    let len = entries[start..].partition_point(|e| e.path(index).starts_with(prefix));
+    start..start + len
+}
+
+/// The refusal for a cache-tree node whose entry count git would misread.
+fn wrong_count(n: u32, count: usize, prefix: &[u8]) -> String {
+    format!(
+        "the index's cache-tree counts {n} entries under {:?} but the index has {count} there: \
+         the index was written by a client that does not keep the cache-tree (GitPython's \
+         index.write, for one), and git commit would misread it. Rebuild the index from HEAD and \
+         stage again: git reset -q (your files stay as they are), then git add the paths you \
+         mean to commit",
+        prefix.to_str_lossy()
+    )
 }
 
 /// HEAD's tree at `prefix` (empty or ending in `/`), if HEAD has a directory

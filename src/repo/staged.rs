@@ -45,10 +45,28 @@ pub enum CacheTreeUse {
     /// commit` would write from the cache-tree: the `pre-commit` hook, which
     /// does not know which client commits.
     AlsoGitsView,
+    /// Report the changes of the tree `git commit` writes from this index,
+    /// and only those: the `pre-commit` hook when it knows that git's own
+    /// `commit` command called it and commits next. git writes every valid
+    /// cache-tree node's tree as it is and reads the entries only elsewhere,
+    /// so that tree is proven by comparing those nodes' trees with HEAD's and
+    /// the other entries one by one; nothing is hashed. Where most entries
+    /// are outside valid nodes, reading HEAD's trees for them would cost more
+    /// than hashing, and [`CacheTreeUse::AlsoGitsView`] (which reports a
+    /// superset) is used instead.
+    GitsViewOnly,
     /// Report the entries' changes only; the cache-tree is held against the
     /// tip elsewhere (final acceptance).
     Ignore,
 }
+
+/// Largest share of the index, as a divisor, that [`CacheTreeUse::GitsViewOnly`]
+/// compares entry by entry (against HEAD's trees, which must be read) before
+/// hashing every entry is cheaper; an index this small or smaller is always
+/// compared.
+const COMPARED_SHARE: usize = 8;
+/// See [`COMPARED_SHARE`].
+const ALWAYS_COMPARED: usize = 1024;
 
 /// Every path whose committed state would differ from HEAD's if the index
 /// were committed now: additions, deletions, content, mode and type changes
@@ -67,22 +85,37 @@ pub fn staged_changes(
     if index.is_sparse() {
         sparse_dir::check_entries(index)?;
     }
+    let head_tree = head_tree.filter(|id| !id.is_empty_tree());
+    let mut cache_tree = cache_tree;
+    let mut reused = Vec::new();
+    if cache_tree == CacheTreeUse::GitsViewOnly {
+        // A sparse index keeps the walk that handles its directory entries.
+        if !index.is_sparse() {
+            reused = super::git_commit_tree::nodes_git_reuses(repo, index)?;
+        }
+        let total = index.entries().len();
+        let covered: usize = reused.iter().map(|r| r.entries.len()).sum();
+        if index.is_sparse() || total - covered > ALWAYS_COMPARED.max(total / COMPARED_SHARE) {
+            cache_tree = CacheTreeUse::AlsoGitsView;
+            reused.clear();
+        }
+    }
     // Final acceptance compares every entry; only the hook skips by hash.
     let trees = match cache_tree {
         CacheTreeUse::AlsoGitsView => {
             Some(super::entry_trees::entry_trees(index, repo.object_hash())?)
         }
-        CacheTreeUse::Ignore => None,
+        CacheTreeUse::GitsViewOnly | CacheTreeUse::Ignore => None,
     };
     let mut walk = Walk {
         repo,
         index,
         trees: trees.as_ref(),
+        reused: &reused,
         out: Vec::new(),
         sparse: Vec::new(),
     };
-    let head_tree = head_tree.filter(|id| !id.is_empty_tree());
-    let mut dedup = false;
+    let mut dedup = cache_tree == CacheTreeUse::GitsViewOnly;
     if let Some(trees) = &trees {
         let reused = super::git_commit_tree::reused_nodes(repo, head_tree, index, trees)?;
         dedup = !reused.is_empty();
@@ -96,6 +129,11 @@ pub fn staged_changes(
         range: 0..index.entries().len(),
         depth: 0,
     }];
+    // A valid root is git's whole tree, even over no entries at all.
+    if let Some(root) = reused.first().filter(|r| r.prefix.is_empty()) {
+        walk.reused_tree(root, head_tree);
+        pending.clear();
+    }
     while let Some(dir) = pending.pop() {
         walk.dir(dir, &mut pending)?;
     }
@@ -146,7 +184,12 @@ struct Walk<'a> {
     /// be skipped by them (the hook).
     trees: Option<&'a super::entry_trees::EntryTrees>,
     out: Vec<BString>,
-    /// Sparse directory entries that differ from HEAD, to diff as trees.
+    /// The cache-tree nodes git writes as they are, in index order
+    /// ([`CacheTreeUse::GitsViewOnly`]; else empty): the entries under them
+    /// are not compared, their trees are.
+    reused: &'a [super::git_commit_tree::Reused],
+    /// Sparse directory entries and reused cache-tree nodes that differ from
+    /// HEAD, to diff as trees.
     sparse: Vec<Pair>,
 }
 
@@ -181,6 +224,29 @@ impl<'a> Walk<'a> {
         self.index.entries()[i].path(self.index).as_bytes()
     }
 
+    /// The reused cache-tree node whose entries include entry `i`, if any.
+    fn reused_over(&self, i: usize) -> Option<&'a super::git_commit_tree::Reused> {
+        let reused = self.reused;
+        let after = reused.partition_point(|r| r.entries.start <= i);
+        after
+            .checked_sub(1)
+            .map(|at| &reused[at])
+            .filter(|r| r.entries.contains(&i))
+    }
+
+    /// What git commits at a reused node: its tree, compared with HEAD's
+    /// (`old`) as two trees.
+    fn reused_tree(&mut self, node: &super::git_commit_tree::Reused, old: Option<ObjectId>) {
+        if old != Some(node.id) {
+            self.sparse.push(Pair {
+                prefix: node.prefix.clone(),
+                old,
+                new: Some(node.id),
+                depth: node.prefix.iter().filter(|&&b| b == b'/').count(),
+            });
+        }
+    }
+
     /// Compares one directory; subdirectories still to compare go to
     /// `pending`.
     fn dir(&mut self, dir: Dir, pending: &mut Vec<Dir>) -> Result<()> {
@@ -195,6 +261,14 @@ impl<'a> Walk<'a> {
         }
         // Entries that make HEAD's subtree: nothing changes below.
         if tree.is_some() && tree == self.trees.and_then(|t| t.id(&prefix)) {
+            return Ok(());
+        }
+        // A node git writes as it is, whatever the entries below say.
+        if let Some(node) = self
+            .reused_over(range.start)
+            .filter(|r| r.prefix == prefix && r.entries == range)
+        {
+            self.reused_tree(node, tree);
             return Ok(());
         }
         let data = match tree {
@@ -333,9 +407,18 @@ impl<'a> Walk<'a> {
     /// every path of its tree.
     fn only_in_index(&mut self, range: Range<usize>) {
         let mut last: Option<&[u8]> = None;
-        for i in range {
+        let mut i = range.start;
+        while i < range.end {
+            // A new directory git writes from a reused node: HEAD has
+            // nothing there.
+            if let Some(node) = self.reused_over(i) {
+                self.reused_tree(node, None);
+                i = node.entries.end;
+                continue;
+            }
             let entry = &self.index.entries()[i];
             let path = self.path_of(i);
+            i += 1;
             if entry.mode == Mode::DIR {
                 self.sparse.push(Pair {
                     prefix: path.into(),
