@@ -775,7 +775,7 @@ fn evaluate(
     repo_dir: Option<&Path>,
     state: &Path,
     metadata: Option<&BTreeMap<String, String>>,
-    worktree_scan: std::thread::JoinHandle<Result<Vec<String>, String>>,
+    worktree_scan: std::thread::JoinHandle<Result<repo::special_files::Scan, String>>,
     findings: &mut Findings,
 ) -> Result<Observed> {
     let (mut repo, location) = repo::layout::open_armed(&baseline.repo)?;
@@ -879,11 +879,16 @@ fn evaluate(
     );
     // gix opens every `.gitignore` and `.gitattributes` it walks past: not
     // before the special-file scan has answered.
+    let mut nested_git = Vec::new();
     let special = match worktree_scan.join() {
-        Ok(Ok(found)) => found
-            .into_iter()
-            .map(|m| Violation::new(rule::WORKTREE_NOT_CLEAN, m))
-            .collect(),
+        Ok(Ok(found)) => {
+            nested_git = found.nested_git;
+            found
+                .problems
+                .into_iter()
+                .map(|m| Violation::new(rule::WORKTREE_NOT_CLEAN, m))
+                .collect()
+        }
         Ok(Err(m)) => vec![Violation::new(rule::REPOSITORY_UNREADABLE, m)],
         Err(_) => vec![Violation::new(
             rule::REPOSITORY_UNREADABLE,
@@ -897,6 +902,7 @@ fn evaluate(
         }
         return Ok(Observed { facts, tip });
     }
+    check_nested_repositories(&repo, &nested_git, findings)?;
     if metadata.is_some()
         && let Err(e) = check_worktree(
             &repo,
@@ -1092,6 +1098,54 @@ fn check_head(head: &Head, branch: &BStr, findings: &mut Findings) {
         )
         .with_ref("HEAD"),
     );
+}
+
+/// A `.git` below the worktree root that is not a submodule's (a gitlink in
+/// the index): a repository the agent made inside the checkout. git lists
+/// no `.git` entry, so `git status` can look clean (one made in a tracked
+/// directory), yet git run in that directory, by the harness or an
+/// operator, uses its config (`core.fsmonitor`, filters: programs).
+fn check_nested_repositories(
+    repo: &gix::Repository,
+    nested_git: &[std::path::PathBuf],
+    findings: &mut Findings,
+) -> Result<()> {
+    if nested_git.is_empty() {
+        return Ok(());
+    }
+    let index = repo.index_or_empty()?;
+    let gitlinks: BTreeSet<std::path::PathBuf> = index
+        .entries()
+        .iter()
+        .filter(|e| e.mode.is_submodule())
+        .filter_map(|e| {
+            gix::path::from_bstr(e.path(&index))
+                .ok()
+                .map(|p| p.into_owned())
+        })
+        .collect();
+    for dotgit in nested_git {
+        let parent = dotgit.parent().unwrap_or(std::path::Path::new(""));
+        // A submodule's own `.git`, or anything inside a submodule's
+        // checkout (its nested submodules; its content is judged as the
+        // submodule's own status).
+        if gitlinks.iter().any(|link| parent.starts_with(link)) {
+            continue;
+        }
+        findings.push(
+            Violation::new(
+                rule::WORKTREE_NOT_CLEAN,
+                format!(
+                    "{} is a repository inside the checkout that git does not list; git run in \
+                     {} would use its config. Remove it",
+                    dotgit.display(),
+                    parent.display()
+                ),
+            )
+            .with_path(dotgit.display().to_string()),
+        );
+    }
+    Ok(())
 }
 
 fn short_branch(branch: &[u8]) -> String {

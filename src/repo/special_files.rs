@@ -171,15 +171,30 @@ pub fn at_worktree_root(work_dir: &Path) -> Vec<String> {
 /// nothing before the worktree status needs its answer, so `verify` checks
 /// history and refs meanwhile and joins it just before gix reads the
 /// worktree.
-pub fn spawn_worktree_scan(
-    work_dir: PathBuf,
-) -> std::thread::JoinHandle<Result<Vec<String>, String>> {
-    std::thread::spawn(move || in_worktree(&work_dir))
+pub fn spawn_worktree_scan(work_dir: PathBuf) -> std::thread::JoinHandle<Result<Scan, String>> {
+    std::thread::spawn(move || scan(&work_dir))
+}
+
+/// What the worktree walk found.
+#[derive(Debug, Default)]
+pub struct Scan {
+    /// Special files git would hang on, one message each.
+    pub problems: Vec<String>,
+    /// Every `.git` below the root (a submodule's, or a repository the
+    /// agent made), relative to the root: git lists none of them, and git
+    /// run in their directory uses their config.
+    pub nested_git: Vec<PathBuf>,
 }
 
 /// Problems in the worktree rooted at `work_dir`: each a message naming the
 /// file relative to the root. `Err` when the walk was cut short.
 pub fn in_worktree(work_dir: &Path) -> Result<Vec<String>, String> {
+    scan(work_dir).map(|s| s.problems)
+}
+
+/// [`in_worktree`], with the nested `.git` entries.
+pub fn scan(work_dir: &Path) -> Result<Scan, String> {
+    let mut nested_git = Vec::new();
     let mut out = Vec::new();
     let mut stack = vec![work_dir.to_owned()];
     let mut visited = 0usize;
@@ -208,6 +223,10 @@ pub fn in_worktree(work_dir: &Path) -> Result<Vec<String>, String> {
                         shown.display()
                     ));
                 }
+                if name == ".git" && dir != work_dir {
+                    let path = entry.path();
+                    nested_git.push(path.strip_prefix(work_dir).unwrap_or(&path).to_owned());
+                }
                 // The repository's own `.git` (and a submodule's) is not
                 // worktree content: not descended.
                 continue;
@@ -218,7 +237,11 @@ pub fn in_worktree(work_dir: &Path) -> Result<Vec<String>, String> {
         }
     }
     out.sort();
-    Ok(out)
+    nested_git.sort();
+    Ok(Scan {
+        problems: out,
+        nested_git,
+    })
 }
 
 #[cfg(test)]

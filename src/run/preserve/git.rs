@@ -59,8 +59,11 @@ pub(super) fn git(dir: &Path) -> Command {
     // Neither the system's nor the user's config (which the agent may be
     // able to write) is read: only the repository's, which verify found
     // equal to the baseline.
+    // Replace refs are refs the agent can write: an object read through one
+    // is not the baseline's.
     cmd.env("GIT_CONFIG_NOSYSTEM", "1")
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_NO_REPLACE_OBJECTS", "1")
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_LITERAL_PATHSPECS", "1")
         .stdin(Stdio::null());

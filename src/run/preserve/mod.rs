@@ -174,8 +174,16 @@ pub struct Target<'a> {
 
 /// Preserves the rejected work and resets the checkout to the baseline.
 pub fn restore(target: &Target<'_>) -> Result<Restored, RestoreError> {
+    let common_dir = crate::repo::open(target.work_dir)
+        .and_then(|r| {
+            let location = crate::repo::location(&r)?;
+            refuse_unresettable(&r, &location.git_dir)?;
+            Ok(location.common_dir)
+        })
+        .map_err(RestoreError::NotPreserved)?;
     let repo = Repo {
         work_dir: target.work_dir.to_owned(),
+        common_dir,
         branch: Some(target.branch.to_owned()),
         baseline: target.baseline.map(str::to_owned),
         depth: 0,
@@ -197,10 +205,57 @@ pub fn restore(target: &Target<'_>) -> Result<Restored, RestoreError> {
     }
 }
 
+/// States a reset would not put back at the baseline, refused before
+/// anything is preserved or reset (so restore never reports `done` over
+/// them): an operation in progress (a rebase stopped at `edit` would
+/// replay the rejected commits on `git rebase --continue`), and index
+/// entries hidden from `git status` by assume-unchanged or skip-worktree
+/// flags outside a sparse checkout (`reset --hard` keeps the flags, so the
+/// file stays missing or unchecked).
+fn refuse_unresettable(repo: &gix::Repository, git_dir: &Path) -> Result<()> {
+    let ops = crate::repo::in_progress_operations(git_dir);
+    if !ops.is_empty() {
+        bail!(
+            "a {} is in progress; its state cannot be preserved, so nothing was reset: finish \
+             or abort it (git {} --abort), then restore",
+            ops.join(" and a "),
+            ops[0]
+        );
+    }
+    let hidden = crate::repo::hidden_index_entries(repo, git_dir)?;
+    if let Some(first) = hidden.first() {
+        bail!(
+            "{} is {} (and {} more index entries are hidden); restore cannot promise a clean \
+             checkout over them, so nothing was reset: clear the flags (git update-index \
+             --no-assume-unchanged --no-skip-worktree), then restore",
+            first.path,
+            first.what,
+            hidden.len() - 1
+        );
+    }
+    Ok(())
+}
+
+/// The git dir a submodule's gitfile names, resolved.
+fn submodule_git_dir(dir: &Path) -> Result<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let text = crate::fsutil::read_regular(&dir.join(".git"))?;
+    let named = text
+        .strip_prefix(b"gitdir: ")
+        .map(|t| t.trim_ascii_end())
+        .context("not a gitfile")?;
+    Ok(dir
+        .join(std::ffi::OsStr::from_bytes(named))
+        .canonicalize()?)
+}
+
 /// One repository to preserve and reset: the checkout, or a submodule.
 #[derive(Clone, Debug)]
 struct Repo {
     work_dir: PathBuf,
+    /// The common git dir of the checkout (the superproject's, for a
+    /// submodule): where trusted submodule git dirs live.
+    common_dir: PathBuf,
     /// The granted branch; `None` for a submodule (its HEAD is detached at
     /// the baseline's gitlink).
     branch: Option<BString>,
@@ -347,8 +402,12 @@ fn preserve(repo: &Repo, dir: &Path) -> Result<(Plan, Restored)> {
     let mut submodules = Vec::new();
     let mut entries = Vec::new();
     for (n, (path, commit)) in selection.submodules.iter().enumerate() {
+        let sub_work_dir = files::join(work_dir, path);
+        // Checked in `select`: a gitfile naming a git dir under modules/.
+        let sub_git_dir = submodule_git_dir(&sub_work_dir)?;
         let sub = Repo {
-            work_dir: files::join(work_dir, path),
+            work_dir: sub_work_dir,
+            common_dir: sub_git_dir,
             branch: None,
             baseline: Some(commit.clone()),
             depth: repo.depth + 1,

@@ -23,6 +23,9 @@ pub(super) fn reset(plan: &Plan) -> Result<()> {
                 &mut git(work_dir),
                 &[
                     arg("update-ref"),
+                    // A branch the agent turned into a symbolic ref is
+                    // replaced, never followed to the ref it names.
+                    arg("--no-deref"),
                     arg("-m"),
                     arg("grantguard: restore baseline"),
                     os(branch),
@@ -38,7 +41,7 @@ pub(super) fn reset(plan: &Plan) -> Result<()> {
             if rev(work_dir, os(branch))?.is_some() {
                 run_git(
                     &mut git(work_dir),
-                    &[arg("update-ref"), arg("-d"), os(branch)],
+                    &[arg("update-ref"), arg("--no-deref"), arg("-d"), os(branch)],
                 )?;
             }
             run_git(

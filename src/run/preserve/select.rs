@@ -109,22 +109,6 @@ pub(super) fn select(repo: &Repo, sha256: bool, scratch: &std::path::Path) -> Re
     let mut deleted = BTreeSet::new();
     let mut submodules = Vec::new();
 
-    // Untracked entries the baseline's rules do not ignore.
-    let ignored = baseline_ignores(repo, scratch)?;
-    let mut stack = ignored.stack()?;
-    for rel in &untracked {
-        if baseline.contains_key(rel) || index_paths.contains(rel) {
-            continue;
-        }
-        let Some(meta) = files::lstat_beneath(work_dir, rel) else {
-            continue;
-        };
-        if !stack.ignores(rel.as_bstr(), meta.file_type().is_dir())? {
-            copy.insert(rel.clone());
-        }
-    }
-
-    // Tracked paths whose raw entry differs from the baseline's.
     let baseline_dirs: BTreeSet<&[u8]> = baseline
         .keys()
         .flat_map(|p| {
@@ -134,6 +118,52 @@ pub(super) fn select(repo: &Repo, sha256: bool, scratch: &std::path::Path) -> Re
                 .map(move |(i, _)| &p[..i])
         })
         .collect();
+
+    // Untracked entries the baseline's rules do not ignore, and ignored
+    // ones the reset replaces: a file or symlink where the baseline has a
+    // directory (`build` ignored, `build/keep.txt` tracked).
+    let ignored = baseline_ignores(repo, scratch)?;
+    let mut stack = ignored.stack()?;
+    for rel in &untracked {
+        if baseline.contains_key(rel) || index_paths.contains(rel) {
+            continue;
+        }
+        let Some(meta) = files::lstat_beneath(work_dir, rel) else {
+            continue;
+        };
+        let is_dir = meta.file_type().is_dir();
+        let replaced = !is_dir && baseline_dirs.contains(rel.as_slice());
+        if replaced || !stack.ignores(rel.as_bstr(), is_dir)? {
+            copy.insert(rel.clone());
+        }
+    }
+
+    // Repositories the agent made inside the checkout (a `.git` that is not
+    // a baseline submodule's): git lists none, yet git run there uses their
+    // config. Kept, and removed by the reset.
+    let scan = crate::repo::special_files::scan(work_dir).map_err(|e| anyhow::anyhow!(e))?;
+    let gitlink_dirs: Vec<&BString> = baseline
+        .iter()
+        .filter(|(_, (mode, _))| *mode == 0o160000)
+        .map(|(path, _)| path)
+        .collect();
+    for dotgit in scan.nested_git {
+        let parent = dotgit
+            .parent()
+            .map(|p| p.as_os_str().as_encoded_bytes().to_vec())
+            .unwrap_or_default();
+        // A baseline submodule's `.git`, or anything inside its checkout
+        // (preserved as that submodule's own).
+        let in_submodule = gitlink_dirs.iter().any(|link| {
+            parent.starts_with(link.as_slice())
+                && (parent.len() == link.len() || parent[link.len()] == b'/')
+        });
+        if !in_submodule {
+            copy.insert(BString::from(dotgit.as_os_str().as_encoded_bytes()));
+        }
+    }
+
+    // Tracked paths whose raw entry differs from the baseline's.
     let tracked: BTreeSet<&BString> = baseline.keys().chain(index_paths.iter()).collect();
     let mut same_as_blob = Vec::new();
     for rel in tracked {
@@ -158,6 +188,7 @@ pub(super) fn select(repo: &Repo, sha256: bool, scratch: &std::path::Path) -> Re
             // A submodule of the baseline: preserved and reset on its own
             // when checked out; an empty directory is its unpopulated form.
             if std::fs::symlink_metadata(path.join(".git")).is_ok() {
+                trusted_submodule_git(&path, &repo.common_dir)?;
                 submodules.push((rel.clone(), commit.clone()));
             }
             continue;
@@ -212,6 +243,52 @@ pub(super) fn select(repo: &Repo, sha256: bool, scratch: &std::path::Path) -> Re
         deleted: deleted.into_iter().collect(),
         submodules,
     })
+}
+
+/// Restore runs git in a checked-out submodule only when its `.git` is a
+/// gitfile naming a git dir under the superproject's `modules/` (what `git
+/// submodule` writes, and what verify protects: a `modules/` entry added or
+/// changed since arm fails the metadata check before restore runs). A
+/// repository the agent made in a submodule's path (an embedded `.git`, or a
+/// gitfile naming anything else) has a config the agent wrote: running git
+/// there would run its filters, or write where its `core.worktree` says.
+fn trusted_submodule_git(dir: &std::path::Path, common_dir: &std::path::Path) -> Result<()> {
+    let dotgit = dir.join(".git");
+    let refuse = |why: &str| {
+        anyhow::anyhow!(
+            "{} {why}; restore runs git only in submodules whose git dir is under {}, so \
+             nothing was reset: inspect it and restore by hand",
+            dotgit.display(),
+            common_dir.join("modules").display()
+        )
+    };
+    let meta = std::fs::symlink_metadata(&dotgit).map_err(|_| refuse("cannot be read"))?;
+    if !meta.is_file() {
+        return Err(refuse(
+            "is not a gitfile (a repository made in the submodule's path?)",
+        ));
+    }
+    let text = crate::fsutil::read_regular(&dotgit).map_err(|_| refuse("cannot be read"))?;
+    let named = text
+        .strip_prefix(b"gitdir: ")
+        .map(|t| t.trim_ascii_end())
+        .ok_or_else(|| refuse("is not a gitfile"))?;
+    let named =
+        std::path::Path::new(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(named));
+    let target = dir
+        .join(named)
+        .canonicalize()
+        .map_err(|_| refuse("names a git dir that does not exist"))?;
+    let modules = common_dir
+        .join("modules")
+        .canonicalize()
+        .map_err(|_| refuse("names a git dir, but the superproject has no modules/"))?;
+    if !target.starts_with(&modules) {
+        return Err(refuse(
+            "names a git dir outside the superproject's modules/",
+        ));
+    }
+    Ok(())
 }
 
 /// Attributes that change a blob's bytes on checkout.
