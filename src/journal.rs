@@ -265,6 +265,16 @@ pub fn recorded_terminal(journal_dir: &Path, run_id: &str) -> Option<TerminalRec
     }
 }
 
+/// What the journal holds for one run, read without writing anything (no
+/// directory created, no lock taken): where a refusal must write nothing,
+/// a crashed run must still be told apart from a new one.
+pub fn recorded(journal_dir: &Path, run_id: &str) -> Existing {
+    if !is_valid_run_id(run_id) {
+        return Existing::Nothing;
+    }
+    existing_in(&journal_dir.join(run_id))
+}
+
 /// What the journal directory of one run holds (see [`RunLock::existing`]).
 fn existing_in(dir: &Path) -> Existing {
     let terminal = dir.join(TERMINAL_FILE);

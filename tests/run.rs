@@ -1335,3 +1335,55 @@ fn a_full_disk_while_preserving_resets_nothing_and_still_records_the_run() {
     );
     assert!(journal.join("full1/terminal.json").exists());
 }
+
+/// A claimed run whose grantguard was killed leaves the checkout armed and
+/// a started record without an end. Once the lease has expired, the same
+/// row must still be told it crashed (`state_conflict`, with the recovery
+/// steps), not merely that its lease expired.
+#[test]
+fn an_expired_lease_still_reports_a_crashed_run_of_its_row_as_a_state_conflict() {
+    let sb = Sandbox::new();
+    let c = claim(
+        &sb,
+        row(
+            Some(grant_json(&["docs/"], 1, 1)),
+            Some("default"),
+            &expires_in(2),
+        ),
+    );
+    let started = sb.root.join("started");
+    let a = agent(&sb, &format!("touch '{}'\nsleep 30", started.display()));
+    let metrics = metrics_file(&sb);
+    let mut child = run_cmd(
+        &sb,
+        &["--claim", c.to_str().unwrap()],
+        &["--metrics", metrics.to_str().unwrap()],
+        &[a.to_str().unwrap()],
+    )
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !started.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(started.exists(), "the agent never started");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    let (code, r) = parse(
+        &run_cmd(
+            &sb,
+            &["--claim", c.to_str().unwrap()],
+            &["--metrics", metrics.to_str().unwrap()],
+            &[a.to_str().unwrap()],
+        )
+        .output()
+        .unwrap(),
+    );
+    assert_eq!(code, 75, "{r:#}");
+    assert_eq!(r["violations"][0]["rule"], "run_unfinished", "{r:#}");
+    assert_eq!(r["evidence"]["left_in"]["armed"], true, "{r:#}");
+    assert!(r.to_string().contains("grantguard disarm"), "{r:#}");
+}

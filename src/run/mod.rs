@@ -311,11 +311,18 @@ pub fn run(request: &Request) -> ToolResult {
     if let Some(lease) = &admitted.lease
         && lease.expired_at(jiff::Timestamp::now())
     {
-        if let Some(terminal) = journal::recorded_terminal(&places.journal, &identity.run_id)
-            && let Reconciliation::Exact(terminal) =
-                journal::reconcile(journal::Existing::Terminal(Box::new(terminal)), &identity)
-        {
-            return replay(*terminal, &places);
+        match journal::reconcile(
+            journal::recorded(&places.journal, &identity.run_id),
+            &identity,
+        ) {
+            Reconciliation::Exact(terminal) => return replay(*terminal, &places),
+            // A run of this row that started and never ended (grantguard
+            // was killed) left the checkout armed: say so and how to
+            // recover, whatever the lease says now.
+            conflict @ Reconciliation::StateConflict { .. } => {
+                return conflict_result(&conflict, &identity, &places);
+            }
+            _ => {}
         }
         return conflict_result(
             &Reconciliation::LeaseConflict {
