@@ -902,7 +902,9 @@ fn evaluate(
         }
         return Ok(Observed { facts, tip });
     }
-    check_nested_repositories(&repo, &nested_git, findings)?;
+    if let Some(metadata) = metadata {
+        check_nested_repositories(&location, &nested_git, metadata, findings);
+    }
     if metadata.is_some()
         && let Err(e) = check_worktree(
             &repo,
@@ -1100,52 +1102,37 @@ fn check_head(head: &Head, branch: &BStr, findings: &mut Findings) {
     );
 }
 
-/// A `.git` below the worktree root that is not a submodule's (a gitlink in
-/// the index): a repository the agent made inside the checkout. git lists
-/// no `.git` entry, so `git status` can look clean (one made in a tracked
-/// directory), yet git run in that directory, by the harness or an
-/// operator, uses its config (`core.fsmonitor`, filters: programs).
+/// A repository below the worktree root that is not a checked-out
+/// submodule's: one the agent made inside the checkout (a `.git`, or a
+/// bare repository under any name). git lists neither, so `git status` can
+/// look clean (one made in a tracked or ignored directory), yet git run
+/// there, by the harness or an operator, uses its config (`core.fsmonitor`,
+/// filters, a pager: programs). The checked-out submodules are exactly the
+/// `.git` entries the protected metadata pins (recursively), so any other
+/// is reported, inside a submodule's directory too.
 fn check_nested_repositories(
-    repo: &gix::Repository,
-    nested_git: &[std::path::PathBuf],
+    location: &repo::Location,
+    nested: &[std::path::PathBuf],
+    metadata: &BTreeMap<String, String>,
     findings: &mut Findings,
-) -> Result<()> {
-    if nested_git.is_empty() {
-        return Ok(());
-    }
-    let index = repo.index_or_empty()?;
-    let gitlinks: BTreeSet<std::path::PathBuf> = index
-        .entries()
-        .iter()
-        .filter(|e| e.mode.is_submodule())
-        .filter_map(|e| {
-            gix::path::from_bstr(e.path(&index))
-                .ok()
-                .map(|p| p.into_owned())
-        })
-        .collect();
-    for dotgit in nested_git {
-        let parent = dotgit.parent().unwrap_or(std::path::Path::new(""));
-        // A submodule's own `.git`, or anything inside a submodule's
-        // checkout (its nested submodules; its content is judged as the
-        // submodule's own status).
-        if gitlinks.iter().any(|link| parent.starts_with(link)) {
+) {
+    for found in nested {
+        let key = repo::submodule_meta::key_of(location, &location.work_dir.join(found));
+        if metadata.contains_key(&key) {
             continue;
         }
         findings.push(
             Violation::new(
                 rule::WORKTREE_NOT_CLEAN,
                 format!(
-                    "{} is a repository inside the checkout that git does not list; git run in \
-                     {} would use its config. Remove it",
-                    dotgit.display(),
-                    parent.display()
+                    "{} is a git repository inside the checkout that git does not list; git run \
+                     in it or its directory would use its config. Remove it",
+                    found.display()
                 ),
             )
-            .with_path(dotgit.display().to_string()),
+            .with_path(found.display().to_string()),
         );
     }
-    Ok(())
 }
 
 fn short_branch(branch: &[u8]) -> String {

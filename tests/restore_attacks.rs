@@ -1,6 +1,7 @@
 //! Red-team reproductions for issue 16's restore (`run --on-reject
-//! restore`), kept as regression tests: each failed on the commit the red
-//! team attacked for the reason its comment names, and passes since.
+//! restore`) and verify's nested-repository check, two rounds, kept as
+//! regression tests: each failed on the commit the red team attacked for
+//! the reason its comment names, and passes since.
 
 mod common;
 
@@ -22,8 +23,14 @@ fn write_task(sb: &Sandbox) -> PathBuf {
     task
 }
 
-/// Runs `body` as the agent under `run --on-reject restore --json`.
+/// Runs `body` as the agent in the sandbox's checkout (see
+/// [`run_restore_in`]).
 fn run_restore(sb: &Sandbox, body: &str) -> Value {
+    run_restore_in(sb, &sb.repo, body)
+}
+
+/// Runs `body` as the agent in `repo` under `run --on-reject restore --json`.
+fn run_restore_in(sb: &Sandbox, repo: &Path, body: &str) -> Value {
     let agent = sb.root.join("agent.sh");
     std::fs::write(&agent, format!("#!/bin/sh\n{body}\n")).unwrap();
     std::fs::set_permissions(&agent, PermissionsExt::from_mode(0o755)).unwrap();
@@ -32,7 +39,7 @@ fn run_restore(sb: &Sandbox, body: &str) -> Value {
         .command(env!("CARGO_BIN_EXE_grantguard"))
         .current_dir(&sb.root)
         .args(["run", "--task", task.to_str().unwrap()])
-        .args(["--repo", sb.repo.to_str().unwrap()])
+        .args(["--repo", repo.to_str().unwrap()])
         .args(["--state", sb.state.to_str().unwrap()])
         .args(["--capability", "repo.read", "--json"])
         .args(["--on-reject", "restore", "--run-id", "r1", "--"])
@@ -93,10 +100,18 @@ fn restore_runs_no_program_of_a_repository_the_agent_made_in_an_unpopulated_subm
         !marker.exists(),
         "restore ran the agent's smudge filter: {r:#}"
     );
-    // Restore refuses to run git in that repository, and so resets nothing.
+    // The submodule was not checked out at arm: what is in its directory now
+    // is the agent's, preserved and removed; git never runs there.
     let c = &r["evidence"]["compensation"];
-    assert_eq!(c["done"], false, "{r:#}");
-    assert!(r.to_string().contains("is not a gitfile"), "{r:#}");
+    assert_eq!(c["done"], true, "{r:#}");
+    assert_eq!(
+        std::fs::read_dir(sb.repo.join("sub")).unwrap().count(),
+        0,
+        "{r:#}"
+    );
+    let preserved = Path::new(c["preserved"]["dir"].as_str().unwrap());
+    assert!(preserved.join("worktree/sub/.git").exists(), "{r:#}");
+    assert!(preserved.join("worktree/sub/sub.txt").exists(), "{r:#}");
 }
 
 #[test]
@@ -242,4 +257,258 @@ fn rejects_a_repository_the_agent_planted_in_a_tracked_directory() {
         !sb.repo.join("docs/.git").exists(),
         "docs/.git survived the run: {r:#}"
     );
+}
+
+// ---- round 2 (on 6da52ba)
+
+const OUTSIDE_COMMIT: &str = "echo better > docs/guide.md && echo outside > README.md && \
+     git -c core.hooksPath=/dev/null commit -q -am guide";
+
+/// A seed repository for submodules; returns its path.
+fn sub_seed(sb: &Sandbox) -> PathBuf {
+    std::fs::write(
+        sb.home.join(".gitconfig"),
+        "[protocol \"file\"]\n\tallow = always\n",
+    )
+    .unwrap();
+    let seed = sb.root.join("sub-seed");
+    sb.run_git(&sb.root, &["init", "-q", "-b", "main", "sub-seed"]);
+    std::fs::write(seed.join("f"), "original\n").unwrap();
+    std::fs::write(seed.join(".gitignore"), "target/\n").unwrap();
+    sb.run_git(&seed, &["add", "."]);
+    sb.run_git(&seed, &["commit", "-q", "-m", "sub"]);
+    seed
+}
+
+/// Baseline with submodule `B` checked out and `A` registered but not.
+fn with_a_unpopulated_b_populated() -> (Sandbox, PathBuf) {
+    let sb = Sandbox::new();
+    let seed = sub_seed(&sb);
+    let url = seed.to_str().unwrap();
+    sb.git(&["submodule", "add", "-q", url, "A"]);
+    sb.git(&["submodule", "add", "-q", url, "B"]);
+    sb.git(&["commit", "-q", "-m", "submodules"]);
+    sb.git(&["push", "-q", "origin", "main"]);
+    sb.git(&["submodule", "deinit", "-q", "-f", "A"]);
+    std::fs::remove_dir_all(sb.git_dir().join("modules/A")).unwrap();
+    (sb, seed)
+}
+
+/// The agent makes `git_dir` (relative to the checkout) a git dir of its
+/// own with a smudge filter and a core.worktree outside the checkout, and
+/// points the unpopulated submodule `A` at it.
+fn plant_git_dir_for_a(sb: &Sandbox, seed: &Path, git_dir: &str) -> Value {
+    let marker = sb.root.join("PWNED");
+    let outside = sb.root.join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    run_restore_in(
+        sb,
+        &sb.repo,
+        &format!(
+            "{OUTSIDE_COMMIT}\ngit update-index --force-remove A\n\
+             G={git_dir}\ngit init -q --bare $G && git -C $G fetch -q '{seed}' main\n\
+             git -C $G config core.bare false\ngit -C $G config core.worktree '{o}'\n\
+             git -C $G config filter.evil.smudge \"sh -c 'touch {m}; cat'\"\n\
+             mkdir -p $G/info && echo '* filter=evil' > $G/info/attributes\n\
+             printf 'gitdir: ../%s\\n' $G > A/.git",
+            seed = seed.display(),
+            o = outside.display(),
+            m = marker.display()
+        ),
+    )
+}
+
+#[test]
+fn restore_runs_no_program_through_a_gitfile_naming_the_modules_dir_itself() {
+    let (sb, seed) = with_a_unpopulated_b_populated();
+    let r = plant_git_dir_for_a(&sb, &seed, ".git/modules");
+    assert_eq!(r["evidence"]["compensation"]["action"], "restore", "{r:#}");
+    assert!(
+        !sb.root.join("PWNED").exists(),
+        "restore ran the agent's smudge filter: {r:#}"
+    );
+    assert!(
+        !sb.root.join("outside/f").exists(),
+        "restore wrote outside the checkout: {r:#}"
+    );
+}
+
+#[test]
+fn restore_runs_no_program_through_a_git_dir_made_inside_a_modules_object_store() {
+    let (sb, seed) = with_a_unpopulated_b_populated();
+    let r = plant_git_dir_for_a(&sb, &seed, ".git/modules/B/objects/evil");
+    assert_eq!(r["evidence"]["compensation"]["action"], "restore", "{r:#}");
+    assert!(
+        !sb.root.join("PWNED").exists(),
+        "restore ran the agent's smudge filter: {r:#}"
+    );
+    assert!(
+        !sb.root.join("outside/f").exists(),
+        "restore wrote outside the checkout: {r:#}"
+    );
+}
+
+#[test]
+fn restore_in_a_linked_worktree_leaves_the_main_checkouts_submodule_alone() {
+    let sb = Sandbox::new();
+    let seed = sub_seed(&sb);
+    sb.git(&["submodule", "add", "-q", seed.to_str().unwrap(), "sub"]);
+    sb.git(&["commit", "-q", "-m", "submodule"]);
+    sb.git(&["push", "-q", "origin", "main"]);
+    let wt = sb.root.join("wt");
+    sb.git(&["worktree", "add", "-q", wt.to_str().unwrap(), "-b", "wt"]);
+    // The user's uncommitted work in the main checkout's submodule.
+    std::fs::write(sb.repo.join("sub/f"), "precious\n").unwrap();
+    let r = run_restore_in(
+        &sb,
+        &wt,
+        &format!(
+            "{DOCS_COMMIT}\ngit update-index --force-remove sub\n\
+             printf 'gitdir: {}\\n' > sub/.git",
+            sb.git_dir().join("modules/sub").display()
+        ),
+    );
+    assert_eq!(r["evidence"]["compensation"]["action"], "restore", "{r:#}");
+    assert_eq!(
+        std::fs::read_to_string(sb.repo.join("sub/f")).unwrap(),
+        "precious\n",
+        "restore of the linked worktree reset the main checkout's submodule: {r:#}"
+    );
+}
+
+#[test]
+fn restores_a_linked_worktree_whose_submodule_was_checked_out_there() {
+    let sb = Sandbox::new();
+    let seed = sub_seed(&sb);
+    sb.git(&["submodule", "add", "-q", seed.to_str().unwrap(), "sub"]);
+    sb.git(&["commit", "-q", "-m", "submodule"]);
+    sb.git(&["push", "-q", "origin", "main"]);
+    let wt = sb.root.join("wt");
+    sb.git(&["worktree", "add", "-q", wt.to_str().unwrap(), "-b", "wt"]);
+    sb.run_git(&wt, &["submodule", "update", "-q", "--init"]);
+    let r = run_restore_in(&sb, &wt, OUTSIDE_COMMIT);
+    assert_eq!(r["evidence"]["compensation"]["done"], true, "{r:#}");
+}
+
+#[test]
+fn rejects_a_repository_planted_inside_an_unpopulated_submodule_directory() {
+    let (sb, _) = with_a_unpopulated_b_populated();
+    let r = run_restore_in(
+        &sb,
+        &sb.repo,
+        &format!("{DOCS_COMMIT}\nmkdir -p A/deep && git -C A/deep init -q"),
+    );
+    assert_ne!(
+        r["status"], "succeeded",
+        "a planted A/deep/.git was accepted: {r:#}"
+    );
+}
+
+#[test]
+fn rejects_a_repository_planted_in_an_ignored_directory_of_a_submodule() {
+    let (sb, _) = with_a_unpopulated_b_populated();
+    let r = run_restore_in(
+        &sb,
+        &sb.repo,
+        &format!("{DOCS_COMMIT}\nmkdir -p B/target/deep && git -C B/target/deep init -q"),
+    );
+    assert_ne!(
+        r["status"], "succeeded",
+        "a planted B/target/deep/.git was accepted: {r:#}"
+    );
+}
+
+#[test]
+fn rejects_a_bare_repository_planted_in_a_granted_directory() {
+    let sb = Sandbox::new();
+    let r = run_restore_in(
+        &sb,
+        &sb.repo,
+        &format!(
+            "{DOCS_COMMIT}\ngit init -q --bare docs/x.git && echo '*' > docs/x.git/.gitignore"
+        ),
+    );
+    assert_ne!(
+        r["status"], "succeeded",
+        "a planted bare repository docs/x.git was accepted: {r:#}"
+    );
+}
+
+#[test]
+fn restore_refuses_a_rebase_in_progress_in_a_submodule() {
+    let (sb, _) = with_a_unpopulated_b_populated();
+    let r = run_restore_in(
+        &sb,
+        &sb.repo,
+        &format!(
+            "{DOCS_COMMIT}\ncd B && echo one > f && git commit -qam one && echo two > f && \
+             git commit -qam two && GIT_SEQUENCE_EDITOR='sed -i 1s/^pick/edit/' \
+             git rebase -q -i HEAD~2"
+        ),
+    );
+    assert_eq!(r["evidence"]["compensation"]["action"], "restore", "{r:#}");
+    let left = sb.git_dir().join("modules/B/rebase-merge").exists();
+    assert!(
+        !(left && r["evidence"]["compensation"]["done"] == true),
+        "restore reported done with a rebase in progress in the submodule: {r:#}"
+    );
+}
+
+#[test]
+fn rejects_a_bare_repository_planted_in_an_ignored_directory() {
+    // The sandbox's baseline ignores `target/`; a non-bare target/deep/.git
+    // there is rejected, a bare target/x.git is not.
+    let sb = Sandbox::new();
+    let r = run_restore_in(
+        &sb,
+        &sb.repo,
+        &format!("{DOCS_COMMIT}\ngit init -q --bare target/x.git"),
+    );
+    assert_ne!(
+        r["status"], "succeeded",
+        "a planted bare repository target/x.git was accepted: {r:#}"
+    );
+}
+
+#[test]
+fn restore_refuses_before_any_reset_over_an_assume_unchanged_entry_in_a_submodule() {
+    let (sb, _) = with_a_unpopulated_b_populated();
+    let r = run_restore_in(
+        &sb,
+        &sb.repo,
+        &format!(
+            "{OUTSIDE_COMMIT}\ncd B && git update-index --assume-unchanged f && \
+             echo 'agent bytes' > f"
+        ),
+    );
+    let rules = common::rules(&r);
+    // At the top level the same state is refused before anything is
+    // preserved or reset (preserve_failed); in a submodule it is reset.
+    assert!(
+        !rules.iter().any(|rule| rule == "reset_failed"),
+        "restore reset the checkout over a hidden submodule entry: {r:#}"
+    );
+}
+
+#[test]
+fn restores_a_sparse_linked_worktree() {
+    let sb = Sandbox::new();
+    let wt = sb.root.join("wt");
+    sb.git(&["worktree", "add", "-q", wt.to_str().unwrap(), "-b", "wt"]);
+    sb.run_git(&wt, &["sparse-checkout", "set", "docs"]);
+    let r = run_restore_in(&sb, &wt, OUTSIDE_COMMIT);
+    assert_eq!(r["evidence"]["compensation"]["done"], true, "{r:#}");
+}
+
+#[test]
+fn restores_a_checkout_whose_submodule_has_an_embedded_git_dir() {
+    let sb = Sandbox::new();
+    let seed = sub_seed(&sb);
+    sb.run_git(&sb.repo, &["clone", "-q", seed.to_str().unwrap(), "sub"]);
+    sb.git(&["submodule", "add", "-q", seed.to_str().unwrap(), "sub"]);
+    sb.git(&["commit", "-q", "-m", "submodule"]);
+    sb.git(&["push", "-q", "origin", "main"]);
+    assert!(sb.repo.join("sub/.git").is_dir());
+    let r = run_restore_in(&sb, &sb.repo, OUTSIDE_COMMIT);
+    assert_eq!(r["evidence"]["compensation"]["done"], true, "{r:#}");
 }

@@ -463,12 +463,15 @@ fn restore_and_rebuild(sb: &Sandbox, seed: u64) -> usize {
     let baseline = baseline.trim();
     let preserved = sb.state.join("preserved").join(format!("case-{seed}"));
     std::fs::create_dir_all(sb.state.join("preserved")).unwrap();
+    let arm = arm_record(sb);
     let target = preserve::Target {
         work_dir: &sb.repo,
         branch: gix::bstr::BStr::new(b"refs/heads/main"),
         baseline: Some(baseline),
         preserve_dir: &preserved,
         clean_settings: None,
+        location: &arm.0,
+        arm_metadata: &arm.1,
     };
     let restored = match preserve::restore(&target) {
         Ok(r) => r,
@@ -747,12 +750,15 @@ fn resets_nothing_when_preservation_cannot_be_complete() {
         };
         let before = look();
         std::fs::create_dir_all(sb.state.join("preserved")).unwrap();
+        let arm = arm_record(&sb);
         let target = preserve::Target {
             work_dir: &sb.repo,
             branch: gix::bstr::BStr::new(b"refs/heads/main"),
             baseline: Some(&baseline_commit),
             preserve_dir: &sb.state.join("preserved/r1"),
             clean_settings: None,
+            location: &arm.0,
+            arm_metadata: &arm.1,
         };
         match preserve::restore(&target) {
             Err(preserve::RestoreError::NotPreserved(e)) => eprintln!("{case}: {e:#}"),
@@ -782,12 +788,15 @@ fn preserves_the_index_without_running_the_checkouts_signing_program() {
     std::fs::write(sb.repo.join("docs/guide.md"), "staged\n").unwrap();
     sb.git(&["add", "docs/guide.md"]);
     std::fs::create_dir_all(sb.state.join("preserved")).unwrap();
+    let arm = arm_record(&sb);
     let target = preserve::Target {
         work_dir: &sb.repo,
         branch: gix::bstr::BStr::new(b"refs/heads/main"),
         baseline: Some(&baseline_commit),
         preserve_dir: &sb.state.join("preserved/r1"),
         clean_settings: None,
+        location: &arm.0,
+        arm_metadata: &arm.1,
     };
     let restored = preserve::restore(&target).unwrap_or_else(|e| panic!("{e:?}"));
     assert!(!marker.exists(), "the signing program ran");
@@ -798,4 +807,21 @@ fn preserves_the_index_without_running_the_checkouts_signing_program() {
         "{heads}"
     );
     assert_eq!(sb.git(&["status", "--porcelain"]), "");
+}
+
+/// What `arm` would have recorded of the protected metadata (the library
+/// path runs without arming; the tests' agents never touch a git dir, so
+/// the entries read now are those of the baseline).
+fn arm_record(
+    sb: &Sandbox,
+) -> (
+    grantguard::repo::Location,
+    std::collections::BTreeMap<String, String>,
+) {
+    let repo = grantguard::repo::open(&sb.repo).unwrap();
+    let location = grantguard::repo::location(&repo).unwrap();
+    let metadata =
+        grantguard::repo::metadata_digests(&location, &grantguard::repo::HookPaths::default())
+            .unwrap();
+    (location, metadata)
 }

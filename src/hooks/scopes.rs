@@ -46,8 +46,6 @@ impl Scopes {
         // `from_git_dir` takes the dir holding `config` (the common dir) and
         // reads the `config.worktree` beside it, which belongs to the main
         // worktree only; a linked worktree's own is in its git dir.
-        let mut all =
-            gix::config::File::from_git_dir(location.common_dir.clone()).context(CONTEXT)?;
         let local_path = location.common_dir.join("config");
         let local = gix::config::File::from_path_no_includes(
             local_path.clone(),
@@ -55,6 +53,36 @@ impl Scopes {
         )
         .context(CONTEXT)?;
         let worktree_config = matches!(local.boolean("extensions.worktreeConfig"), Ok(Some(true)));
+        let mut all = match gix::config::File::from_git_dir(location.common_dir.clone()) {
+            Ok(all) => all,
+            // gix refuses a missing main `config.worktree` under
+            // `extensions.worktreeConfig`, which git reads as empty (a
+            // sparse checkout set up in a linked worktree leaves exactly
+            // that): the same scopes without it.
+            Err(_) if worktree_config && !location.common_dir.join("config.worktree").exists() => {
+                let mut all = gix::config::File::from_globals().context(CONTEXT)?;
+                all.append(local.clone()).context(CONTEXT)?;
+                for path in crate::repo::config_includes::included_files(&local_path)? {
+                    if path.is_file() {
+                        all.append(
+                            gix::config::File::from_path_no_includes(
+                                path,
+                                gix::config::Source::Local,
+                            )
+                            .context(CONTEXT)?,
+                        )
+                        .context(CONTEXT)?;
+                    }
+                }
+                if let Some(env) =
+                    gix::config::File::from_env(Default::default()).context(CONTEXT)?
+                {
+                    all.append(env).context(CONTEXT)?;
+                }
+                all
+            }
+            Err(e) => return Err(e).context(CONTEXT),
+        };
         let mut outranking = Vec::new();
         let mut files: Vec<PathBuf> = crate::repo::config_includes::included_files(&local_path)?;
         let own = location.git_dir.join("config.worktree");

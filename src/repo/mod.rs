@@ -38,7 +38,7 @@ mod sparse_present;
 pub mod special_files;
 mod staged;
 mod submodule;
-mod submodule_meta;
+pub mod submodule_meta;
 mod worktree;
 
 use std::path::{Path, PathBuf};

@@ -121,7 +121,16 @@ pub fn in_git_dirs(location: &Location) -> Vec<String> {
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
         };
+        // A bare repository (`HEAD`, `objects/`, `refs/`) is a git dir
+        // under any name: git run in it uses its config.
+        let mut bare = [false; 3];
         for entry in entries.flatten() {
+            if let Ok(kind) = entry.file_type() {
+                let name = entry.file_name();
+                bare[0] |= name == "HEAD" && kind.is_file();
+                bare[1] |= name == "objects" && kind.is_dir();
+                bare[2] |= name == "refs" && kind.is_dir();
+            }
             if entry.file_type().is_ok_and(|t| t.is_dir()) {
                 stack.push(entry.path());
             }
@@ -181,8 +190,9 @@ pub struct Scan {
     /// Special files git would hang on, one message each.
     pub problems: Vec<String>,
     /// Every `.git` below the root (a submodule's, or a repository the
-    /// agent made), relative to the root: git lists none of them, and git
-    /// run in their directory uses their config.
+    /// agent made), and every directory shaped like a bare repository,
+    /// relative to the root: git lists none of them, and git run there
+    /// uses their config.
     pub nested_git: Vec<PathBuf>,
 }
 
@@ -209,7 +219,16 @@ pub fn scan(work_dir: &Path) -> Result<Scan, String> {
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
         };
+        // A bare repository (`HEAD`, `objects/`, `refs/`) is a git dir
+        // under any name: git run in it uses its config.
+        let mut bare = [false; 3];
         for entry in entries.flatten() {
+            if let Ok(kind) = entry.file_type() {
+                let name = entry.file_name();
+                bare[0] |= name == "HEAD" && kind.is_file();
+                bare[1] |= name == "objects" && kind.is_dir();
+                bare[2] |= name == "refs" && kind.is_dir();
+            }
             let Ok(kind) = entry.file_type() else {
                 continue;
             };
@@ -234,6 +253,9 @@ pub fn scan(work_dir: &Path) -> Result<Scan, String> {
             if kind.is_dir() {
                 stack.push(entry.path());
             }
+        }
+        if bare == [true; 3] && dir != work_dir {
+            nested_git.push(dir.strip_prefix(work_dir).unwrap_or(&dir).to_owned());
         }
     }
     out.sort();

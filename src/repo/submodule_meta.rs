@@ -170,6 +170,34 @@ pub fn checkout_digests(location: &Location, out: &mut BTreeMap<String, String>)
     Ok(())
 }
 
+/// The key [`checkout_digests`] gives the `.git` of a submodule checkout.
+pub fn key_of(location: &Location, dot_git: &Path) -> String {
+    key_for(location, dot_git)
+}
+
+/// The protected entries of one submodule checkout as they are now, keyed
+/// as [`checkout_digests`] keys them: its `.git` entry, and the entries of
+/// the git dir it names (and that git dir's common dir). `None` when there
+/// is no `.git`. `run`'s restore runs git in a submodule only when each of
+/// these equals what `arm` recorded.
+pub fn checkout_entries(
+    location: &Location,
+    dot_git: &Path,
+) -> Result<Option<BTreeMap<String, String>>> {
+    let Some((digest, git_dir)) = dot_git_entry(dot_git)? else {
+        return Ok(None);
+    };
+    let mut out = BTreeMap::new();
+    out.insert(key_for(location, dot_git), digest);
+    if let Some(git_dir) = git_dir {
+        git_dir_entries(location, &git_dir, &mut out)?;
+        if let Some(common) = common_dir_of(&git_dir)? {
+            git_dir_entries(location, &common, &mut out)?;
+        }
+    }
+    Ok(Some(out))
+}
+
 /// The paths of the gitlinks (mode 160000) recorded in the index at `path`;
 /// none when there is no index.
 pub fn gitlinks(path: &Path, hash: gix::hash::Kind) -> Result<Vec<PathBuf>> {

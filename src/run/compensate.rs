@@ -32,23 +32,28 @@ pub(super) fn compensate(
     // because no violation says otherwise.
     let metadata_changed = result.evidence.get("metadata_intact") != Some(&Value::Bool(true));
     let preserve_dir = places.state.join("preserved").join(run_id);
-    let clean_settings = crate::baseline::Baseline::read_live_or_retired(&places.state)
+    let baseline = crate::baseline::Baseline::read_live_or_retired(&places.state)
         .ok()
-        .and_then(|(baseline, _, _)| baseline.clean_settings);
-    let target = preserve::Target {
-        work_dir: &places.work_dir,
-        branch,
-        baseline: places.baseline_commit.as_deref(),
-        preserve_dir: &preserve_dir,
-        clean_settings: clean_settings.as_ref(),
-    };
-    let outcome = if metadata_changed || !metadata_still_intact(&places.state) {
-        Err(preserve::RestoreError::NotPreserved(anyhow::anyhow!(
-            "verify did not find the protected git metadata intact, so running git in this \
-             checkout is not safe"
-        )))
-    } else {
-        preserve::restore(&target)
+        .map(|(baseline, _, _)| baseline);
+    let outcome = match &baseline {
+        _ if metadata_changed || !metadata_still_intact(&places.state) => {
+            Err(preserve::RestoreError::NotPreserved(anyhow::anyhow!(
+                "verify did not find the protected git metadata intact, so running git in this \
+                 checkout is not safe"
+            )))
+        }
+        None => Err(preserve::RestoreError::NotPreserved(anyhow::anyhow!(
+            "the baseline cannot be read, so what arm recorded cannot be compared"
+        ))),
+        Some(baseline) => preserve::restore(&preserve::Target {
+            work_dir: &places.work_dir,
+            branch,
+            baseline: places.baseline_commit.as_deref(),
+            preserve_dir: &preserve_dir,
+            clean_settings: baseline.clean_settings.as_ref(),
+            location: &baseline.repo,
+            arm_metadata: &baseline.metadata,
+        }),
     };
     match outcome {
         Ok(restored) => {

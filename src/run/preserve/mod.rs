@@ -170,20 +170,19 @@ pub struct Target<'a> {
     /// file's content among them), applied as `verify` applies them, so the
     /// baseline's ignore rules and the final check are verify's.
     pub clean_settings: Option<&'a crate::repo::clean_settings::CleanSettings>,
+    /// Where the armed repository is (the baseline's location).
+    pub location: &'a crate::repo::Location,
+    /// The protected metadata `arm` recorded: restore runs git in a
+    /// submodule only when its `.git` and git dir are as recorded there
+    /// (see `select`).
+    pub arm_metadata: &'a std::collections::BTreeMap<String, String>,
 }
 
 /// Preserves the rejected work and resets the checkout to the baseline.
 pub fn restore(target: &Target<'_>) -> Result<Restored, RestoreError> {
-    let common_dir = crate::repo::open(target.work_dir)
-        .and_then(|r| {
-            let location = crate::repo::location(&r)?;
-            refuse_unresettable(&r, &location.git_dir)?;
-            Ok(location.common_dir)
-        })
-        .map_err(RestoreError::NotPreserved)?;
     let repo = Repo {
         work_dir: target.work_dir.to_owned(),
-        common_dir,
+        arm: std::sync::Arc::new((target.location.clone(), target.arm_metadata.clone())),
         branch: Some(target.branch.to_owned()),
         baseline: target.baseline.map(str::to_owned),
         depth: 0,
@@ -217,9 +216,12 @@ fn refuse_unresettable(repo: &gix::Repository, git_dir: &Path) -> Result<()> {
     if !ops.is_empty() {
         bail!(
             "a {} is in progress; its state cannot be preserved, so nothing was reset: finish \
-             or abort it (git {} --abort), then restore",
+             or abort it ({}), then restore",
             ops.join(" and a "),
-            ops[0]
+            match ops[0] {
+                "bisect" => "git bisect reset".to_owned(),
+                op => format!("git {op} --abort"),
+            }
         );
     }
     let hidden = crate::repo::hidden_index_entries(repo, git_dir)?;
@@ -236,26 +238,16 @@ fn refuse_unresettable(repo: &gix::Repository, git_dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The git dir a submodule's gitfile names, resolved.
-fn submodule_git_dir(dir: &Path) -> Result<PathBuf> {
-    use std::os::unix::ffi::OsStrExt;
-    let text = crate::fsutil::read_regular(&dir.join(".git"))?;
-    let named = text
-        .strip_prefix(b"gitdir: ")
-        .map(|t| t.trim_ascii_end())
-        .context("not a gitfile")?;
-    Ok(dir
-        .join(std::ffi::OsStr::from_bytes(named))
-        .canonicalize()?)
-}
-
 /// One repository to preserve and reset: the checkout, or a submodule.
 #[derive(Clone, Debug)]
 struct Repo {
     work_dir: PathBuf,
-    /// The common git dir of the checkout (the superproject's, for a
-    /// submodule): where trusted submodule git dirs live.
-    common_dir: PathBuf,
+    /// The armed repository's location and the protected metadata `arm`
+    /// recorded, shared by the checkout and its submodules.
+    arm: std::sync::Arc<(
+        crate::repo::Location,
+        std::collections::BTreeMap<String, String>,
+    )>,
     /// The granted branch; `None` for a submodule (its HEAD is detached at
     /// the baseline's gitlink).
     branch: Option<BString>,
@@ -335,6 +327,12 @@ fn absolute(dir: &Path, printed: &str) -> PathBuf {
 }
 
 fn preserve(repo: &Repo, dir: &Path) -> Result<(Plan, Restored)> {
+    {
+        let opened = crate::repo::open(&repo.work_dir)?;
+        let location = crate::repo::location(&opened)?;
+        refuse_unresettable(&opened, &location.git_dir)
+            .with_context(|| format!("in {}", repo.work_dir.display()))?;
+    }
     if repo.depth > MAX_DEPTH {
         bail!(
             "submodules nested more than {MAX_DEPTH} deep at {}",
@@ -402,12 +400,9 @@ fn preserve(repo: &Repo, dir: &Path) -> Result<(Plan, Restored)> {
     let mut submodules = Vec::new();
     let mut entries = Vec::new();
     for (n, (path, commit)) in selection.submodules.iter().enumerate() {
-        let sub_work_dir = files::join(work_dir, path);
-        // Checked in `select`: a gitfile naming a git dir under modules/.
-        let sub_git_dir = submodule_git_dir(&sub_work_dir)?;
         let sub = Repo {
-            work_dir: sub_work_dir,
-            common_dir: sub_git_dir,
+            work_dir: files::join(work_dir, path),
+            arm: repo.arm.clone(),
             branch: None,
             baseline: Some(commit.clone()),
             depth: repo.depth + 1,

@@ -187,9 +187,21 @@ pub(super) fn select(repo: &Repo, sha256: bool, scratch: &std::path::Path) -> Re
         {
             // A submodule of the baseline: preserved and reset on its own
             // when checked out; an empty directory is its unpopulated form.
-            if std::fs::symlink_metadata(path.join(".git")).is_ok() {
-                trusted_submodule_git(&path, &repo.common_dir)?;
+            if checked_out_at_arm(repo, &path)? {
                 submodules.push((rel.clone(), commit.clone()));
+            } else {
+                // Not checked out at arm: whatever is in it now is the
+                // agent's, kept and removed like untracked content; git
+                // never runs there (its `.git`, if any, is the agent's).
+                for child in std::fs::read_dir(&path)
+                    .with_context(|| format!("cannot list {}", path.display()))?
+                {
+                    let name = child?.file_name();
+                    let mut child_rel = rel.clone();
+                    child_rel.push(b'/');
+                    child_rel.extend_from_slice(name.as_encoded_bytes());
+                    copy.insert(child_rel);
+                }
             }
             continue;
         }
@@ -245,50 +257,39 @@ pub(super) fn select(repo: &Repo, sha256: bool, scratch: &std::path::Path) -> Re
     })
 }
 
-/// Restore runs git in a checked-out submodule only when its `.git` is a
-/// gitfile naming a git dir under the superproject's `modules/` (what `git
-/// submodule` writes, and what verify protects: a `modules/` entry added or
-/// changed since arm fails the metadata check before restore runs). A
-/// repository the agent made in a submodule's path (an embedded `.git`, or a
-/// gitfile naming anything else) has a config the agent wrote: running git
-/// there would run its filters, or write where its `core.worktree` says.
-fn trusted_submodule_git(dir: &std::path::Path, common_dir: &std::path::Path) -> Result<()> {
-    let dotgit = dir.join(".git");
-    let refuse = |why: &str| {
+/// Whether the submodule at `dir` was checked out at arm, and is still
+/// exactly as then: its `.git` entry and every protected entry of the git
+/// dir it names equal what `arm` recorded. Only then does restore run git
+/// there. Not checked out at arm: `false` (its content is the agent's).
+/// Checked out then but changed since (another gitfile, a git dir made to
+/// look like a module, a changed config: a repository whose filters or
+/// `core.worktree` the agent chose): an error, so nothing is reset.
+fn checked_out_at_arm(repo: &Repo, dir: &std::path::Path) -> Result<bool> {
+    let (location, arm) = &*repo.arm;
+    let dot_git = dir.join(".git");
+    let key = crate::repo::submodule_meta::key_of(location, &dot_git);
+    let Some(recorded) = arm.get(&key) else {
+        return Ok(false);
+    };
+    let refuse = |why: String| {
         anyhow::anyhow!(
-            "{} {why}; restore runs git only in submodules whose git dir is under {}, so \
-             nothing was reset: inspect it and restore by hand",
-            dotgit.display(),
-            common_dir.join("modules").display()
+            "the submodule at {} {why} since arm; restore runs git only in submodules that are \
+             as arm found them, so nothing was reset: inspect it and restore by hand",
+            dir.display()
         )
     };
-    let meta = std::fs::symlink_metadata(&dotgit).map_err(|_| refuse("cannot be read"))?;
-    if !meta.is_file() {
-        return Err(refuse(
-            "is not a gitfile (a repository made in the submodule's path?)",
-        ));
+    let Some(now) = crate::repo::submodule_meta::checkout_entries(location, &dot_git)? else {
+        return Err(refuse("lost its .git".into()));
+    };
+    if now.get(&key) != Some(recorded) {
+        return Err(refuse("has another .git".into()));
     }
-    let text = crate::fsutil::read_regular(&dotgit).map_err(|_| refuse("cannot be read"))?;
-    let named = text
-        .strip_prefix(b"gitdir: ")
-        .map(|t| t.trim_ascii_end())
-        .ok_or_else(|| refuse("is not a gitfile"))?;
-    let named =
-        std::path::Path::new(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(named));
-    let target = dir
-        .join(named)
-        .canonicalize()
-        .map_err(|_| refuse("names a git dir that does not exist"))?;
-    let modules = common_dir
-        .join("modules")
-        .canonicalize()
-        .map_err(|_| refuse("names a git dir, but the superproject has no modules/"))?;
-    if !target.starts_with(&modules) {
-        return Err(refuse(
-            "names a git dir outside the superproject's modules/",
-        ));
+    for (entry, digest) in &now {
+        if arm.get(entry) != Some(digest) {
+            return Err(refuse(format!("changed {entry}")));
+        }
     }
-    Ok(())
+    Ok(true)
 }
 
 /// Attributes that change a blob's bytes on checkout.
