@@ -596,13 +596,7 @@ fn judge(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
     // counts as changed.
     let metadata = match repo::metadata_digests(&baseline.repo, &baseline.hooks) {
         Ok(now) => {
-            let also = (!armed && peers.any()).then_some(&baseline.metadata);
-            let expected = Expected {
-                metadata: baseline.expected_metadata(armed),
-                also,
-                peer_worktrees: peers.worktrees(&baseline.repo.common_dir),
-            };
-            compare_metadata(&expected, &now, &mut findings);
+            compare_metadata(&Expected::of(&baseline, armed, &peers), &now, &mut findings);
             Some(now)
         }
         Err(e) => {
@@ -707,13 +701,8 @@ pub fn metadata_intact(state: &Path) -> bool {
     let Ok(now) = repo::metadata_digests(&baseline.repo, &baseline.hooks) else {
         return false;
     };
-    let expected = Expected {
-        metadata: baseline.expected_metadata(armed),
-        also: (!armed && peers.any()).then_some(&baseline.metadata),
-        peer_worktrees: peers.worktrees(&baseline.repo.common_dir),
-    };
     let mut findings = Findings::default();
-    compare_metadata(&expected, &now, &mut findings);
+    compare_metadata(&Expected::of(&baseline, armed, &peers), &now, &mut findings);
     findings.is_empty()
 }
 
@@ -1013,6 +1002,17 @@ struct Expected<'a> {
     /// Linked worktrees other armed worktrees own, whose appearing or
     /// going is theirs (see [`crate::peers`]).
     peer_worktrees: crate::peers::PeerWorktrees,
+}
+
+impl<'a> Expected<'a> {
+    /// What `baseline` expects, armed or not, beside `peers`.
+    fn of(baseline: &'a Baseline, armed: bool, peers: &Peers) -> Expected<'a> {
+        Expected {
+            metadata: baseline.expected_metadata(armed),
+            also: (!armed && peers.any()).then_some(&baseline.metadata),
+            peer_worktrees: peers.worktrees(&baseline.repo.common_dir),
+        }
+    }
 }
 
 fn compare_metadata(

@@ -37,9 +37,29 @@ pub fn hex(bytes: &[u8]) -> String {
     out
 }
 
+/// The bytes of a lowercase or uppercase hex string; `None` when it is not
+/// one (odd length, another character).
+pub fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unhex_reverses_hex_and_refuses_what_is_not_hex() {
+        assert_eq!(unhex(&hex(b"wt\xff\n")).as_deref(), Some(&b"wt\xff\n"[..]));
+        assert_eq!(unhex(""), Some(Vec::new()));
+        assert_eq!(unhex("abc"), None);
+        assert_eq!(unhex("zz"), None);
+    }
 
     #[test]
     fn matches_known_sha256_vectors() {

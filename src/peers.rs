@@ -170,7 +170,7 @@ impl PeerWorktrees {
         if !present {
             return true;
         }
-        let Some(name) = decode_hex(hex_name) else {
+        let Some(name) = crate::digest::unhex(hex_name) else {
             return false;
         };
         use std::os::unix::ffi::OsStrExt;
@@ -181,13 +181,6 @@ impl PeerWorktrees {
         let now = Entry::identity_of(&dir);
         now.is_some() && identities.contains(&now)
     }
-}
-
-fn decode_hex(hex: &str) -> Option<Vec<u8>> {
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
-        .collect()
 }
 
 /// A peer whose entry its own baseline confirms.

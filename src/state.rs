@@ -566,35 +566,14 @@ fn leave_hub(
 /// the branch does not exist, and [`UNREADABLE`] when it cannot be read (a
 /// value no ref has, so nothing is excused on its strength).
 fn branch_value(entry: &hub::Entry, common_dir: Option<&Path>) -> Option<String> {
-    use std::os::unix::ffi::OsStrExt;
     let unreadable = Some(UNREADABLE.to_owned());
     let (Some(common_dir), Ok(name)) = (common_dir, repo::refname::decode(&entry.branch)) else {
         return unreadable;
     };
-    let loose = common_dir.join(std::ffi::OsStr::from_bytes(&name));
-    let value = match crate::fsutil::read_regular(&loose) {
-        Ok(bytes) => match repo::refstore::parse_loose(&bytes) {
-            Ok(value) => Some(value),
-            Err(_) => return unreadable,
-        },
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let packed = common_dir.join("packed-refs");
-            match crate::fsutil::read_regular(&packed) {
-                Ok(bytes) => match repo::packed_refs::parse(&bytes) {
-                    Ok(parsed) => parsed
-                        .refs
-                        .into_iter()
-                        .find(|r| r.name == name)
-                        .map(|r| r.id.into()),
-                    Err(_) => return unreadable,
-                },
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-                Err(_) => return unreadable,
-            }
-        }
-        Err(_) => return unreadable,
-    };
-    value.map(|v: gix::bstr::BString| repo::refname::encode(&v))
+    match crate::hooks::reference_transaction::branch_value(common_dir, &name) {
+        Ok(value) => value.map(|v| repo::refname::encode(&v)),
+        Err(_) => unreadable,
+    }
 }
 
 /// The released value of a branch that could not be read.

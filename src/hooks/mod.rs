@@ -105,7 +105,7 @@ pub fn run(invocation: &Invocation) -> i32 {
                         Ok(updates) if !reference_transaction::needs_grant(&updates) => {
                             Ok((Findings::default(), None))
                         }
-                        Ok(updates) => route(invocation).and_then(|route| match route {
+                        Ok(updates) => route(invocation, true).and_then(|route| match route {
                             Route::Armed(state, repo, others) => {
                                 with_state(&state, repo, |repo, baseline, grant| {
                                     let mut findings = reference_transaction::decide(
@@ -127,11 +127,11 @@ pub fn run(invocation: &Invocation) -> i32 {
                 }
             }
         }
-        "pre-commit" => route(invocation).and_then(|route| match route {
+        "pre-commit" => route(invocation, false).and_then(|route| match route {
             Route::Armed(state, repo, _) => with_state(&state, repo, pre_commit::decide),
             Route::Unarmed(..) => Ok((Findings::default(), None)),
         }),
-        "pre-push" => match route(invocation) {
+        "pre-push" => match route(invocation, false) {
             // The transport lock refuses every push of the repository anyway.
             Ok(Route::Unarmed(..)) => Ok((Findings::default(), None)),
             _ => return refuse_push(invocation),
@@ -158,8 +158,10 @@ enum Route {
 }
 
 /// Finds the state directory of the worktree the hook runs in: the one
-/// given, or the hub's entry for this worktree.
-fn route(invocation: &Invocation) -> Result<Route, String> {
+/// given, or the hub's entry for this worktree. The other armed worktrees
+/// are read only when `others` (a reference transaction checks their
+/// branches; pre-commit reads one entry, on git's hot path).
+fn route(invocation: &Invocation, others: bool) -> Result<Route, String> {
     if let Some(state) = &invocation.state {
         return Ok(Route::Armed(state.clone(), None, Vec::new()));
     }
@@ -173,6 +175,12 @@ fn route(invocation: &Invocation) -> Result<Route, String> {
     let hub = hub::Hub::at(dir);
     let unreadable = |e: anyhow::Error| format!("cannot read the hub {}: {e:#}", dir.display());
     let key = hub::key(&location.git_dir);
+    if !others {
+        return Ok(match hub.entry(&key).map_err(unreadable)? {
+            Some(own) => Route::Armed(own.state, Some(Box::new(repo)), Vec::new()),
+            None => Route::Unarmed(Vec::new(), location),
+        });
+    }
     let mut armed = hub.armed().map_err(unreadable)?;
     // An entry whose state directory is gone (deleted without disarm) owns
     // nothing any more; the next arm or disarm releases it.
@@ -204,9 +212,10 @@ fn owned_elsewhere(
         // As `decide` reads an update: by the value it leaves (pruning a
         // loose copy whose packed value stays, as `git pack-refs` does,
         // changes nothing).
-        let now = reference_transaction::branch_value(&location.common_dir, &update.name);
+        let now = reference_transaction::branch_value(&location.common_dir, &update.name).ok();
         let after = reference_transaction::resulting_value(update, &location.common_dir).ok();
-        let unchanged = matches!((after, now), (Some(Some(after)), Some(now)) if after == now);
+        let unchanged =
+            matches!((after, now), (Some(Some(after)), Some(Some(now))) if after == now);
         if unchanged {
             continue;
         }

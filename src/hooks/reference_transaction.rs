@@ -246,17 +246,19 @@ pub fn needs_grant(updates: &[Update]) -> bool {
 /// error, and the hook then refuses the update.
 /// The value a branch has in the common dir while a transaction holds its
 /// locks: the loose file, else the packed record; `None` when absent or
-/// unreadable (the strict reader refuses a store with locks in it, so this
-/// reads only the one ref).
-pub fn branch_value(common_dir: &Path, name: &[u8]) -> Option<BString> {
+/// `Err` when it cannot be read (the strict reader refuses a store with
+/// locks in it, so this reads only the one ref).
+pub fn branch_value(common_dir: &Path, name: &[u8]) -> Result<Option<BString>> {
     use std::os::unix::ffi::OsStrExt;
     let path = common_dir.join(std::ffi::OsStr::from_bytes(name));
     match crate::fsutil::read_regular(&path) {
-        Ok(bytes) => crate::repo::refstore::parse_loose(&bytes).ok(),
+        Ok(bytes) => crate::repo::refstore::parse_loose(&bytes)
+            .map(Some)
+            .map_err(|why| anyhow::anyhow!("{}: {why}", path.display())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            packed_refs(common_dir).ok()?.remove(name)
+            Ok(packed_refs(common_dir)?.remove(name))
         }
-        Err(_) => None,
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
     }
 }
 

@@ -244,13 +244,8 @@ pub fn legacy_worktrees_digest(value: &str) -> Option<String> {
     let names = worktree_names(value)?;
     let mut raw: Vec<Vec<u8>> = names
         .keys()
-        .map(|h| {
-            (0..h.len())
-                .step_by(2)
-                .filter_map(|i| u8::from_str_radix(h.get(i..i + 2)?, 16).ok())
-                .collect()
-        })
-        .collect();
+        .map(|h| crate::digest::unhex(h))
+        .collect::<Option<_>>()?;
     raw.sort();
     Some(format!(
         "live:{}",
