@@ -183,7 +183,7 @@ fn preserves_an_ignored_file_that_the_reset_replaces_with_a_tracked_directory() 
 }
 
 #[test]
-fn restore_leaves_no_skip_worktree_file_missing_when_it_reports_done() {
+fn restore_refuses_over_a_skip_worktree_flag_and_resets_nothing() {
     let sb = Sandbox::new();
     let r = run_restore(
         &sb,
@@ -200,23 +200,10 @@ fn restore_leaves_no_skip_worktree_file_missing_when_it_reports_done() {
         std::fs::read_to_string(sb.repo.join("src/lib.rs")).unwrap(),
         "rewritten\n"
     );
-    if c["done"] == true {
-        assert_eq!(
-            std::fs::read(sb.repo.join("src/lib.rs")).ok().as_deref(),
-            Some(&b"pub fn f() {}\n"[..]),
-            "restore reported done with the baseline's src/lib.rs missing: {r:#}"
-        );
-        assert!(
-            !sb.git(&["ls-files", "-v"])
-                .lines()
-                .any(|l| l.starts_with('S')),
-            "the skip-worktree flag survived restore"
-        );
-    }
 }
 
 #[test]
-fn restore_leaves_no_rebase_in_progress_when_it_reports_done() {
+fn restore_refuses_over_a_rebase_in_progress_and_resets_nothing() {
     let sb = Sandbox::new();
     let r = run_restore(
         &sb,
@@ -230,12 +217,10 @@ fn restore_leaves_no_rebase_in_progress_when_it_reports_done() {
     // Refused before anything is reset: the rebase's state cannot be kept.
     assert_eq!(c["done"], false, "{r:#}");
     assert!(r.to_string().contains("rebase is in progress"), "{r:#}");
-    if c["done"] == true {
-        assert!(
-            !sb.git_dir().join("rebase-merge").exists(),
-            "restore reported done with the agent's rebase still in progress: {r:#}"
-        );
-    }
+    assert!(
+        sb.git_dir().join("rebase-merge").exists(),
+        "nothing is reset"
+    );
 }
 
 #[test]
