@@ -148,6 +148,35 @@ fn text(out: &Output) -> String {
     )
 }
 
+/// `grantguard run --json` of `body` (a shell script) as the agent in `a`'s
+/// worktree, under a task carrying `a`'s grant; `extra` options go before
+/// `--`. The caller adds stdio and runs it.
+fn run_agent(sb: &Sandbox, a: &Agent, body: &str, extra: &[&str]) -> std::process::Command {
+    use std::os::unix::fs::PermissionsExt;
+    let name = a.state.file_name().unwrap().to_string_lossy().into_owned();
+    let task = sb.root.join(format!("task-{name}.json"));
+    let grant: Value = serde_json::from_slice(&std::fs::read(&a.grant).unwrap()).unwrap();
+    let doc = serde_json::json!({"id": format!("edit-{name}"), "title": "Edit",
+        "objective": "Work in my area", "task_type": "change",
+        "required_capabilities": ["repo.read"], "side_effect_class": "reversible",
+        "risk_class": "low", "worker": "coder",
+        "repository_grant": grant["repository_grant"]});
+    std::fs::write(&task, doc.to_string()).unwrap();
+    let script = sb.root.join(format!("agent-{name}.sh"));
+    std::fs::write(&script, format!("#!/bin/sh\n{body}")).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut cmd = sb.command(env!("CARGO_BIN_EXE_grantguard"));
+    cmd.current_dir(&sb.root)
+        .args(["run", "--task", task.to_str().unwrap()])
+        .args(["--repo", a.dir.to_str().unwrap()])
+        .args(["--state", a.state.to_str().unwrap()])
+        .args(["--capability", "repo.read", "--json"])
+        .args(extra)
+        .arg("--")
+        .arg(&script);
+    cmd
+}
+
 /// Everything of the shared setup that the last disarm must restore.
 fn shared_setup(sb: &Sandbox) -> (Vec<u8>, Vec<(String, Vec<u8>)>) {
     let config = std::fs::read(sb.git_dir().join("config")).unwrap();
@@ -671,7 +700,6 @@ fn a_state_directory_deleted_without_disarm_is_released_by_the_next_disarm() {
 /// setup is as before and no hub is left.
 #[test]
 fn four_isolated_runs_in_parallel_worktrees_all_succeed() {
-    use std::os::unix::fs::PermissionsExt;
     let sb = Sandbox::new();
     let agents = worktrees(&sb, 3);
     let before = shared_setup(&sb);
@@ -682,42 +710,27 @@ fn four_isolated_runs_in_parallel_worktrees_all_succeed() {
         .iter()
         .enumerate()
         .map(|(i, a)| {
-            let task = sb.root.join(format!("task{i}.json"));
-            let grant: Value = serde_json::from_slice(&std::fs::read(&a.grant).unwrap()).unwrap();
-            let doc = serde_json::json!({"id": format!("edit-{i}"), "title": "Edit",
-                "objective": "Work in my area", "task_type": "change",
-                "required_capabilities": ["repo.read"], "side_effect_class": "reversible",
-                "risk_class": "low", "worker": "coder",
-                "repository_grant": grant["repository_grant"]});
-            std::fs::write(&task, doc.to_string()).unwrap();
-            let script = sb.root.join(format!("agent{i}.sh"));
-            std::fs::write(
-                &script,
-                format!(
-                    "#!/bin/sh\nset -e\nmkdir -p {area}\nfor n in 1 2; do echo $n > {area}/f$n.txt; \
-                     git add {area}; git commit -q -m \"$n\"; done\n\
-                     # The hub is read-only in the sandbox: no agent reroutes any hooks.\n\
-                     for f in \"$HOME\"/.local/state/grantguard/hubs/*/armed/*.json; do\n\
-                     [ -e \"$f\" ] && echo HUB-SEEN >&2\n\
-                     rm \"$f\" 2>/dev/null && echo HUB-WRITABLE >&2 || true\n\
-                     done\n",
-                    area = a.area
-                ),
+            let body = format!(
+                "set -e\nmkdir -p {area}\nfor n in 1 2; do echo $n > {area}/f$n.txt; \
+                 git add {area}; git commit -q -m \"$n\"; done\n\
+                 # The hub is read-only in the sandbox: no agent reroutes any hooks.\n\
+                 for f in \"$HOME\"/.local/state/grantguard/hubs/*/armed/*.json; do\n\
+                 [ -e \"$f\" ] && echo HUB-SEEN >&2\n\
+                 rm \"$f\" 2>/dev/null && echo HUB-WRITABLE >&2 || true\n\
+                 done\n",
+                area = a.area
+            );
+            let metrics_file = metrics.join(format!("{i}.jsonl"));
+            run_agent(
+                &sb,
+                a,
+                &body,
+                &["--metrics", metrics_file.to_str().unwrap(), "--isolate"],
             )
-            .unwrap();
-            std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-            sb.command(env!("CARGO_BIN_EXE_grantguard"))
-                .current_dir(&sb.root)
-                .args(["run", "--task", task.to_str().unwrap()])
-                .args(["--repo", a.dir.to_str().unwrap()])
-                .args(["--state", a.state.to_str().unwrap()])
-                .args(["--metrics", metrics.join(format!("{i}.jsonl")).to_str().unwrap()])
-                .args(["--capability", "repo.read", "--isolate", "--json", "--"])
-                .arg(&script)
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
         })
         .collect();
     for (child, a) in children.into_iter().zip(&agents) {
@@ -869,37 +882,19 @@ fn a_worktree_an_agent_adds_under_a_removed_peers_name_is_rejected() {
 /// metadata check allows; the rejected work is preserved and reset.
 #[test]
 fn restore_works_while_a_peer_stays_armed() {
-    use std::os::unix::fs::PermissionsExt;
     let sb = Sandbox::new();
     let agents = worktrees(&sb, 2);
     let (one, two) = (&agents[1], &agents[2]);
     arm(&sb, two);
     let base = git_ok(&sb, one, &["rev-parse", "HEAD"]);
-    let task = sb.root.join("task1.json");
-    let grant: Value = serde_json::from_slice(&std::fs::read(&one.grant).unwrap()).unwrap();
-    let doc = serde_json::json!({"id": "edit-1", "title": "Edit", "objective": "Work",
-        "task_type": "change", "required_capabilities": ["repo.read"],
-        "side_effect_class": "reversible", "risk_class": "low", "worker": "coder",
-        "repository_grant": grant["repository_grant"]});
-    std::fs::write(&task, doc.to_string()).unwrap();
-    let script = sb.root.join("agent1.sh");
-    std::fs::write(
-        &script,
-        "#!/bin/sh\necho x > README.md && git -c core.hooksPath=/dev/null commit -q -am evil\n",
+    let out = run_agent(
+        &sb,
+        one,
+        "echo x > README.md && git -c core.hooksPath=/dev/null commit -q -am evil\n",
+        &["--on-reject", "restore"],
     )
+    .output()
     .unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let out = sb
-        .command(env!("CARGO_BIN_EXE_grantguard"))
-        .current_dir(&sb.root)
-        .args(["run", "--task", task.to_str().unwrap()])
-        .args(["--repo", one.dir.to_str().unwrap()])
-        .args(["--state", one.state.to_str().unwrap()])
-        .args(["--on-reject", "restore"])
-        .args(["--capability", "repo.read", "--json", "--"])
-        .arg(&script)
-        .output()
-        .unwrap();
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         r["evidence"]["compensation"]["done"],
