@@ -201,46 +201,6 @@ fn reserve_library_thread_stacks() {
     }
 }
 
-/// The hook invocation the stubs write, `hook NAME --hub DIR [--chain
-/// PATH] -- ARGS...` (or `--state DIR`) exactly, read without clap: git starts a hook several
-/// times per commit, and building the whole command-line parser costs more
-/// than some of those calls' decisions. Anything else (other option
-/// spellings, `--help`, a missing `--`) is `None` and goes through clap,
-/// which accepts the same invocations and more.
-fn stub_hook_invocation(args: &[std::ffi::OsString]) -> Option<grantguard::hooks::Invocation> {
-    let [hook, name, place_flag, state, rest @ ..] = args else {
-        return None;
-    };
-    let hub = match place_flag.to_str() {
-        Some("--hub") => true,
-        Some("--state") => false,
-        _ => return None,
-    };
-    if hook != "hook" {
-        return None;
-    }
-    let name = name.to_str().filter(|n| !n.starts_with('-'))?.to_owned();
-    let (chain, rest) = match rest {
-        [flag, chain, rest @ ..] if flag == "--chain" => (Some(PathBuf::from(chain)), rest),
-        _ => (None, rest),
-    };
-    let [separator, args @ ..] = rest else {
-        return None;
-    };
-    // clap reads an empty `--state` as a value; only plain values here.
-    if separator != "--" || state.is_empty() || state.to_string_lossy().starts_with('-') {
-        return None;
-    }
-    let place = Some(PathBuf::from(state));
-    Some(grantguard::hooks::Invocation {
-        name,
-        state: if hub { None } else { place.clone() },
-        hub: if hub { place } else { None },
-        chain,
-        args: args.to_vec(),
-    })
-}
-
 fn main() -> ExitCode {
     // Installed under a hook's name (a copy or symlink named pre-commit,
     // pre-push or reference-transaction), the binary is that hook.
@@ -265,7 +225,14 @@ fn main() -> ExitCode {
         return exit_code(grantguard::hooks::run(&invocation));
     }
     let args: Vec<std::ffi::OsString> = argv.collect();
-    if let Some(invocation) = stub_hook_invocation(&args) {
+    // Started by the kernel from a stub's `#!` line: `stub <stub> ARGS`.
+    if let [word, stub, git_args @ ..] = args.as_slice()
+        && word == grantguard::hooks::stub::STUB_WORD
+    {
+        let stub = std::path::Path::new(stub);
+        return exit_code(grantguard::hooks::run_stub(stub, git_args.to_vec()));
+    }
+    if let Some(invocation) = grantguard::hooks::stub::hook_invocation(&args) {
         return exit_code(grantguard::hooks::run(&invocation));
     }
     reserve_library_thread_stacks();
@@ -763,52 +730,4 @@ fn run_command(args: RunArgs) -> i32 {
         );
     }
     result.exit_code()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn args(list: &[&str]) -> Vec<std::ffi::OsString> {
-        list.iter().map(Into::into).collect()
-    }
-
-    #[test]
-    fn the_stub_forms_are_read_without_clap() {
-        let hub = stub_hook_invocation(&args(&["hook", "pre-commit", "--hub", "/h", "--", "x"]))
-            .expect("hub form");
-        assert_eq!(hub.hub, Some(PathBuf::from("/h")));
-        assert_eq!(hub.state, None);
-        assert_eq!(hub.args, args(&["x"]));
-        let state = stub_hook_invocation(&args(&[
-            "hook",
-            "reference-transaction",
-            "--state",
-            "/s",
-            "--chain",
-            ".husky/_/reference-transaction",
-            "--",
-            "prepared",
-        ]))
-        .expect("state form");
-        assert_eq!(state.state, Some(PathBuf::from("/s")));
-        assert_eq!(
-            state.chain,
-            Some(PathBuf::from(".husky/_/reference-transaction"))
-        );
-    }
-
-    #[test]
-    fn anything_else_goes_to_clap() {
-        for other in [
-            &["hook", "pre-commit", "--hub", "/h"][..],
-            &["hook", "pre-commit", "--other", "/h", "--"],
-            &["hook", "--help", "--hub", "/h", "--"],
-            &["hook", "pre-commit", "--hub", "", "--"],
-            &["hook", "pre-commit", "--hub", "-x", "--"],
-            &["verify", "pre-commit", "--hub", "/h", "--"],
-        ] {
-            assert!(stub_hook_invocation(&args(other)).is_none(), "{other:?}");
-        }
-    }
 }

@@ -65,3 +65,141 @@ fn the_chained_reference_transaction_hook_sees_every_phase_and_its_input() {
         "the committed phase lost its input:\n{text}"
     );
 }
+
+/// Stages `rel` with `content` and tries `git commit`, hooks on.
+fn try_commit(sb: &Sandbox, rel: &str, content: &str) -> std::process::Output {
+    sb.write(rel, content);
+    sb.git(&["add", "--", rel]);
+    sb.try_git(&["commit", "-q", "-m", rel])
+}
+
+#[test]
+fn the_kernel_starts_grantguard_from_the_stub_without_a_shell() {
+    let sb = Sandbox::new();
+    // A chained pre-commit that records its parent's command line: the
+    // grantguard process that checked the commit and then ran it.
+    let log = sb.root.join("parent.log");
+    let hook = sb.git_dir().join("hooks/pre-commit");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\ntr '\\0' ' ' < /proc/$PPID/cmdline >> '{}'\necho >> '{}'\n",
+            log.display(),
+            log.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    let bin = env!("CARGO_BIN_EXE_grantguard");
+    for name in ["pre-commit", "pre-push", "reference-transaction"] {
+        let stub = std::fs::read_to_string(sb.stubs().join(name)).unwrap();
+        assert_eq!(
+            stub.lines().next(),
+            Some(format!("#!{bin} stub").as_str()),
+            "{name}:\n{stub}"
+        );
+    }
+
+    let out = try_commit(&sb, "docs/guide.md", "granted\n");
+    assert!(out.status.success(), "{out:?}");
+    let parent = std::fs::read_to_string(&log).unwrap();
+    let stub = sb.stubs().join("pre-commit");
+    assert_eq!(
+        parent.trim_end(),
+        format!("{bin} stub {} ", stub.display()).trim_end(),
+        "the check ran as the kernel starts a #! interpreter, not through sh"
+    );
+
+    let out = try_commit(&sb, "src/lib.rs", "not granted\n");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("path_not_granted"));
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap().lines().count(),
+        1,
+        "a refused commit never reaches the chained hook"
+    );
+}
+
+#[test]
+fn a_client_that_runs_a_stub_with_sh_gets_the_same_decision() {
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    let stub = sb.stubs().join("pre-commit");
+    let run_with_sh = || {
+        sb.command("sh")
+            .arg(&stub)
+            .current_dir(&sb.repo)
+            .output()
+            .unwrap()
+    };
+    let run_direct = || sb.command(&stub).current_dir(&sb.repo).output().unwrap();
+    sb.write("docs/guide.md", "granted\n");
+    sb.git(&["add", "docs/guide.md"]);
+    assert!(run_with_sh().status.success());
+    assert!(run_direct().status.success());
+
+    sb.write("src/lib.rs", "not granted\n");
+    sb.git(&["add", "src/lib.rs"]);
+    for out in [run_with_sh(), run_direct()] {
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("path_not_granted"));
+    }
+}
+
+#[test]
+fn a_binary_whose_path_no_shebang_line_can_hold_gets_shell_stubs() {
+    let sb = Sandbox::new();
+    let dir = sb.root.join("tools with blanks");
+    std::fs::create_dir(&dir).unwrap();
+    let bin = dir.join("grantguard");
+    std::fs::copy(env!("CARGO_BIN_EXE_grantguard"), &bin).unwrap();
+    let out = sb
+        .command(&bin)
+        .current_dir(&sb.repo)
+        .args(["arm", "--repo", sb.repo.to_str().unwrap()])
+        .arg("--grant")
+        .arg(sb.grant(&["docs/"], 1, 3))
+        .arg("--state")
+        .arg(&sb.state)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stub = std::fs::read_to_string(sb.stubs().join("pre-commit")).unwrap();
+    assert_eq!(stub.lines().next(), Some("#!/bin/sh"), "{stub}");
+
+    assert!(
+        try_commit(&sb, "docs/guide.md", "granted\n")
+            .status
+            .success()
+    );
+    let out = try_commit(&sb, "src/lib.rs", "not granted\n");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("path_not_granted"));
+}
+
+#[test]
+fn a_stub_whose_exec_line_was_rewritten_refuses() {
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    let stub = sb.stubs().join("pre-commit");
+    let text = std::fs::read_to_string(&stub).unwrap();
+    let exec = text.lines().last().unwrap().to_owned();
+    for rewritten in [
+        exec.replace(" hook ", " verify "),
+        exec.replace(" -- \"$@\"", " -- \"$@\" || true"),
+        exec.replace("exec ", "exec  "),
+        exec.replace(" -- \"$@\"", ""),
+    ] {
+        assert_ne!(rewritten, exec);
+        std::fs::write(&stub, text.replace(&exec, &rewritten)).unwrap();
+        let out = try_commit(&sb, "docs/guide.md", &format!("{rewritten}\n"));
+        assert!(!out.status.success(), "{rewritten}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("failing closed") && stderr.contains("is not one arm wrote"),
+            "{rewritten}: {stderr}"
+        );
+    }
+}

@@ -17,6 +17,7 @@ use crate::fsutil::{sync_dir, write_atomic};
 use crate::repo::Location;
 
 use super::GUARDED;
+use super::stub::sh_quote;
 
 /// The install record, in the hub (in the state directory for records of
 /// older versions).
@@ -67,10 +68,6 @@ pub struct InstallRecord {
 }
 
 /// Shell single-quoting: the value can hold any byte but NUL.
-fn sh_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
-
 fn config_digest(bytes: &[u8]) -> String {
     format!("sha256:{}", sha256_hex(bytes))
 }
@@ -321,19 +318,24 @@ pub fn install(location: &Location, hub: &Path, binary: &Path) -> Result<Install
             .with_context(|| format!("cannot clear {}", stubs.display()))?;
     }
     crate::fsutil::create_private_dir(&stubs)?;
-    let bin = sh_quote(
-        binary
-            .to_str()
-            .context("the grantguard path is not UTF-8")?,
-    );
-    let hub_q = sh_quote(hub.to_str().context("the hub path is not UTF-8")?);
+    let binary = binary
+        .to_str()
+        .context("the grantguard path is not UTF-8")?;
+    let hub_path = hub.to_str().context("the hub path is not UTF-8")?;
+    let bin = sh_quote(binary);
+    let hub_q = sh_quote(hub_path);
     let original = |name: &str| chained.iter().find(|(n, _)| n == name).map(|(_, p)| p);
     for name in GUARDED {
-        let chain = match original(name) {
-            Some(p) => format!("--chain {} ", sh_quote(&p.to_string_lossy())),
+        let chain_path = original(name).map(|p| p.to_string_lossy());
+        let chain = match &chain_path {
+            Some(p) => format!("--chain {} ", sh_quote(p)),
             None => String::new(),
         };
+        let values = [Some(hub_path), chain_path.as_deref()];
+        let interpreter =
+            super::stub::interpreter(binary, &values.into_iter().flatten().collect::<Vec<_>>());
         let text = GUARD_TEMPLATE
+            .replace("@INTERPRETER@", &interpreter)
             .replace("@SETTLED@", &settled_phases(name, original(name)))
             .replace("@GRANTGUARD@", &bin)
             .replace("@HOOK@", name)

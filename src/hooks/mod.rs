@@ -21,6 +21,7 @@ pub mod install;
 pub mod pre_commit;
 pub mod reference_transaction;
 pub mod scopes;
+pub mod stub;
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
@@ -61,10 +62,39 @@ pub struct Invocation {
     pub args: Vec<OsString>,
 }
 
+/// Runs the hook a stub file describes (see [`stub`]), as the kernel
+/// starts grantguard from the stub's `#!` line, with git's `args`. A stub it
+/// cannot read refuses.
+pub fn run_stub(stub: &Path, args: Vec<OsString>) -> i32 {
+    match stub::invocation(stub, args) {
+        Ok(invocation) => run(&invocation),
+        Err(message) => {
+            let name = stub
+                .file_name()
+                .map_or_else(|| "hook".into(), |n| n.to_string_lossy().into_owned());
+            refuse_unchecked(&name, &message)
+        }
+    }
+}
+
 /// Runs a hook and returns its exit code. Never panics on bad input; any
 /// failure to decide refuses.
 pub fn run(invocation: &Invocation) -> i32 {
     let name = invocation.name.as_str();
+    let phase = invocation
+        .args
+        .first()
+        .and_then(|a| a.to_str())
+        .and_then(Phase::parse);
+    // `committed` and `aborted` come too late to refuse: with no hook to
+    // chain there is nothing to do, not even to read the input (git ignores
+    // a hook that does not read it). Three of git's five calls per commit.
+    if name == "reference-transaction"
+        && invocation.chain.is_none()
+        && phase.is_some_and(|p| !p.can_refuse())
+    {
+        return 0;
+    }
     let stdin = if name == "reference-transaction" {
         let mut buf = Vec::new();
         if let Err(e) = std::io::stdin().take(MAX_STDIN + 1).read_to_end(&mut buf) {
@@ -84,11 +114,6 @@ pub fn run(invocation: &Invocation) -> i32 {
     };
     let verdict = match name {
         "reference-transaction" => {
-            let phase = invocation
-                .args
-                .first()
-                .and_then(|a| a.to_str())
-                .and_then(Phase::parse);
             match phase {
                 None => Err(format!(
                     "unknown phase {:?}; expected preparing, prepared, committed or aborted",
