@@ -30,6 +30,7 @@
 #![deny(missing_docs)]
 
 pub mod acceptance;
+pub mod allocator;
 pub mod baseline;
 pub mod contract;
 pub mod deadline;

@@ -300,6 +300,9 @@ pub fn file_or_parent(file: &Path, work_dir: &Path) -> Option<PathBuf> {
 /// kernel refuses to clear `nosuid`, `nodev`, `noexec` and the atime flags
 /// of a mount it inherited.
 fn locked_flags(path: &CString) -> io::Result<libc::c_ulong> {
+    // Linux's value; the libc crate names it for glibc only, and musl's
+    // statvfs passes the kernel's flags through as well.
+    const ST_RELATIME: libc::c_ulong = 0x1000;
     // SAFETY: statvfs writes only into the zeroed struct we pass.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
     check(unsafe { libc::statvfs(path.as_ptr(), &mut st) })?;
@@ -310,7 +313,7 @@ fn locked_flags(path: &CString) -> io::Result<libc::c_ulong> {
         (libc::ST_NOEXEC, libc::MS_NOEXEC),
         (libc::ST_NOATIME, libc::MS_NOATIME),
         (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
-        (libc::ST_RELATIME, libc::MS_RELATIME),
+        (ST_RELATIME, libc::MS_RELATIME),
     ] {
         if st.f_flag & st_flag != 0 {
             flags |= ms_flag;
@@ -374,10 +377,10 @@ fn loopback_up() -> io::Result<()> {
         for (i, b) in b"lo".iter().enumerate() {
             req.ifr_name[i] = *b as libc::c_char;
         }
-        let mut rc = libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut req);
+        let mut rc = libc::ioctl(fd, libc::SIOCGIFFLAGS as _, &mut req);
         if rc == 0 {
             req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
-            rc = libc::ioctl(fd, libc::SIOCSIFFLAGS, &req);
+            rc = libc::ioctl(fd, libc::SIOCSIFFLAGS as _, &req);
         }
         let e = io::Error::last_os_error();
         libc::close(fd);
