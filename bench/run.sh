@@ -2,7 +2,7 @@
 # Measures grantguard against the git CLI on generated repositories and prints
 # one table. See "Performance" in the README.
 #
-#   bench/run.sh            the full run (release build, ~3 minutes)
+#   bench/run.sh            the full run (install.sh's build, ~5 minutes)
 #   bench/run.sh --smoke    a tiny run that only proves the runner works
 #
 # Options: --runs N (timed runs per figure, default 21), --keep (keep the
@@ -10,12 +10,13 @@
 # binary instead of building one; BENCH_NO_HYPERFINE=1 forces the built-in
 # loop.
 #
-# Timing uses hyperfine when it is installed (the full run tries to install
-# the Debian package), else a loop of its own: warm-up runs, then the median of
-# the timed runs. Peak memory uses GNU time (`/usr/bin/time`, the Debian
-# package `time`). Both sides of a ratio are measured back to back on the same
-# repository, so load from other processes hits them alike; on a busy
-# machine, run twice and compare.
+# The commit rows time each variant in turn, round after round, and take
+# the medians (see `interleaved`). Other figures use hyperfine when it is
+# installed (the full run tries to install the Debian package), else a loop
+# of its own: warm-up runs, then the median of the timed runs. Peak memory
+# uses GNU time (`/usr/bin/time`, the Debian package `time`). Both sides of a
+# ratio are measured back to back on the same repository, so load from other
+# processes hits them alike; on a busy machine, run twice and compare.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -39,19 +40,20 @@ else
   small_kind=small large_kind=large deep_kind=deep new_commits=32 warmup=3
 fi
 
-if [ -n "${GRANTGUARD:-}" ]; then
-  gg=$GRANTGUARD
-else
-  echo "building grantguard (release)..." >&2
-  (cd "$root" && cargo build --release --locked --quiet --bin grantguard)
-  gg=$root/target/release/grantguard
-fi
-
 work=$(mktemp -d "${TMPDIR:-/tmp}/grantguard-bench.XXXXXX")
 if [ "$keep" = 1 ]; then
   echo "work directory: $work" >&2
 else
   trap 'rm -rf "$work"' EXIT
+fi
+
+if [ -n "${GRANTGUARD:-}" ]; then
+  gg=$GRANTGUARD
+else
+  # What a user gets: the binary install.sh builds and installs.
+  echo "building grantguard as install.sh does..." >&2
+  PREFIX=$work/prefix "$root/install.sh" >/dev/null
+  gg=$work/prefix/bin/grantguard
 fi
 
 # Isolation: no system or user git config, a fixed identity, C locale.
@@ -109,6 +111,31 @@ median_ms() {
   fi
 }
 
+# interleaved N PREPARE CMD...: the median wall time in milliseconds of each
+# CMD, run in turn (PREPARE before each) for 3 warm-up rounds and N timed
+# rounds; one line per CMD, in order. The commit rows compare a few
+# milliseconds of hooks on a whole commit: measured one after the other, a
+# drift of the machine between them (seen here: the same no-hooks commit at
+# 5.5 and 13 ms in two runs) moves a difference of 5 ms by more than itself;
+# interleaved, every CMD sees the same machine.
+interleaved() {
+  local n=$1 prepare=$2 i j t0 t1
+  shift 2
+  for ((i = 0; i < warmup + n; i++)); do
+    for ((j = 1; j <= $#; j++)); do
+      eval "$prepare" >/dev/null 2>&1
+      t0=$EPOCHREALTIME
+      eval "${!j}" >/dev/null 2>&1 || { echo "failed: ${!j}" >&2; return 1; }
+      t1=$EPOCHREALTIME
+      [ "$i" -ge "$warmup" ] && echo "$j $t0 $t1"
+    done
+  done | awk '{ print $1, ($3 - $2) * 1000 }' | sort -k1,1n -k2,2g \
+    | awk '{ v[$1, ++c[$1]] = $2 }
+      END { for (j = 1; j in c; j++) { n = c[j]
+        m = (n % 2) ? v[j, (n + 1) / 2] : (v[j, n / 2] + v[j, n / 2 + 1]) / 2
+        printf "%.2f\n", m } }'
+}
+
 # peak_mib COMMAND: the largest resident set of COMMAND and its children.
 peak_mib() {
   [ -n "$gnu_time" ] || { echo n/a; return; }
@@ -141,23 +168,22 @@ nohooks="git -c core.hooksPath=/dev/null"
 
 # hook_overhead NAME LABEL: `git commit` of one granted file, armed vs none.
 hook_overhead() {
-  local name=$1 label=$2 prepare armed plain added
+  local name=$1 label=$2 prepare armed plain added floor floor_added r medians
   cd "$work/$name"
   prepare="$nohooks reset -q --soft $base && echo \$RANDOM >> docs/guide.md && git add docs/guide.md"
-  armed=$(median_ms "$prepare" "git commit -q -m bench")
-  plain=$(median_ms "$prepare" "$nohooks commit -q -m bench")
+  # The floor any hook pays here: the same hooks as `exit 0` shell stubs.
+  medians=$(interleaved "$3" "$prepare" "git commit -q -m bench" \
+    "git -c core.hooksPath=$work/noop-hooks commit -q -m bench" "$nohooks commit -q -m bench")
+  { read -r armed; read -r floor; read -r plain; } <<<"$medians"
   added=$(awk -v a="$armed" -v b="$plain" 'BEGIN { printf "%.2f", a - b }')
   local note="+$added ms per commit"
-  [ -n "${3:-}" ] && note="$note; target <= $3 ms: $(verdict "$added" "$3")"
+  [ -n "${4:-}" ] && note="$note; target <= $4 ms: $(verdict "$added" "$4")"
   row "git commit, armed vs no hooks, $label (ms)" "$armed" "$plain" "$(ratio "$armed" "$plain")" "$note"
-  # The floor any hook pays here: the same hooks as `exit 0` shell stubs.
-  local floor armed_added="$added" floor_added r
-  floor=$(median_ms "$prepare" "git -c core.hooksPath=$work/noop-hooks commit -q -m bench")
   floor_added=$(awk -v a="$floor" -v b="$plain" 'BEGIN { printf "%.2f", a - b }')
   row "  floor: no-op sh hooks vs no hooks, $label" "$floor" "$plain" "$(ratio "$floor" "$plain")" "+$floor_added ms: $(calls) hook processes per commit"
   # What the issue asks: grantguard's added time at most the floor's.
-  r=$(ratio "$armed_added" "$floor_added")
-  row "  added per commit: grantguard vs floor, $label" "$armed_added" "$floor_added" "$r" "ms; target <= 1.0x: $(verdict "$r" 1.0)"
+  r=$(ratio "$added" "$floor_added")
+  row "  added per commit: grantguard vs floor, $label" "$added" "$floor_added" "$r" "ms; target <= 1.0x: $(verdict "$r" 1.0)"
   $nohooks reset -q --soft "$base"
   git checkout -q -- docs/guide.md
   $nohooks reset -q
@@ -187,7 +213,7 @@ calls() {
 }
 
 setup "$small_kind" small
-hook_overhead small small 5
+hook_overhead small small $((3 * runs)) 5
 
 # Parallel worktrees (issue 15): a commit in one of four armed worktrees
 # of one repository (the main one and three linked), each with its own
@@ -206,8 +232,9 @@ parallel_overhead() {
   local pbase
   pbase=$(git rev-parse HEAD)
   local prepare="$nohooks reset -q --soft $pbase && echo \$RANDOM >> docs/guide.md && git add docs/guide.md"
-  armed=$(median_ms "$prepare" "git commit -q -m bench")
-  plain=$(median_ms "$prepare" "$nohooks commit -q -m bench")
+  local medians
+  medians=$(interleaved $((3 * runs)) "$prepare" "git commit -q -m bench" "$nohooks commit -q -m bench")
+  { read -r armed; read -r plain; } <<<"$medians"
   added=$(awk -v a="$armed" -v b="$plain" 'BEGIN { printf "%.2f", a - b }')
   row "git commit, 1 of 4 armed worktrees, small (ms)" "$armed" "$plain" "$(ratio "$armed" "$plain")" "+$added ms per commit (hub routing included)"
   $nohooks reset -q --soft "$pbase"
@@ -243,7 +270,7 @@ isolate_overhead() {
 isolate_overhead
 
 setup "$large_kind" large
-hook_overhead large large
+hook_overhead large large "$runs"
 cd "$work/large"
 echo "staged $RANDOM" >>docs/guide.md
 git add docs/guide.md
@@ -309,7 +336,7 @@ row "ref-transaction vs rev-list --count, deep (ms)" "$rt" "$revlist" "$(ratio "
 
 timer=${hyperfine:+hyperfine $("$hyperfine" --version | cut -d' ' -f2)}
 echo
-echo "grantguard bench: ${timer:-built-in loop}, median of $runs runs after $warmup warm-ups; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "grantguard bench: ${timer:-built-in loop}, median of $runs runs after $warmup warm-ups (commit rows: interleaved, $((3 * runs)) rounds on small, $runs on large); $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-46s|%12s|%12s|%7s| %s\n' "figure" "grantguard" "git" "ratio" "note"
 printf '%s\n' "----------------------------------------------|------------|------------|-------|------------------------------"
 printf '%s\n' "${rows[@]}"
