@@ -32,14 +32,21 @@ elif [ -n "$musl" ] && ! rustup target list --installed 2>/dev/null | grep -qx "
   fi
 fi
 
+# cargo names the binary it built (wherever CARGO_TARGET_DIR or a config
+# puts it): the `executable` of its artifact message.
+build() {
+  cargo build --release --locked --bin grantguard --message-format=json-render-diagnostics "$@" \
+    | sed -n 's/^{"reason":"compiler-artifact".*"executable":"\([^"]*\)".*/\1/p' | tail -n 1
+}
 if [ -n "$musl" ]; then
   var=CARGO_TARGET_$(echo "$musl" | tr '[:lower:]-' '[:upper:]_')_RUSTFLAGS
-  env "$var=-C relocation-model=static" \
-    cargo build --release --locked --target "$musl" --bin grantguard
-  built=target/$musl/release/grantguard
+  built=$(export "$var=-C relocation-model=static" && build --target "$musl")
 else
-  cargo build --release --locked --bin grantguard
-  built=target/release/grantguard
+  built=$(build)
+fi
+if [ -z "$built" ] || [ ! -x "$built" ]; then
+  echo "error: cannot find the binary cargo built (got '$built')" >&2
+  exit 1
 fi
 mkdir -p "$PREFIX/bin"
 install -m 0755 "$built" "$PREFIX/bin/grantguard.new"

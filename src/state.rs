@@ -86,6 +86,21 @@ fn refuse(rule_id: &str, message: String) -> Result<ToolResult> {
 
 fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResult> {
     let (mut repo, location) = repo::layout::open_for_arm(repo_dir)?;
+    // verify cross-checks the layout with `git rev-parse`, whose answers
+    // are lines: a path with a line break in it cannot be read back, so a
+    // run in it could only end rejected.
+    for path in [&location.work_dir, &location.git_dir, &location.common_dir] {
+        if path.as_os_str().as_encoded_bytes().contains(&b'\n') {
+            return refuse(
+                rule::REPOSITORY_UNREADABLE,
+                format!(
+                    "the repository path {:?} holds a line break, which git's answers to verify \
+                     cannot name; move the repository to a path without one",
+                    path.display()
+                ),
+            );
+        }
+    }
     let state = crate::fsutil::resolve_path(state_dir)?;
     if location.contains(&state) || state.starts_with(&location.work_dir) {
         return refuse(

@@ -50,3 +50,32 @@ fn a_refused_arm_reports_no_baseline() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("to disarm"), "{stderr}");
 }
+
+#[test]
+fn refuses_a_repository_path_with_a_line_break_and_changes_nothing() {
+    let sb = Sandbox::new();
+    let odd = sb.root.join("re\npo");
+    sb.run_git(
+        &sb.root,
+        &["clone", "-q", sb.origin.to_str().unwrap(), "re\npo"],
+    );
+    let config = std::fs::read(odd.join(".git/config")).unwrap();
+    let out = sb
+        .command(env!("CARGO_BIN_EXE_grantguard"))
+        .arg("arm")
+        .arg("--repo")
+        .arg(&odd)
+        .arg("--grant")
+        .arg(sb.grant(&["docs/"], 1, 2))
+        .arg("--state")
+        .arg(&sb.state)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(common::rules(&json), ["repository_unreadable"], "{json:#}");
+    assert!(json.to_string().contains("holds a line break"), "{json:#}");
+    assert_eq!(std::fs::read(odd.join(".git/config")).unwrap(), config);
+    assert!(!sb.state.join("baseline.json").exists());
+}

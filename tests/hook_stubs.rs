@@ -203,3 +203,42 @@ fn a_stub_whose_exec_line_was_rewritten_refuses() {
         );
     }
 }
+
+#[test]
+fn a_stub_that_names_another_hub_refuses_instead_of_finding_nothing_armed() {
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    let empty = sb.root.join("empty-hub");
+    std::fs::create_dir(&empty).unwrap();
+    let hub = sb.hub().unwrap();
+    for name in ["pre-commit", "reference-transaction"] {
+        let stub = sb.stubs().join(name);
+        let text = std::fs::read_to_string(&stub).unwrap();
+        std::fs::write(
+            &stub,
+            text.replace(hub.to_str().unwrap(), empty.to_str().unwrap()),
+        )
+        .unwrap();
+    }
+    let out = try_commit(&sb, "src/lib.rs", "not granted\n");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("not the one it is in"), "{stderr}");
+    let out = sb.try_git(&["tag", "evil"]);
+    assert!(!out.status.success(), "{out:?}");
+}
+
+#[test]
+fn an_unknown_phase_is_named_in_the_refusal() {
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    let out = sb
+        .command(sb.stubs().join("reference-transaction"))
+        .arg("bogus")
+        .current_dir(&sb.repo)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(r#"unknown phase "bogus""#), "{stderr}");
+}

@@ -34,7 +34,6 @@ pub const STUBS_DIR: &str = super::hub::STUBS_DIR;
 /// which hub the repository's hooks already dispatch through.
 pub const MARKER: &str = ".grantguard-stubs";
 
-const GUARD_TEMPLATE: &str = include_str!("../../hooks/guard.sh");
 const CHAIN_TEMPLATE: &str = include_str!("../../hooks/chain.sh");
 
 /// What `arm` changed, so `disarm` can undo it exactly.
@@ -322,25 +321,10 @@ pub fn install(location: &Location, hub: &Path, binary: &Path) -> Result<Install
         .to_str()
         .context("the grantguard path is not UTF-8")?;
     let hub_path = hub.to_str().context("the hub path is not UTF-8")?;
-    let bin = sh_quote(binary);
-    let hub_q = sh_quote(hub_path);
     let original = |name: &str| chained.iter().find(|(n, _)| n == name).map(|(_, p)| p);
     for name in GUARDED {
-        let chain_path = original(name).map(|p| p.to_string_lossy());
-        let chain = match &chain_path {
-            Some(p) => format!("--chain {} ", sh_quote(p)),
-            None => String::new(),
-        };
-        let values = [Some(hub_path), chain_path.as_deref()];
-        let interpreter =
-            super::stub::interpreter(binary, &values.into_iter().flatten().collect::<Vec<_>>());
-        let text = GUARD_TEMPLATE
-            .replace("@INTERPRETER@", &interpreter)
-            .replace("@SETTLED@", &settled_phases(name, original(name)))
-            .replace("@GRANTGUARD@", &bin)
-            .replace("@HOOK@", name)
-            .replace("@HUB@", &hub_q)
-            .replace("@CHAIN@", &chain);
+        let chain = original(name).map(|p| p.to_string_lossy());
+        let text = super::stub::render(binary, name, hub_path, chain.as_deref());
         write_stub(&stubs.join(name), &text)?;
     }
     for (name, path) in chained
@@ -540,29 +524,6 @@ fn ensure_stubs_win(scopes: &super::scopes::Scopes) -> Result<()> {
     Ok(())
 }
 
-/// The stub's answer to the `reference-transaction` phases that come too
-/// late to refuse (`committed`, `aborted`): run the chained hook, or nothing,
-/// without starting grantguard. git 2.47 calls the hook five times per commit,
-/// and three of them are these; the binary would only chain them too.
-fn settled_phases(name: &str, original: Option<&PathBuf>) -> String {
-    if name != "reference-transaction" {
-        return String::new();
-    }
-    let action = match original {
-        // A chained hook that has gone or lost its execute bit is skipped,
-        // as git skips it.
-        Some(p) => {
-            let q = sh_quote(&p.to_string_lossy());
-            format!("[ -x {q} ] && [ ! -d {q} ] || exit 0; exec {q} \"$@\"")
-        }
-        None => "exit 0".into(),
-    };
-    format!(
-        "# committed and aborted come too late to refuse: only the chained hook runs.\n\
-         case \"$1\" in committed|aborted) {action} ;; esac\n"
-    )
-}
-
 fn write_stub(path: &Path, text: &str) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     write_atomic(path, text.as_bytes())?;
@@ -712,23 +673,6 @@ pub fn forget(state: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_reference_transaction_settles_late_phases_in_the_stub() {
-        assert_eq!(settled_phases("pre-commit", None), "");
-        assert_eq!(settled_phases("pre-push", None), "");
-        let none = settled_phases("reference-transaction", None);
-        assert!(none.contains("committed|aborted) exit 0 ;;"), "{none}");
-        let chained = settled_phases("reference-transaction", Some(&PathBuf::from("/h/it's")));
-        assert!(
-            chained.contains(r#"exec '/h/it'\''s' "$@" ;;"#),
-            "{chained}"
-        );
-        assert!(
-            chained.contains(r#"committed|aborted) [ -x '/h/it'\''s' ] &&"#),
-            "{chained}"
-        );
-    }
 
     #[test]
     fn shell_quoting_survives_quotes_and_spaces() {

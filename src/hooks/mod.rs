@@ -86,14 +86,16 @@ pub fn run(invocation: &Invocation) -> i32 {
         .first()
         .and_then(|a| a.to_str())
         .and_then(Phase::parse);
-    // `committed` and `aborted` come too late to refuse: with no hook to
-    // chain there is nothing to do, not even to read the input (git ignores
-    // a hook that does not read it). Three of git's five calls per commit.
-    if name == "reference-transaction"
-        && invocation.chain.is_none()
-        && phase.is_some_and(|p| !p.can_refuse())
-    {
-        return 0;
+    // `committed` and `aborted` come too late to refuse: only the chained
+    // hook runs, in this process's place, with the input unread; with none
+    // there is nothing to do (git ignores a hook that does not read its
+    // input). Three of git's five calls per commit; a shell running the stub
+    // does the same.
+    if name == "reference-transaction" && phase.is_some_and(|p| !p.can_refuse()) {
+        return match &invocation.chain {
+            Some(original) => exec_original(original, &invocation.args),
+            None => 0,
+        };
     }
     let stdin = if name == "reference-transaction" {
         let mut buf = Vec::new();
@@ -115,12 +117,15 @@ pub fn run(invocation: &Invocation) -> i32 {
     let verdict = match name {
         "reference-transaction" => {
             match phase {
-                None => Err(format!(
-                    "unknown phase {:?}; expected preparing, prepared, committed or aborted",
-                    invocation.args.first()
-                )),
-                // Too late to refuse: exit at once (after the chained hook).
-                Some(p) if !p.can_refuse() => Ok((Findings::default(), None)),
+                None => Err(match invocation.args.first() {
+                    Some(arg) => format!(
+                        "unknown phase {:?}; expected preparing, prepared, committed or aborted",
+                        arg.to_string_lossy()
+                    ),
+                    None => "no phase given; expected preparing, prepared, committed or aborted"
+                        .to_owned(),
+                }),
+                // (`committed` and `aborted` were answered above.)
                 Some(_) => {
                     match reference_transaction::parse_updates(stdin.as_deref().unwrap_or_default())
                     {
@@ -380,21 +385,43 @@ fn chain(invocation: &Invocation, stdin: Option<&[u8]>) -> i32 {
     run_original(original, &invocation.args, stdin)
 }
 
-fn run_original(original: &Path, args: &[OsString], stdin: Option<&[u8]>) -> i32 {
-    // As git treats a hook: a missing one is skipped silently (husky's
-    // ignored `.husky/_` after `git clean -xdf`), a non-executable one with
-    // git's hint. grantguard's own check has already passed by now; verify
-    // still reports the chained hook's disappearance as protected metadata.
+/// Whether the chained hook runs, as git treats a hook: a missing one is
+/// skipped silently (husky's ignored `.husky/_` after `git clean -xdf`), a
+/// non-executable one with git's hint. grantguard's own check has passed by
+/// then; verify still reports the chained hook's disappearance as protected
+/// metadata.
+fn runnable(original: &Path) -> bool {
     match chained_state(original) {
-        Chained::Missing => return 0,
+        Chained::Missing => false,
         Chained::NotExecutable => {
             eprintln!(
                 "hint: The '{}' hook was ignored because it's not set as executable.",
                 original.display()
             );
-            return 0;
+            false
         }
-        Chained::Runnable => {}
+        Chained::Runnable => true,
+    }
+}
+
+/// Runs the chained hook in this process's place, with the same arguments
+/// and the standard input unread; returns only if it cannot.
+fn exec_original(original: &Path, args: &[OsString]) -> i32 {
+    use std::os::unix::process::CommandExt;
+    if !runnable(original) {
+        return 0;
+    }
+    let e = Command::new(original).args(args).exec();
+    eprintln!(
+        "grantguard: cannot run the chained hook {}: {e}",
+        original.display()
+    );
+    1
+}
+
+fn run_original(original: &Path, args: &[OsString], stdin: Option<&[u8]>) -> i32 {
+    if !runnable(original) {
+        return 0;
     }
     let mut cmd = Command::new(original);
     cmd.args(args);

@@ -25,6 +25,9 @@ use std::path::{Path, PathBuf};
 
 use super::Invocation;
 
+/// The template of the guarded hooks' stubs (`hooks/guard.sh`).
+const GUARD_TEMPLATE: &str = include_str!("../../hooks/guard.sh");
+
 /// The word after the binary in a stub's `#!` line.
 pub const STUB_WORD: &str = "stub";
 
@@ -48,6 +51,45 @@ pub fn interpreter(binary: &str, values: &[&str]) -> String {
         && line.len() + 2 <= MAX_SHEBANG
         && !values.iter().any(|v| v.contains(['\n', '\r']));
     if usable { line } else { "/bin/sh".into() }
+}
+
+/// The stub `arm` writes for the guarded hook `name` that runs `binary`
+/// with the hub `hub`, chaining `chain` (the hook effective before arming)
+/// if any. grantguard reads a stub back only if it is exactly this text
+/// ([`invocation`]).
+pub fn render(binary: &str, name: &str, hub: &str, chain: Option<&str>) -> String {
+    let values: Vec<&str> = std::iter::once(hub).chain(chain).collect();
+    let chain_words = chain.map_or_else(String::new, |p| format!("--chain {} ", sh_quote(p)));
+    GUARD_TEMPLATE
+        .replace("@INTERPRETER@", &interpreter(binary, &values))
+        .replace("@SETTLED@", &settled_phases(name, chain))
+        .replace("@GRANTGUARD@", &sh_quote(binary))
+        .replace("@HOOK@", name)
+        .replace("@HUB@", &sh_quote(hub))
+        .replace("@CHAIN@", &chain_words)
+}
+
+/// The stub's answer, when a shell runs it, to the `reference-transaction`
+/// phases that come too late to refuse (`committed`, `aborted`): run the
+/// chained hook, or nothing, without starting grantguard (which answers
+/// them the same way, [`super::run`]).
+fn settled_phases(name: &str, original: Option<&str>) -> String {
+    if name != "reference-transaction" {
+        return String::new();
+    }
+    let action = match original {
+        // A chained hook that has gone or lost its execute bit is skipped,
+        // as git skips it.
+        Some(p) => {
+            let q = sh_quote(p);
+            format!("[ -x {q} ] && [ ! -d {q} ] || exit 0; exec {q} \"$@\"")
+        }
+        None => "exit 0".into(),
+    };
+    format!(
+        "# committed and aborted come too late to refuse: only the chained hook runs.\n\
+         case \"$1\" in committed|aborted) {action} ;; esac\n"
+    )
 }
 
 /// `s` as one shell word: single-quoted, each `'` written `'\''`.
@@ -113,20 +155,25 @@ fn word_at(s: &str) -> Option<(String, &str)> {
 
 /// What a stub says to run, for `args` from git: the invocation of its
 /// `exec` line, `grantguard hook NAME --hub DIR [--chain HOOK] -- "$@"`.
+/// Only a stub that is exactly what `arm` writes for those values
+/// ([`render`]), naming the hub it lives in (`<hub>/hooks/<name>`), is
+/// read: an edited stub would otherwise pass the check here and do
+/// something else under `sh`, or name an empty hub, for which the hook
+/// would find nothing armed.
 pub fn invocation(stub: &Path, args: Vec<OsString>) -> Result<Invocation, String> {
     let mut text = String::new();
     std::fs::File::open(stub)
         .and_then(|f| f.take(MAX_STUB).read_to_string(&mut text))
         .map_err(|e| format!("cannot read the hook stub {}: {e}", stub.display()))?;
+    let malformed = || format!("the hook stub {} is not one arm wrote", stub.display());
     let line = text
         .lines()
         .rev()
         .find(|l| l.starts_with("exec "))
-        .ok_or_else(|| format!("the hook stub {} has no exec line", stub.display()))?;
-    let malformed = || format!("the hook stub {} is not one arm wrote", stub.display());
+        .ok_or_else(malformed)?;
     let words = sh_words(&line["exec ".len()..]).ok_or_else(malformed)?;
-    // The binary (ours) first, `"$@"` last: git's arguments go there.
-    let [_binary, words @ .., last] = words.as_slice() else {
+    // The binary first, `"$@"` last: git's arguments go there.
+    let [binary, words @ .., last] = words.as_slice() else {
         return Err(malformed());
     };
     if last != ALL_ARGS {
@@ -134,7 +181,35 @@ pub fn invocation(stub: &Path, args: Vec<OsString>) -> Result<Invocation, String
     }
     let mut argv: Vec<OsString> = words.iter().map(OsString::from).collect();
     argv.extend(args);
-    hook_invocation(&argv).ok_or_else(malformed)
+    let invocation = hook_invocation(&argv).ok_or_else(malformed)?;
+    let hub = invocation.hub.as_deref().ok_or_else(malformed)?;
+    let chain = invocation.chain.as_deref().map(Path::to_string_lossy);
+    let hub_text = hub.to_str().ok_or_else(malformed)?;
+    if render(binary, &invocation.name, hub_text, chain.as_deref()) != text {
+        return Err(malformed());
+    }
+    if !lives_in(stub, hub) {
+        return Err(format!(
+            "the hook stub {} names the hub {}, not the one it is in",
+            stub.display(),
+            hub.display()
+        ));
+    }
+    Ok(invocation)
+}
+
+/// Whether `stub` is `<hub>/hooks/<name>`: as written (git runs
+/// `core.hooksPath`, which `arm` set to `<hub>/hooks`, joined with the
+/// name), else after resolving symlinks on both sides.
+fn lives_in(stub: &Path, hub: &Path) -> bool {
+    let Some(dir) = stub.parent().and_then(Path::parent) else {
+        return false;
+    };
+    dir == hub
+        || matches!(
+            (dir.canonicalize(), hub.canonicalize()),
+            (Ok(a), Ok(b)) if a == b
+        )
 }
 
 /// Reads `hook NAME (--hub|--state) DIR [--chain HOOK] -- ARGS`, exactly
@@ -235,36 +310,89 @@ mod tests {
     }
 
     #[test]
+    fn only_reference_transaction_settles_late_phases_in_the_stub() {
+        assert_eq!(settled_phases("pre-commit", None), "");
+        assert_eq!(settled_phases("pre-push", None), "");
+        let none = settled_phases("reference-transaction", None);
+        assert!(none.contains("committed|aborted) exit 0 ;;"), "{none}");
+        let chained = settled_phases("reference-transaction", Some("/h/it's"));
+        assert!(
+            chained.contains(r#"exec '/h/it'\''s' "$@" ;;"#),
+            "{chained}"
+        );
+        assert!(
+            chained.contains(r#"committed|aborted) [ -x '/h/it'\''s' ] &&"#),
+            "{chained}"
+        );
+    }
+
+    #[test]
     fn a_stub_file_becomes_its_invocation_with_gits_arguments() {
         let dir = tempfile::tempdir().unwrap();
-        let stub = dir.path().join("reference-transaction");
-        std::fs::write(
-            &stub,
-            "#!/bin/gg stub\n# comment\nexec '/bin/gg' hook reference-transaction --hub '/h' -- \"$@\"\n",
-        )
-        .unwrap();
+        let hub = dir.path().join("hub");
+        std::fs::create_dir_all(hub.join("hooks")).unwrap();
+        let hub_text = hub.to_str().unwrap();
+        let stub = hub.join("hooks/reference-transaction");
+        let text = render(
+            "/bin/gg",
+            "reference-transaction",
+            hub_text,
+            Some("/o/it's"),
+        );
+        std::fs::write(&stub, &text).unwrap();
         let inv = invocation(&stub, vec!["prepared".into()]).unwrap();
         assert_eq!(inv.name, "reference-transaction");
-        assert_eq!(inv.hub.as_deref(), Some(Path::new("/h")));
-        assert_eq!(inv.chain, None);
+        assert_eq!(inv.hub.as_deref(), Some(hub.as_path()));
+        assert_eq!(inv.chain, Some(PathBuf::from("/o/it's")));
         assert_eq!(inv.args, [OsString::from("prepared")]);
 
-        for text in [
-            "#!/bin/gg stub\n",
-            "exec '/bin/gg' hook pre-commit --hub '/h' --\n",
-            "exec '/bin/gg' hook pre-commit --hub '/h' -- \"$@\" x\n",
-            "exec '/bin/gg' hook pre-commit --hub '/h' -- \"$@\"; rm -rf /\n",
-            "exec '/bin/gg' verify --state '/h' -- \"$@\"\n",
-        ] {
-            std::fs::write(&stub, text).unwrap();
-            assert!(invocation(&stub, Vec::new()).is_err(), "{text:?}");
-        }
         let missing = dir.path().join("missing");
         assert!(
             invocation(&missing, Vec::new())
                 .unwrap_err()
                 .contains("cannot read")
         );
+    }
+
+    #[test]
+    fn refuses_a_stub_arm_did_not_write_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let hub = dir.path().join("hub");
+        std::fs::create_dir_all(hub.join("hooks")).unwrap();
+        let hub_text = hub.to_str().unwrap();
+        let stub = hub.join("hooks/pre-commit");
+        let text = render("/bin/gg", "pre-commit", hub_text, None);
+        let exec = text.lines().last().unwrap().to_owned();
+        let elsewhere = dir.path().join("empty-hub");
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        for edited in [
+            // What sh would run differently: lines before or after exec.
+            text.replacen('\n', "\nexit 0\n", 1),
+            text.replace(&exec, &format!("exit 0\n{exec}")),
+            format!("{text}exec true\n"),
+            text.replace(&exec, &exec.replace("'/bin/gg'", "'/bin/true'")),
+            text.replace("\n", "\r\n"),
+            text.replace(&exec, &format!("{exec} x")),
+            text.replace(&exec, &format!("{exec}; rm -rf /")),
+            text.replace(" hook pre-commit ", " verify pre-commit "),
+            text.replace("--hub", "--state"),
+            String::new(),
+        ] {
+            std::fs::write(&stub, &edited).unwrap();
+            let err = invocation(&stub, Vec::new()).unwrap_err();
+            assert!(err.contains("is not one arm wrote"), "{edited:?}: {err}");
+        }
+        // A stub exactly as arm would write it for another (empty) hub: the
+        // hook would find nothing armed there.
+        let other = render("/bin/gg", "pre-commit", elsewhere.to_str().unwrap(), None);
+        std::fs::write(&stub, other).unwrap();
+        let err = invocation(&stub, Vec::new()).unwrap_err();
+        assert!(err.contains("not the one it is in"), "{err}");
+        // The same hub reached through a symlink is the same hub.
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&hub, &link).unwrap();
+        std::fs::write(&stub, &text).unwrap();
+        assert!(invocation(&link.join("hooks/pre-commit"), Vec::new()).is_ok());
     }
 
     fn args(list: &[&str]) -> Vec<std::ffi::OsString> {
