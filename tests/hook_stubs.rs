@@ -242,3 +242,42 @@ fn an_unknown_phase_is_named_in_the_refusal() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains(r#"unknown phase "bogus""#), "{stderr}");
 }
+
+#[test]
+fn chained_hooks_without_a_shebang_run_through_sh_as_git_runs_them() {
+    let sb = Sandbox::new();
+    let log = sb.root.join("chained.log");
+    use std::os::unix::fs::PermissionsExt;
+    for name in ["pre-commit", "reference-transaction"] {
+        let hook = sb.git_dir().join("hooks").join(name);
+        // No `#!` line: the kernel refuses it (ENOEXEC) and git runs it
+        // with /bin/sh.
+        std::fs::write(
+            &hook,
+            format!("echo \"{name} $1\" >> '{}'\n", log.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    sb.write("docs/guide.md", "before arm\n");
+    sb.git(&["add", "docs/guide.md"]);
+    sb.git(&["commit", "-q", "-m", "unarmed"]);
+    let unarmed = std::fs::read_to_string(&log).unwrap();
+    std::fs::remove_file(&log).unwrap();
+
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    let out = try_commit(&sb, "docs/guide.md", "armed\n");
+    assert!(out.status.success(), "{out:?}");
+    let armed = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        armed, unarmed,
+        "the chained hooks ran as git ran them unarmed"
+    );
+    for phase in [
+        "pre-commit ",
+        "reference-transaction prepared",
+        "reference-transaction committed",
+    ] {
+        assert!(armed.contains(phase), "{phase} missing:\n{armed}");
+    }
+}

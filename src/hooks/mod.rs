@@ -366,14 +366,48 @@ enum Chained {
 }
 
 fn chained_state(path: &Path) -> Chained {
-    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::ffi::OsStrExt;
     match std::fs::metadata(path) {
         Err(_) => Chained::Missing,
-        Ok(meta) if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 => {
-            Chained::NotExecutable
+        Ok(meta) if !meta.is_file() => Chained::NotExecutable,
+        Ok(_) => {
+            // As git asks (`access(X_OK)`): may this user run it?
+            let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+                return Chained::Missing;
+            };
+            // SAFETY: `c` is a NUL-terminated path that outlives the call.
+            if unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0 {
+                Chained::Runnable
+            } else {
+                Chained::NotExecutable
+            }
         }
-        Ok(_) => Chained::Runnable,
     }
+}
+
+/// The command that runs the chained hook `original`, as git runs a hook:
+/// directly, or, when the kernel refuses it as not executable in form
+/// (`ENOEXEC`: a script without a `#!` line), through `/bin/sh`. A bare
+/// name (`core.hooksPath=.`) names the file here, not one on `PATH`.
+fn original_command(original: &Path, args: &[OsString], via_sh: bool) -> Command {
+    let program = if original.components().count() == 1 && original.is_relative() {
+        Path::new(".").join(original)
+    } else {
+        original.to_path_buf()
+    };
+    let mut cmd = if via_sh {
+        let mut sh = Command::new("/bin/sh");
+        sh.arg(program);
+        sh
+    } else {
+        Command::new(program)
+    };
+    cmd.args(args);
+    cmd
+}
+
+fn is_enoexec(e: &std::io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ENOEXEC)
 }
 
 /// Runs the hook that was effective before arming, with the same arguments
@@ -411,7 +445,10 @@ fn exec_original(original: &Path, args: &[OsString]) -> i32 {
     if !runnable(original) {
         return 0;
     }
-    let e = Command::new(original).args(args).exec();
+    let mut e = original_command(original, args, false).exec();
+    if is_enoexec(&e) {
+        e = original_command(original, args, true).exec();
+    }
     eprintln!(
         "grantguard: cannot run the chained hook {}: {e}",
         original.display()
@@ -423,21 +460,24 @@ fn run_original(original: &Path, args: &[OsString], stdin: Option<&[u8]>) -> i32
     if !runnable(original) {
         return 0;
     }
-    let mut cmd = Command::new(original);
-    cmd.args(args);
-    if stdin.is_some() {
-        cmd.stdin(Stdio::piped());
-    }
-    let mut child = match cmd.spawn() {
-        Ok(child) => child,
-        Err(e) => {
-            eprintln!(
-                "grantguard: cannot run the chained hook {}: {e}",
-                original.display()
-            );
-            return 1;
+    let spawn = |via_sh: bool| {
+        let mut cmd = original_command(original, args, via_sh);
+        if stdin.is_some() {
+            cmd.stdin(Stdio::piped());
         }
+        cmd.spawn()
     };
+    let mut child =
+        match spawn(false).or_else(|e| if is_enoexec(&e) { spawn(true) } else { Err(e) }) {
+            Ok(child) => child,
+            Err(e) => {
+                eprintln!(
+                    "grantguard: cannot run the chained hook {}: {e}",
+                    original.display()
+                );
+                return 1;
+            }
+        };
     if let (Some(bytes), Some(mut pipe)) = (stdin, child.stdin.take()) {
         // A hook that exits without reading its input is fine.
         let _ = pipe.write_all(bytes);

@@ -60,13 +60,40 @@ pub fn interpreter(binary: &str, values: &[&str]) -> String {
 pub fn render(binary: &str, name: &str, hub: &str, chain: Option<&str>) -> String {
     let values: Vec<&str> = std::iter::once(hub).chain(chain).collect();
     let chain_words = chain.map_or_else(String::new, |p| format!("--chain {} ", sh_quote(p)));
-    GUARD_TEMPLATE
-        .replace("@INTERPRETER@", &interpreter(binary, &values))
-        .replace("@SETTLED@", &settled_phases(name, chain))
-        .replace("@GRANTGUARD@", &sh_quote(binary))
-        .replace("@HOOK@", name)
-        .replace("@HUB@", &sh_quote(hub))
-        .replace("@CHAIN@", &chain_words)
+    fill(
+        GUARD_TEMPLATE,
+        &[
+            ("@INTERPRETER@", &interpreter(binary, &values)),
+            ("@SETTLED@", &settled_phases(name, chain)),
+            ("@GRANTGUARD@", &sh_quote(binary)),
+            ("@HOOK@", name),
+            ("@HUB@", &sh_quote(hub)),
+            ("@CHAIN@", &chain_words),
+        ],
+    )
+}
+
+/// `template` with each placeholder replaced by its value, in one pass:
+/// a value is never searched for placeholders (a path may hold `@HUB@`).
+pub fn fill(template: &str, values: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(template.len() + 256);
+    let mut rest = template;
+    while let Some(at) = rest.find('@') {
+        out.push_str(&rest[..at]);
+        rest = &rest[at..];
+        match values.iter().find(|(key, _)| rest.starts_with(key)) {
+            Some((key, value)) => {
+                out.push_str(value);
+                rest = &rest[key.len()..];
+            }
+            None => {
+                out.push('@');
+                rest = &rest[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The stub's answer, when a shell runs it, to the `reference-transaction`
@@ -182,6 +209,10 @@ pub fn invocation(stub: &Path, args: Vec<OsString>) -> Result<Invocation, String
     let mut argv: Vec<OsString> = words.iter().map(OsString::from).collect();
     argv.extend(args);
     let invocation = hook_invocation(&argv).ok_or_else(malformed)?;
+    // The stub of `pre-push` copied over `pre-commit` would check pushes.
+    if stub.file_name() != Some(std::ffi::OsStr::new(&invocation.name)) {
+        return Err(malformed());
+    }
     let hub = invocation.hub.as_deref().ok_or_else(malformed)?;
     let chain = invocation.chain.as_deref().map(Path::to_string_lossy);
     let hub_text = hub.to_str().ok_or_else(malformed)?;
@@ -198,16 +229,21 @@ pub fn invocation(stub: &Path, args: Vec<OsString>) -> Result<Invocation, String
     Ok(invocation)
 }
 
-/// Whether `stub` is `<hub>/hooks/<name>`: as written (git runs
+/// Whether `stub` is in `<hub>/hooks/`: as written (git runs
 /// `core.hooksPath`, which `arm` set to `<hub>/hooks`, joined with the
-/// name), else after resolving symlinks on both sides.
+/// name), else after resolving `..` and symlinks on both sides. A relative
+/// path (a client running `./pre-commit` there) is taken from here.
 fn lives_in(stub: &Path, hub: &Path) -> bool {
-    let Some(dir) = stub.parent().and_then(Path::parent) else {
+    let Ok(stub) = std::path::absolute(stub) else {
         return false;
     };
-    dir == hub
+    let Some(dir) = stub.parent() else {
+        return false;
+    };
+    let hooks = hub.join(super::hub::STUBS_DIR);
+    dir == hooks
         || matches!(
-            (dir.canonicalize(), hub.canonicalize()),
+            (dir.canonicalize(), hooks.canonicalize()),
             (Ok(a), Ok(b)) if a == b
         )
 }
@@ -388,11 +424,57 @@ mod tests {
         std::fs::write(&stub, other).unwrap();
         let err = invocation(&stub, Vec::new()).unwrap_err();
         assert!(err.contains("not the one it is in"), "{err}");
-        // The same hub reached through a symlink is the same hub.
+        // The same hub reached through a symlink, `..` or a relative path
+        // is the same hub.
         let link = dir.path().join("link");
         std::os::unix::fs::symlink(&hub, &link).unwrap();
         std::fs::write(&stub, &text).unwrap();
         assert!(invocation(&link.join("hooks/pre-commit"), Vec::new()).is_ok());
+        assert!(invocation(&hub.join("hooks/../hooks/pre-commit"), Vec::new()).is_ok());
+        let here = std::env::current_dir().unwrap();
+        let relative = pathdiff(&stub, &here);
+        assert!(invocation(&relative, Vec::new()).is_ok(), "{relative:?}");
+        // A stub beside the hub, or another hook's stub under this name.
+        std::fs::write(dir.path().join("pre-commit"), &text).unwrap();
+        let beside = hub.join("../pre-commit");
+        assert!(
+            invocation(&beside, Vec::new())
+                .unwrap_err()
+                .contains("not the one")
+        );
+        let push = render("/bin/gg", "pre-push", hub_text, None);
+        std::fs::write(&stub, push).unwrap();
+        let err = invocation(&stub, Vec::new()).unwrap_err();
+        assert!(err.contains("is not one arm wrote"), "{err}");
+    }
+
+    /// `path` relative to `base` (both absolute), through `..` as needed.
+    fn pathdiff(path: &Path, base: &Path) -> PathBuf {
+        let mut base = base.components().peekable();
+        let mut path = path.components().peekable();
+        while let (Some(a), Some(b)) = (base.peek(), path.peek()) {
+            if a != b {
+                break;
+            }
+            base.next();
+            path.next();
+        }
+        base.map(|_| std::path::Component::ParentDir)
+            .chain(path)
+            .collect()
+    }
+
+    #[test]
+    fn values_are_never_searched_for_placeholders() {
+        let text = render(
+            "/bin/@HUB@",
+            "reference-transaction",
+            "/h/@CHAIN@",
+            Some("/o/@HOOK@"),
+        );
+        assert!(text.contains("exec '/bin/@HUB@' hook reference-transaction --hub '/h/@CHAIN@' --chain '/o/@HOOK@' -- \"$@\""), "{text}");
+        assert!(text.contains("exec '/o/@HOOK@' \"$@\" ;;"), "{text}");
+        assert_eq!(fill("a@X@b@@c@", &[("@X@", "@X@1")]), "a@X@1b@@c@");
     }
 
     fn args(list: &[&str]) -> Vec<std::ffi::OsString> {
