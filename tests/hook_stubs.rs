@@ -66,6 +66,22 @@ fn the_chained_reference_transaction_hook_sees_every_phase_and_its_input() {
     );
 }
 
+/// Arms the sandbox under a grant of `docs/` (1 to 3 commits) with the
+/// grantguard binary at `bin`, whose path the stubs then name.
+fn arm_with_binary(sb: &Sandbox, bin: &std::path::Path) {
+    let out = sb
+        .command(bin)
+        .current_dir(&sb.repo)
+        .args(["arm", "--repo", sb.repo.to_str().unwrap()])
+        .arg("--grant")
+        .arg(sb.grant(&["docs/"], 1, 3))
+        .arg("--state")
+        .arg(&sb.state)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
+
 /// Stages `rel` with `content` and tries `git commit`, hooks on.
 fn try_commit(sb: &Sandbox, rel: &str, content: &str) -> std::process::Output {
     sb.write(rel, content);
@@ -91,8 +107,12 @@ fn the_kernel_starts_grantguard_from_the_stub_without_a_shell() {
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
-    sb.arm(&sb.grant(&["docs/"], 1, 3));
-    let bin = env!("CARGO_BIN_EXE_grantguard");
+    // A copy at a short path: where cargo builds may be too long for a
+    // `#!` line, and the stubs would then start with `#!/bin/sh`.
+    let bin = sb.root.join("gg");
+    std::fs::copy(env!("CARGO_BIN_EXE_grantguard"), &bin).unwrap();
+    arm_with_binary(&sb, &bin);
+    let bin = bin.display();
     for name in ["pre-commit", "pre-push", "reference-transaction"] {
         let stub = std::fs::read_to_string(sb.stubs().join(name)).unwrap();
         assert_eq!(
@@ -155,17 +175,7 @@ fn a_binary_whose_path_no_shebang_line_can_hold_gets_shell_stubs() {
     std::fs::create_dir(&dir).unwrap();
     let bin = dir.join("grantguard");
     std::fs::copy(env!("CARGO_BIN_EXE_grantguard"), &bin).unwrap();
-    let out = sb
-        .command(&bin)
-        .current_dir(&sb.repo)
-        .args(["arm", "--repo", sb.repo.to_str().unwrap()])
-        .arg("--grant")
-        .arg(sb.grant(&["docs/"], 1, 3))
-        .arg("--state")
-        .arg(&sb.state)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    arm_with_binary(&sb, &bin);
     let stub = std::fs::read_to_string(sb.stubs().join("pre-commit")).unwrap();
     assert_eq!(stub.lines().next(), Some("#!/bin/sh"), "{stub}");
 
