@@ -14,10 +14,12 @@
 //! starts grantguard as `grantguard stub <stub path> <git's arguments>`: no
 //! shell, which would cost a hook call more than grantguard's own decision.
 //! grantguard then reads the stub's `exec` line ([`invocation`]) and does
-//! what a shell would do with it. A client that runs the file with `sh`
-//! runs that same line. Where the binary's path cannot be a `#!` line (it
-//! has blanks, or the line would be longer than every kernel reads), the
-//! first line is `#!/bin/sh` and the shell runs the stub as before.
+//! what a shell would do with it, but only from a stub that is byte for
+//! byte what `arm` writes, under its own name, in its own hub: an edited
+//! stub refuses. A client that runs the file with `sh` runs that same line.
+//! Where the binary's path cannot be a `#!` line (it is relative, has
+//! blanks, or the line would be longer than every kernel reads), the first
+//! line is `#!/bin/sh` and the shell runs the stub as before.
 
 use std::ffi::OsString;
 use std::io::Read;
