@@ -481,44 +481,19 @@ fn rejects_deleting_a_released_peers_branch_after_a_lock_file_at_its_disarm() {
 /// peer's loose branch file is read-only for the agent: the move fails.
 #[test]
 fn an_isolated_agent_cannot_append_to_an_armed_peers_branch() {
-    use std::os::unix::fs::PermissionsExt;
     let sb = Sandbox::new();
     let (w1, w2) = setup(&sb);
     arm(&sb, &w2);
     commit(&sb, &w2, "area2/g");
     let before = git(&sb, &w2, &["rev-parse", "agent2"]);
-    let task = sb.root.join("task1.json");
-    let grant: Value = serde_json::from_slice(&std::fs::read(&w1.grant).unwrap()).unwrap();
-    let doc = serde_json::json!({"id": "edit-1", "title": "Edit", "objective": "Work",
-        "task_type": "change", "required_capabilities": ["repo.read"],
-        "side_effect_class": "reversible", "risk_class": "low", "worker": "coder",
-        "repository_grant": grant["repository_grant"]});
-    std::fs::write(&task, doc.to_string()).unwrap();
-    let script = sb.root.join("agent1.sh");
-    std::fs::write(
-        &script,
-        "#!/bin/sh\nmkdir -p area1 && echo ok > area1/g && git add area1 && git commit -q -m one\n\
+    let (r, said) = isolated_run(
+        &sb,
+        &w1,
+        "mkdir -p area1 && echo ok > area1/g && git add area1 && git commit -q -m one\n\
          x=$(git commit-tree -p agent2 -m impostor 'agent2^{tree}')\n\
          if git -c core.hooksPath=/dev/null update-ref refs/heads/agent2 \"$x\"; then \
-         echo MOVED >&2; fi\nexit 0\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let metrics = sb.root.join("metrics");
-    std::fs::create_dir(&metrics).unwrap();
-    let out = sb
-        .command(env!("CARGO_BIN_EXE_grantguard"))
-        .current_dir(&sb.root)
-        .args(["run", "--task", task.to_str().unwrap()])
-        .args(["--repo", w1.dir.to_str().unwrap()])
-        .args(["--state", w1.state.to_str().unwrap()])
-        .args(["--metrics", metrics.join("m.jsonl").to_str().unwrap()])
-        .args(["--capability", "repo.read", "--isolate", "--json", "--"])
-        .arg(&script)
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&out.stderr);
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+         echo MOVED >&2; fi",
+    );
     assert_eq!(r["status"], "succeeded", "{r:#}\n{said}");
     assert!(!said.contains("MOVED"), "{said}");
     assert_eq!(git(&sb, &w2, &["rev-parse", "agent2"]), before);

@@ -11,18 +11,6 @@ use std::path::{Path, PathBuf};
 use common::Sandbox;
 use serde_json::Value;
 
-fn write_task(sb: &Sandbox) -> PathBuf {
-    let task = sb.root.join("task.json");
-    let spec = serde_json::json!({"id": "edit-docs", "title": "Edit the docs",
-        "objective": "Improve the guide", "task_type": "change",
-        "required_capabilities": ["repo.read"], "side_effect_class": "reversible",
-        "risk_class": "low", "worker": "coder",
-        "repository_grant": {"version": "1", "allowed_paths": ["docs/"],
-            "commit_count": {"min": 1, "max": 1}, "publish": false}});
-    std::fs::write(&task, spec.to_string()).unwrap();
-    task
-}
-
 /// Runs `body` as the agent in the sandbox's checkout (see
 /// [`run_restore_in`]).
 fn run_restore(sb: &Sandbox, body: &str) -> Value {
@@ -34,7 +22,7 @@ fn run_restore_in(sb: &Sandbox, repo: &Path, body: &str) -> Value {
     let agent = sb.root.join("agent.sh");
     std::fs::write(&agent, format!("#!/bin/sh\n{body}\n")).unwrap();
     std::fs::set_permissions(&agent, PermissionsExt::from_mode(0o755)).unwrap();
-    let task = write_task(sb);
+    let task = common::docs_task(sb);
     let out = sb
         .command(env!("CARGO_BIN_EXE_grantguard"))
         .current_dir(&sb.root)

@@ -595,18 +595,6 @@ fn preserves_random_agent_end_states_so_that_a_fresh_clone_rebuilds_them_byte_fo
     assert!(kinds.iter().all(|&n| n > 0), "{kinds:?}");
 }
 
-fn write_task(sb: &Sandbox) -> PathBuf {
-    let task = sb.root.join("task.json");
-    let spec = serde_json::json!({"id": "edit-docs", "title": "Edit the docs",
-        "objective": "Improve the guide", "task_type": "change",
-        "required_capabilities": ["repo.read"], "side_effect_class": "reversible",
-        "risk_class": "low", "worker": "coder",
-        "repository_grant": {"version": "1", "allowed_paths": ["docs/"],
-            "commit_count": {"min": 1, "max": 1}, "publish": false}});
-    std::fs::write(&task, spec.to_string()).unwrap();
-    task
-}
-
 /// The six gaps of issue 16 in one agent run, through `grantguard run
 /// --on-reject restore`: the agent copies its end state out (`cp -a`, its
 /// `.git` included) before it exits, and the preserved files rebuild that
@@ -637,7 +625,7 @@ cp -a . "$COPY"
 "#;
     std::fs::write(&agent, body).unwrap();
     std::fs::set_permissions(&agent, PermissionsExt::from_mode(0o755)).unwrap();
-    let task = write_task(&sb);
+    let task = common::docs_task(&sb);
     let out = sb
         .command(env!("CARGO_BIN_EXE_grantguard"))
         .current_dir(&sb.root)

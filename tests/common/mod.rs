@@ -254,6 +254,21 @@ impl Sandbox {
     }
 }
 
+/// Writes `task.json` in the sandbox root: a TaskSpec that edits the docs
+/// under a grant of `docs/` and exactly one commit (what the restore tests
+/// run).
+pub fn docs_task(sb: &Sandbox) -> PathBuf {
+    let task = sb.root.join("task.json");
+    let spec = serde_json::json!({"id": "edit-docs", "title": "Edit the docs",
+        "objective": "Improve the guide", "task_type": "change",
+        "required_capabilities": ["repo.read"], "side_effect_class": "reversible",
+        "risk_class": "low", "worker": "coder",
+        "repository_grant": {"version": "1", "allowed_paths": ["docs/"],
+            "commit_count": {"min": 1, "max": 1}, "publish": false}});
+    std::fs::write(&task, spec.to_string()).unwrap();
+    task
+}
+
 /// Runs `cmd` with `stdin` piped in, capturing stdout and stderr.
 pub fn output_with_stdin(mut cmd: Command, stdin: &str) -> Output {
     use std::io::Write;
