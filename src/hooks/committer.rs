@@ -19,13 +19,19 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 
 /// The command line of the hook's parent process, as NUL-separated words,
-/// or `None` when it cannot be read.
-pub fn parent_command_line() -> Option<Vec<u8>> {
-    std::fs::read(format!(
-        "/proc/{}/cmdline",
-        std::os::unix::process::parent_id()
-    ))
-    .ok()
+/// or `None` when it cannot be read. Read once per process: pre-commit asks
+/// both who commits and whether git amends.
+pub fn parent_command_line() -> Option<&'static [u8]> {
+    static CMDLINE: std::sync::OnceLock<Option<Vec<u8>>> = std::sync::OnceLock::new();
+    CMDLINE
+        .get_or_init(|| {
+            std::fs::read(format!(
+                "/proc/{}/cmdline",
+                std::os::unix::process::parent_id()
+            ))
+            .ok()
+        })
+        .as_deref()
 }
 
 /// Whether the hook's parent process is git's `commit` command.
@@ -33,7 +39,7 @@ pub fn parent_is_git_commit() -> bool {
     let ppid = std::os::unix::process::parent_id();
     let exe_is_git = std::fs::read_link(format!("/proc/{ppid}/exe"))
         .is_ok_and(|exe| exe.file_name() == Some(OsStr::new("git")));
-    exe_is_git && parent_command_line().is_some_and(|cmdline| is_git_commit(&cmdline))
+    exe_is_git && parent_command_line().is_some_and(is_git_commit)
 }
 
 /// git's global options that take the next word as their value.
