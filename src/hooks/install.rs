@@ -66,7 +66,6 @@ pub struct InstallRecord {
     pub default_stub: Option<(PathBuf, String)>,
 }
 
-/// Shell single-quoting: the value can hold any byte but NUL.
 fn config_digest(bytes: &[u8]) -> String {
     format!("sha256:{}", sha256_hex(bytes))
 }
@@ -668,15 +667,4 @@ pub fn forget(state: &Path) -> Result<()> {
         }
     }
     sync_dir(state)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn shell_quoting_survives_quotes_and_spaces() {
-        assert_eq!(sh_quote("a b"), "'a b'");
-        assert_eq!(sh_quote("it's"), r"'it'\''s'");
-    }
 }

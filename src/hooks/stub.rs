@@ -315,6 +315,12 @@ mod tests {
     }
 
     #[test]
+    fn shell_quoting_survives_quotes_and_spaces() {
+        assert_eq!(sh_quote("a b"), "'a b'");
+        assert_eq!(sh_quote("it's"), r"'it'\''s'");
+    }
+
+    #[test]
     fn reads_back_the_stub_line_shape() {
         let line = format!(
             "{} hook pre-commit --hub {} --chain {} -- \"$@\"",
