@@ -119,6 +119,23 @@ pub fn read_regular_to_string(path: &Path) -> std::io::Result<String> {
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
+/// Removes a workspace directory. overlayfs leaves a directory of mode 000
+/// in its work directory, and the agent may have left others: each is made
+/// readable before it is walked.
+pub fn remove_tree(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::symlink_metadata(dir)?;
+    if meta.is_dir() {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+        for entry in std::fs::read_dir(dir)? {
+            remove_tree(&entry?.path())?;
+        }
+        std::fs::remove_dir(dir)
+    } else {
+        std::fs::remove_file(dir)
+    }
+}
+
 /// Creates `dir` (and missing parents) and makes `dir` itself private
 /// (0700), whether it was new or not.
 pub fn create_private_dir(dir: &Path) -> Result<()> {

@@ -47,3 +47,4 @@ pub mod result;
 pub mod run;
 pub mod state;
 pub mod status;
+pub mod workspace;

@@ -669,9 +669,22 @@ struct RunArgs {
     /// unavailable.
     #[arg(long)]
     isolate: bool,
+    /// With --isolate: where the command works. `sealed` (the default): a
+    /// private copy-on-write view of the checkout at the same path; the
+    /// host repository is never writable from inside, and only the commits
+    /// verify accepted are imported into it. `in-place`: the checkout
+    /// itself, its protected metadata read-only.
+    #[arg(long, value_enum, requires = "isolate", value_name = "MODE")]
+    workspace: Option<WorkspaceArg>,
     /// The agent's command and its arguments.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     command: Vec<std::ffi::OsString>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum WorkspaceArg {
+    Sealed,
+    InPlace,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -715,6 +728,10 @@ fn run_command(args: RunArgs) -> i32 {
         command: args.command,
         result_file: args.result.clone(),
         isolate: args.isolate,
+        workspace: match args.workspace {
+            Some(WorkspaceArg::InPlace) => run::WorkspaceMode::InPlace,
+            Some(WorkspaceArg::Sealed) | None => run::WorkspaceMode::Sealed,
+        },
     };
     let result = run::run(&request);
     let refused_file = result.evidence.contains_key(run::result_file::REFUSED);

@@ -66,6 +66,12 @@ pub struct Plan {
     user: Option<(Vec<u8>, Vec<u8>)>,
     /// Root: drop every capability before exec (see [`drop_privileges`]).
     drop_capabilities: bool,
+    /// The sealed workspace's overlays, mounted before anything else
+    /// ([`crate::workspace`]).
+    overlays: Vec<crate::workspace::OverlayMount>,
+    /// Where the process starts once the overlays are mounted: the working
+    /// directory inherited from before them would still be the host's.
+    chdir: Option<CString>,
     fault: bool,
 }
 
@@ -124,8 +130,39 @@ impl Plan {
             network,
             user,
             drop_capabilities: root,
+            overlays: Vec::new(),
+            chdir: None,
             fault,
         })
+    }
+
+    /// A plan for grantguard's own steps inside a sealed workspace (arm,
+    /// verify, disarm, the import's git): the overlays `mounts` and a
+    /// start in `dir`, nothing read-only, the network and capabilities
+    /// kept.
+    pub fn for_step(
+        mounts: Vec<crate::workspace::OverlayMount>,
+        dir: Option<&Path>,
+    ) -> io::Result<Plan> {
+        let mut plan = Plan::new(Vec::new(), true)?;
+        plan.read_only.clear();
+        plan.shown.clear();
+        plan.drop_capabilities = false;
+        plan.with_overlays(mounts, dir)
+    }
+
+    /// This plan with the sealed workspace's overlays mounted first and the
+    /// process started in `dir` (the checkout's path) after them.
+    pub fn with_overlays(
+        mut self,
+        mounts: Vec<crate::workspace::OverlayMount>,
+        dir: Option<&Path>,
+    ) -> io::Result<Plan> {
+        self.overlays = mounts;
+        self.chdir = dir
+            .map(|d| CString::new(d.as_os_str().as_bytes()).map_err(io::Error::other))
+            .transpose()?;
+        Ok(self)
     }
 
     /// The paths mounted read-only.
@@ -165,6 +202,22 @@ impl Plan {
         }
         // Nothing mounted here propagates back to the host.
         mount(None, c"/", libc::MS_REC | libc::MS_PRIVATE)?;
+        for overlay in &self.overlays {
+            // SAFETY: NUL-terminated strings that outlive the call.
+            check(unsafe {
+                libc::mount(
+                    c"overlay".as_ptr(),
+                    overlay.target.as_ptr(),
+                    c"overlay".as_ptr(),
+                    0,
+                    overlay.options.as_ptr().cast(),
+                )
+            })?;
+        }
+        if let Some(dir) = &self.chdir {
+            // SAFETY: a NUL-terminated path that outlives the call.
+            check(unsafe { libc::chdir(dir.as_ptr()) })?;
+        }
         for (path, locked) in &self.read_only {
             mount(Some(path), path, libc::MS_BIND | libc::MS_REC)?;
             mount(

@@ -56,6 +56,7 @@ pub mod process;
 mod reconcile;
 mod record;
 pub mod result_file;
+mod sealed;
 mod summary;
 pub mod survivors;
 mod verify_child;
@@ -139,6 +140,19 @@ pub mod rule {
     /// `--isolate` was asked for and the namespaces cannot be entered here,
     /// or a file to protect cannot be (`dependency`; nothing was run).
     pub const ISOLATION_UNAVAILABLE: &str = "isolation_unavailable";
+    /// The sealed workspace could not be made, armed or disarmed
+    /// (`internal_defect`; the host is untouched).
+    pub const WORKSPACE_FAILED: &str = "workspace_failed";
+    /// The host moved while the run ran (its branch, or where its HEAD
+    /// points), so the accepted commits were not imported (`conflict`;
+    /// the host is untouched, the workspace kept).
+    pub const IMPORT_CONFLICT: &str = "import_conflict";
+    /// The commits git received into the host broke the grant when checked
+    /// there again (`verification`; no ref of the host moved).
+    pub const IMPORT_REJECTED: &str = "import_rejected";
+    /// The transfer into the host failed (`internal_defect`; no ref of the
+    /// host moved unless the result says so).
+    pub const IMPORT_FAILED: &str = "import_failed";
 }
 
 /// Where the task comes from.
@@ -206,6 +220,19 @@ pub struct Request {
     /// Run the command in its own mount and network namespaces
     /// (`--isolate`; see [`isolate`]).
     pub isolate: bool,
+    /// Under `--isolate`: a sealed workspace (the default) or the checkout
+    /// itself (see [`crate::workspace`]).
+    pub workspace: WorkspaceMode,
+}
+
+/// Where an isolated command works (`--workspace`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkspaceMode {
+    /// A private copy-on-write view of the checkout; only accepted commits
+    /// reach the host ([`crate::workspace`]).
+    Sealed,
+    /// The checkout itself, its protected metadata read-only.
+    InPlace,
 }
 
 /// `sha256:` + hex SHA-256 of the argv's bytes, each argument followed by a
@@ -477,6 +504,23 @@ fn isolation_available(
                 file.display()
             )));
         }
+    }
+    if request.workspace == WorkspaceMode::Sealed {
+        if crate::repo::open(&places.work_dir).is_err() {
+            return Err(unavailable(format!(
+                "{} is not a git repository, and a sealed workspace is made of one; pass \
+                 --workspace in-place",
+                places.work_dir.display()
+            )));
+        }
+        sealed::probe(&places.work_dir).map_err(|e| {
+            unavailable(format!(
+                "cannot give the command a sealed workspace here ({e}); overlayfs in a private \
+                 mount namespace (and, when not root, a user namespace) is needed. Pass \
+                 --workspace in-place to run the command in the checkout itself, its \
+                 protected metadata read-only"
+            ))
+        })?;
     }
     let network = isolate::network_allowed(&admitted.contract.required_capabilities);
     let plan = isolate::Plan::new([places.state.clone()], network)

@@ -14,7 +14,10 @@ use super::admission::Admitted;
 use super::compensate::compensate;
 use super::places::Places;
 use super::process::{self, Ending};
-use super::{OnReject, Request, TOOL, crash_point, isolate, rule, survivors, verify_child};
+use super::sealed::Sealed;
+use super::{
+    OnReject, Request, TOOL, WorkspaceMode, crash_point, isolate, rule, survivors, verify_child,
+};
 use crate::grant::Grant;
 use crate::result::{FailureClass, Status, ToolResult, Violation};
 
@@ -26,8 +29,32 @@ pub(super) fn execute(
     grant: Option<&Grant>,
     places: &Places,
 ) -> ToolResult {
+    let sealed = if request.isolate && request.workspace == WorkspaceMode::Sealed {
+        match Sealed::create(places, &admitted.run_id) {
+            Ok(sealed) => Some(sealed),
+            Err(e) => {
+                return ToolResult::rejected(
+                    TOOL,
+                    FailureClass::InternalDefect,
+                    Violation::new(
+                        rule::WORKSPACE_FAILED,
+                        format!(
+                            "cannot make the sealed workspace: {e:#}; nothing was run and the \
+                             host is untouched"
+                        ),
+                    ),
+                );
+            }
+        }
+    } else {
+        None
+    };
+    crash_point("workspace_made");
     if let Some(grant) = grant {
-        let armed = crate::state::arm_grant(&places.work_dir, grant, &places.state);
+        let armed = match &sealed {
+            Some(sealed) => sealed.arm(grant, places, request.verify_timeout),
+            None => crate::state::arm_grant(&places.work_dir, grant, &places.state),
+        };
         if !armed.is_success() {
             let mut r = ToolResult::failed(
                 TOOL,
@@ -53,14 +80,15 @@ pub(super) fn execute(
         (Some(outcome), None)
     } else {
         match (request.isolate)
-            .then(|| isolation_plan(admitted, grant.is_some(), places, request))
+            .then(|| isolation_plan(admitted, grant.is_some(), places, request, sealed.as_ref()))
             .transpose()
         {
             Err(e) => (None, Some(e)),
             Ok(plan) => {
                 isolation = plan.as_ref().map(|p| {
                     json!({"network": if p.network() { "host" } else { "none" },
-                           "read_only": p.read_only()})
+                           "read_only": p.read_only(),
+                           "workspace": if sealed.is_some() { "sealed" } else { "in-place" }})
                 });
                 match process::run(
                     &request.command,
@@ -99,7 +127,15 @@ pub(super) fn execute(
     }
     if grant.is_some() {
         let started = Instant::now();
-        let verdict = verify_child::verify(&places.state, &places.work_dir, request.verify_timeout);
+        let verdict = match &sealed {
+            Some(sealed) => sealed.verify(places, request.verify_timeout),
+            None => verify_child::verify(
+                &places.state,
+                &places.work_dir,
+                request.verify_timeout,
+                None,
+            ),
+        };
         verify_ms = millis(started.elapsed());
         crash_point("verified");
         // Released at the tip this verify accepted (parallel worktrees).
@@ -111,7 +147,10 @@ pub(super) fn execute(
                 .and_then(Value::as_str)
                 .map(str::to_owned)
         });
-        let disarmed = crate::state::disarm_after_verify(&places.state, accepted_tip);
+        let disarmed = match &sealed {
+            Some(sealed) => sealed.disarm(places, request.verify_timeout),
+            None => crate::state::disarm_after_verify(&places.state, accepted_tip),
+        };
         crash_point("disarmed");
         let forged = grant.and_then(|g| verdict_for_another_grant(&verdict, g));
         merge_verdict(&mut result, verdict);
@@ -172,6 +211,25 @@ pub(super) fn execute(
         json!({"command": command_ms, "verify": verify_ms}),
     );
 
+    if let Some(sealed) = &sealed {
+        // Nothing of the host changed so far: the import is the only step
+        // that writes it, and only for an accepted run.
+        sealed.settle(&mut result, places, grant, &admitted.run_id);
+        crash_point("settled");
+        if request.on_reject == OnReject::Restore && !result.is_success() {
+            result.warnings.push(
+                "--on-reject restore: nothing to restore, the host checkout was sealed off and \
+                 is as it was"
+                    .into(),
+            );
+        }
+        return result;
+    }
+    if request.isolate {
+        result
+            .evidence
+            .insert("workspace".into(), json!({"mode": "in-place"}));
+    }
     let ran = outcome.is_some_and(|o| o.elapsed > Duration::ZERO);
     if !result.is_success() && ran {
         match (request.on_reject, grant, &places.branch) {
@@ -198,6 +256,7 @@ fn isolation_plan(
     granted: bool,
     places: &Places,
     request: &Request,
+    sealed: Option<&Sealed>,
 ) -> std::io::Result<isolate::Plan> {
     // The metrics append creates the file's directory; created now, it can
     // be mounted read-only, so the command cannot plant lines in it.
@@ -245,7 +304,13 @@ fn isolation_plan(
         paths.push(link.hub);
     }
     let network = isolate::network_allowed(&admitted.contract.required_capabilities);
-    isolate::Plan::new(paths, network)
+    match sealed {
+        Some(sealed) => {
+            paths.extend(sealed.host_paths_to_freeze());
+            sealed.command_plan(isolate::Plan::new(paths, network)?)
+        }
+        None => isolate::Plan::new(paths, network),
+    }
 }
 
 /// The (device, inode) of the state directory and of the hub it links to:

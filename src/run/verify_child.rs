@@ -57,28 +57,58 @@ const KNOWN_EXIT_CODES: [i32; 5] = [0, 1, 70, 75, 130];
 /// deadline `timeout` and returns its verdict: an `internal_defect` verdict
 /// when the child did not produce one, a `cancelled` one when grantguard
 /// received a handled signal while it ran.
-pub fn verify(state: &Path, work_dir: &Path, timeout: Duration) -> ToolResult {
+pub fn verify(
+    state: &Path,
+    work_dir: &Path,
+    timeout: Duration,
+    isolation: Option<&super::isolate::Plan>,
+) -> ToolResult {
+    let args: Vec<std::ffi::OsString> = vec![
+        "verify".into(),
+        "--state".into(),
+        state.into(),
+        "--repo".into(),
+        work_dir.into(),
+        "--json".into(),
+        "--timeout".into(),
+        timeout.as_secs().to_string().into(),
+    ];
+    step("verify", &args, timeout, isolation)
+}
+
+/// Runs `grantguard <args>` (a subcommand that prints the ToolResult of
+/// `tool` with `--json`) in a child process as [`verify`] does, inside the
+/// namespaces of `isolation` if given: how `run` arms, verifies and
+/// disarms a sealed workspace ([`crate::workspace`]), which only a process
+/// that mounted it can see.
+pub fn step(
+    tool: &str,
+    args: &[std::ffi::OsString],
+    timeout: Duration,
+    isolation: Option<&super::isolate::Plan>,
+) -> ToolResult {
+    let defect = |message: String| defect_of(tool, message);
     let exe = match std::env::current_exe() {
         Ok(exe) => exe,
         Err(e) => return defect(format!("cannot locate the grantguard executable: {e}")),
     };
-    let spawned = Command::new(&exe)
-        .arg("verify")
-        .arg("--state")
-        .arg(state)
-        .arg("--repo")
-        .arg(work_dir)
-        .arg("--json")
-        .arg("--timeout")
-        .arg(timeout.as_secs().to_string())
+    let mut command = Command::new(&exe);
+    command
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn();
+        .process_group(0);
+    if let Some(plan) = isolation.cloned() {
+        // SAFETY: `enter` makes only system calls (see its doc).
+        unsafe {
+            command.pre_exec(move || plan.enter());
+        }
+    }
+    let spawned = command.spawn();
     let mut child = match spawned {
         Ok(child) => child,
-        Err(e) => return defect(format!("cannot start `{} verify`: {e}", exe.display())),
+        Err(e) => return defect(format!("cannot start `{} {tool}`: {e}", exe.display())),
     };
     let stdout = collect(child.stdout.take());
     let stderr = collect(child.stderr.take());
@@ -99,10 +129,10 @@ pub fn verify(state: &Path, work_dir: &Path, timeout: Duration) -> ToolResult {
     let stderr = stderr.join().unwrap_or_default();
     match waited {
         Waited::Exited => {}
-        Waited::Interrupted(signal) => return cancelled(signal),
+        Waited::Interrupted(signal) => return cancelled(tool, signal),
         Waited::TimedOut => {
             return defect(format!(
-                "verification did not complete: the verify process gave no verdict within {} \
+                "{tool} did not complete: the {tool} process gave no verdict within {} \
                  seconds (its own deadline plus {} seconds) and was killed; nothing was \
                  accepted. Its stderr ends with: {:?}",
                 timeout.as_secs(),
@@ -132,7 +162,7 @@ pub fn verify(state: &Path, work_dir: &Path, timeout: Duration) -> ToolResult {
     let stderr_tail = tail(&stderr);
     let explain = |what: &str| {
         format!(
-            "verification did not complete: the verify process {how}{what}; nothing was \
+            "{tool} did not complete: the {tool} process {how}{what}; nothing was \
              accepted. Its stderr ends with: {stderr_tail:?}"
         )
     };
@@ -140,13 +170,13 @@ pub fn verify(state: &Path, work_dir: &Path, timeout: Duration) -> ToolResult {
         return defect(explain(""));
     };
     if !KNOWN_EXIT_CODES.contains(&code) {
-        return defect(explain(", which is not an exit code verify uses"));
+        return defect(explain(", which is not an exit code grantguard uses"));
     }
     let parsed: ToolResult = match serde_json::from_slice(&stdout) {
         Ok(parsed) => parsed,
         Err(e) => return defect(explain(&format!(" and printed no ToolResult ({e})"))),
     };
-    if parsed.tool != "verify" || parsed.exit_code() != code {
+    if parsed.tool != tool || parsed.exit_code() != code {
         return defect(explain(&format!(
             ", which does not match the result it printed (tool {:?}, status {:?})",
             parsed.tool, parsed.status
@@ -209,13 +239,13 @@ fn collect(pipe: Option<impl Read + Send + 'static>) -> JoinHandle<Vec<u8>> {
 /// The verdict when grantguard received `signal` while verify ran: the run
 /// is cancelled, nothing was verified, and `metadata_intact` is false (the
 /// checkout was not seen to be intact, so nothing runs git in it).
-fn cancelled(signal: i32) -> ToolResult {
-    let mut r = ToolResult::cancelled("verify", FailureClass::TargetRejection);
+fn cancelled(tool: &str, signal: i32) -> ToolResult {
+    let mut r = ToolResult::cancelled(tool, FailureClass::TargetRejection);
     r.violations.push(Violation::new(
         rule::INTERRUPTED,
         format!(
-            "grantguard received {} while verifying; verification was stopped and the run is \
-             cancelled, not accepted",
+            "grantguard received {} during {tool}; it was stopped and the run is cancelled, not \
+             accepted",
             process::signal_name(signal)
         ),
     ));
@@ -224,11 +254,23 @@ fn cancelled(signal: i32) -> ToolResult {
 
 /// An `internal_defect` verdict: nothing is accepted, and `metadata_intact`
 /// is false, so nothing runs git in the checkout on the strength of it.
+#[cfg(test)]
 fn defect(message: String) -> ToolResult {
+    defect_of("verify", message)
+}
+
+/// [`defect`] for the step `tool` (a sealed workspace's arm or disarm is a
+/// `workspace_failed`).
+fn defect_of(tool: &str, message: String) -> ToolResult {
+    let rule = if tool == "verify" {
+        rule::VERIFY_FAILED
+    } else {
+        rule::WORKSPACE_FAILED
+    };
     ToolResult::rejected(
-        "verify",
+        tool,
         FailureClass::InternalDefect,
-        Violation::new(rule::VERIFY_FAILED, message),
+        Violation::new(rule, message),
     )
     .with_evidence("metadata_intact", false)
 }

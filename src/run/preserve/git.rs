@@ -45,7 +45,7 @@ const SCRUBBED_ENV: &[&str] = &[
 const KEPT_ENV: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "TMPDIR"];
 
 /// A hardened git command running in `dir`.
-pub(super) fn git(dir: &Path) -> Command {
+pub(crate) fn git(dir: &Path) -> Command {
     let mut cmd = Command::new("git");
     cmd.current_dir(dir).args(HARDENING).env_clear();
     for var in KEPT_ENV {
@@ -71,7 +71,7 @@ pub(super) fn git(dir: &Path) -> Command {
 }
 
 /// Runs git and returns its stdout; fails on a non-zero exit.
-pub(super) fn run_git<S: AsRef<OsStr>>(cmd: &mut Command, args: &[S]) -> Result<Vec<u8>> {
+pub(crate) fn run_git<S: AsRef<OsStr>>(cmd: &mut Command, args: &[S]) -> Result<Vec<u8>> {
     let out = cmd
         .args(args)
         .stderr(Stdio::piped())

@@ -72,7 +72,7 @@
 
 mod commits;
 mod files;
-mod git;
+pub(crate) mod git;
 mod reset;
 mod select;
 

@@ -1,0 +1,256 @@
+//! Import on acceptance: the accepted commits cross from the sealed
+//! workspace into the host through git's own transfer, and nothing else
+//! does.
+//!
+//! The steps, each before any ref of the host moves unless said:
+//!
+//! 1. **Preflight**: the host's HEAD still points to the branch, and the
+//!    branch still has its baseline value (else `import_conflict`).
+//! 2. **Fetch**: `git fetch` in the host, from the workspace mounted beside
+//!    it ([`super::Workspace::beside`]), of the branch only, with
+//!    `transfer.fsckObjects`, no hooks, no tags, no `FETCH_HEAD`, no
+//!    automatic gc or commit-graph, in a scrubbed environment. No ref is
+//!    written: the objects arrive unreferenced (the quarantine), and a kill
+//!    here leaves the host with unreachable objects at most, which git's gc
+//!    prunes.
+//! 3. **Check again, on the host side**: the grant's history rules
+//!    ([`crate::acceptance::check_history`]: descent, linear history, count,
+//!    granted paths per commit, no `.git` paths, canonical objects) on the
+//!    objects git itself has now received and checked (`import_rejected`).
+//! 4. **Dry run** of the index and worktree update (`git read-tree -n -m
+//!    -u`): a local change in the host that the update would overwrite is
+//!    an `import_conflict` before anything moves.
+//! 5. **Move the branch**: `git update-ref <branch> <tip> <baseline>`, one
+//!    expected-old-value update (it fails if the branch moved meanwhile).
+//! 6. **Index and worktree** to the new tip (`git read-tree -m -u`), as
+//!    `git checkout` of the new commit would.
+//!
+//! Between 5 and 6 a marker (`import.json` in the workspace directory)
+//! says what was being done, so that a grantguard killed there is noticed:
+//! `status` reports it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result};
+use gix::ObjectId;
+use serde_json::json;
+
+use super::Workspace;
+use crate::acceptance::{CountCheck, Findings, check_history};
+use crate::grant::Grant;
+use crate::result::Violation;
+use crate::run::isolate::Plan;
+use crate::run::preserve::git::{git, run_git};
+
+/// Name of the marker written while the host's branch and worktree move.
+pub const MARKER: &str = "import.json";
+
+/// What was accepted, to be imported.
+#[derive(Clone, Debug)]
+pub struct Accepted<'a> {
+    /// The branch HEAD points to, as a full ref name (`refs/heads/...`).
+    pub branch: &'a str,
+    /// The branch's value at the baseline (`None`: unborn).
+    pub baseline: Option<ObjectId>,
+    /// The tip verify accepted.
+    pub tip: ObjectId,
+    /// The grant.
+    pub grant: &'a Grant,
+    /// The run, named in the reflog message.
+    pub run_id: &'a str,
+}
+
+/// What the import did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Imported {
+    /// New commits now on the host's branch.
+    pub commits: usize,
+    /// Whether the host's index and worktree were brought to the tip.
+    pub worktree_updated: bool,
+    /// Why they were not, when not.
+    pub worktree_error: Option<String>,
+}
+
+/// Why nothing, or not everything, was imported.
+#[derive(Debug)]
+pub enum ImportError {
+    /// The host moved meanwhile; nothing of it changed.
+    Conflict(String),
+    /// The received commits break the grant; no ref moved.
+    Rejected(Vec<Violation>),
+    /// The transfer or a git command failed; no ref moved.
+    Failed(String),
+}
+
+/// Imports the accepted commits of `ws` into its host (see the module doc).
+pub fn import(ws: &Workspace, accepted: &Accepted<'_>) -> Result<Imported, ImportError> {
+    let host = &ws.host().work_dir;
+    let failed = |e: anyhow::Error| ImportError::Failed(format!("{e:#}"));
+    preflight(host, accepted)?;
+    fetch(ws, accepted).map_err(failed)?;
+    let commits = check_received(host, accepted)?;
+    let from = accepted
+        .baseline
+        .map_or_else(|| empty_tree(&accepted.tip), |b| b.to_string());
+    let tip = accepted.tip.to_string();
+    run_git(
+        &mut git(host),
+        &["read-tree", "-n", "-m", "-u", &from, &tip],
+    )
+    .map_err(|e| {
+        ImportError::Conflict(format!(
+            "the host checkout has local changes that bringing it to the accepted tip {tip} \
+             would overwrite ({e:#}); nothing of the host changed"
+        ))
+    })?;
+    let marker = ws.dir().join(MARKER);
+    crate::fsutil::write_atomic(
+        &marker,
+        json!({"branch": accepted.branch, "baseline": accepted.baseline.map(|b| b.to_string()),
+               "tip": tip, "run": accepted.run_id})
+        .to_string()
+        .as_bytes(),
+    )
+    .map_err(failed)?;
+    crate::fsutil::crash_point("import-marked");
+    let old = accepted.baseline.map(|b| b.to_string()).unwrap_or_default();
+    let message = format!(
+        "grantguard: run {} imported {commits} accepted commit(s)",
+        accepted.run_id
+    );
+    if let Err(e) = run_git(
+        &mut git(host),
+        &["update-ref", "-m", &message, accepted.branch, &tip, &old],
+    ) {
+        let _ = std::fs::remove_file(&marker);
+        return Err(ImportError::Conflict(format!(
+            "the host branch {} could not be moved from {} to {tip} ({e:#}); it moved \
+             meanwhile, and nothing of the host changed but unreferenced objects",
+            accepted.branch,
+            if old.is_empty() { "unborn" } else { &old }
+        )));
+    }
+    crate::fsutil::crash_point("import-ref-moved");
+    let worktree = run_git(&mut git(host), &["read-tree", "-m", "-u", &from, &tip]);
+    let _ = std::fs::remove_file(&marker);
+    Ok(Imported {
+        commits,
+        worktree_updated: worktree.is_ok(),
+        worktree_error: worktree.err().map(|e| format!("{e:#}")),
+    })
+}
+
+/// Step 1: the host is where the run started from.
+fn preflight(host: &Path, accepted: &Accepted<'_>) -> Result<(), ImportError> {
+    let conflict = ImportError::Conflict;
+    let head = run_git(&mut git(host), &["symbolic-ref", "-q", "HEAD"])
+        .map(|out| String::from_utf8_lossy(&out).trim().to_owned())
+        .unwrap_or_default();
+    if head != accepted.branch {
+        return Err(conflict(format!(
+            "the host's HEAD points to {:?} now, not to {} as when the run started; the \
+             accepted commits were not imported and the host is untouched",
+            head, accepted.branch
+        )));
+    }
+    let now = run_git(
+        &mut git(host),
+        &[
+            "rev-parse",
+            "-q",
+            "--verify",
+            &format!("{}^{{commit}}", accepted.branch),
+        ],
+    )
+    .ok()
+    .map(|out| String::from_utf8_lossy(&out).trim().to_owned());
+    let then = accepted.baseline.map(|b| b.to_string());
+    if now != then {
+        return Err(conflict(format!(
+            "the host branch {} moved while the run ran (from {} to {}); the accepted commits \
+             were not imported and the host is untouched",
+            accepted.branch,
+            then.as_deref().unwrap_or("unborn"),
+            now.as_deref().unwrap_or("nothing")
+        )));
+    }
+    Ok(())
+}
+
+/// Step 2: git's own transfer, with fsck, from the workspace seen beside
+/// the host; no ref of the host is written.
+fn fetch(ws: &Workspace, accepted: &Accepted<'_>) -> Result<()> {
+    let source: PathBuf = ws
+        .view_of(&ws.host().common_dir)
+        .context("the common dir is in no layer of the workspace")?;
+    let plan = Plan::for_step(ws.beside(), None).context("cannot prepare the import's mounts")?;
+    let mut cmd: Command = git(&ws.host().work_dir);
+    cmd.args([
+        "-c",
+        "transfer.fsckObjects=true",
+        "-c",
+        "fetch.fsckObjects=true",
+        "-c",
+        "gc.auto=0",
+        "-c",
+        "maintenance.auto=false",
+        "-c",
+        "fetch.writeCommitGraph=false",
+        "-c",
+        "protocol.file.allow=always",
+        "-c",
+        "fetch.recurseSubmodules=false",
+    ]);
+    // SAFETY: `enter` makes only system calls (see its doc).
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(move || plan.enter());
+    }
+    let source = source.into_os_string();
+    let args: Vec<&std::ffi::OsStr> = vec![
+        "fetch".as_ref(),
+        "--quiet".as_ref(),
+        "--no-tags".as_ref(),
+        "--no-write-fetch-head".as_ref(),
+        "--no-recurse-submodules".as_ref(),
+        source.as_os_str(),
+        accepted.branch.as_ref(),
+    ];
+    run_git(&mut cmd, &args).context("git fetch from the sealed workspace failed")?;
+    run_git(
+        &mut git(&ws.host().work_dir),
+        &["cat-file", "-e", &format!("{}^{{commit}}", accepted.tip)],
+    )
+    .context("the accepted tip did not arrive in the host")?;
+    Ok(())
+}
+
+/// Step 3: the grant's history rules on the objects now in the host.
+fn check_received(host: &Path, accepted: &Accepted<'_>) -> Result<usize, ImportError> {
+    let failed = |e: anyhow::Error| ImportError::Failed(format!("{e:#}"));
+    let repo = crate::repo::open(host).map_err(failed)?;
+    let mut findings = Findings::default();
+    let facts = check_history(
+        &repo,
+        accepted.baseline,
+        Some(accepted.tip),
+        accepted.grant,
+        &accepted.grant.matcher(),
+        CountCheck::Full,
+        &mut findings,
+    )
+    .map_err(failed)?;
+    if !findings.is_empty() {
+        return Err(ImportError::Rejected(findings.listed));
+    }
+    Ok(facts.count)
+}
+
+/// git's empty tree in the object format of `like`.
+fn empty_tree(like: &ObjectId) -> String {
+    match like.kind() {
+        gix::hash::Kind::Sha1 => "4b825dc642cb6eb9a060e54bf8d69288fbee4904".into(),
+        _ => "6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321".into(),
+    }
+}

@@ -1,0 +1,449 @@
+//! The sealed workspace: under `run --isolate` the agent never has write
+//! access to the host repository; only the commits `verify` accepted cross
+//! into it, through git's own transfer.
+//!
+//! Why: in place, the agent writes the host's object store, refs, index
+//! and worktree, and every structure git may later believe there
+//! (commit-graphs with Bloom filters, bitmaps, index extensions, ...) has
+//! to be re-read by grantguard exactly as every git version reads it; and
+//! an agent that runs `rm -rf .git` deletes the user's history. Sealed, the
+//! host is structurally out of reach, and only what the harness will
+//! publish, the accepted commits, is judged on the host side.
+//!
+//! How, in one picture:
+//!
+//! ```text
+//!   host checkout W (and its common dir C, if outside W)    never written
+//!        │ lower layer
+//!   overlayfs, mounted at W (and C) in a private mount namespace
+//!        │ upper layer: <state>/workspaces/<run-id>/{work,common}/upper
+//!   the agent, arm, verify and disarm see the workspace at the host's paths
+//!
+//!   after acceptance (import.rs): the same layers mounted *beside* the
+//!   host (<state>/workspaces/<run-id>/*/view), `git fetch` from there into
+//!   the host with fsck on, the grant checked again on the received
+//!   objects, then one expected-old-value update of the host branch.
+//! ```
+//!
+//! Copy-on-write rather than a clone: setting a workspace up is two
+//! directories and a mount, whatever the size of the repository (a clone
+//! checks out every file), and the host objects are shared read-only by
+//! construction (the lower layer is never written). The overlay is mounted
+//! anew in each process that needs it ([`crate::run::isolate::Plan`]), so
+//! no long-lived process or namespace has to be kept alive.
+//!
+//! The host's refs are copied into the upper layer when the workspace is
+//! made, in directories marked opaque: a workspace is a snapshot of the
+//! refs, so another run importing into the same repository meanwhile
+//! (parallel worktrees) does not move this workspace's refs under it.
+//!
+//! Paths with `,` `:` or `\` cannot be written into overlayfs's mount
+//! options: such a repository or state directory is refused with a clear
+//! message (the in-place workspace still works there).
+
+pub mod import;
+mod layers;
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+
+use crate::repo::Location;
+
+/// Name of the directory, inside the state directory, that holds the
+/// workspaces (one per run id).
+pub const WORKSPACES_DIR: &str = "workspaces";
+
+/// One overlay of a workspace: a host directory and where its changes go.
+#[derive(Clone, Debug)]
+pub struct Layer {
+    /// The host directory the layer covers (overlayfs's lower layer).
+    pub lower: PathBuf,
+    /// Every file the agent created or changed under `lower`, and
+    /// overlayfs's whiteouts for what it deleted.
+    pub upper: PathBuf,
+    /// overlayfs's own work directory (same file system as `upper`).
+    scratch: PathBuf,
+    /// Where the import mounts this layer beside the host.
+    pub view: PathBuf,
+}
+
+/// A mount an isolated process makes: overlayfs at `target`.
+#[derive(Clone, Debug)]
+pub struct OverlayMount {
+    /// Where the overlay is mounted.
+    pub target: CString,
+    /// overlayfs's options (`lowerdir=...,upperdir=...,workdir=...`).
+    pub options: CString,
+}
+
+/// A sealed workspace for one run.
+#[derive(Clone, Debug)]
+pub struct Workspace {
+    dir: PathBuf,
+    host: Location,
+    layers: Vec<Layer>,
+    user_namespace: bool,
+}
+
+impl Workspace {
+    /// Makes the workspace of run `run_id` for the host checkout `host`
+    /// under `state`: the layer directories and the snapshot of the refs.
+    /// Nothing of the host is written.
+    pub fn create(state: &Path, run_id: &str, host: &Location) -> Result<Workspace> {
+        let ws = Workspace::describe(state, run_id, host)?;
+        if ws.dir.symlink_metadata().is_ok() {
+            bail!(
+                "the workspace {} already exists (a run id is used once)",
+                ws.dir.display()
+            );
+        }
+        crate::fsutil::create_private_dir(&ws.dir)?;
+        for layer in &ws.layers {
+            layers::make(layer)?;
+        }
+        layers::snapshot_refs(&ws)?;
+        Ok(ws)
+    }
+
+    /// The workspace of run `run_id` as [`Workspace::create`] lays it out,
+    /// without touching the disk (its paths are checked).
+    pub fn describe(state: &Path, run_id: &str, host: &Location) -> Result<Workspace> {
+        let dir = state.join(WORKSPACES_DIR).join(run_id);
+        let mut lowers = vec![("work", host.work_dir.clone())];
+        if host.common_dir.starts_with(&host.work_dir) {
+            // A plain checkout: its .git is inside the worktree's layer.
+        } else if host.work_dir.starts_with(&host.common_dir) {
+            bail!(
+                "the worktree {} is inside the git dir {}; a sealed workspace cannot cover one \
+                 without the other",
+                host.work_dir.display(),
+                host.common_dir.display()
+            );
+        } else {
+            lowers.push(("common", host.common_dir.clone()));
+        }
+        if !host.git_dir.starts_with(&host.common_dir) && !host.git_dir.starts_with(&host.work_dir)
+        {
+            bail!(
+                "the git dir {} is neither in the worktree nor in the common dir; a sealed \
+                 workspace does not cover it",
+                host.git_dir.display()
+            );
+        }
+        for (_, lower) in &lowers {
+            if state.starts_with(lower) || lower.starts_with(state) {
+                bail!(
+                    "the state directory {} and the repository directory {} overlap",
+                    state.display(),
+                    lower.display()
+                );
+            }
+        }
+        let layers: Vec<Layer> = lowers
+            .into_iter()
+            .map(|(name, lower)| Layer {
+                lower,
+                upper: dir.join(name).join("upper"),
+                scratch: dir.join(name).join("scratch"),
+                view: dir.join(name).join("view"),
+            })
+            .collect();
+        for layer in &layers {
+            for path in [&layer.lower, &layer.upper, &layer.scratch, &layer.view] {
+                mountable(path)?;
+            }
+        }
+        // SAFETY: plain getter.
+        let user_namespace = unsafe { libc::geteuid() } != 0;
+        Ok(Workspace {
+            dir,
+            host: host.clone(),
+            layers,
+            user_namespace,
+        })
+    }
+
+    /// The workspace's directory (`<state>/workspaces/<run-id>`): what is
+    /// kept of a rejected run.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The host checkout the workspace covers.
+    pub fn host(&self) -> &Location {
+        &self.host
+    }
+
+    /// The layers, the worktree's first.
+    pub fn layers(&self) -> &[Layer] {
+        &self.layers
+    }
+
+    /// The mounts that show the workspace at the host's own paths: what the
+    /// agent, arm, verify and disarm see.
+    pub fn at_home(&self) -> Vec<OverlayMount> {
+        self.mounts(|layer| &layer.lower)
+    }
+
+    /// The mounts that show the workspace beside the host, at the layers'
+    /// `view` directories: what the import reads while the host stays at
+    /// its own paths.
+    pub fn beside(&self) -> Vec<OverlayMount> {
+        self.mounts(|layer| &layer.view)
+    }
+
+    /// Where `host_path` (inside the worktree or the common dir) appears in
+    /// the view beside the host.
+    pub fn view_of(&self, host_path: &Path) -> Option<PathBuf> {
+        // The common dir's own layer first: it may lie inside no worktree.
+        self.layers.iter().rev().find_map(|layer| {
+            let rest = host_path.strip_prefix(&layer.lower).ok()?;
+            Some(if rest.as_os_str().is_empty() {
+                layer.view.clone()
+            } else {
+                layer.view.join(rest)
+            })
+        })
+    }
+
+    /// Host paths outside the layers that the agent must not write either:
+    /// the repository's other worktrees (the main one included) and the
+    /// object stores its alternates borrow from. Made read-only for the
+    /// command.
+    pub fn host_paths_to_freeze(&self) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        let common = &self.host.common_dir;
+        if common.file_name().is_some_and(|n| n == ".git")
+            && let Some(main) = common.parent()
+            && main != self.host.work_dir
+        {
+            out.push(main.to_path_buf());
+        }
+        if let Ok(entries) = std::fs::read_dir(common.join("worktrees")) {
+            for entry in entries.flatten() {
+                let Ok(text) = std::fs::read_to_string(entry.path().join("gitdir")) else {
+                    continue;
+                };
+                if let Some(worktree) = Path::new(text.trim_end_matches('\n')).parent()
+                    && worktree != self.host.work_dir
+                {
+                    out.push(worktree.to_path_buf());
+                }
+            }
+        }
+        let objects = common.join("objects");
+        if let Ok(text) = std::fs::read_to_string(objects.join("info").join("alternates")) {
+            for line in text
+                .lines()
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            {
+                out.push(objects.join(line));
+            }
+        }
+        out.retain(|p| p.exists());
+        out
+    }
+
+    fn mounts(&self, target: impl Fn(&Layer) -> &PathBuf) -> Vec<OverlayMount> {
+        self.layers
+            .iter()
+            .map(|layer| {
+                let mut options = format!(
+                    "lowerdir={},upperdir={},workdir={}",
+                    layer.lower.display(),
+                    layer.upper.display(),
+                    layer.scratch.display()
+                );
+                if self.user_namespace {
+                    // Unprivileged overlayfs keeps its whiteouts and opaque
+                    // marks in `user.overlay.*` attributes.
+                    options.push_str(",userxattr");
+                }
+                OverlayMount {
+                    target: cstring(target(layer)),
+                    options: CString::new(options).expect("paths checked by `mountable`"),
+                }
+            })
+            .collect()
+    }
+
+    /// The extended attribute that marks an upper directory opaque (its
+    /// lower directory's entries hidden) for the mounts this workspace
+    /// makes.
+    fn opaque_attribute(&self) -> &'static std::ffi::CStr {
+        if self.user_namespace {
+            c"user.overlay.opaque"
+        } else {
+            c"trusted.overlay.opaque"
+        }
+    }
+}
+
+/// Checks that a sealed workspace can be mounted over `work_dir` here: a
+/// child process mounts overlayfs with `work_dir` as its lower layer (in a
+/// private mount namespace, and a user namespace when not root) and starts
+/// grantguard's `--version`. Nothing of `work_dir` is written; the upper
+/// layer is a temporary directory, removed after.
+pub fn probe(work_dir: &Path) -> Result<()> {
+    use std::os::unix::process::CommandExt;
+    mountable(work_dir)?;
+    let tmp = tempfile::tempdir().context("cannot make a temporary directory")?;
+    let (upper, scratch, target) = (
+        tmp.path().join("upper"),
+        tmp.path().join("scratch"),
+        tmp.path().join("view"),
+    );
+    for dir in [&upper, &scratch, &target] {
+        std::fs::create_dir(dir)?;
+        mountable(dir)?;
+    }
+    let layer = Layer {
+        lower: work_dir.to_path_buf(),
+        upper,
+        scratch,
+        view: target.clone(),
+    };
+    // SAFETY: plain getter.
+    let user_namespace = unsafe { libc::geteuid() } != 0;
+    let probe = Workspace {
+        dir: tmp.path().to_path_buf(),
+        host: Location {
+            work_dir: work_dir.to_path_buf(),
+            git_dir: work_dir.join(".git"),
+            common_dir: work_dir.join(".git"),
+            explicit_git_dir: false,
+        },
+        layers: vec![layer],
+        user_namespace,
+    };
+    let plan = crate::run::isolate::Plan::for_step(probe.beside(), Some(&target))?;
+    let mut command = std::process::Command::new(std::env::current_exe()?);
+    command
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    // SAFETY: `enter` makes only system calls (see its doc).
+    unsafe {
+        command.pre_exec(move || plan.enter());
+    }
+    let status = command.spawn()?.wait()?;
+    let _ = crate::fsutil::remove_tree(tmp.path());
+    if !status.success() {
+        bail!(
+            "a process could not mount overlayfs over {} ({status})",
+            work_dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// Refuses a path overlayfs's option string cannot carry.
+fn mountable(path: &Path) -> Result<()> {
+    let bytes = path.as_os_str().as_bytes();
+    if let Some(bad) = bytes
+        .iter()
+        .find(|b| matches!(b, b',' | b':' | b'\\' | b'\n' | 0))
+    {
+        bail!(
+            "the path {:?} holds {:?}, which overlayfs's mount options cannot carry; move the \
+             repository or the state directory to a path without it, or run with \
+             --workspace in-place",
+            path.display(),
+            char::from(*bad)
+        );
+    }
+    Ok(())
+}
+
+fn cstring(path: &Path) -> CString {
+    CString::new(path.as_os_str().as_bytes()).expect("paths checked by `mountable`")
+}
+
+/// Creates `path` with `mode` (used for directories in the upper layer,
+/// which stand for the lower layer's and show its mode).
+fn dir_like(path: &Path, like: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    if !path.exists() {
+        std::fs::create_dir(path).with_context(|| format!("cannot create {}", path.display()))?;
+    }
+    let mode = like
+        .metadata()
+        .with_context(|| format!("cannot read {}", like.display()))?
+        .permissions()
+        .mode();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & 0o7777))
+        .with_context(|| format!("cannot set the mode of {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn location(work: &str, git: &str, common: &str) -> Location {
+        Location {
+            work_dir: work.into(),
+            git_dir: git.into(),
+            common_dir: common.into(),
+            explicit_git_dir: false,
+        }
+    }
+
+    #[test]
+    fn a_plain_checkout_is_one_layer() {
+        let ws = Workspace::describe(
+            Path::new("/s"),
+            "run-1",
+            &location("/r", "/r/.git", "/r/.git"),
+        )
+        .unwrap();
+        assert_eq!(ws.layers().len(), 1);
+        assert_eq!(
+            ws.view_of(Path::new("/r/.git")).unwrap(),
+            Path::new("/s/workspaces/run-1/work/view/.git")
+        );
+    }
+
+    #[test]
+    fn a_linked_worktree_is_two_layers_and_its_git_dir_is_seen_in_the_common_one() {
+        let ws = Workspace::describe(
+            Path::new("/s"),
+            "run-1",
+            &location("/wt", "/r/.git/worktrees/wt", "/r/.git"),
+        )
+        .unwrap();
+        assert_eq!(ws.layers().len(), 2);
+        assert_eq!(
+            ws.view_of(Path::new("/r/.git/worktrees/wt")).unwrap(),
+            Path::new("/s/workspaces/run-1/common/view/worktrees/wt")
+        );
+        assert_eq!(ws.at_home()[1].target.as_bytes(), b"/r/.git");
+    }
+
+    #[test]
+    fn rejects_paths_overlayfs_options_cannot_carry() {
+        for bad in ["/r,x", "/r:x", "/r\\x"] {
+            let e = Workspace::describe(
+                Path::new("/s"),
+                "run-1",
+                &location(bad, &format!("{bad}/.git"), &format!("{bad}/.git")),
+            )
+            .unwrap_err();
+            assert!(format!("{e:#}").contains("overlayfs"), "{e:#}");
+        }
+    }
+
+    #[test]
+    fn rejects_a_state_directory_overlapping_the_checkout() {
+        let e = Workspace::describe(
+            Path::new("/r/state"),
+            "run-1",
+            &location("/r", "/r/.git", "/r/.git"),
+        )
+        .unwrap_err();
+        assert!(format!("{e:#}").contains("overlap"), "{e:#}");
+    }
+}
