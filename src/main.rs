@@ -541,6 +541,13 @@ fn status_command(state: &std::path::Path, as_json: bool) -> i32 {
             );
             println!("transport: {}", r["transport"].as_str().unwrap_or("?"));
             println!("hooks: {}", r["hooks"].as_str().unwrap_or("?"));
+            for i in r["interrupted_imports"].as_array().into_iter().flatten() {
+                println!(
+                    "interrupted import of run {}: {}",
+                    i["run"].as_str().unwrap_or("?"),
+                    i["state"].as_str().unwrap_or("?")
+                );
+            }
             exit::SUCCESS
         }
         Err(e) => {

@@ -105,5 +105,6 @@ pub fn status(state: &Path) -> Result<Value> {
         } else {
             "removed (disarmed)"
         },
+        "interrupted_imports": crate::workspace::import::interrupted(state),
     }))
 }

@@ -143,6 +143,27 @@ pub fn open(dir: &Path) -> Result<gix::Repository> {
     harden(repo)
 }
 
+/// [`open`] for reading objects only: a repository whose refs are in the
+/// reftable format is opened too (gix cannot read its refs, and nothing
+/// here asks it to). The sealed workspace's import checks the commits git
+/// received into the host with it, whatever the host's ref format.
+pub fn open_for_objects(dir: &Path) -> Result<gix::Repository> {
+    let repo = gix::ThreadSafeRepository::discover_opts(
+        dir,
+        gix::discover::upwards::Options::default(),
+        options(false),
+    )
+    .with_context(|| format!("{} is not inside a git repository", dir.display()))?
+    .to_thread_local();
+    harden_refs_unread(repo)
+}
+
+/// Whether the repository at `location` keeps its refs in the reftable
+/// format.
+pub fn uses_reftable(location: &Location) -> bool {
+    location.common_dir.join("reftable").is_dir()
+}
+
 /// Opens the submodule checked out at `dir` (which holds its `.git`),
 /// exactly there, never searching upwards: the same local-config-only,
 /// filter-free hardening as [`open`], so reading a submodule the agent
@@ -200,10 +221,18 @@ fn open_git_dir(git_dir: &Path) -> Result<gix::Repository> {
 /// the repeats free.
 const OBJECT_CACHE_BYTES: usize = 4 * 1024 * 1024;
 
-fn harden(mut repo: gix::Repository) -> Result<gix::Repository> {
-    if repo.git_dir().join("reftable").is_dir() {
-        bail!("this repository uses the reftable ref format, which grantguard cannot read yet");
+fn harden(repo: gix::Repository) -> Result<gix::Repository> {
+    if repo.git_dir().join("reftable").is_dir() || repo.common_dir().join("reftable").is_dir() {
+        bail!(
+            "this repository uses the reftable ref format, which grantguard cannot read in \
+             place; `grantguard run --isolate` (a sealed workspace) guards it"
+        );
     }
+    harden_refs_unread(repo)
+}
+
+/// [`harden`] for a handle whose refs are never read.
+fn harden_refs_unread(mut repo: gix::Repository) -> Result<gix::Repository> {
     // git's experimental second object format keeps a map between two ids
     // for every object (`objects/loose-object-idx`), which gix does not read
     // and verify could not vouch for: refused rather than half-read.

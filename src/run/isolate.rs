@@ -69,6 +69,11 @@ pub struct Plan {
     /// The sealed workspace's overlays, mounted before anything else
     /// ([`crate::workspace`]).
     overlays: Vec<crate::workspace::OverlayMount>,
+    /// Directories bound onto themselves after the overlays, parents first:
+    /// a mount point cannot be renamed, so the host checkout's ancestors
+    /// cannot be moved away and replaced (red-team review of the sealed
+    /// workspace).
+    pinned: Vec<CString>,
     /// Where the process starts once the overlays are mounted: the working
     /// directory inherited from before them would still be the host's.
     chdir: Option<CString>,
@@ -79,6 +84,25 @@ impl Plan {
     /// A plan that mounts `paths` (those that exist; nested ones once)
     /// read-only and, unless `network`, cuts the network.
     pub fn new(paths: impl IntoIterator<Item = PathBuf>, network: bool) -> io::Result<Plan> {
+        Plan::build(paths, network, false)
+    }
+
+    /// [`Plan::new`] for a sealed workspace: a path nested in another is
+    /// mounted too, parents first, since an overlay mounted between them
+    /// (the workspace's common dir inside a read-only main worktree) is
+    /// not made read-only by its parent's mount.
+    pub fn new_keeping_nested(
+        paths: impl IntoIterator<Item = PathBuf>,
+        network: bool,
+    ) -> io::Result<Plan> {
+        Plan::build(paths, network, true)
+    }
+
+    fn build(
+        paths: impl IntoIterator<Item = PathBuf>,
+        network: bool,
+        keep_nested: bool,
+    ) -> io::Result<Plan> {
         let mut paths: Vec<PathBuf> = paths
             .into_iter()
             .filter(|p| p.symlink_metadata().is_ok())
@@ -88,7 +112,7 @@ impl Plan {
         paths.dedup();
         let mut kept: Vec<PathBuf> = Vec::new();
         for p in paths {
-            if !kept.iter().any(|k| p.starts_with(k)) {
+            if keep_nested || !kept.iter().any(|k| p.starts_with(k)) {
                 kept.push(p);
             }
         }
@@ -131,6 +155,7 @@ impl Plan {
             user,
             drop_capabilities: root,
             overlays: Vec::new(),
+            pinned: Vec::new(),
             chdir: None,
             fault,
         })
@@ -162,6 +187,20 @@ impl Plan {
         self.chdir = dir
             .map(|d| CString::new(d.as_os_str().as_bytes()).map_err(io::Error::other))
             .transpose()?;
+        Ok(self)
+    }
+
+    /// This plan with `dirs` (existing directories, none of them `/`)
+    /// bound onto themselves after the overlays, so that none of them can
+    /// be renamed or removed.
+    pub fn with_pinned(mut self, dirs: &[PathBuf]) -> io::Result<Plan> {
+        let mut dirs: Vec<&PathBuf> = dirs.iter().filter(|d| d.is_dir()).collect();
+        dirs.sort();
+        dirs.dedup();
+        for dir in dirs {
+            self.pinned
+                .push(CString::new(dir.as_os_str().as_bytes()).map_err(io::Error::other)?);
+        }
         Ok(self)
     }
 
@@ -213,6 +252,9 @@ impl Plan {
                     overlay.options.as_ptr().cast(),
                 )
             })?;
+        }
+        for dir in &self.pinned {
+            mount(Some(dir), dir, libc::MS_BIND | libc::MS_REC)?;
         }
         if let Some(dir) = &self.chdir {
             // SAFETY: a NUL-terminated path that outlives the call.

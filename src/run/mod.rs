@@ -150,6 +150,11 @@ pub mod rule {
     /// The commits git received into the host broke the grant when checked
     /// there again (`verification`; no ref of the host moved).
     pub const IMPORT_REJECTED: &str = "import_rejected";
+    /// The host's checkout or git dir changed outside the sealed workspace
+    /// while the command ran: moved or replaced, or a hard-linked file of
+    /// it written through its other name (`unsafe_state`; nothing was
+    /// imported).
+    pub const HOST_CHANGED: &str = "host_changed";
     /// The transfer into the host failed (`internal_defect`; no ref of the
     /// host moved unless the result says so).
     pub const IMPORT_FAILED: &str = "import_failed";
@@ -506,7 +511,7 @@ fn isolation_available(
         }
     }
     if request.workspace == WorkspaceMode::Sealed {
-        if crate::repo::open(&places.work_dir).is_err() {
+        if crate::repo::open_for_objects(&places.work_dir).is_err() {
             return Err(unavailable(format!(
                 "{} is not a git repository, and a sealed workspace is made of one; pass \
                  --workspace in-place",

@@ -29,7 +29,15 @@ pub(super) fn execute(
     grant: Option<&Grant>,
     places: &Places,
 ) -> ToolResult {
+    let mut interrupted_imports = Vec::new();
     let sealed = if request.isolate && request.workspace == WorkspaceMode::Sealed {
+        for marker in crate::workspace::import::interrupted(&places.state) {
+            interrupted_imports.push(format!(
+                "an earlier run's import was interrupted (grantguard was killed): run {}, {}",
+                marker["run"].as_str().unwrap_or("?"),
+                marker["state"].as_str().unwrap_or("?")
+            ));
+        }
         match Sealed::create(places, &admitted.run_id) {
             Ok(sealed) => Some(sealed),
             Err(e) => {
@@ -215,6 +223,7 @@ pub(super) fn execute(
         // Nothing of the host changed so far: the import is the only step
         // that writes it, and only for an accepted run.
         sealed.settle(&mut result, places, grant, &admitted.run_id);
+        result.warnings.extend(interrupted_imports);
         crash_point("settled");
         if request.on_reject == OnReject::Restore && !result.is_success() {
             result.warnings.push(
@@ -307,7 +316,7 @@ fn isolation_plan(
     match sealed {
         Some(sealed) => {
             paths.extend(sealed.host_paths_to_freeze());
-            sealed.command_plan(isolate::Plan::new(paths, network)?)
+            sealed.command_plan(isolate::Plan::new_keeping_nested(paths, network)?, places)
         }
         None => isolate::Plan::new(paths, network),
     }

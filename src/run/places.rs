@@ -41,12 +41,30 @@ impl Places {
                     .into(),
             ));
         }
-        let opened = crate::repo::open(&request.repo);
+        let sealed = request.isolate && request.workspace == super::WorkspaceMode::Sealed;
+        // A sealed workspace reads the host's refs through git only, so a
+        // host in the reftable format is guarded too (see
+        // `crate::workspace`): its HEAD comes from git.
+        let reftable_host = |repo: &gix::Repository| {
+            sealed && crate::repo::location(repo).is_ok_and(|l| crate::repo::uses_reftable(&l))
+        };
+        let opened = match crate::repo::open(&request.repo) {
+            Err(e) => match crate::repo::open_for_objects(&request.repo) {
+                Ok(repo) if reftable_host(&repo) => Ok(repo),
+                _ => Err(e),
+            },
+            ok => ok,
+        };
         let (work_dir, location, branch, baseline_commit) = match &opened {
             Ok(repo) => {
                 let location = crate::repo::location(repo)
                     .map_err(|e| invalid(format!("--repo {}: {e:#}", request.repo.display())))?;
-                let (branch, commit) = match crate::repo::head(repo) {
+                let head = if crate::repo::uses_reftable(&location) {
+                    crate::workspace::host::head(&location.work_dir)
+                } else {
+                    crate::repo::head(repo)
+                };
+                let (branch, commit) = match head {
                     Ok(crate::repo::Head::Branch { name, commit }) => {
                         (Some(name), commit.map(|c| c.to_string()))
                     }

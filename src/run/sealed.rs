@@ -22,22 +22,56 @@ use super::{isolate, rule, verify_child};
 use crate::grant::Grant;
 use crate::result::{FailureClass, Status, ToolResult, Violation};
 use crate::workspace::import::{self, Accepted, ImportError};
+use crate::workspace::seal::HostSeal;
 use crate::workspace::{self as ws, Workspace};
 
 /// A run's sealed workspace and the plan of grantguard's steps in it.
 pub(super) struct Sealed {
     workspace: Workspace,
     step: isolate::Plan,
+    /// The host as the workspace was made of it ([`HostSeal`]).
+    seal: HostSeal,
 }
 
 impl Sealed {
     /// Makes the workspace of `run_id` for the checkout at `places`.
     pub(super) fn create(places: &Places, run_id: &str) -> anyhow::Result<Sealed> {
-        let repo = crate::repo::open(&places.work_dir)?;
+        let repo = crate::repo::open_for_objects(&places.work_dir)?;
         let location = crate::repo::location(&repo)?;
         let workspace = Workspace::create(&places.state, run_id, &location)?;
         let step = isolate::Plan::for_step(workspace.at_home(), Some(&location.work_dir))?;
-        Ok(Sealed { workspace, step })
+        let seal = HostSeal::record(&workspace);
+        let sealed = Sealed {
+            workspace,
+            step,
+            seal,
+        };
+        if crate::repo::uses_reftable(&location) {
+            sealed.files_refs()?;
+        }
+        Ok(sealed)
+    }
+
+    /// Converts the workspace's refs (never the host's) from reftable to
+    /// files with git's own `git refs migrate`: grantguard reads a files
+    /// ref store in process, and the import writes the host's refs through
+    /// git, whatever their format.
+    fn files_refs(&self) -> anyhow::Result<()> {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = self.workspace.git(&self.workspace.host().work_dir);
+        let plan = self.step.clone();
+        // SAFETY: `enter` makes only system calls (see its doc).
+        unsafe {
+            cmd.pre_exec(move || plan.enter());
+        }
+        crate::run::preserve::git::run_git(&mut cmd, &["refs", "migrate", "--ref-format=files"])
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "the host keeps its refs in the reftable format, and git could not give the \
+                     workspace a copy in the files format ({e:#}); git 2.46 or newer is needed"
+                )
+            })?;
+        Ok(())
     }
 
     /// `arm` of the workspace, in a child that sees it.
@@ -79,11 +113,35 @@ impl Sealed {
     /// The command's namespaces: `plan` with the workspace mounted at the
     /// checkout's paths first, and the host's paths outside the workspace
     /// (other worktrees, borrowed object stores) read-only.
-    pub(super) fn command_plan(&self, plan: isolate::Plan) -> std::io::Result<isolate::Plan> {
+    pub(super) fn command_plan(
+        &self,
+        plan: isolate::Plan,
+        places: &Places,
+    ) -> std::io::Result<isolate::Plan> {
+        let mut pins = self.workspace.paths_to_pin();
+        // grantguard's own records too: a renamed ancestor of the state
+        // directory is caught after the fact (`state_identities`), a pinned
+        // one cannot be renamed at all.
+        for dir in [
+            Some(&places.state),
+            Some(&places.journal),
+            places.metrics.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            pins.extend(
+                dir.ancestors()
+                    .skip(1)
+                    .filter(|a| a.parent().is_some())
+                    .map(Path::to_path_buf),
+            );
+        }
         plan.with_overlays(
             self.workspace.at_home(),
             Some(&self.workspace.host().work_dir),
-        )
+        )?
+        .with_pinned(&pins)
     }
 
     /// What the host must keep read-only for the command besides the
@@ -101,7 +159,21 @@ impl Sealed {
         grant: Option<&Grant>,
         run_id: &str,
     ) {
-        let mut evidence = json!({"mode": "sealed", "dir": self.workspace.dir()});
+        let mut evidence = json!({"mode": "sealed", "dir": self.workspace.dir(),
+                                  "watched_linked_files": self.seal.linked_files()});
+        let host_changed = self.seal.check().err();
+        if let Some(why) = &host_changed {
+            fail(
+                result,
+                FailureClass::UnsafeState,
+                rule::HOST_CHANGED,
+                format!(
+                    "{why}; nothing was imported. The sealed workspace covers the checkout's own \
+                     paths: keep other names of its files (hard links from `git clone` of a local \
+                     path, bind mounts) out of the agent's reach"
+                ),
+            );
+        }
         let accepted = grant
             .zip(result.is_success().then_some(()))
             .map(|(g, ())| g);
@@ -124,7 +196,7 @@ impl Sealed {
             }
             None => {
                 evidence["kept"] = Value::Bool(true);
-                if grant.is_some() {
+                if grant.is_some() && host_changed.is_none() {
                     result.warnings.push(format!(
                         "the host repository is as it was before the run; the agent's work is \
                          kept in the sealed workspace {} (its upper layers hold every file it \
@@ -200,6 +272,7 @@ impl Sealed {
                 }
                 Some(
                     json!({"branch": branch, "tip": tip.to_string(), "commits": done.commits,
+                            "lfs_objects": done.lfs_objects,
                             "worktree_updated": done.worktree_updated}),
                 )
             }

@@ -66,6 +66,8 @@ pub struct Accepted<'a> {
 pub struct Imported {
     /// New commits now on the host's branch.
     pub commits: usize,
+    /// git-lfs objects copied into the host's LFS store ([`super::lfs`]).
+    pub lfs_objects: usize,
     /// Whether the host's index and worktree were brought to the tip.
     pub worktree_updated: bool,
     /// Why they were not, when not.
@@ -87,15 +89,16 @@ pub enum ImportError {
 pub fn import(ws: &Workspace, accepted: &Accepted<'_>) -> Result<Imported, ImportError> {
     let host = &ws.host().work_dir;
     let failed = |e: anyhow::Error| ImportError::Failed(format!("{e:#}"));
-    preflight(host, accepted)?;
+    preflight(ws, accepted)?;
     fetch(ws, accepted).map_err(failed)?;
-    let commits = check_received(host, accepted)?;
+    let (repo, facts) = check_received(host, accepted)?;
+    let commits = facts.count;
     let from = accepted
         .baseline
         .map_or_else(|| empty_tree(&accepted.tip), |b| b.to_string());
     let tip = accepted.tip.to_string();
     run_git(
-        &mut git(host),
+        &mut ws.git(host),
         &["read-tree", "-n", "-m", "-u", &from, &tip],
     )
     .map_err(|e| {
@@ -104,11 +107,15 @@ pub fn import(ws: &Workspace, accepted: &Accepted<'_>) -> Result<Imported, Impor
              would overwrite ({e:#}); nothing of the host changed"
         ))
     })?;
+    // Content-addressed and verified: an object copied here and then not
+    // used (the branch moved meanwhile) changes nothing git or git-lfs
+    // reads.
+    let lfs_objects = super::lfs::bring_objects(ws, &repo, &facts.changes).map_err(failed)?;
     let marker = ws.dir().join(MARKER);
     crate::fsutil::write_atomic(
         &marker,
         json!({"branch": accepted.branch, "baseline": accepted.baseline.map(|b| b.to_string()),
-               "tip": tip, "run": accepted.run_id})
+               "tip": tip, "run": accepted.run_id, "work_dir": host})
         .to_string()
         .as_bytes(),
     )
@@ -120,7 +127,7 @@ pub fn import(ws: &Workspace, accepted: &Accepted<'_>) -> Result<Imported, Impor
         accepted.run_id
     );
     if let Err(e) = run_git(
-        &mut git(host),
+        &mut ws.git(host),
         &["update-ref", "-m", &message, accepted.branch, &tip, &old],
     ) {
         let _ = std::fs::remove_file(&marker);
@@ -132,19 +139,65 @@ pub fn import(ws: &Workspace, accepted: &Accepted<'_>) -> Result<Imported, Impor
         )));
     }
     crate::fsutil::crash_point("import-ref-moved");
-    let worktree = run_git(&mut git(host), &["read-tree", "-m", "-u", &from, &tip]);
+    let worktree = run_git(&mut ws.git(host), &["read-tree", "-m", "-u", &from, &tip]);
     let _ = std::fs::remove_file(&marker);
     Ok(Imported {
         commits,
+        lfs_objects,
         worktree_updated: worktree.is_ok(),
         worktree_error: worktree.err().map(|e| format!("{e:#}")),
     })
 }
 
+/// The imports of sealed workspaces under `state` that were interrupted
+/// (grantguard killed) after the marker was written: for each, the run,
+/// the branch, the baseline and tip, and what the host's branch says now
+/// (`state`): `imported` (the branch is at the tip; the index and worktree
+/// may still be at the baseline: `git read-tree -m -u <baseline> <tip>`
+/// brings them along) or `not_imported` (the branch is at the baseline and
+/// the host is untouched but for unreferenced objects).
+pub fn interrupted(state: &Path) -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(state.join(super::WORKSPACES_DIR)) else {
+        return out;
+    };
+    for entry in entries.flatten() {
+        let Ok(text) = crate::fsutil::read_regular_to_string(&entry.path().join(MARKER)) else {
+            continue;
+        };
+        let Ok(mut marker) = serde_json::from_str::<serde_json::Value>(&text) else {
+            continue;
+        };
+        let (Some(branch), Some(tip), Some(work_dir)) = (
+            marker["branch"].as_str().map(str::to_owned),
+            marker["tip"].as_str().map(str::to_owned),
+            marker["work_dir"].as_str().map(PathBuf::from),
+        ) else {
+            continue;
+        };
+        let now = run_git(
+            &mut git(&work_dir),
+            &["rev-parse", "-q", "--verify", &branch],
+        )
+        .ok()
+        .map(|out| String::from_utf8_lossy(&out).trim().to_owned());
+        marker["state"] = json!(if now.as_deref() == Some(tip.as_str()) {
+            "imported: the host branch is at the accepted tip; if the index and worktree are \
+             not, run `git read-tree -m -u <baseline> <tip>` in the checkout"
+        } else {
+            "not_imported: the host branch is not at the accepted tip; the host is as it was \
+             but for unreferenced objects"
+        });
+        out.push(marker);
+    }
+    out
+}
+
 /// Step 1: the host is where the run started from.
-fn preflight(host: &Path, accepted: &Accepted<'_>) -> Result<(), ImportError> {
+fn preflight(ws: &Workspace, accepted: &Accepted<'_>) -> Result<(), ImportError> {
+    let host = &ws.host().work_dir;
     let conflict = ImportError::Conflict;
-    let head = run_git(&mut git(host), &["symbolic-ref", "-q", "HEAD"])
+    let head = run_git(&mut ws.git(host), &["symbolic-ref", "-q", "HEAD"])
         .map(|out| String::from_utf8_lossy(&out).trim().to_owned())
         .unwrap_or_default();
     if head != accepted.branch {
@@ -155,7 +208,7 @@ fn preflight(host: &Path, accepted: &Accepted<'_>) -> Result<(), ImportError> {
         )));
     }
     let now = run_git(
-        &mut git(host),
+        &mut ws.git(host),
         &[
             "rev-parse",
             "-q",
@@ -185,7 +238,7 @@ fn fetch(ws: &Workspace, accepted: &Accepted<'_>) -> Result<()> {
         .view_of(&ws.host().common_dir)
         .context("the common dir is in no layer of the workspace")?;
     let plan = Plan::for_step(ws.beside(), None).context("cannot prepare the import's mounts")?;
-    let mut cmd: Command = git(&ws.host().work_dir);
+    let mut cmd: Command = ws.git(&ws.host().work_dir);
     cmd.args([
         "-c",
         "transfer.fsckObjects=true",
@@ -219,7 +272,7 @@ fn fetch(ws: &Workspace, accepted: &Accepted<'_>) -> Result<()> {
     ];
     run_git(&mut cmd, &args).context("git fetch from the sealed workspace failed")?;
     run_git(
-        &mut git(&ws.host().work_dir),
+        &mut ws.git(&ws.host().work_dir),
         &["cat-file", "-e", &format!("{}^{{commit}}", accepted.tip)],
     )
     .context("the accepted tip did not arrive in the host")?;
@@ -227,9 +280,12 @@ fn fetch(ws: &Workspace, accepted: &Accepted<'_>) -> Result<()> {
 }
 
 /// Step 3: the grant's history rules on the objects now in the host.
-fn check_received(host: &Path, accepted: &Accepted<'_>) -> Result<usize, ImportError> {
+fn check_received(
+    host: &Path,
+    accepted: &Accepted<'_>,
+) -> Result<(gix::Repository, crate::acceptance::HistoryFacts), ImportError> {
     let failed = |e: anyhow::Error| ImportError::Failed(format!("{e:#}"));
-    let repo = crate::repo::open(host).map_err(failed)?;
+    let repo = crate::repo::open_for_objects(host).map_err(failed)?;
     let mut findings = Findings::default();
     let facts = check_history(
         &repo,
@@ -244,7 +300,7 @@ fn check_received(host: &Path, accepted: &Accepted<'_>) -> Result<usize, ImportE
     if !findings.is_empty() {
         return Err(ImportError::Rejected(findings.listed));
     }
-    Ok(facts.count)
+    Ok((repo, facts))
 }
 
 /// git's empty tree in the object format of `like`.

@@ -41,8 +41,13 @@
 //! options: such a repository or state directory is refused with a clear
 //! message (the in-place workspace still works there).
 
+mod aliases;
+pub mod host;
 pub mod import;
 mod layers;
+pub mod lfs;
+pub mod seal;
+pub mod trusted_git;
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -86,6 +91,9 @@ pub struct Workspace {
     host: Location,
     layers: Vec<Layer>,
     user_namespace: bool,
+    /// The git the host-side steps run, resolved when the workspace was
+    /// made (before the command).
+    git: Option<trusted_git::TrustedGit>,
 }
 
 impl Workspace {
@@ -93,7 +101,8 @@ impl Workspace {
     /// under `state`: the layer directories and the snapshot of the refs.
     /// Nothing of the host is written.
     pub fn create(state: &Path, run_id: &str, host: &Location) -> Result<Workspace> {
-        let ws = Workspace::describe(state, run_id, host)?;
+        let mut ws = Workspace::describe(state, run_id, host)?;
+        let mut git = trusted_git::TrustedGit::resolve()?;
         if ws.dir.symlink_metadata().is_ok() {
             bail!(
                 "the workspace {} already exists (a run id is used once)",
@@ -101,6 +110,8 @@ impl Workspace {
             );
         }
         crate::fsutil::create_private_dir(&ws.dir)?;
+        git.link_into(&ws.dir.join("bin"))?;
+        ws.git = Some(git);
         for layer in &ws.layers {
             layers::make(layer)?;
         }
@@ -163,7 +174,17 @@ impl Workspace {
             host: host.clone(),
             layers,
             user_namespace,
+            git: None,
         })
+    }
+
+    /// A hardened git command in `dir` running the git resolved when the
+    /// workspace was made ([`trusted_git`]).
+    pub fn git(&self, dir: &Path) -> std::process::Command {
+        match &self.git {
+            Some(git) => git.command(dir),
+            None => crate::run::preserve::git::git(dir),
+        }
     }
 
     /// The workspace's directory (`<state>/workspaces/<run-id>`): what is
@@ -210,9 +231,12 @@ impl Workspace {
     }
 
     /// Host paths outside the layers that the agent must not write either:
-    /// the repository's other worktrees (the main one included) and the
-    /// object stores its alternates borrow from. Made read-only for the
-    /// command.
+    /// the repository's other worktrees (the main one included), the
+    /// object stores its alternates borrow from (followed as git follows
+    /// them), the other paths at which the host's directories are reachable
+    /// (bind mounts of a parent, [`aliases`]), the git that the import runs
+    /// ([`trusted_git`]) and grantguard's own executable. Made read-only
+    /// for the command.
     pub fn host_paths_to_freeze(&self) -> Vec<PathBuf> {
         let mut out = Vec::new();
         let common = &self.host.common_dir;
@@ -234,16 +258,36 @@ impl Workspace {
                 }
             }
         }
-        let objects = common.join("objects");
-        if let Ok(text) = std::fs::read_to_string(objects.join("info").join("alternates")) {
-            for line in text
-                .lines()
-                .filter(|l| !l.is_empty() && !l.starts_with('#'))
-            {
-                out.push(objects.join(line));
-            }
+        out.extend(alternates(&common.join("objects")));
+        out.extend(aliases::of(&[
+            self.host.work_dir.clone(),
+            self.host.common_dir.clone(),
+        ]));
+        if let Some(git) = &self.git {
+            out.extend(git.paths_to_freeze());
         }
+        out.extend(
+            std::env::current_exe()
+                .ok()
+                .and_then(|e| e.canonicalize().ok()),
+        );
         out.retain(|p| p.exists());
+        out
+    }
+
+    /// The directories above the host's worktree and common dir (not `/`):
+    /// pinned for the command, so that none can be renamed away and
+    /// replaced by a look-alike ([`crate::run::isolate::Plan::with_pinned`]).
+    pub fn paths_to_pin(&self) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for dir in [&self.host.work_dir, &self.host.common_dir] {
+            out.extend(
+                dir.ancestors()
+                    .skip(1)
+                    .filter(|a| a.parent().is_some())
+                    .map(Path::to_path_buf),
+            );
+        }
         out
     }
 
@@ -318,6 +362,7 @@ pub fn probe(work_dir: &Path) -> Result<()> {
         },
         layers: vec![layer],
         user_namespace,
+        git: None,
     };
     let plan = crate::run::isolate::Plan::for_step(probe.beside(), Some(&target))?;
     let mut command = std::process::Command::new(std::env::current_exe()?);
@@ -339,6 +384,35 @@ pub fn probe(work_dir: &Path) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The object stores `objects` borrows from through
+/// `info/alternates`, followed as git follows them (relative entries
+/// against the store that names them, at most 5 levels deep).
+fn alternates(objects: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    let mut queue = vec![(objects.to_path_buf(), 0)];
+    while let Some((store, depth)) = queue.pop() {
+        if depth > 5 {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(store.join("info").join("alternates")) else {
+            continue;
+        };
+        for line in text
+            .lines()
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        {
+            let Ok(target) = store.join(line.trim_matches('"')).canonicalize() else {
+                continue;
+            };
+            if !out.contains(&target) {
+                out.push(target.clone());
+                queue.push((target, depth + 1));
+            }
+        }
+    }
+    out
 }
 
 /// Refuses a path overlayfs's option string cannot carry.

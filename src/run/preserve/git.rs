@@ -46,12 +46,23 @@ const KEPT_ENV: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "TMPDIR"];
 
 /// A hardened git command running in `dir`.
 pub(crate) fn git(dir: &Path) -> Command {
-    let mut cmd = Command::new("git");
+    git_at(Path::new("git"), None, dir)
+}
+
+/// [`git`] with the program `program` and, if given, `PATH` set to
+/// `search_path` instead of the caller's (the sealed workspace's import
+/// runs the git it resolved before the agent ran; see
+/// [`crate::workspace::trusted_git`]).
+pub(crate) fn git_at(program: &Path, search_path: Option<&OsStr>, dir: &Path) -> Command {
+    let mut cmd = Command::new(program);
     cmd.current_dir(dir).args(HARDENING).env_clear();
     for var in KEPT_ENV {
         if let Some(value) = std::env::var_os(var) {
             cmd.env(var, value);
         }
+    }
+    if let Some(path) = search_path {
+        cmd.env("PATH", path);
     }
     for var in SCRUBBED_ENV {
         cmd.env_remove(var);
