@@ -515,6 +515,14 @@ fn status_command(state: &std::path::Path, as_json: bool) -> i32 {
             outln!("{report}");
             exit::SUCCESS
         }
+        Ok(r) if r.get("grant_id").is_none() => {
+            errln!(
+                "grantguard status: {}",
+                r["error"].as_str().unwrap_or("the checkout cannot be read")
+            );
+            print_interrupted_imports(&r);
+            exit::PERMANENT
+        }
         Ok(r) => {
             outln!("grant {}", r["grant_id"].as_str().unwrap_or("?"));
             outln!("allowed paths: {}", r["allowed_paths"]);
@@ -541,19 +549,27 @@ fn status_command(state: &std::path::Path, as_json: bool) -> i32 {
             );
             println!("transport: {}", r["transport"].as_str().unwrap_or("?"));
             println!("hooks: {}", r["hooks"].as_str().unwrap_or("?"));
-            for i in r["interrupted_imports"].as_array().into_iter().flatten() {
-                println!(
-                    "interrupted import of run {}: {}",
-                    i["run"].as_str().unwrap_or("?"),
-                    i["state"].as_str().unwrap_or("?")
-                );
-            }
+            print_interrupted_imports(&r);
             exit::SUCCESS
         }
         Err(e) => {
             errln!("grantguard status: {e:#}");
             exit::PERMANENT
         }
+    }
+}
+
+fn print_interrupted_imports(report: &serde_json::Value) {
+    for i in report["interrupted_imports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        println!(
+            "interrupted import of run {}: {}",
+            i["run"].as_str().unwrap_or("?"),
+            i["state"].as_str().unwrap_or("?")
+        );
     }
 }
 

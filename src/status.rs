@@ -23,8 +23,26 @@ pub const TRANSPORT_LOCKED: &str = "locked: the grant does not allow publishing 
      = never): git fetch, pull and push fail with \"transport '<name>' not allowed\". Work with \
      what is in the repository; the harness fetches and publishes after acceptance.";
 
-/// The status report as JSON.
+/// The status report as JSON. Imports of sealed workspaces that were
+/// interrupted (`interrupted_imports`, see
+/// [`crate::workspace::import::interrupted`]) are reported even when the
+/// rest cannot be (the checkout was never armed: only its workspace was).
 pub fn status(state: &Path) -> Result<Value> {
+    let interrupted = crate::workspace::import::interrupted(state);
+    match checkout_status(state) {
+        Ok(mut report) => {
+            report["interrupted_imports"] = Value::Array(interrupted);
+            Ok(report)
+        }
+        Err(e) if !interrupted.is_empty() => Ok(json!({
+            "error": format!("{e:#}"),
+            "interrupted_imports": interrupted,
+        })),
+        Err(e) => Err(e),
+    }
+}
+
+fn checkout_status(state: &Path) -> Result<Value> {
     let (baseline, grant, armed) = Baseline::read_live_or_retired(state)?;
     // A FIFO where gix reads a file would hang status as it hung verify
     // (see `repo::special_files`): refuse before opening anything.
@@ -105,6 +123,5 @@ pub fn status(state: &Path) -> Result<Value> {
         } else {
             "removed (disarmed)"
         },
-        "interrupted_imports": crate::workspace::import::interrupted(state),
     }))
 }

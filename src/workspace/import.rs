@@ -110,7 +110,7 @@ pub fn import(ws: &Workspace, accepted: &Accepted<'_>) -> Result<Imported, Impor
     // Content-addressed and verified: an object copied here and then not
     // used (the branch moved meanwhile) changes nothing git or git-lfs
     // reads.
-    let lfs_objects = super::lfs::bring_objects(ws, &repo, &facts.changes).map_err(failed)?;
+    let lfs = super::lfs::bring_objects(ws, &repo, &facts.changes).map_err(failed)?;
     let marker = ws.dir().join(MARKER);
     crate::fsutil::write_atomic(
         &marker,
@@ -139,11 +139,30 @@ pub fn import(ws: &Workspace, accepted: &Accepted<'_>) -> Result<Imported, Impor
         )));
     }
     crate::fsutil::crash_point("import-ref-moved");
-    let worktree = run_git(&mut ws.git(host), &["read-tree", "-m", "-u", &from, &tip]);
+    let mut read_tree = ws.git(host);
+    if !lfs.pointer_paths.is_empty() && lfs.missing == 0 && ws.has_git_lfs() {
+        // The accepted commits hold LFS pointers whose objects are all in
+        // the host's store now: git-lfs (resolved before the command) puts
+        // their content in the worktree, as `git lfs install` would have
+        // it do. Named here, not taken from a config: the user's global
+        // config is not read (the agent may have written it), and nothing
+        // can make git-lfs download (every object is local).
+        read_tree.args([
+            "-c",
+            "filter.lfs.process=git-lfs filter-process",
+            "-c",
+            "filter.lfs.smudge=git-lfs smudge -- %f",
+            "-c",
+            "filter.lfs.clean=git-lfs clean -- %f",
+            "-c",
+            "filter.lfs.required=true",
+        ]);
+    }
+    let worktree = run_git(&mut read_tree, &["read-tree", "-m", "-u", &from, &tip]);
     let _ = std::fs::remove_file(&marker);
     Ok(Imported {
         commits,
-        lfs_objects,
+        lfs_objects: lfs.copied,
         worktree_updated: worktree.is_ok(),
         worktree_error: worktree.err().map(|e| format!("{e:#}")),
     })

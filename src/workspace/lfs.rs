@@ -22,15 +22,26 @@ use crate::repo::ChangedPath;
 /// Pointers are shorter than this (git-lfs's `BlobSizeCutoff`).
 const POINTER_CUTOFF: usize = 1024;
 
-/// Copies the LFS objects the accepted `changes` point to into the host;
-/// returns how many were copied.
+/// What [`bring_objects`] did.
+#[derive(Debug, Default)]
+pub struct Brought {
+    /// Objects copied into the host's store.
+    pub copied: usize,
+    /// The paths whose new content is a pointer.
+    pub pointer_paths: Vec<gix::bstr::BString>,
+    /// Pointers whose object is in neither the host's store nor the
+    /// workspace's (git-lfs would try to download them).
+    pub missing: usize,
+}
+
+/// Copies the LFS objects the accepted `changes` point to into the host.
 pub fn bring_objects(
     ws: &Workspace,
     repo: &gix::Repository,
     changes: &[(ObjectId, Vec<ChangedPath>)],
-) -> Result<usize> {
+) -> Result<Brought> {
     let host_store = ws.host().common_dir.join("lfs").join("objects");
-    let mut copied = 0;
+    let mut brought = Brought::default();
     for (_, paths) in changes {
         for change in paths {
             let Some(id) = change.new_id else { continue };
@@ -43,19 +54,26 @@ pub fn bring_objects(
             let Some((oid, size)) = parse_pointer(&object.data) else {
                 continue;
             };
+            if !brought.pointer_paths.contains(&change.path) {
+                brought.pointer_paths.push(change.path.clone());
+            }
             let rel = Path::new(&oid[..2]).join(&oid[2..4]).join(&oid);
             let target = host_store.join(&rel);
             if target.exists() {
                 continue;
             }
-            let Some(source) = workspace_copy(ws, &rel) else {
-                continue;
+            let copied = match workspace_copy(ws, &rel) {
+                Some(source) => copy_verified(&source, &target, &oid, size)?,
+                None => false,
             };
-            copy_verified(&source, &target, &oid, size)?;
-            copied += 1;
+            if copied {
+                brought.copied += 1;
+            } else {
+                brought.missing += 1;
+            }
         }
     }
-    Ok(copied)
+    Ok(brought)
 }
 
 /// The workspace's own copy of the LFS object `rel`: in the upper layer
@@ -75,8 +93,9 @@ fn workspace_copy(ws: &Workspace, rel: &Path) -> Option<PathBuf> {
 }
 
 /// Copies `source` to `target` if its content hashes to `oid` and has
-/// `size` bytes; written to a temporary file first, then renamed.
-fn copy_verified(source: &Path, target: &Path, oid: &str, size: u64) -> Result<()> {
+/// `size` bytes; written to a temporary file first, then renamed. `false`
+/// when the content is not the object the pointer names.
+fn copy_verified(source: &Path, target: &Path, oid: &str, size: u64) -> Result<bool> {
     let mut file = crate::fsutil::open_regular(source)
         .with_context(|| format!("cannot read {}", source.display()))?;
     let dir = target.parent().context("an LFS object path has a parent")?;
@@ -101,11 +120,11 @@ fn copy_verified(source: &Path, target: &Path, oid: &str, size: u64) -> Result<(
         .collect();
     if hex != oid || total != size {
         // Not the object the pointer names: it stays behind.
-        return Ok(());
+        return Ok(false);
     }
     out.as_file().sync_all()?;
     out.persist(target)?;
-    Ok(())
+    Ok(true)
 }
 
 /// `(oid, size)` of a pointer in the exact form git-lfs writes.

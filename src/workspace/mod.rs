@@ -187,6 +187,13 @@ impl Workspace {
         }
     }
 
+    /// Whether git-lfs was found (and resolved) when the workspace was made.
+    pub fn has_git_lfs(&self) -> bool {
+        self.git
+            .as_ref()
+            .is_some_and(trusted_git::TrustedGit::has_lfs)
+    }
+
     /// The workspace's directory (`<state>/workspaces/<run-id>`): what is
     /// kept of a rejected run.
     pub fn dir(&self) -> &Path {

@@ -75,6 +75,11 @@ impl TrustedGit {
         crate::run::preserve::git::git_at(&self.program, self.search_path.as_deref(), dir)
     }
 
+    /// Whether git-lfs was found.
+    pub fn has_lfs(&self) -> bool {
+        self.lfs.is_some()
+    }
+
     /// What the command must not be able to change: the programs and git's
     /// exec path.
     pub fn paths_to_freeze(&self) -> Vec<PathBuf> {
