@@ -90,3 +90,55 @@ fn the_readme_recipe_shows_the_kept_workspace() {
     // The recipe's mount was private: the host still shows no such commit.
     assert!(!sb.git(&["log", "--oneline"]).contains("rejected work"));
 }
+
+/// The result of a sealed run, accepted and rejected, validates against the
+/// published ToolResult schema, `evidence.workspace` included.
+#[test]
+fn sealed_results_validate_against_the_tool_result_schema() {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/tool_result.schema.json"),
+    )
+    .unwrap();
+    let schema: Value = serde_json::from_str(&text).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    for (body, accepted) in [
+        ("echo better > docs/guide.md\ngit commit -q -am docs", true),
+        (
+            "echo x > src/x.rs\ngit add src/x.rs\ngit commit -q --no-verify -m x",
+            false,
+        ),
+    ] {
+        let sb = Sandbox::new();
+        let task = docs_task(&sb);
+        let agent = agent(&sb, body);
+        let out = sb
+            .command(env!("CARGO_BIN_EXE_grantguard"))
+            .current_dir(&sb.root)
+            .args(["run", "--task", task.to_str().unwrap()])
+            .args(["--repo", sb.repo.to_str().unwrap()])
+            .args(["--state", sb.state.to_str().unwrap()])
+            .args(["--capability", "repo.read", "--isolate", "--json", "--"])
+            .arg(&agent)
+            .output()
+            .unwrap();
+        let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(result["status"] == "succeeded", accepted, "{result:#}");
+        assert_eq!(result["evidence"]["workspace"]["mode"], "sealed");
+        assert_eq!(
+            result["evidence"]["workspace"]["import"].is_object(),
+            accepted,
+            "{result:#}"
+        );
+        let errors: Vec<String> = validator
+            .iter_errors(&result)
+            .map(|e| format!("{}: {e}", e.instance_path()))
+            .collect();
+        assert!(errors.is_empty(), "{result:#}\n{}", errors.join("\n"));
+        let mut forged = result.clone();
+        forged["evidence"]["workspace"]["mode"] = "shared".into();
+        assert!(
+            !validator.is_valid(&forged),
+            "the schema checks the workspace mode"
+        );
+    }
+}
