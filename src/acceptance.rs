@@ -525,7 +525,25 @@ fn symlink_escape(link: &[u8], target: &[u8], matcher: &PathMatcher) -> Option<E
 /// included, is recorded for `disarm` ([`crate::peers::Verdict`]): a stale
 /// acceptance must not outlive a later rejection.
 pub fn verify(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
-    let mut result = judge(state, repo_dir);
+    verify_as(state, repo_dir, Site::InPlace)
+}
+
+/// Where the checkout `verify` judges lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Site {
+    /// The repository itself: everything it holds is what git will read.
+    InPlace,
+    /// A sealed workspace ([`crate::workspace`]): only the commits cross,
+    /// through `git fetch` with fsck and a second check of the grant on
+    /// the host side, so the workspace's object store structures (bitmaps,
+    /// commit-graphs with Bloom filters, multi-pack-indexes) never reach
+    /// the host and are not judged.
+    SealedWorkspace,
+}
+
+/// [`verify`] for a checkout at `site`.
+pub fn verify_as(state: &Path, repo_dir: Option<&Path>, site: Site) -> ToolResult {
+    let mut result = judge(state, repo_dir, site);
     if crate::baseline::path_in(state).exists() {
         let verdict = crate::peers::Verdict {
             accepted: result.is_success(),
@@ -547,7 +565,7 @@ pub fn verify(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
 }
 
 /// [`verify`] without recording the verdict.
-fn judge(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
+fn judge(state: &Path, repo_dir: Option<&Path>, site: Site) -> ToolResult {
     let (baseline, grant, armed) = match Baseline::read_live_or_retired(state) {
         Ok(b) => b,
         Err(e) => {
@@ -608,7 +626,9 @@ fn judge(state: &Path, repo_dir: Option<&Path>) -> ToolResult {
         }
     };
     let metadata_intact = findings.is_empty();
-    check_object_store(&baseline, state, &mut findings);
+    if site == Site::InPlace {
+        check_object_store(&baseline, state, &mut findings);
+    }
     // Whatever goes wrong below, the findings so far stand: an error adds
     // `repository_unreadable`, it never replaces what was already found.
     let observed = evaluate(

@@ -136,6 +136,31 @@ pub fn remove_tree(dir: &Path) -> std::io::Result<()> {
     }
 }
 
+/// The device number of `path` for identities that must hold across
+/// mounts: `meta.dev()`, except on overlayfs, whose device number is new
+/// with every mount (a sealed workspace is mounted anew by each of
+/// grantguard's steps, [`crate::workspace`]); there 0, and the inode
+/// number and change time (overlayfs keeps the underlying ones) carry the
+/// identity.
+pub fn stable_device(path: &Path, meta: &std::fs::Metadata) -> u64 {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::MetadataExt;
+    const OVERLAYFS_SUPER_MAGIC: i64 = 0x794c_7630;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return meta.dev();
+    };
+    // SAFETY: statfs writes only into the zeroed struct we pass.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a live struct.
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } == 0
+        && st.f_type as i64 == OVERLAYFS_SUPER_MAGIC
+    {
+        0
+    } else {
+        meta.dev()
+    }
+}
+
 /// Creates `dir` (and missing parents) and makes `dir` itself private
 /// (0700), whether it was new or not.
 pub fn create_private_dir(dir: &Path) -> Result<()> {

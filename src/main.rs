@@ -100,6 +100,10 @@ enum Command {
             value_parser = clap::value_parser!(u64).range(1..=grantguard::deadline::MAX_VERIFY_TIMEOUT_SECS)
         )]
         timeout: u64,
+        /// Internal (`run --isolate`): the repository is a sealed
+        /// workspace, whose object store never reaches the host.
+        #[arg(long, hide = true)]
+        sealed_workspace: bool,
     },
     /// Undo what `arm` changed in the repository.
     Disarm {
@@ -260,7 +264,18 @@ fn main() -> ExitCode {
             repo,
             json,
             timeout,
-        } => verify_command(&state, repo.as_deref(), json, timeout),
+            sealed_workspace,
+        } => verify_command(
+            &state,
+            repo.as_deref(),
+            json,
+            timeout,
+            if sealed_workspace {
+                acceptance::Site::SealedWorkspace
+            } else {
+                acceptance::Site::InPlace
+            },
+        ),
         Command::Disarm { state, json } => report(&state::disarm(&state), json),
         Command::Status { state, json } => status_command(&state, json),
         Command::Hook {
@@ -296,6 +311,7 @@ fn verify_command(
     repo: Option<&std::path::Path>,
     json: bool,
     timeout_secs: u64,
+    site: acceptance::Site,
 ) -> i32 {
     test_fault_in_verify("verify-hang-unwatched");
     let timeout = std::time::Duration::from_secs(timeout_secs);
@@ -313,7 +329,7 @@ fn verify_command(
         return report(&result, json);
     }
     test_fault_in_verify("verify");
-    let result = acceptance::verify(state, repo);
+    let result = acceptance::verify_as(state, repo, site);
     if !grantguard::deadline::claim() {
         grantguard::deadline::wait_for_exit();
     }

@@ -725,7 +725,15 @@ fn four_isolated_runs_in_parallel_worktrees_all_succeed() {
                 &sb,
                 a,
                 &body,
-                &["--metrics", metrics_file.to_str().unwrap(), "--isolate"],
+                // The in-place workspace: this is about the shared hub (a
+                // sealed run has a hub of its own, tests/sealed_workspace.rs).
+                &[
+                    "--metrics",
+                    metrics_file.to_str().unwrap(),
+                    "--isolate",
+                    "--workspace",
+                    "in-place",
+                ],
             )
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())

@@ -102,9 +102,15 @@ impl Entry {
     /// freed).
     pub fn identity_of(dir: &Path) -> Option<Identity> {
         use std::os::unix::fs::MetadataExt;
-        std::fs::symlink_metadata(dir.join("commondir"))
-            .ok()
-            .map(|m| (m.dev(), m.ino(), m.ctime(), m.ctime_nsec()))
+        let file = dir.join("commondir");
+        std::fs::symlink_metadata(&file).ok().map(|m| {
+            (
+                crate::fsutil::stable_device(&file, &m),
+                m.ino(),
+                m.ctime(),
+                m.ctime_nsec(),
+            )
+        })
     }
 
     /// The linked worktree's name (`.git/worktrees/<name>`), `None` for

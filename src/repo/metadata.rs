@@ -210,9 +210,13 @@ pub(super) fn digest_live_worktrees(dir: &Path) -> Result<String> {
         .map(|n| {
             // Which worktree, not only which name: `commondir` is written
             // once by `git worktree add` (see `hooks::hub::Entry::admin`).
-            let id = std::fs::symlink_metadata(dir.join(n).join("commondir")).map_or_else(
+            let file = dir.join(n).join("commondir");
+            let id = std::fs::symlink_metadata(&file).map_or_else(
                 |_| "none".to_owned(),
-                |m| format!("{}.{}.{}.{}", m.dev(), m.ino(), m.ctime(), m.ctime_nsec()),
+                |m| {
+                    let dev = crate::fsutil::stable_device(&file, &m);
+                    format!("{dev}.{}.{}.{}", m.ino(), m.ctime(), m.ctime_nsec())
+                },
             );
             format!("{}={id}", hex(n.as_encoded_bytes()))
         })

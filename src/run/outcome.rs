@@ -98,10 +98,14 @@ pub(super) fn execute(
                            "read_only": p.read_only(),
                            "workspace": if sealed.is_some() { "sealed" } else { "in-place" }})
                 });
+                let mut env = vec![(crate::hooks::STATE_ENV, places.state.as_path())];
+                if let Some(sealed) = &sealed {
+                    env.extend(sealed.env());
+                }
                 match process::run(
                     &request.command,
                     &places.work_dir,
-                    &[(crate::hooks::STATE_ENV, &places.state)],
+                    &env,
                     request.timeout,
                     plan.as_ref(),
                 ) {

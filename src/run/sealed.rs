@@ -28,6 +28,8 @@ use crate::workspace::{self as ws, Workspace};
 /// A run's sealed workspace and the plan of grantguard's steps in it.
 pub(super) struct Sealed {
     workspace: Workspace,
+    /// The workspace's own hub directory ([`Sealed::env`]).
+    hubs: std::path::PathBuf,
     step: isolate::Plan,
     /// The host as the workspace was made of it ([`HostSeal`]).
     seal: HostSeal,
@@ -41,7 +43,10 @@ impl Sealed {
         let workspace = Workspace::create(&places.state, run_id, &location)?;
         let step = isolate::Plan::for_step(workspace.at_home(), Some(&location.work_dir))?;
         let seal = HostSeal::record(&workspace);
+        let hubs = workspace.dir().join("hubs");
+        crate::fsutil::create_private_dir(&hubs)?;
         let sealed = Sealed {
+            hubs,
             workspace,
             step,
             seal,
@@ -74,6 +79,28 @@ impl Sealed {
         Ok(())
     }
 
+    /// The environment of grantguard's steps in the workspace and of the
+    /// command: the repository's hub (where arm installs the hook stubs and
+    /// lists the armed worktrees, [`crate::hooks::hub`]) is the
+    /// workspace's own, so parallel runs on worktrees of one repository,
+    /// each in its own workspace, never share one.
+    pub(super) fn env(&self) -> [(&'static str, &Path); 1] {
+        [(crate::hooks::hub::HUB_DIR_ENV, self.hubs.as_path())]
+    }
+
+    /// [`Sealed::env`] for grantguard's own steps (arm, verify, disarm),
+    /// which also run with the pinned `PATH` of the git resolved before the
+    /// command ([`crate::workspace::trusted_git`]): they hold the mount
+    /// namespace's capabilities, and a `git` the agent planted on the
+    /// caller's `PATH` must never run there (red-team review).
+    fn step_env(&self) -> Vec<(&'static str, &Path)> {
+        let mut env = self.env().to_vec();
+        if let Some(path) = self.workspace.search_path() {
+            env.push(("PATH", Path::new(path)));
+        }
+        env
+    }
+
     /// `arm` of the workspace, in a child that sees it.
     pub(super) fn arm(&self, grant: &Grant, places: &Places, timeout: Duration) -> ToolResult {
         let file = self.workspace.dir().join("grant.json");
@@ -91,12 +118,14 @@ impl Sealed {
             places.state.clone().into(),
             "--json".into(),
         ];
-        verify_child::step("arm", &args, timeout, Some(&self.step))
+        verify_child::step("arm", &args, timeout, Some(&self.step), &self.step_env())
     }
 
     /// `verify` of the workspace, in a child that sees it.
     pub(super) fn verify(&self, places: &Places, timeout: Duration) -> ToolResult {
-        verify_child::verify(&places.state, &places.work_dir, timeout, Some(&self.step))
+        let mut args = verify_child::verify_args(&places.state, &places.work_dir, timeout);
+        args.push("--sealed-workspace".into());
+        verify_child::step("verify", &args, timeout, Some(&self.step), &self.step_env())
     }
 
     /// `disarm` of the workspace, in a child that sees it.
@@ -107,7 +136,7 @@ impl Sealed {
             places.state.clone().into(),
             "--json".into(),
         ];
-        verify_child::step("disarm", &args, timeout, Some(&self.step))
+        verify_child::step("disarm", &args, timeout, Some(&self.step), &self.step_env())
     }
 
     /// The command's namespaces: `plan` with the workspace mounted at the
@@ -196,6 +225,9 @@ impl Sealed {
             }
             None => {
                 evidence["kept"] = Value::Bool(true);
+                if grant.is_some() && !result.is_success() {
+                    self.note_host_moved(result, places);
+                }
                 if grant.is_some() && host_changed.is_none() {
                     result.warnings.push(format!(
                         "the host repository is as it was before the run; the agent's work is \
@@ -207,6 +239,36 @@ impl Sealed {
             }
         }
         result.evidence.insert("workspace".into(), evidence);
+    }
+
+    /// A rejected run whose host moved meanwhile (its HEAD or branch) says
+    /// so: overlayfs shows changes to the live checkout to the workspace,
+    /// which may be why verify rejected it, and an accepted run would not
+    /// have been imported either.
+    fn note_host_moved(&self, result: &mut ToolResult, places: &Places) {
+        let Some(branch) = places.branch.as_ref() else {
+            return;
+        };
+        let branch = String::from_utf8_lossy(branch.as_ref()).into_owned();
+        let baseline = places
+            .baseline_commit
+            .as_deref()
+            .and_then(|b| crate::repo::parse_id(b).ok());
+        if let Some(why) = import::host_moved(&self.workspace, &branch, baseline)
+            && !result
+                .violations
+                .iter()
+                .any(|v| v.rule == rule::IMPORT_CONFLICT)
+        {
+            result.violations.push(Violation::new(
+                rule::IMPORT_CONFLICT,
+                format!(
+                    "{why}. The workspace sees changes made to the host checkout while the run \
+                     works (overlayfs over the live checkout), which may explain the rejection: \
+                     leave the checkout alone during a sealed run, and run again on it as it is now"
+                ),
+            ));
+        }
     }
 
     /// Imports the accepted tip; on failure demotes `result`. Returns the

@@ -63,7 +63,18 @@ pub fn verify(
     timeout: Duration,
     isolation: Option<&super::isolate::Plan>,
 ) -> ToolResult {
-    let args: Vec<std::ffi::OsString> = vec![
+    step(
+        "verify",
+        &verify_args(state, work_dir, timeout),
+        timeout,
+        isolation,
+        &[],
+    )
+}
+
+/// The arguments of `grantguard verify` for `state` and `work_dir`.
+pub fn verify_args(state: &Path, work_dir: &Path, timeout: Duration) -> Vec<std::ffi::OsString> {
+    vec![
         "verify".into(),
         "--state".into(),
         state.into(),
@@ -72,8 +83,7 @@ pub fn verify(
         "--json".into(),
         "--timeout".into(),
         timeout.as_secs().to_string().into(),
-    ];
-    step("verify", &args, timeout, isolation)
+    ]
 }
 
 /// Runs `grantguard <args>` (a subcommand that prints the ToolResult of
@@ -86,6 +96,7 @@ pub fn step(
     args: &[std::ffi::OsString],
     timeout: Duration,
     isolation: Option<&super::isolate::Plan>,
+    env: &[(&str, &Path)],
 ) -> ToolResult {
     let defect = |message: String| defect_of(tool, message);
     let exe = match std::env::current_exe() {
@@ -99,6 +110,9 @@ pub fn step(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
+    for (key, value) in env {
+        command.env(key, value);
+    }
     if let Some(plan) = isolation.cloned() {
         // SAFETY: `enter` makes only system calls (see its doc).
         unsafe {

@@ -89,7 +89,7 @@ pub enum ImportError {
 pub fn import(ws: &Workspace, accepted: &Accepted<'_>) -> Result<Imported, ImportError> {
     let host = &ws.host().work_dir;
     let failed = |e: anyhow::Error| ImportError::Failed(format!("{e:#}"));
-    preflight(ws, accepted)?;
+    preflight(ws, accepted.branch, accepted.baseline)?;
     fetch(ws, accepted).map_err(failed)?;
     let (repo, facts) = check_received(host, accepted)?;
     let commits = facts.count;
@@ -97,11 +97,7 @@ pub fn import(ws: &Workspace, accepted: &Accepted<'_>) -> Result<Imported, Impor
         .baseline
         .map_or_else(|| empty_tree(&accepted.tip), |b| b.to_string());
     let tip = accepted.tip.to_string();
-    run_git(
-        &mut ws.git(host),
-        &["read-tree", "-n", "-m", "-u", &from, &tip],
-    )
-    .map_err(|e| {
+    dry_run(ws, &from, &tip).map_err(|e| {
         ImportError::Conflict(format!(
             "the host checkout has local changes that bringing it to the accepted tip {tip} \
              would overwrite ({e:#}); nothing of the host changed"
@@ -139,6 +135,12 @@ pub fn import(ws: &Workspace, accepted: &Accepted<'_>) -> Result<Imported, Impor
         )));
     }
     crate::fsutil::crash_point("import-ref-moved");
+    // The stat data of a file touched but unchanged would make read-tree
+    // call it "not uptodate": refreshed first, as `git checkout` does.
+    let _ = ws
+        .git(host)
+        .args(["update-index", "-q", "--refresh"])
+        .output();
     let mut read_tree = ws.git(host);
     if !lfs.pointer_paths.is_empty() && lfs.missing == 0 && ws.has_git_lfs() {
         // The accepted commits hold LFS pointers whose objects are all in
@@ -212,18 +214,57 @@ pub fn interrupted(state: &Path) -> Vec<serde_json::Value> {
     out
 }
 
+/// Step 4: `git read-tree -n -m -u` against a refreshed copy of the host's
+/// index (in the workspace directory), so that neither the dry run nor the
+/// refresh writes anything of the host (a split index is written whole).
+fn dry_run(ws: &Workspace, from: &str, tip: &str) -> Result<()> {
+    let host = &ws.host().work_dir;
+    let index = ws.dir().join("index.dry-run");
+    match std::fs::copy(ws.host().git_dir.join("index"), &index) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).context("cannot copy the host's index"),
+    }
+    let with_copy = || {
+        let mut cmd = ws.git(host);
+        cmd.env("GIT_INDEX_FILE", &index)
+            .args(["-c", "core.splitIndex=false"]);
+        cmd
+    };
+    let _ = with_copy()
+        .args(["update-index", "-q", "--refresh"])
+        .output();
+    let result = run_git(
+        &mut with_copy(),
+        &["read-tree", "-n", "-m", "-u", from, tip],
+    );
+    let _ = std::fs::remove_file(&index);
+    result.map(|_| ())
+}
+
+/// Why the host is no longer where the run started from, if it is not:
+/// its HEAD points elsewhere or its branch moved. Rejected runs ask too:
+/// overlayfs shows changes to the live host checkout to the workspace,
+/// which may be why verify rejected it.
+pub fn host_moved(ws: &Workspace, branch: &str, baseline: Option<ObjectId>) -> Option<String> {
+    match preflight(ws, branch, baseline) {
+        Err(ImportError::Conflict(why)) => Some(why),
+        _ => None,
+    }
+}
+
 /// Step 1: the host is where the run started from.
-fn preflight(ws: &Workspace, accepted: &Accepted<'_>) -> Result<(), ImportError> {
+fn preflight(ws: &Workspace, branch: &str, baseline: Option<ObjectId>) -> Result<(), ImportError> {
     let host = &ws.host().work_dir;
     let conflict = ImportError::Conflict;
     let head = run_git(&mut ws.git(host), &["symbolic-ref", "-q", "HEAD"])
         .map(|out| String::from_utf8_lossy(&out).trim().to_owned())
         .unwrap_or_default();
-    if head != accepted.branch {
+    if head != branch {
         return Err(conflict(format!(
             "the host's HEAD points to {:?} now, not to {} as when the run started; the \
              accepted commits were not imported and the host is untouched",
-            head, accepted.branch
+            head, branch
         )));
     }
     let now = run_git(
@@ -232,17 +273,17 @@ fn preflight(ws: &Workspace, accepted: &Accepted<'_>) -> Result<(), ImportError>
             "rev-parse",
             "-q",
             "--verify",
-            &format!("{}^{{commit}}", accepted.branch),
+            &format!("{}^{{commit}}", branch),
         ],
     )
     .ok()
     .map(|out| String::from_utf8_lossy(&out).trim().to_owned());
-    let then = accepted.baseline.map(|b| b.to_string());
+    let then = baseline.map(|b| b.to_string());
     if now != then {
         return Err(conflict(format!(
             "the host branch {} moved while the run ran (from {} to {}); the accepted commits \
              were not imported and the host is untouched",
-            accepted.branch,
+            branch,
             then.as_deref().unwrap_or("unborn"),
             now.as_deref().unwrap_or("nothing")
         )));

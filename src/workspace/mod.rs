@@ -187,6 +187,14 @@ impl Workspace {
         }
     }
 
+    /// The `PATH` grantguard's own steps run with ([`trusted_git`]): what
+    /// the agent put on the caller's `PATH` is never run by them.
+    pub fn search_path(&self) -> Option<&std::ffi::OsStr> {
+        self.git
+            .as_ref()
+            .and_then(trusted_git::TrustedGit::search_path)
+    }
+
     /// Whether git-lfs was found (and resolved) when the workspace was made.
     pub fn has_git_lfs(&self) -> bool {
         self.git
@@ -266,6 +274,7 @@ impl Workspace {
             }
         }
         out.extend(alternates(&common.join("objects")));
+        out.extend(local_remotes(&self.host.work_dir));
         out.extend(aliases::of(&[
             self.host.work_dir.clone(),
             self.host.common_dir.clone(),
@@ -416,6 +425,43 @@ fn alternates(objects: &Path) -> Vec<PathBuf> {
             if !out.contains(&target) {
                 out.push(target.clone());
                 queue.push((target, depth + 1));
+            }
+        }
+    }
+    out
+}
+
+/// The repositories the host's remotes name by a local path (`git clone`
+/// of a local path hard-links its objects from there: writing them through
+/// that path would change the host's objects, so they are read-only for
+/// the command; see [`seal`] for what stays).
+fn local_remotes(work_dir: &Path) -> Vec<PathBuf> {
+    let Ok(repo) = crate::repo::open_for_objects(work_dir) else {
+        return Vec::new();
+    };
+    let config = repo.config_snapshot();
+    let mut out = Vec::new();
+    for section in config
+        .plumbing()
+        .sections_by_name("remote")
+        .into_iter()
+        .flatten()
+    {
+        for url in section.values("url") {
+            let url = url.to_string();
+            let path = url.strip_prefix("file://").unwrap_or(&url);
+            // scp-like `host:path` and URLs with a scheme are not local.
+            if path.contains("://") || (!path.starts_with('/') && path.contains(':')) {
+                continue;
+            }
+            // Never the checkout itself (a remote `.`): it is the workspace.
+            if let Ok(dir) = work_dir.join(path).canonicalize()
+                && dir.is_dir()
+                && !dir.starts_with(work_dir)
+                && !repo.common_dir().starts_with(&dir)
+                && !out.contains(&dir)
+            {
+                out.push(dir);
             }
         }
     }

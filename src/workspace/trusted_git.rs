@@ -75,6 +75,12 @@ impl TrustedGit {
         crate::run::preserve::git::git_at(&self.program, self.search_path.as_deref(), dir)
     }
 
+    /// The `PATH` of the steps (git's exec path and the links), once
+    /// [`TrustedGit::link_into`] made it.
+    pub fn search_path(&self) -> Option<&std::ffi::OsStr> {
+        self.search_path.as_deref()
+    }
+
     /// Whether git-lfs was found.
     pub fn has_lfs(&self) -> bool {
         self.lfs.is_some()
