@@ -1161,3 +1161,94 @@ fn rejects_an_agent_writing_its_host_through_another_runs_proc_root_when_unprivi
         assert_fsck_clean(&sb, dir);
     }
 }
+
+// ---------------------------------------------------------------------------
+// Hooks named in the host's config (git 2.54 and newer).
+
+/// A git new enough to run hooks named in the config (`hook.<name>.command`,
+/// git 2.54): `$GRANTGUARD_TEST_GIT_BIN`, else the Git 3.0 preview or 2.55
+/// build in `/opt` (`../shared/git/build.sh`), else none.
+fn config_hooks_git_bin() -> Option<PathBuf> {
+    let candidates = [
+        std::env::var_os("GRANTGUARD_TEST_GIT_BIN").map(PathBuf::from),
+        Some(PathBuf::from("/opt/git3/bin")),
+        Some(PathBuf::from("/opt/git-2.55/bin")),
+    ];
+    candidates.into_iter().flatten().find(|dir| {
+        Command::new(dir.join("git"))
+            .args(["hook", "list", "-h"])
+            .output()
+            .is_ok_and(|o| {
+                String::from_utf8_lossy(&o.stdout).contains("hook list")
+                    || String::from_utf8_lossy(&o.stderr).contains("hook list")
+            })
+    })
+}
+
+/// A hook named in the host repository's config (the user's own, never the
+/// agent's) fires for the agent's git inside its workspace, but never for
+/// grantguard's steps or the import: every line it records there has no
+/// capability (the agent's), none the full set grantguard's steps hold as
+/// root.
+#[test]
+fn never_runs_a_hook_named_in_the_host_config_outside_the_sandbox() {
+    let Some(bin) = config_hooks_git_bin() else {
+        eprintln!("skipped: needs git 2.54 or newer (set GRANTGUARD_TEST_GIT_BIN)");
+        return;
+    };
+    if !is_root() {
+        eprintln!("skipped: tells grantguard's steps from the agent by root's capabilities");
+        return;
+    }
+    let sb = Sandbox::empty();
+    let host = sb.root.join("host");
+    make_repo(&sb, &host);
+    let record = sb.root.join("hook-ran");
+    let command = format!(
+        "grep CapEff /proc/self/status >> '{}'; true",
+        record.display()
+    );
+    for (key, value) in [
+        ("hook.audit.command", command.as_str()),
+        ("hook.audit.event", "reference-transaction"),
+        ("hook.audit.event", "post-index-change"),
+        ("hook.audit.event", "post-checkout"),
+    ] {
+        sb.run_git(&host, &["config", "--add", key, value]);
+    }
+    let agent = script(
+        &sb.root.join("agent.sh"),
+        "echo better > docs/guide.md && git commit -q -am docs",
+    );
+    let path = {
+        let mut p = bin.clone().into_os_string();
+        p.push(":");
+        p.push(std::env::var_os("PATH").unwrap_or_default());
+        p
+    };
+    let run = sealed_run(
+        &sb,
+        Path::new(env!("CARGO_BIN_EXE_grantguard")),
+        &host,
+        &agent,
+        |c| {
+            c.env("PATH", &path);
+        },
+    );
+    assert_eq!(run.r["status"], "succeeded", "{run}");
+    assert!(
+        run.r["evidence"]["workspace"]["import"].is_object(),
+        "{run}"
+    );
+    let lines = read(&record);
+    assert!(
+        !lines.is_empty(),
+        "the hook fired for the agent's own commit"
+    );
+    assert!(
+        lines
+            .lines()
+            .all(|l| l.trim_end().ends_with("0000000000000000")),
+        "a hook ran with capabilities (grantguard's steps): {lines}"
+    );
+}

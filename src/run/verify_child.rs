@@ -103,8 +103,12 @@ pub fn step(
         Ok(exe) => exe,
         Err(e) => return defect(format!("cannot locate the grantguard executable: {e}")),
     };
-    let mut command = Command::new(&exe);
+    // The running binary itself, through /proc/self/exe (resolved in the
+    // child, which runs this very file): an upgrade or removal of the file
+    // at its path while the run runs does not take the step with it.
+    let mut command = Command::new("/proc/self/exe");
     command
+        .arg0(&exe)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -18,6 +18,30 @@ const HARDENING: &[&str] = &[
     "diff.external=",
     "-c",
     "core.pager=cat",
+    // git 2.54 and newer also run hooks named in the config
+    // (`hook.<name>.command`/`.event`), whatever `core.hooksPath` says:
+    // every event these commands could fire is switched off (older gits
+    // ignore the keys).
+    "-c",
+    "hook.reference-transaction.enabled=false",
+    "-c",
+    "hook.post-index-change.enabled=false",
+    "-c",
+    "hook.post-checkout.enabled=false",
+    "-c",
+    "hook.post-merge.enabled=false",
+    "-c",
+    "hook.post-rewrite.enabled=false",
+    "-c",
+    "hook.pre-auto-gc.enabled=false",
+    "-c",
+    "hook.post-commit.enabled=false",
+    "-c",
+    "hook.pre-commit.enabled=false",
+    "-c",
+    "hook.pre-push.enabled=false",
+    "-c",
+    "hook.push-to-checkout.enabled=false",
 ];
 
 /// Environment variables removed from every git invocation (the
