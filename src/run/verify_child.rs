@@ -262,9 +262,13 @@ fn cancelled(tool: &str, signal: i32) -> ToolResult {
     r.violations.push(Violation::new(
         rule::INTERRUPTED,
         format!(
-            "grantguard received {} during {tool}; it was stopped and the run is cancelled, not \
-             accepted",
-            process::signal_name(signal)
+            "grantguard received {} {}; it was stopped and the run is cancelled, not accepted",
+            process::signal_name(signal),
+            if tool == "verify" {
+                "while verifying".to_owned()
+            } else {
+                format!("during the workspace's {tool}")
+            }
         ),
     ));
     r.with_evidence("metadata_intact", false)
