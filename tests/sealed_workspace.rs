@@ -1243,3 +1243,61 @@ fn rejects_workspace_sealed_without_isolate_as_a_usage_error() {
     assert!(!sb.state.exists(), "a usage error wrote state");
     assert_identical(&before, &fingerprint(&[&sb.repo]));
 }
+
+/// The state directory (where the upper layer lives) on a small file
+/// system that the agent fills: the agent's writes fail, the run ends with
+/// a result and does not accept, and the host is untouched. Root only: the
+/// test mounts a 4 MiB tmpfs in a private mount namespace of its own
+/// (`unshare -m`), in which grantguard runs.
+#[test]
+fn keeps_the_host_identical_when_the_agent_fills_the_workspace_disk() {
+    // SAFETY: plain getter.
+    if unsafe { libc::geteuid() } != 0 || Command::new("unshare").arg("--help").output().is_err() {
+        eprintln!("skipped: needs root and unshare to mount a small file system");
+        return;
+    }
+    let sb = Sandbox::new();
+    let t = task(&sb, "docs", &["docs/"], 1);
+    let a = agent(
+        &sb,
+        "agent",
+        &format!(
+            "{DOCS_COMMIT}\ndd if=/dev/zero of=docs/big bs=1M count=16 2>/dev/null; \
+             git add docs/big 2>/dev/null; git commit -qm big 2>/dev/null; exit 0"
+        ),
+    );
+    std::fs::create_dir_all(&sb.state).unwrap();
+    let before = fingerprint(&[&sb.repo]);
+    let inner = run_cmd(&sb, &sb.repo, &sb.state, &t, &["--isolate"], &a);
+    let mut line = format!(
+        "mount -t tmpfs -o size=4m tmpfs '{}' && exec",
+        sb.state.display()
+    );
+    line.push(' ');
+    line.push_str(&shell_words(&inner));
+    let started = Instant::now();
+    let out = sb
+        .command("unshare")
+        .args(["-m", "sh", "-c", &line])
+        .current_dir(&sb.root)
+        .output()
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(60), "the run hung");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_ne!(out.status.code(), Some(0), "{said}");
+    // grantguard ran the command (the mount worked) and said why it did not accept.
+    let r: Value = serde_json::from_str(&said).expect("a result on stdout");
+    assert_eq!(r["evidence"]["command"]["started"], true, "{r:#}");
+    assert_ne!(r["status"], "succeeded", "{r:#}");
+    assert_identical(&before, &fingerprint(&[&sb.repo]));
+    assert_fsck_clean(&sb, &sb.repo);
+}
+
+/// `cmd`'s program and arguments as one shell line (single-quoted).
+fn shell_words(cmd: &Command) -> String {
+    std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .map(|a| format!("'{}'", a.to_string_lossy().replace('\'', "'\\''")))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
