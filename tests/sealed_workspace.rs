@@ -1301,3 +1301,234 @@ fn shell_words(cmd: &Command) -> String {
         .collect::<Vec<_>>()
         .join(" ")
 }
+
+/// Host shapes beyond the plain clone, each accepted and imported with
+/// nothing else of the host changed: a populated submodule (its git dir
+/// under `.git/modules`), a sparse checkout (cone mode, `docs/` only) and a
+/// repository whose git dir is elsewhere (`--separate-git-dir`).
+#[test]
+fn accepts_and_imports_into_a_host_with_a_populated_submodule() {
+    let sb = Sandbox::new();
+    let sub = sb.root.join("sub-origin");
+    sb.run_git(&sb.root, &["init", "-q", "-b", "main", "sub-origin"]);
+    std::fs::write(sub.join("lib.txt"), "sub\n").unwrap();
+    sb.run_git(&sub, &["add", "."]);
+    sb.run_git(&sub, &["commit", "-q", "-m", "sub"]);
+    sb.run_git(
+        &sb.repo,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            sub.to_str().unwrap(),
+            "vendor/sub",
+        ],
+    );
+    sb.git_nohooks(&["commit", "-q", "-m", "add submodule"]);
+    let t = task(&sb, "docs", &["docs/"], 1);
+    let a = agent(&sb, "agent", DOCS_COMMIT);
+    let layout = Layout::of(&sb, &sb.repo);
+    let baseline = head(&sb, &sb.repo);
+    let before = fingerprint(&[&sb.repo]);
+    let run = sealed_run(&sb, &t, &[], &a);
+    assert_imported(
+        &sb,
+        &run,
+        &layout,
+        "refs/heads/main",
+        &baseline,
+        &before,
+        &[&sb.repo],
+    );
+    assert_eq!(
+        sb.run_git(&sb.repo.join("vendor/sub"), &["status", "--porcelain"]),
+        ""
+    );
+}
+
+#[test]
+fn accepts_and_imports_into_a_sparse_checkout() {
+    let sb = Sandbox::new();
+    sb.git(&["sparse-checkout", "set", "--cone", "docs"]);
+    assert!(
+        !sb.repo.join("src/lib.rs").exists(),
+        "src/ is outside the cone"
+    );
+    let t = task(&sb, "docs", &["docs/"], 1);
+    let a = agent(&sb, "agent", DOCS_COMMIT);
+    let layout = Layout::of(&sb, &sb.repo);
+    let baseline = head(&sb, &sb.repo);
+    let before = fingerprint(&[&sb.repo]);
+    let run = sealed_run(&sb, &t, &[], &a);
+    assert_imported(
+        &sb,
+        &run,
+        &layout,
+        "refs/heads/main",
+        &baseline,
+        &before,
+        &[&sb.repo],
+    );
+    assert!(!sb.repo.join("src/lib.rs").exists(), "the cone is kept");
+}
+
+#[test]
+fn accepts_and_imports_into_a_repository_with_a_separate_git_dir() {
+    let sb = Sandbox::empty();
+    let git_dir = sb.root.join("elsewhere.git");
+    let repo = sb.root.join("checkout");
+    sb.run_git(
+        &sb.root,
+        &[
+            "init",
+            "-q",
+            "-b",
+            "main",
+            "--separate-git-dir",
+            git_dir.to_str().unwrap(),
+            repo.to_str().unwrap(),
+        ],
+    );
+    std::fs::create_dir_all(repo.join("docs")).unwrap();
+    std::fs::write(repo.join("docs/guide.md"), "guide\n").unwrap();
+    sb.run_git(&repo, &["add", "."]);
+    sb.run_git(&repo, &["commit", "-q", "-m", "initial"]);
+    let t = task(&sb, "docs", &["docs/"], 1);
+    let a = agent(&sb, "agent", DOCS_COMMIT);
+    let layout = Layout::of(&sb, &repo);
+    let baseline = head(&sb, &repo);
+    let before = fingerprint(&[&repo, &git_dir]);
+    let run = parse(
+        &run_cmd(&sb, &repo, &sb.state, &t, &["--isolate"], &a)
+            .output()
+            .unwrap(),
+    );
+    assert_imported(
+        &sb,
+        &run,
+        &layout,
+        "refs/heads/main",
+        &baseline,
+        &before,
+        &[&repo, &git_dir],
+    );
+}
+
+/// A host whose refs are in the reftable format (git 2.45 and newer can
+/// make one; Git 3.0 makes it the default). With a git that migrates a
+/// repository with reflogs (2.48 and newer: the machine's, or the Git 3.0
+/// preview build when one is found) it is accepted and imported, its refs
+/// read and written by git only; an older git refuses before the command
+/// runs, the host untouched.
+#[test]
+fn accepts_and_imports_into_a_reftable_host() {
+    let mut gits: Vec<Option<PathBuf>> = vec![None];
+    for dir in ["/opt/git3/bin", "/opt/git-2.55/bin"] {
+        if Path::new(dir).join("git").is_file() {
+            gits.push(Some(PathBuf::from(dir)));
+        }
+    }
+    for bin in gits {
+        reftable_host_run(bin.as_deref());
+    }
+}
+
+fn reftable_host_run(bin: Option<&Path>) {
+    let sb = Sandbox::empty();
+    let path = match bin {
+        Some(dir) => {
+            let mut p = dir.as_os_str().to_owned();
+            p.push(":");
+            p.push(std::env::var_os("PATH").unwrap_or_default());
+            p
+        }
+        None => std::env::var_os("PATH").unwrap_or_default(),
+    };
+    let git = |dir: &Path, args: &[&str]| {
+        let out = sb
+            .command("git")
+            .env("PATH", &path)
+            .current_dir(dir)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let repo = sb.root.join("reftable");
+    let init = sb
+        .command("git")
+        .env("PATH", &path)
+        .args(["init", "-q", "-b", "main", "--ref-format=reftable"])
+        .arg(&repo)
+        .output()
+        .unwrap();
+    if !init.status.success() {
+        eprintln!("skipped: this git cannot make a reftable repository");
+        return;
+    }
+    std::fs::create_dir_all(repo.join("docs")).unwrap();
+    std::fs::write(repo.join("docs/guide.md"), "guide\n").unwrap();
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-q", "-m", "initial"]);
+    git(&repo, &["tag", "v1"]);
+    assert!(repo.join(".git/reftable").is_dir());
+    let version = git(&repo, &["version"]);
+    let migrates_reflogs = version
+        .trim()
+        .strip_prefix("git version ")
+        .and_then(|v| {
+            let mut parts = v.split('.');
+            Some((
+                parts.next()?.parse::<u32>().ok()?,
+                parts.next()?.parse::<u32>().ok()?,
+            ))
+        })
+        .is_some_and(|(major, minor)| (major, minor) >= (2, 48));
+    let t = task(&sb, "docs", &["docs/"], 1);
+    let a = agent(&sb, "agent", DOCS_COMMIT);
+    let baseline = git(&repo, &["rev-parse", "HEAD"]);
+    let before = fingerprint(&[&repo]);
+    let mut cmd = run_cmd(&sb, &repo, &sb.state, &t, &["--isolate"], &a);
+    cmd.env("PATH", &path);
+    let run = parse(&cmd.output().unwrap());
+    if !migrates_reflogs {
+        assert_eq!(
+            run.r["status"], "failed_permanent",
+            "{version}: {:#}",
+            run.r
+        );
+        assert!(
+            rules(&run.r).contains(&"workspace_failed".to_owned()),
+            "{:#}",
+            run.r
+        );
+        assert!(run.stderr.contains("2.48"), "{}", run.stderr);
+        assert_identical(&before, &fingerprint(&[&repo]));
+        return;
+    }
+    assert_eq!(
+        run.r["status"], "succeeded",
+        "{version}: {:#}\n{}",
+        run.r, run.stderr
+    );
+    let tip = run.r["evidence"]["workspace"]["import"]["tip"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(git(&repo, &["rev-parse", "HEAD"]).trim(), tip);
+    assert_eq!(git(&repo, &["rev-parse", "HEAD~1"]), baseline);
+    assert_eq!(git(&repo, &["status", "--porcelain"]), "");
+    assert_eq!(
+        git(&repo, &["for-each-ref", "--format=%(refname)"]),
+        "refs/heads/main\nrefs/tags/v1\n"
+    );
+    assert!(repo.join(".git/reftable").is_dir(), "still reftable");
+    git(&repo, &["fsck", "--strict"]);
+}

@@ -73,7 +73,7 @@ impl Sealed {
             .map_err(|e| {
                 anyhow::anyhow!(
                     "the host keeps its refs in the reftable format, and git could not give the \
-                     workspace a copy in the files format ({e:#}); git 2.46 or newer is needed"
+                     workspace a copy in the files format ({e:#}); git 2.48 or newer migrates a repository with reflogs"
                 )
             })?;
         Ok(())
