@@ -163,13 +163,30 @@ impl Plan {
 
     /// A plan for grantguard's own steps inside a sealed workspace (arm,
     /// verify, disarm, the import's git): the overlays `mounts` and a
-    /// start in `dir`, nothing read-only, the network and capabilities
-    /// kept.
+    /// start in `dir`, nothing read-only, the capabilities kept.
     pub fn for_step(
         mounts: Vec<crate::workspace::OverlayMount>,
         dir: Option<&Path>,
     ) -> io::Result<Plan> {
-        let mut plan = Plan::new(Vec::new(), true)?;
+        Plan::step(mounts, dir, true)
+    }
+
+    /// [`Plan::for_step`] without the network (only loopback): for the
+    /// import's git, which must reach nothing but the local workspace and
+    /// host (a filter a commit's attributes name cannot download either).
+    pub fn for_offline_step(
+        mounts: Vec<crate::workspace::OverlayMount>,
+        dir: Option<&Path>,
+    ) -> io::Result<Plan> {
+        Plan::step(mounts, dir, false)
+    }
+
+    fn step(
+        mounts: Vec<crate::workspace::OverlayMount>,
+        dir: Option<&Path>,
+        network: bool,
+    ) -> io::Result<Plan> {
+        let mut plan = Plan::new(Vec::new(), network)?;
         plan.read_only.clear();
         plan.shown.clear();
         plan.drop_capabilities = false;

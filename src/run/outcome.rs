@@ -38,7 +38,7 @@ pub(super) fn execute(
                 marker["state"].as_str().unwrap_or("?")
             ));
         }
-        match Sealed::create(places, &admitted.run_id) {
+        match Sealed::create(places, &admitted.run_id, request.verify_timeout) {
             Ok(sealed) => Some(sealed),
             Err(e) => {
                 return ToolResult::rejected(

@@ -33,11 +33,17 @@ pub(super) struct Sealed {
     step: isolate::Plan,
     /// The host as the workspace was made of it ([`HostSeal`]).
     seal: HostSeal,
+    /// How long each git command of the import may take (`--verify-timeout`).
+    limit: std::time::Duration,
 }
 
 impl Sealed {
     /// Makes the workspace of `run_id` for the checkout at `places`.
-    pub(super) fn create(places: &Places, run_id: &str) -> anyhow::Result<Sealed> {
+    pub(super) fn create(
+        places: &Places,
+        run_id: &str,
+        limit: std::time::Duration,
+    ) -> anyhow::Result<Sealed> {
         let repo = crate::repo::open_for_objects(&places.work_dir)?;
         let location = crate::repo::location(&repo)?;
         let workspace = Workspace::create(&places.state, run_id, &location)?;
@@ -46,6 +52,7 @@ impl Sealed {
         let hubs = workspace.dir().join("hubs");
         crate::fsutil::create_private_dir(&hubs)?;
         let sealed = Sealed {
+            limit,
             hubs,
             workspace,
             step,
@@ -318,23 +325,34 @@ impl Sealed {
             tip,
             grant,
             run_id,
+            limit: self.limit,
         };
         match import::import(&self.workspace, &accepted) {
             Ok(done) => {
                 if let Some(why) = &done.worktree_error {
-                    result.warnings.push(format!(
-                        "the accepted commits were imported and {branch} moved to {tip}, but the \
-                         host's index and worktree could not be brought to it: {why}; run `git \
-                         read-tree -m -u {} {tip}` in the checkout",
-                        places
-                            .baseline_commit
-                            .as_deref()
-                            .unwrap_or("4b825dc642cb6eb9a060e54bf8d69288fbee4904")
-                    ));
+                    // The commits are the host's now; its checkout is not at
+                    // them: neither accepted-and-done nor untouched.
+                    fail(
+                        result,
+                        FailureClass::UnsafeState,
+                        rule::IMPORT_FAILED,
+                        format!(
+                            "the accepted commits were imported and {branch} moved to {tip}, but \
+                             the host's index and worktree could not be brought to it: {why}; \
+                             `grantguard status --state {}` lists the interrupted import; run \
+                             `git read-tree -m -u {} {tip}` in the checkout once the cause is fixed",
+                            places.state.display(),
+                            places
+                                .baseline_commit
+                                .as_deref()
+                                .unwrap_or("4b825dc642cb6eb9a060e54bf8d69288fbee4904")
+                        ),
+                    );
                 }
                 Some(
                     json!({"branch": branch, "tip": tip.to_string(), "commits": done.commits,
                             "lfs_objects": done.lfs_objects,
+                            "lfs_checked_out": done.lfs_checked_out,
                             "worktree_updated": done.worktree_updated}),
                 )
             }

@@ -41,7 +41,7 @@ use crate::acceptance::{CountCheck, Findings, check_history};
 use crate::grant::Grant;
 use crate::result::Violation;
 use crate::run::isolate::Plan;
-use crate::run::preserve::git::{git, run_git};
+use crate::run::preserve::git::{git, run_git, run_git_within};
 
 /// Name of the marker written while the host's branch and worktree move.
 pub const MARKER: &str = "import.json";
@@ -59,6 +59,8 @@ pub struct Accepted<'a> {
     pub grant: &'a Grant,
     /// The run, named in the reflog message.
     pub run_id: &'a str,
+    /// How long each git command of the import may take.
+    pub limit: std::time::Duration,
 }
 
 /// What the import did.
@@ -68,6 +70,9 @@ pub struct Imported {
     pub commits: usize,
     /// git-lfs objects copied into the host's LFS store ([`super::lfs`]).
     pub lfs_objects: usize,
+    /// LFS files whose content grantguard wrote into the worktree
+    /// ([`super::lfs::materialize`]).
+    pub lfs_checked_out: usize,
     /// Whether the host's index and worktree were brought to the tip.
     pub worktree_updated: bool,
     /// Why they were not, when not.
@@ -90,14 +95,17 @@ pub fn import(ws: &Workspace, accepted: &Accepted<'_>) -> Result<Imported, Impor
     let host = &ws.host().work_dir;
     let failed = |e: anyhow::Error| ImportError::Failed(format!("{e:#}"));
     preflight(ws, accepted.branch, accepted.baseline)?;
+    let packs_before = pack_indexes(&ws.host().common_dir);
     fetch(ws, accepted).map_err(failed)?;
     let (repo, facts) = check_received(host, accepted)?;
+    only_reachable_objects_arrived(ws, accepted, &repo, &packs_before)?;
     let commits = facts.count;
     let from = accepted
         .baseline
         .map_or_else(|| empty_tree(&accepted.tip), |b| b.to_string());
     let tip = accepted.tip.to_string();
-    dry_run(ws, &from, &tip).map_err(|e| {
+    let filters = ws.filter_path();
+    dry_run(ws, filters.as_ref(), accepted.limit, &from, &tip).map_err(|e| {
         ImportError::Conflict(format!(
             "the host checkout has local changes that bringing it to the accepted tip {tip} \
              would overwrite ({e:#}); nothing of the host changed"
@@ -135,39 +143,180 @@ pub fn import(ws: &Workspace, accepted: &Accepted<'_>) -> Result<Imported, Impor
         )));
     }
     crate::fsutil::crash_point("import-ref-moved");
-    // The stat data of a file touched but unchanged would make read-tree
-    // call it "not uptodate": refreshed first, as `git checkout` does.
-    let _ = ws
-        .git(host)
-        .args(["update-index", "-q", "--refresh"])
-        .output();
-    let mut read_tree = ws.git(host);
-    if !lfs.pointer_paths.is_empty() && lfs.missing == 0 && ws.has_git_lfs() {
-        // The accepted commits hold LFS pointers whose objects are all in
-        // the host's store now: git-lfs (resolved before the command) puts
-        // their content in the worktree, as `git lfs install` would have
-        // it do. Named here, not taken from a config: the user's global
-        // config is not read (the agent may have written it), and nothing
-        // can make git-lfs download (every object is local).
-        read_tree.args([
-            "-c",
-            "filter.lfs.process=git-lfs filter-process",
-            "-c",
-            "filter.lfs.smudge=git-lfs smudge -- %f",
-            "-c",
-            "filter.lfs.clean=git-lfs clean -- %f",
-            "-c",
-            "filter.lfs.required=true",
-        ]);
+    let worktree = update_worktree(ws, filters.as_ref(), accepted.limit, &from, &tip);
+    if worktree.is_ok() {
+        // The marker stays when the worktree update failed: `status` then
+        // says the branch is imported and the worktree is behind.
+        let _ = std::fs::remove_file(&marker);
     }
-    let worktree = run_git(&mut read_tree, &["read-tree", "-m", "-u", &from, &tip]);
-    let _ = std::fs::remove_file(&marker);
+    let materialized = match &worktree {
+        Ok(()) => super::lfs::materialize(ws, &repo, &lfs),
+        Err(_) => 0,
+    };
     Ok(Imported {
         commits,
         lfs_objects: lfs.copied,
+        lfs_checked_out: materialized,
         worktree_updated: worktree.is_ok(),
         worktree_error: worktree.err().map(|e| format!("{e:#}")),
     })
+}
+
+/// Step 6: the host's index and worktree to the tip, as `git checkout`
+/// would: the stat data refreshed first (a file touched but unchanged is
+/// not "not uptodate"), then `git read-tree -m -u`. Without the network
+/// (a filter the host's own config names, such as git-lfs, runs as the
+/// user's git would run it, but downloads nothing).
+fn update_worktree(
+    ws: &Workspace,
+    filters: Option<&super::trusted_git::FilterPath>,
+    limit: std::time::Duration,
+    from: &str,
+    tip: &str,
+) -> Result<()> {
+    let host = &ws.host().work_dir;
+    let offline = || -> Result<Command> {
+        use std::os::unix::process::CommandExt;
+        let plan = Plan::for_offline_step(Vec::new(), None)
+            .context("cannot prepare the import's namespaces")?;
+        let mut cmd = ws.git_with_filters(host, filters);
+        // SAFETY: `enter` makes only system calls (see its doc).
+        unsafe {
+            cmd.pre_exec(move || plan.enter());
+        }
+        Ok(cmd)
+    };
+    let _ = run_git_within(&mut offline()?, &["update-index", "-q", "--refresh"], limit);
+    run_git_within(
+        &mut offline()?,
+        &["read-tree", "-m", "-u", from, tip],
+        limit,
+    )?;
+    Ok(())
+}
+
+/// The pack indexes in the host's object store now.
+fn pack_indexes(common_dir: &Path) -> std::collections::BTreeSet<PathBuf> {
+    pack_indexes_in(&common_dir.join("objects"))
+        .into_iter()
+        .collect()
+}
+
+/// The object stores of the host as they were before the fetch: its loose
+/// objects, the packs it had, and the stores its alternates borrow from.
+struct Existing {
+    stores: Vec<PathBuf>,
+    packs: Vec<gix::odb::pack::index::File>,
+}
+
+impl Existing {
+    fn before(
+        common_dir: &Path,
+        old_packs: &std::collections::BTreeSet<PathBuf>,
+        kind: gix::hash::Kind,
+    ) -> Existing {
+        let objects = common_dir.join("objects");
+        let mut stores = vec![objects.clone()];
+        stores.extend(super::alternates(&objects));
+        let mut indexes: Vec<PathBuf> = old_packs.iter().cloned().collect();
+        for store in &stores[1..] {
+            indexes.extend(pack_indexes_in(store));
+        }
+        let packs = indexes
+            .iter()
+            .filter_map(|p| gix::odb::pack::index::File::at(p, kind).ok())
+            .collect();
+        Existing { stores, packs }
+    }
+
+    fn has(&self, id: &ObjectId) -> bool {
+        let hex = id.to_string();
+        self.stores
+            .iter()
+            .any(|s| s.join(&hex[..2]).join(&hex[2..]).is_file())
+            || self.packs.iter().any(|p| p.lookup(id).is_some())
+    }
+}
+
+fn pack_indexes_in(objects: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(objects.join("pack"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "idx"))
+        .collect()
+}
+
+/// Step 3, second half: what `git fetch` wrote is a pack of objects the
+/// accepted tip reaches beyond the baseline, and nothing else. The
+/// workspace's own upload-pack chose what to send (its bitmaps and
+/// commit-graph are switched off, [`fetch`], but the choice is checked,
+/// not trusted): a pack with any other object is removed again and the
+/// import rejected, no ref having moved.
+fn only_reachable_objects_arrived(
+    ws: &Workspace,
+    accepted: &Accepted<'_>,
+    repo: &gix::Repository,
+    before: &std::collections::BTreeSet<PathBuf>,
+) -> Result<(), ImportError> {
+    let failed = |e: anyhow::Error| ImportError::Failed(format!("{e:#}"));
+    let new: Vec<PathBuf> = pack_indexes(&ws.host().common_dir)
+        .difference(before)
+        .cloned()
+        .collect();
+    if new.is_empty() {
+        return Ok(());
+    }
+    let mut range = vec![
+        "rev-list".to_owned(),
+        "--objects".to_owned(),
+        accepted.tip.to_string(),
+    ];
+    if let Some(base) = accepted.baseline {
+        range.push("--not".into());
+        range.push(base.to_string());
+    }
+    let listed =
+        run_git_within(&mut ws.git(&ws.host().work_dir), &range, accepted.limit).map_err(failed)?;
+    let reachable: std::collections::HashSet<ObjectId> = String::from_utf8_lossy(&listed)
+        .lines()
+        .filter_map(|l| l.split(' ').next())
+        .filter_map(|hex| ObjectId::from_hex(hex.as_bytes()).ok())
+        .collect();
+    let kind = repo.object_hash();
+    let existed = Existing::before(&ws.host().common_dir, before, kind);
+    let mut stray = None;
+    for idx in &new {
+        let index = gix::odb::pack::index::File::at(idx, kind)
+            .map_err(|e| ImportError::Failed(format!("cannot read {}: {e}", idx.display())))?;
+        // A thin pack is completed with bases the host already had
+        // (`index-pack --fix-thin`): those are no news.
+        if let Some(entry) = index
+            .iter()
+            .find(|e| !reachable.contains(&e.oid) && !existed.has(&e.oid))
+        {
+            stray = Some(entry.oid);
+            break;
+        }
+    }
+    let Some(stray) = stray else {
+        return Ok(());
+    };
+    for idx in &new {
+        for ext in ["pack", "idx", "rev", "bitmap", "keep", "promisor", "mtimes"] {
+            let _ = std::fs::remove_file(idx.with_extension(ext));
+        }
+    }
+    Err(ImportError::Rejected(vec![Violation::new(
+        crate::run::rule::IMPORT_REJECTED,
+        format!(
+            "the workspace sent object {stray}, which the accepted tip {} does not reach (a \
+             forged bitmap or commit-graph in the workspace?); the received pack was removed \
+             and no ref of the host moved",
+            accepted.tip
+        ),
+    )]))
 }
 
 /// The imports of sealed workspaces under `state` that were interrupted
@@ -217,7 +366,13 @@ pub fn interrupted(state: &Path) -> Vec<serde_json::Value> {
 /// Step 4: `git read-tree -n -m -u` against a refreshed copy of the host's
 /// index (in the workspace directory), so that neither the dry run nor the
 /// refresh writes anything of the host (a split index is written whole).
-fn dry_run(ws: &Workspace, from: &str, tip: &str) -> Result<()> {
+fn dry_run(
+    ws: &Workspace,
+    filters: Option<&super::trusted_git::FilterPath>,
+    limit: std::time::Duration,
+    from: &str,
+    tip: &str,
+) -> Result<()> {
     let host = &ws.host().work_dir;
     let index = ws.dir().join("index.dry-run");
     match std::fs::copy(ws.host().git_dir.join("index"), &index) {
@@ -226,17 +381,20 @@ fn dry_run(ws: &Workspace, from: &str, tip: &str) -> Result<()> {
         Err(e) => return Err(e).context("cannot copy the host's index"),
     }
     let with_copy = || {
-        let mut cmd = ws.git(host);
+        let mut cmd = ws.git_with_filters(host, filters);
         cmd.env("GIT_INDEX_FILE", &index)
             .args(["-c", "core.splitIndex=false"]);
         cmd
     };
-    let _ = with_copy()
-        .args(["update-index", "-q", "--refresh"])
-        .output();
-    let result = run_git(
+    let _ = run_git_within(
+        &mut with_copy(),
+        &["update-index", "-q", "--refresh"],
+        limit,
+    );
+    let result = run_git_within(
         &mut with_copy(),
         &["read-tree", "-n", "-m", "-u", from, tip],
+        limit,
     );
     let _ = std::fs::remove_file(&index);
     result.map(|_| ())
@@ -297,7 +455,8 @@ fn fetch(ws: &Workspace, accepted: &Accepted<'_>) -> Result<()> {
     let source: PathBuf = ws
         .view_of(&ws.host().common_dir)
         .context("the common dir is in no layer of the workspace")?;
-    let plan = Plan::for_step(ws.beside(), None).context("cannot prepare the import's mounts")?;
+    let plan =
+        Plan::for_offline_step(ws.beside(), None).context("cannot prepare the import's mounts")?;
     let mut cmd: Command = ws.git(&ws.host().work_dir);
     cmd.args([
         "-c",
@@ -314,12 +473,32 @@ fn fetch(ws: &Workspace, accepted: &Accepted<'_>) -> Result<()> {
         "protocol.file.allow=always",
         "-c",
         "fetch.recurseSubmodules=false",
+        // Always a pack (never loose objects), so that what arrived can be
+        // listed and checked (`only_reachable_objects_arrived`).
+        "-c",
+        "fetch.unpackLimit=1",
+        "-c",
+        "transfer.unpackLimit=1",
     ]);
     // SAFETY: `enter` makes only system calls (see its doc).
     unsafe {
         use std::os::unix::process::CommandExt;
         cmd.pre_exec(move || plan.enter());
     }
+    // The serving side reads the workspace, which the agent wrote: it walks
+    // the real objects, not the workspace's bitmaps, commit-graph,
+    // multi-pack-index, reverse indexes or replace refs (a forged one would
+    // choose what is sent). git passes no `-c` of the fetch to a local
+    // upload-pack, so they are given on its own command line.
+    let upload_pack = format!(
+        "'{}' --no-replace-objects -c pack.useBitmaps=false -c core.commitGraph=false \
+         -c core.multiPackIndex=false -c pack.readReverseIndex=false \
+         -c uploadpack.allowFilter=false upload-pack",
+        ws.git_program()
+            .display()
+            .to_string()
+            .replace('\'', "'\\''")
+    );
     let source = source.into_os_string();
     let args: Vec<&std::ffi::OsStr> = vec![
         "fetch".as_ref(),
@@ -327,10 +506,13 @@ fn fetch(ws: &Workspace, accepted: &Accepted<'_>) -> Result<()> {
         "--no-tags".as_ref(),
         "--no-write-fetch-head".as_ref(),
         "--no-recurse-submodules".as_ref(),
+        "--upload-pack".as_ref(),
+        upload_pack.as_ref(),
         source.as_os_str(),
         accepted.branch.as_ref(),
     ];
-    run_git(&mut cmd, &args).context("git fetch from the sealed workspace failed")?;
+    run_git_within(&mut cmd, &args, accepted.limit)
+        .context("git fetch from the sealed workspace failed")?;
     run_git(
         &mut ws.git(&ws.host().work_dir),
         &["cat-file", "-e", &format!("{}^{{commit}}", accepted.tip)],

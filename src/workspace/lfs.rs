@@ -27,11 +27,26 @@ const POINTER_CUTOFF: usize = 1024;
 pub struct Brought {
     /// Objects copied into the host's store.
     pub copied: usize,
-    /// The paths whose new content is a pointer.
-    pub pointer_paths: Vec<gix::bstr::BString>,
+    /// The files whose new content is a pointer.
+    pub pointers: Vec<Pointer>,
     /// Pointers whose object is in neither the host's store nor the
     /// workspace's (git-lfs would try to download them).
     pub missing: usize,
+}
+
+/// An accepted file whose content is an LFS pointer.
+#[derive(Clone, Debug)]
+pub struct Pointer {
+    /// Its git path.
+    pub path: gix::bstr::BString,
+    /// The LFS object's SHA-256 (hex) and size.
+    pub oid: String,
+    /// The object's size.
+    pub size: u64,
+    /// The pointer blob and the file's mode (`100644` or `100755`).
+    pub blob: ObjectId,
+    /// The file's mode, as git writes it in the index.
+    pub mode: u32,
 }
 
 /// Copies the LFS objects the accepted `changes` point to into the host.
@@ -54,8 +69,17 @@ pub fn bring_objects(
             let Some((oid, size)) = parse_pointer(&object.data) else {
                 continue;
             };
-            if !brought.pointer_paths.contains(&change.path) {
-                brought.pointer_paths.push(change.path.clone());
+            if !brought.pointers.iter().any(|p| p.path == change.path) {
+                let executable = change
+                    .new_mode
+                    .is_some_and(|m| m.kind() == gix::objs::tree::EntryKind::BlobExecutable);
+                brought.pointers.push(Pointer {
+                    path: change.path.clone(),
+                    oid: oid.clone(),
+                    size,
+                    blob: id,
+                    mode: if executable { 0o100755 } else { 0o100644 },
+                });
             }
             let rel = Path::new(&oid[..2]).join(&oid[2..4]).join(&oid);
             let target = host_store.join(&rel);
@@ -96,8 +120,16 @@ fn workspace_copy(ws: &Workspace, rel: &Path) -> Option<PathBuf> {
 /// `size` bytes; written to a temporary file first, then renamed. `false`
 /// when the content is not the object the pointer names.
 fn copy_verified(source: &Path, target: &Path, oid: &str, size: u64) -> Result<bool> {
-    let mut file = crate::fsutil::open_regular(source)
+    use std::os::unix::fs::MetadataExt;
+    let file = crate::fsutil::open_regular(source)
         .with_context(|| format!("cannot read {}", source.display()))?;
+    let meta = file.metadata()?;
+    // Not the pointer's size, or mostly holes (a sparse file costs the agent
+    // nothing and would cost the host its size): not copied.
+    if meta.len() != size || (size > 1 << 20 && meta.blocks().saturating_mul(512) < size / 2) {
+        return Ok(false);
+    }
+    let mut file = file.take(size);
     let dir = target.parent().context("an LFS object path has a parent")?;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut out = tempfile::NamedTempFile::new_in(dir)?;
@@ -125,6 +157,106 @@ fn copy_verified(source: &Path, target: &Path, oid: &str, size: u64) -> Result<b
     out.as_file().sync_all()?;
     out.persist(target)?;
     Ok(true)
+}
+
+/// Writes the content of the accepted LFS files into the host's worktree
+/// where the worktree update left their pointers: when the host
+/// repository's own config names no LFS filter (git-lfs installed only in
+/// the user's global config, which grantguard's git does not read) but the
+/// user's global config does. The content is the verified object in the
+/// host's store; the file must still hold exactly its pointer, inside the
+/// worktree (no symlink on the way). Returns how many files were written.
+pub fn materialize(ws: &Workspace, repo: &gix::Repository, brought: &Brought) -> usize {
+    if brought.pointers.is_empty() || repo_filters_lfs(repo) || !user_filters_lfs() {
+        return 0;
+    }
+    let work_dir = &ws.host().work_dir;
+    let store = ws.host().common_dir.join("lfs").join("objects");
+    let mut written = Vec::new();
+    for pointer in &brought.pointers {
+        use std::os::unix::ffi::OsStrExt;
+        let (oid, size) = (&pointer.oid, pointer.size);
+        let rel = Path::new(std::ffi::OsStr::from_bytes(&pointer.path));
+        let target = work_dir.join(rel);
+        let inside = rel.ancestors().skip(1).all(|a| {
+            work_dir
+                .join(a)
+                .symlink_metadata()
+                .is_ok_and(|m| m.is_dir())
+        });
+        let text =
+            format!("version https://git-lfs.github.com/spec/v1\noid sha256:{oid}\nsize {size}\n");
+        let holds_pointer = target.symlink_metadata().is_ok_and(|m| m.is_file())
+            && crate::fsutil::read_regular(&target).is_ok_and(|b| b == text.as_bytes());
+        let object = store.join(&oid[..2]).join(&oid[2..4]).join(oid);
+        if inside && holds_pointer && replace_with(&target, &object).is_ok() {
+            written.push(pointer);
+        }
+    }
+    if !written.is_empty() {
+        // The index still has the pointer file's size: git would call the
+        // file modified without looking. Its stat data is cleared (same
+        // blob, same mode), so git compares content, through the user's
+        // LFS filter, and finds it clean.
+        let mut info = Vec::new();
+        for p in &written {
+            info.extend_from_slice(format!("{:o} {}\t", p.mode, p.blob).as_bytes());
+            info.extend_from_slice(&p.path);
+            info.push(b'\n');
+        }
+        let mut cmd = ws.git(work_dir);
+        cmd.args(["update-index", "--index-info"]);
+        let _ = crate::run::preserve::git::run_git_with_input(&mut cmd, &info);
+    }
+    written.len()
+}
+
+/// Replaces `target`'s content with `object`'s, keeping its mode.
+fn replace_with(target: &Path, object: &Path) -> Result<()> {
+    let dir = target.parent().context("a worktree file has a parent")?;
+    let mode = target.metadata()?.permissions();
+    let mut source = crate::fsutil::open_regular(object)?;
+    let mut out = tempfile::NamedTempFile::new_in(dir)?;
+    std::io::copy(&mut source, &mut out)?;
+    out.as_file().set_permissions(mode)?;
+    out.persist(target)?;
+    Ok(())
+}
+
+/// Whether the repository's own config names an LFS filter (then the
+/// worktree update ran it).
+fn repo_filters_lfs(repo: &gix::Repository) -> bool {
+    let config = repo.config_snapshot();
+    ["filter.lfs.process", "filter.lfs.smudge"]
+        .iter()
+        .any(|key| config.string(*key).is_some())
+}
+
+/// Whether the user's global git config names an LFS filter (`git lfs
+/// install`). Read, never run: it only decides whether grantguard writes
+/// verified content itself.
+fn user_filters_lfs() -> bool {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let xdg = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| home.as_ref().map(|h| h.join(".config")));
+    let files = [
+        std::env::var_os("GIT_CONFIG_GLOBAL").map(PathBuf::from),
+        home.map(|h| h.join(".gitconfig")),
+        xdg.map(|x| x.join("git").join("config")),
+    ];
+    files.into_iter().flatten().any(|file| {
+        crate::fsutil::read_regular(&file).is_ok_and(|bytes| {
+            gix::config::File::from_bytes_no_includes(
+                &bytes,
+                gix::config::file::Metadata::api(),
+                Default::default(),
+            )
+            .is_ok_and(|c| {
+                c.string("filter.lfs.process").is_some() || c.string("filter.lfs.smudge").is_some()
+            })
+        })
+    })
 }
 
 /// `(oid, size)` of a pointer in the exact form git-lfs writes.

@@ -41,7 +41,7 @@
 //! options: such a repository or state directory is refused with a clear
 //! message (the in-place workspace still works there).
 
-mod aliases;
+pub mod aliases;
 pub mod host;
 pub mod import;
 mod layers;
@@ -102,7 +102,7 @@ impl Workspace {
     /// Nothing of the host is written.
     pub fn create(state: &Path, run_id: &str, host: &Location) -> Result<Workspace> {
         let mut ws = Workspace::describe(state, run_id, host)?;
-        let mut git = trusted_git::TrustedGit::resolve()?;
+        let git = trusted_git::TrustedGit::resolve()?;
         if ws.dir.symlink_metadata().is_ok() {
             bail!(
                 "the workspace {} already exists (a run id is used once)",
@@ -110,7 +110,6 @@ impl Workspace {
             );
         }
         crate::fsutil::create_private_dir(&ws.dir)?;
-        git.link_into(&ws.dir.join("bin"))?;
         ws.git = Some(git);
         for layer in &ws.layers {
             layers::make(layer)?;
@@ -187,19 +186,39 @@ impl Workspace {
         }
     }
 
+    /// [`Workspace::git`] that also finds the filters the host's own config
+    /// names by a bare name (git-lfs) in `filters`, made after the agent
+    /// ended.
+    pub fn git_with_filters(
+        &self,
+        dir: &Path,
+        filters: Option<&trusted_git::FilterPath>,
+    ) -> std::process::Command {
+        match &self.git {
+            Some(git) => git.command_with(dir, filters.map(trusted_git::FilterPath::path)),
+            None => crate::run::preserve::git::git(dir),
+        }
+    }
+
+    /// The filter directory for this workspace's git ([`trusted_git::FilterPath`]).
+    pub fn filter_path(&self) -> Option<trusted_git::FilterPath> {
+        self.git
+            .as_ref()
+            .and_then(|g| trusted_git::FilterPath::new(g).ok())
+    }
+
+    /// The git program the host-side steps run (resolved when the workspace
+    /// was made; plain `git` for a described workspace).
+    pub fn git_program(&self) -> PathBuf {
+        self.git
+            .as_ref()
+            .map_or_else(|| PathBuf::from("git"), |g| g.program().to_path_buf())
+    }
+
     /// The `PATH` grantguard's own steps run with ([`trusted_git`]): what
     /// the agent put on the caller's `PATH` is never run by them.
     pub fn search_path(&self) -> Option<&std::ffi::OsStr> {
-        self.git
-            .as_ref()
-            .and_then(trusted_git::TrustedGit::search_path)
-    }
-
-    /// Whether git-lfs was found (and resolved) when the workspace was made.
-    pub fn has_git_lfs(&self) -> bool {
-        self.git
-            .as_ref()
-            .is_some_and(trusted_git::TrustedGit::has_lfs)
+        self.git.as_ref().map(trusted_git::TrustedGit::search_path)
     }
 
     /// The workspace's directory (`<state>/workspaces/<run-id>`): what is
@@ -279,6 +298,11 @@ impl Workspace {
             self.host.work_dir.clone(),
             self.host.common_dir.clone(),
         ]));
+        // The state directory holds the workspace's layers and grantguard's
+        // records: another mount that shows it is read-only too.
+        if let Some(state) = self.dir.parent().and_then(Path::parent) {
+            out.extend(aliases::of(&[state.to_path_buf()]));
+        }
         if let Some(git) = &self.git {
             out.extend(git.paths_to_freeze());
         }
@@ -405,7 +429,7 @@ pub fn probe(work_dir: &Path) -> Result<()> {
 /// The object stores `objects` borrows from through
 /// `info/alternates`, followed as git follows them (relative entries
 /// against the store that names them, at most 5 levels deep).
-fn alternates(objects: &Path) -> Vec<PathBuf> {
+pub(crate) fn alternates(objects: &Path) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
     let mut queue = vec![(objects.to_path_buf(), 0)];
     while let Some((store, depth)) = queue.pop() {

@@ -7,11 +7,9 @@
 //! host writable. So the git program and git-lfs are resolved to absolute
 //! paths before the command starts, the command's namespace mounts them
 //! (and git's exec path) read-only, and every host-side step runs that git
-//! with `PATH` set to git's exec path and a directory of the workspace's
-//! own (under the state directory, read-only for the command) that links
-//! to them, and nothing else.
+//! with `PATH` set to git's exec path and nothing else; git-lfs is named by
+//! its absolute path where a step runs it.
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -23,7 +21,6 @@ pub struct TrustedGit {
     program: PathBuf,
     exec_path: PathBuf,
     lfs: Option<PathBuf>,
-    search_path: Option<OsString>,
 }
 
 impl TrustedGit {
@@ -47,43 +44,55 @@ impl TrustedGit {
             program,
             exec_path,
             lfs: which("git-lfs"),
-            search_path: None,
         })
     }
 
-    /// Makes `bin` (a directory of the workspace) hold links to the
-    /// resolved programs and uses it, after git's exec path, as the only
-    /// `PATH` of the steps.
-    pub fn link_into(&mut self, bin: &Path) -> Result<()> {
-        crate::fsutil::create_private_dir(bin)?;
-        std::os::unix::fs::symlink(&self.program, bin.join("git"))
-            .with_context(|| format!("cannot link git into {}", bin.display()))?;
-        if let Some(lfs) = &self.lfs {
-            std::os::unix::fs::symlink(lfs, bin.join("git-lfs"))
-                .with_context(|| format!("cannot link git-lfs into {}", bin.display()))?;
-        }
-        let mut path = self.exec_path.clone().into_os_string();
-        path.push(":");
-        path.push(bin);
-        self.search_path = Some(path);
-        Ok(())
-    }
-
     /// A hardened git command in `dir` (see [`crate::run::preserve`]'s git)
-    /// running this git with this `PATH`.
+    /// running this git with [`TrustedGit::search_path`] as its `PATH`, no
+    /// `HOME` (the user's `~/.config/git/attributes` and `ignore` are files
+    /// an agent of the same user can write; git reads them even with
+    /// `GIT_CONFIG_GLOBAL=/dev/null`) and no system attributes.
     pub fn command(&self, dir: &Path) -> Command {
-        crate::run::preserve::git::git_at(&self.program, self.search_path.as_deref(), dir)
+        self.command_with(dir, None)
     }
 
-    /// The `PATH` of the steps (git's exec path and the links), once
-    /// [`TrustedGit::link_into`] made it.
-    pub fn search_path(&self) -> Option<&std::ffi::OsStr> {
-        self.search_path.as_deref()
+    /// [`TrustedGit::command`] with `extra` after git's exec path on `PATH`:
+    /// a directory grantguard made after the agent ended
+    /// ([`FilterPath`]), for filters the host's own config names.
+    pub fn command_with(&self, dir: &Path, extra: Option<&Path>) -> Command {
+        let mut path = self.search_path().to_owned();
+        if let Some(extra) = extra {
+            path.push(":");
+            path.push(extra);
+        }
+        let mut cmd = crate::run::preserve::git::git_at(&self.program, Some(&path), dir);
+        cmd.env("HOME", "/nonexistent")
+            .env("GIT_ATTR_NOSYSTEM", "1")
+            .env_remove("XDG_CONFIG_HOME")
+            .args([
+                "-c",
+                "core.attributesFile=/dev/null",
+                "-c",
+                "core.excludesFile=/dev/null",
+            ]);
+        cmd
     }
 
-    /// Whether git-lfs was found.
-    pub fn has_lfs(&self) -> bool {
-        self.lfs.is_some()
+    /// The `PATH` of the steps: git's exec path, read-only for the command,
+    /// and nothing else (git finds its own programs there; git-lfs is named
+    /// by its absolute path, [`TrustedGit::lfs`]).
+    pub fn search_path(&self) -> &std::ffi::OsStr {
+        self.exec_path.as_os_str()
+    }
+
+    /// The absolute path of git.
+    pub fn program(&self) -> &Path {
+        &self.program
+    }
+
+    /// The absolute path of git-lfs, if it was found.
+    pub fn lfs(&self) -> Option<&Path> {
+        self.lfs.as_deref()
     }
 
     /// What the command must not be able to change: the programs and git's
@@ -92,6 +101,34 @@ impl TrustedGit {
         let mut out = vec![self.program.clone(), self.exec_path.clone()];
         out.extend(self.lfs.clone());
         out
+    }
+}
+
+/// A directory, made once the agent's processes are gone, that links to
+/// the git-lfs resolved before the command: the host's own config names
+/// its filter by a bare name (`git lfs install` writes `git-lfs
+/// filter-process`), and this is where the worktree update finds it.
+pub struct FilterPath {
+    dir: tempfile::TempDir,
+}
+
+impl FilterPath {
+    /// Makes the directory (empty when git-lfs was not found).
+    pub fn new(git: &TrustedGit) -> Result<FilterPath> {
+        let dir = tempfile::Builder::new()
+            .prefix("grantguard-filters-")
+            .tempdir()
+            .context("cannot make a directory for the filters")?;
+        if let Some(lfs) = &git.lfs {
+            std::os::unix::fs::symlink(lfs, dir.path().join("git-lfs"))
+                .context("cannot link git-lfs")?;
+        }
+        Ok(FilterPath { dir })
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
     }
 }
 

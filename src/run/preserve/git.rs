@@ -128,10 +128,95 @@ pub(crate) fn run_git<S: AsRef<OsStr>>(cmd: &mut Command, args: &[S]) -> Result<
     Ok(out.stdout)
 }
 
+/// [`run_git`] with a deadline: git runs in a process group of its own,
+/// and when `limit` passes first the group is killed and this fails. For
+/// git run on what an agent controls (a FIFO where git opens a file blocks
+/// it for ever).
+pub(crate) fn run_git_within<S: AsRef<OsStr>>(
+    cmd: &mut Command,
+    args: &[S],
+    limit: std::time::Duration,
+) -> Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    let mut child = cmd
+        .args(args)
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .stdout(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .context("cannot start git")?;
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let deadline = std::time::Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().context("cannot wait for git")? {
+            break Some(status);
+        }
+        if std::time::Instant::now() >= deadline {
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let group = i32::try_from(child.id()).unwrap_or(0);
+    if group > 0 {
+        // SAFETY: a signal to the process group git leads.
+        unsafe { libc::kill(-group, libc::SIGKILL) };
+    }
+    let status = match status {
+        Some(status) => status,
+        None => {
+            let _ = child.wait();
+            bail!(
+                "git {} did not finish within {} s and was killed",
+                shown(args),
+                limit.as_secs()
+            );
+        }
+    };
+    let out = stdout.join().unwrap_or_default();
+    let err = stderr.join().unwrap_or_default();
+    if !status.success() {
+        bail!(
+            "git {} failed ({status}): {}",
+            shown(args),
+            String::from_utf8_lossy(&err).trim()
+        );
+    }
+    Ok(out)
+}
+
+fn shown<S: AsRef<OsStr>>(args: &[S]) -> String {
+    args.iter()
+        .map(|a| a.as_ref().to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Runs git with `input` on its stdin and returns its stdout; fails on a
 /// non-zero exit. The input is written from a thread, so a large output
 /// cannot block it.
-pub(super) fn run_git_with_input(cmd: &mut Command, input: &[u8]) -> Result<Vec<u8>> {
+pub(crate) fn run_git_with_input(cmd: &mut Command, input: &[u8]) -> Result<Vec<u8>> {
     use std::io::Write;
     let mut child = cmd
         .stdin(Stdio::piped())
