@@ -2,13 +2,15 @@
 # Measures grantguard against the git CLI on generated repositories and prints
 # one table. See "Performance" in the README.
 #
-#   bench/run.sh            the full run (install.sh's build, ~5 minutes)
-#   bench/run.sh --smoke    a tiny run that only proves the runner works
+#   bench/run.sh                the full run (install.sh's build, ~10 minutes)
+#   bench/run.sh --smoke        a tiny run that only proves the runner works
+#   bench/run.sh --only sealed  only the sealed-workspace rows (~4 minutes)
 #
-# Options: --runs N (timed runs per figure, default 21), --keep (keep the
-# work directory and print its path). Environment: GRANTGUARD=path uses that
-# binary instead of building one; BENCH_NO_HYPERFINE=1 forces the built-in
-# loop.
+# Options: --runs N (timed runs per figure, default 21; the sealed rows that
+# take seconds a run on the large repository take at most 7), --keep (keep
+# the work directory and print its path). Environment: GRANTGUARD=path uses
+# that binary instead of building one; BENCH_NO_HYPERFINE=1 forces the
+# built-in loop.
 #
 # The commit rows time each variant in turn, round after round, and take
 # the medians (see `interleaved`). Other figures use hyperfine when it is
@@ -21,13 +23,16 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
-smoke=0 runs=21 keep=0
+smoke=0 runs=21 keep=0 only=
 while [ $# -gt 0 ]; do
   case $1 in
     --smoke) smoke=1 ;;
     --runs) runs=$2; shift ;;
     --keep) keep=1 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    --only)
+      case ${2:-} in sealed) only=$2 ;; *) echo "--only takes: sealed" >&2; exit 2 ;; esac
+      shift ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -212,6 +217,9 @@ calls() {
   rm -f "$work/calls"
 }
 
+# The rows that are not the sealed workspace's (all of them but the last
+# section); `--only sealed` skips them.
+if [ "$only" != sealed ]; then
 setup "$small_kind" small
 hook_overhead small small $((3 * runs)) 5
 
@@ -250,7 +258,9 @@ parallel_overhead
 # and without its own mount and network namespaces, on a fresh copy of the
 # small repository. The task has no grant (no arm, no verify), so the
 # difference is the isolation alone: the probe child, the unshare, the
-# read-only bind mounts of the protected metadata, loopback up.
+# read-only bind mounts of the protected metadata, loopback up, and (the
+# default workspace) the sealed workspace made and mounted; the sealed
+# rows below split that last part out.
 isolate_overhead() {
   "$here/gen.sh" "$small_kind" "$work/small-run" >/dev/null
   printf '%s\n' '{"id": "noop", "title": "No-op", "objective": "Measure run",
@@ -333,10 +343,249 @@ printf '%s %s HEAD\n%s %s refs/heads/main\n' "$base" "$tip" "$base" "$tip" >"$wo
 rt=$(median_ms "" "$gg hook reference-transaction --state $work/deep.state -- prepared < $work/rt.in")
 revlist=$(median_ms "" "git rev-list --count $base..$tip")
 row "ref-transaction vs rev-list --count, deep (ms)" "$rt" "$revlist" "$(ratio "$rt" "$revlist")" "$new_commits new commits on $(git rev-list --count "$base") (median)"
+fi # [ "$only" != sealed ]
+
+# The sealed workspace (`run --isolate`'s default; src/workspace), on a
+# fresh large repository (the small one too, where flatness is the point):
+#
+# - set-up: overlayfs mounted over the checkout in a new mount namespace
+#   with fresh upper and work directories, as run mounts it for each of its
+#   steps, against the workspace a clone would give (`git clone --shared`,
+#   which checks every file out); and grantguard itself: `run --isolate --
+#   true` (no grant) sealed against the same run in place;
+# - import: sealed runs whose agent makes $new_commits commits on docs/,
+#   with a timing shim in front of git on PATH (these runs only) that logs
+#   when each git process starts and ends: the import is the span from its
+#   first git call (the preflight's symbolic-ref) to the end of its last
+#   (read-tree -m -u), the git fetch inside it is one of those calls.
+#   Against it, a plain `git fetch` with fsck and the import's flags of the
+#   same number of new commits, from a copy of the repository holding them
+#   (as loose objects, as the agent's) into a fresh copy of the host;
+# - whole runs, sealed against in place (interleaved), of that agent and of
+#   one making a single `git commit`.
+# A granted run moves the host's branch: before each one (untimed) the host
+# is reset to its base, its object store and reflogs restored, so that every
+# run imports new objects into the same store.
+seal_runs=$((runs < 7 ? runs : 7)) # a granted run on large takes seconds
+
+seal_reset() {
+  $nohooks -C "$seal_host" reset -q --hard "$seal_base"
+  rm -rf "$seal_host/.git/objects" "$seal_host/.git/logs"
+  cp -a "$seal_pristine/objects" "$seal_pristine/logs" "$seal_host/.git/"
+}
+
+# overlay_ms DIR: the median time to mount overlayfs over DIR as run does.
+overlay_ms() {
+  local dir=$1 ov=$work/overlay ns="unshare -m" opt=
+  if [ "$(id -u)" != 0 ]; then ns="unshare -Urm" opt=,userxattr; fi
+  local prepare="chmod -R u+rwx $ov 2>/dev/null; rm -rf $ov && mkdir -p $ov/upper $ov/work"
+  local cmd="$ns sh -c 'mount -t overlay overlay -o lowerdir=$dir,upperdir=$ov/upper,workdir=$ov/work$opt $dir && true'"
+  have unshare && (eval "$prepare" && eval "$cmd") >/dev/null 2>&1 || { echo n/a; return; }
+  median_ms "$prepare" "$cmd"
+}
+
+# clone_ms DIR: the median time of the private clone a clone-based
+# workspace would need (seconds on large: 3 runs at most). Each run's clone
+# is moved aside, not removed, until the end: on ext4, files created soon
+# after many were deleted take far longer (its inode allocator skips
+# recently deleted inodes; seen here: 5 s became 40 s for this clone).
+clone_ms() {
+  local runs=$((seal_runs < 3 ? seal_runs : 3)) warmup=1
+  mkdir -p "$work/clones"
+  median_ms "if [ -e $work/clone ]; then mv $work/clone $work/clones/\$(date +%s%N); fi" \
+    "git clone --shared -q $1 $work/clone"
+}
+
+# import_span LOG: "span fetch read-tree-n read-tree calls" of the import
+# in the shim's LOG of one sealed run: times in ms, and how many git calls
+# the span holds.
+import_span() {
+  awk '$3 == "B" { p = $2; t[p] = $1; a[p] = $0; sub(/^[^ ]+ [^ ]+ B /, "", a[p]); o[++n] = p }
+    $3 == "E" { e[$2] = $1 }
+    END {
+      for (i = 1; i <= n; i++) { p = o[i]
+        # Host-side git calls (src/run/preserve/git.rs) carry core.hooksPath=/dev/null.
+        if (!f && a[p] ~ /hooksPath=\/dev\/null/ && a[p] ~ / symbolic-ref -q HEAD$/) { pre = p; first = i }
+        else if (!f && a[p] ~ /transfer\.fsckObjects=true/ && a[p] ~ / fetch /) { f = p; s = pre }
+        else if (f && a[p] ~ / read-tree -n -m -u /) rn = p
+        else if (f && a[p] ~ / read-tree -m -u /) { r = p; break }
+      }
+      if (s == "" || rn == "" || r == "" || !(r in e)) exit 1
+      printf "%.2f %.2f %.2f %.2f %d\n", (e[r] - t[s]) * 1000, (e[f] - t[f]) * 1000,
+        (e[rn] - t[rn]) * 1000, (e[r] - t[r]) * 1000, i - first + 1 }' "$1"
+}
+
+# median_col FILE N: the median of column N of FILE.
+median_col() {
+  sort -t' ' -k"$2,$2g" "$1" | awk -v c="$2" '{ v[NR] = $c }
+    END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.2f\n", m }'
+}
+
+minus() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a - b }'; }
+
+sealed_rows() {
+  seal_host=$work/seal-large seal_pristine=$work/seal-pristine.git
+  echo "generating seal-large ($large_kind), seal-small ($small_kind)..." >&2
+  "$here/gen.sh" "$large_kind" "$seal_host" >/dev/null
+  "$here/gen.sh" "$small_kind" "$work/seal-small" >/dev/null
+  cp -a "$seal_host/.git" "$seal_pristine"
+  seal_base=$(git -C "$seal_host" rev-parse HEAD)
+
+  # Set-up.
+  local ovl ovs cll cls r
+  echo "sealed: workspace set-up..." >&2
+  ovl=$(overlay_ms "$seal_host")
+  ovs=$(overlay_ms "$work/seal-small")
+  cll=$(clone_ms "$seal_host")
+  cls=$(clone_ms "$work/seal-small")
+  rm -rf "$work/overlay"
+  if [ "$ovl" = n/a ]; then
+    row "workspace set-up, large: overlay vs clone (ms)" n/a "$cll" "" "cannot mount overlayfs over $seal_host here (root or a user namespace needed; no , : or \\ in paths)"
+  else
+    row "workspace set-up, large: overlay vs clone (ms)" "$ovl" "$cll" "$(ratio "$ovl" "$cll")" \
+      "overlay mount as run does it vs git clone --shared (clone $(ratio "$cll" "$ovl")x); target overlay <= 50 ms: $(verdict "$ovl" 50)"
+    row "workspace set-up, small: overlay vs clone (ms)" "$ovs" "$cls" "$(ratio "$ovs" "$cls")" \
+      "flat in size: overlay large/small $(ratio "$ovl" "$ovs")x (clone $(ratio "$cll" "$cls")x)"
+  fi
+
+  printf '%s\n' '{"id": "noop", "title": "No-op", "objective": "Measure run",
+    "task_type": "change", "required_capabilities": ["repo.read"],
+    "side_effect_class": "reversible", "risk_class": "low", "worker": "coder"}' \
+    >"$work/seal-noop.json"
+  printf '%s\n' '{"id": "notes", "title": "Notes", "objective": "Write notes",
+    "task_type": "change", "required_capabilities": ["repo.read"],
+    "side_effect_class": "reversible", "risk_class": "low", "worker": "coder",
+    "repository_grant": {"version": "1", "allowed_paths": ["docs/"],
+      "commit_count": {"min": 1, "max": 32}, "publish": false}}' >"$work/seal-task.json"
+  local noop="$gg run --task $work/seal-noop.json --state $work/seal-noop.state --capability repo.read --isolate"
+  if ! $noop --repo "$work/seal-small" -- true >/dev/null 2>"$work/seal.err"; then
+    row "run --isolate true: sealed vs in-place (ms)" n/a "" "" \
+      "refused here: $(sed -n 's/^ *\[[a-z_]*\] //p' "$work/seal.err" | head -n 1 | cut -c1-200)"
+    return
+  fi
+  local medians sealed inplace sl il name dir
+  for name in large small; do
+    dir=$seal_host
+    [ "$name" = small ] && dir=$work/seal-small
+    # Without a grant the workspace is kept: removed before each run.
+    medians=$(interleaved "$runs" "rm -rf $work/seal-noop.state/workspaces" \
+      "$noop --repo $dir -- true" "$noop --repo $dir --workspace in-place -- true")
+    { read -r sealed; read -r inplace; } <<<"$medians"
+    if [ "$name" = large ]; then
+      sl=$sealed il=$inplace
+      row "run --isolate true: sealed vs in-place, large" "$sealed" "$inplace" "$(ratio "$sealed" "$inplace")" \
+        "+$(minus "$sealed" "$inplace") ms: workspace made, probed, mounted (both columns are run)"
+    else
+      row "run --isolate true: sealed vs in-place, small" "$sealed" "$inplace" "$(ratio "$sealed" "$inplace")" \
+        "+$(minus "$sealed" "$inplace") ms (large: +$(minus "$sl" "$il") ms)"
+    fi
+  done
+
+  # The agents.
+  { printf '#!/bin/sh\nn=%s\n' "$new_commits"; cat <<'EOF'; } >"$work/agent-commits.sh"
+# n commits on docs/ made with git's plumbing (a nonce makes every run's
+# objects new), then one fast-forward (--ref-only: a ref update, no checkout).
+set -e
+nonce=$(date +%s%N)
+base=$(git rev-parse HEAD)
+docs=$(git ls-tree "$base:docs")
+root=$(git ls-tree "$base" | grep -v "	docs\$")
+tip=$base i=1
+while [ "$i" -le "$n" ]; do
+  blob=$(echo "note $i $nonce" | git hash-object -w --stdin)
+  docs=$(printf '%s\n100644 blob %s\tnote-%d.md' "$docs" "$blob" "$i")
+  tree=$(printf '%s\n' "$docs" | git mktree)
+  tree=$(printf '%s\n040000 tree %s\tdocs\n' "$root" "$tree" | git mktree)
+  tip=$(git commit-tree "$tree" -p "$tip" -m "note $i")
+  i=$((i + 1))
+done
+if [ "${1:-}" = --ref-only ]; then git update-ref HEAD "$tip" "$base"; else git merge -q --ff-only "$tip"; fi
+EOF
+  printf '#!/bin/sh\nset -e\necho "line $(date +%%s%%N)" >>docs/guide.md\ngit commit -q -am docs\n' \
+    >"$work/agent-one.sh"
+  chmod +x "$work/agent-commits.sh" "$work/agent-one.sh"
+  local run="$gg run --task $work/seal-task.json --repo $seal_host --state $work/seal.state --capability repo.read --isolate"
+
+  # Import: a plain fetch first.
+  echo "sealed: import..." >&2
+  cp -a "$seal_pristine" "$work/seal-src.git"
+  GIT_DIR=$work/seal-src.git sh "$work/agent-commits.sh" --ref-only
+  local src_tip fetch_cmd plain
+  src_tip=$(git --git-dir="$work/seal-src.git" rev-parse HEAD)
+  fetch_cmd="git --git-dir=$work/seal-dst.git -c transfer.fsckObjects=true -c fetch.fsckObjects=true"
+  fetch_cmd+=" -c gc.auto=0 -c maintenance.auto=false -c fetch.writeCommitGraph=false"
+  fetch_cmd+=" fetch -q --no-tags --no-write-fetch-head --no-recurse-submodules $work/seal-src.git refs/heads/main"
+  plain=$(median_ms "rm -rf $work/seal-dst.git && cp -a $seal_pristine $work/seal-dst.git" "$fetch_cmd")
+  git --git-dir="$work/seal-dst.git" cat-file -e "$src_tip^{commit}" \
+    || { echo "the plain fetch did not bring the commits" >&2; exit 1; }
+  rm -rf "$work/seal-dst.git" "$work/seal-src.git"
+
+  local log=$work/shim.log spans=$work/seal-spans i span= shim fetch rtn rt calls over
+  mkdir -p "$work/shim"
+  cat >"$work/shim/git" <<EOF
+#!$BASH
+printf '%s %s B %s\n' "\$EPOCHREALTIME" "\$\$" "\$*" >>"$log"
+"$(command -v git)" "\$@"
+rc=\$?
+printf '%s %s E\n' "\$EPOCHREALTIME" "\$\$" >>"$log"
+exit \$rc
+EOF
+  chmod +x "$work/shim/git"
+  # What the shim adds to each git call it wraps.
+  medians=$(interleaved "$runs" "" "$work/shim/git --version" "git --version")
+  { read -r shim; read -r over; } <<<"$medians"
+  over=$(minus "$shim" "$over")
+  : >"$spans"
+  for ((i = 0; i < 1 + seal_runs; i++)); do
+    [ -n "$span" ] || [ "$i" = 0 ] || break
+    seal_reset >/dev/null 2>&1
+    : >"$log"
+    if ! PATH=$work/shim:$PATH $run -- "$work/agent-commits.sh" >/dev/null 2>"$work/seal.err"; then
+      cat "$work/seal.err" >&2
+      echo "a sealed run of the $new_commits-commit agent failed" >&2
+      exit 1
+    fi
+    # The import's git calls not found (they changed?): no import rows.
+    span=$(import_span "$log") || span=
+    [ "$i" -ge 1 ] && [ -n "$span" ] && echo "$span" >>"$spans"
+  done
+  if [ -n "$span" ]; then
+    span=$(median_col "$spans" 1) fetch=$(median_col "$spans" 2)
+    rtn=$(median_col "$spans" 3) rt=$(median_col "$spans" 4) calls=$(awk 'END { print $5 }' "$spans")
+    r=$(ratio "$span" "$plain")
+    row "import, $new_commits commits, vs plain fetch, large" "$span" "$plain" "$r" \
+      "ms; target <= 1.5x: $(verdict "$r" 1.5); import: fetch $fetch + read-tree -n $rtn + read-tree -m -u $rt + rest ($calls git calls, the timing shim adding $over ms to each)"
+    row "  its git fetch (overlay view) vs plain fetch" "$fetch" "$plain" "$(ratio "$fetch" "$plain")" \
+      "ms; same flags, fsck on; $new_commits commits into a fresh copy of the host"
+  else
+    row "import, $new_commits commits, vs plain fetch, large" n/a "$plain" "" \
+      "the import's git calls (symbolic-ref, fetch with fsck, read-tree -m -u) not found in $log"
+  fi
+
+  # Whole runs, sealed vs in place.
+  echo "sealed: whole runs..." >&2
+  local warmup=1 agent label note
+  for agent in commits one; do
+    medians=$(interleaved "$seal_runs" seal_reset "$run -- $work/agent-$agent.sh" \
+      "$run --workspace in-place -- $work/agent-$agent.sh")
+    { read -r sealed; read -r inplace; } <<<"$medians"
+    if [ "$agent" = commits ]; then
+      label="run, $new_commits commits: sealed vs in-place, large"
+      note="agent: plumbing + 1 fast-forward"
+    else
+      label="run, 1 git commit: sealed vs in-place, large"
+      note="agent: git commit -am of docs/guide.md"
+    fi
+    row "$label" "$sealed" "$inplace" "$(ratio "$sealed" "$inplace")" \
+      "+$(minus "$sealed" "$inplace") ms sealed (import included; both columns are run); $note"
+  done
+  seal_reset >/dev/null 2>&1
+}
+sealed_rows
 
 timer=${hyperfine:+hyperfine $("$hyperfine" --version | cut -d' ' -f2)}
 echo
-echo "grantguard bench: ${timer:-built-in loop}, median of $runs runs after $warmup warm-ups (commit rows: interleaved, $((3 * runs)) rounds on small, $runs on large); $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "grantguard bench: ${timer:-built-in loop}, median of $runs runs after $warmup warm-ups (commit rows: interleaved, $((3 * runs)) rounds on small, $runs on large; sealed rows: import and whole runs $seal_runs after 1, clones $((seal_runs < 3 ? seal_runs : 3)) after 1); $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-46s|%12s|%12s|%7s| %s\n' "figure" "grantguard" "git" "ratio" "note"
 printf '%s\n' "----------------------------------------------|------------|------------|-------|------------------------------"
 printf '%s\n' "${rows[@]}"
