@@ -95,17 +95,19 @@ pub fn import(ws: &Workspace, accepted: &Accepted<'_>) -> Result<Imported, Impor
     let host = &ws.host().work_dir;
     let failed = |e: anyhow::Error| ImportError::Failed(format!("{e:#}"));
     preflight(ws, accepted.branch, accepted.baseline)?;
-    let packs_before = pack_indexes(&ws.host().common_dir);
-    fetch(ws, accepted).map_err(failed)?;
+    let quarantine = Quarantine::new(ws).map_err(failed)?;
+    fetch(ws, accepted, &quarantine).map_err(failed)?;
+    quarantine.only_reachable_objects(ws, accepted)?;
+    quarantine.release(ws).map_err(failed)?;
     let (repo, facts) = check_received(host, accepted)?;
-    only_reachable_objects_arrived(ws, accepted, &repo, &packs_before)?;
     let commits = facts.count;
     let from = accepted
         .baseline
         .map_or_else(|| empty_tree(&accepted.tip), |b| b.to_string());
     let tip = accepted.tip.to_string();
     let filters = ws.filter_path();
-    dry_run(ws, filters.as_ref(), accepted.limit, &from, &tip).map_err(|e| {
+    let paths = changed_paths(ws, accepted.limit, &from, &tip).map_err(failed)?;
+    dry_run(ws, filters.as_ref(), accepted.limit, &from, &tip, &paths).map_err(|e| {
         ImportError::Conflict(format!(
             "the host checkout has local changes that bringing it to the accepted tip {tip} \
              would overwrite ({e:#}); nothing of the host changed"
@@ -143,7 +145,7 @@ pub fn import(ws: &Workspace, accepted: &Accepted<'_>) -> Result<Imported, Impor
         )));
     }
     crate::fsutil::crash_point("import-ref-moved");
-    let worktree = update_worktree(ws, filters.as_ref(), accepted.limit, &from, &tip);
+    let worktree = update_worktree(ws, filters.as_ref(), accepted.limit, &from, &tip, &paths);
     if worktree.is_ok() {
         // The marker stays when the worktree update failed: `status` then
         // says the branch is imported and the worktree is behind.
@@ -163,8 +165,7 @@ pub fn import(ws: &Workspace, accepted: &Accepted<'_>) -> Result<Imported, Impor
 }
 
 /// Step 6: the host's index and worktree to the tip, as `git checkout`
-/// would: the stat data refreshed first (a file touched but unchanged is
-/// not "not uptodate"), then `git read-tree -m -u`. Without the network
+/// would (`git read-tree -m -u`). Without the network
 /// (a filter the host's own config names, such as git-lfs, runs as the
 /// user's git would run it, but downloads nothing).
 fn update_worktree(
@@ -173,6 +174,7 @@ fn update_worktree(
     limit: std::time::Duration,
     from: &str,
     tip: &str,
+    paths: &[std::ffi::OsString],
 ) -> Result<()> {
     let host = &ws.host().work_dir;
     let offline = || -> Result<Command> {
@@ -180,13 +182,37 @@ fn update_worktree(
         let plan = Plan::for_offline_step(Vec::new(), None)
             .context("cannot prepare the import's namespaces")?;
         let mut cmd = ws.git_with_filters(host, filters);
+        // git-lfs does not run here, even where the host's own config
+        // names it: the update writes the pointers, and grantguard writes
+        // the verified content of those whose objects are in the host's
+        // store ([`super::lfs::materialize`]). So nothing tries to download
+        // (an agent's pointer to an object that exists nowhere), fails
+        // half-way or writes git-lfs's logs and config into the host.
+        cmd.args([
+            "-c",
+            "filter.lfs.process=",
+            "-c",
+            "filter.lfs.smudge=",
+            "-c",
+            "filter.lfs.required=false",
+        ]);
         // SAFETY: `enter` makes only system calls (see its doc).
         unsafe {
             cmd.pre_exec(move || plan.enter());
         }
         Ok(cmd)
     };
-    let _ = run_git_within(&mut offline()?, &["update-index", "-q", "--refresh"], limit);
+    // The stat data of the changed paths refreshed first (a file touched
+    // but unchanged would be "not uptodate"), as `git checkout` does: only
+    // those paths when few (`git status` writes what it refreshed).
+    if paths.len() <= MAX_STATUS_PATHS {
+        let mut args: Vec<std::ffi::OsString> =
+            vec!["status".into(), "--porcelain".into(), "--".into()];
+        args.extend(paths.iter().cloned());
+        let _ = run_git_within(&mut offline()?, &args, limit);
+    } else {
+        let _ = run_git_within(&mut offline()?, &["update-index", "-q", "--refresh"], limit);
+    }
     run_git_within(
         &mut offline()?,
         &["read-tree", "-m", "-u", from, tip],
@@ -195,31 +221,155 @@ fn update_worktree(
     Ok(())
 }
 
-/// The pack indexes in the host's object store now.
-fn pack_indexes(common_dir: &Path) -> std::collections::BTreeSet<PathBuf> {
-    pack_indexes_in(&common_dir.join("objects"))
-        .into_iter()
-        .collect()
+/// Where the received objects wait until they are checked: an object
+/// directory of the workspace's (`GIT_OBJECT_DIRECTORY` for the fetch, the
+/// host's object store as its alternate), as git's own receive-pack
+/// quarantines a push. What arrived there is exactly what this fetch
+/// received, whatever else writes the host's store meanwhile (another
+/// import, the user's own fetch); only once checked is it moved in.
+struct Quarantine {
+    dir: PathBuf,
+    host_objects: PathBuf,
 }
 
-/// The object stores of the host as they were before the fetch: its loose
-/// objects, the packs it had, and the stores its alternates borrow from.
+impl Quarantine {
+    fn new(ws: &Workspace) -> Result<Quarantine> {
+        let dir = ws.dir().join("incoming");
+        if dir.exists() {
+            crate::fsutil::remove_tree(&dir)?;
+        }
+        crate::fsutil::create_private_dir(&dir.join("pack"))?;
+        Ok(Quarantine {
+            dir,
+            host_objects: ws.host().common_dir.join("objects"),
+        })
+    }
+
+    /// `cmd` reads through the quarantine and writes into it.
+    fn apply(&self, cmd: &mut Command) {
+        let mut alternates = self.host_objects.clone().into_os_string();
+        for more in super::alternates(&self.host_objects) {
+            alternates.push(":");
+            alternates.push(more);
+        }
+        cmd.env("GIT_OBJECT_DIRECTORY", &self.dir)
+            .env("GIT_ALTERNATE_OBJECT_DIRECTORIES", alternates);
+    }
+
+    fn packs(&self) -> Vec<PathBuf> {
+        pack_indexes_in(&self.dir)
+    }
+
+    /// Step 3, first half: the received objects are the ones the accepted
+    /// tip reaches beyond the baseline, or bases the host already had (a
+    /// thin pack is completed with them). The workspace's own upload-pack
+    /// chose what to send (its bitmaps and commit-graph switched off, see
+    /// [`fetch`]): the choice is checked, not trusted.
+    fn only_reachable_objects(
+        &self,
+        ws: &Workspace,
+        accepted: &Accepted<'_>,
+    ) -> Result<(), ImportError> {
+        let failed = |e: anyhow::Error| ImportError::Failed(format!("{e:#}"));
+        let loose: Vec<PathBuf> = std::fs::read_dir(&self.dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.file_name().is_some_and(|n| n.len() == 2))
+            .collect();
+        if !loose.is_empty() {
+            return Err(ImportError::Failed(
+                "the fetch wrote loose objects where it was told to keep a pack".into(),
+            ));
+        }
+        let packs = self.packs();
+        if packs.is_empty() {
+            return Ok(());
+        }
+        let mut range = vec![
+            "rev-list".to_owned(),
+            "--objects".to_owned(),
+            accepted.tip.to_string(),
+        ];
+        if let Some(base) = accepted.baseline {
+            range.push("--not".into());
+            range.push(base.to_string());
+        }
+        let mut cmd = ws.git(&ws.host().work_dir);
+        self.apply(&mut cmd);
+        let listed = run_git_within(&mut cmd, &range, accepted.limit).map_err(failed)?;
+        let reachable: std::collections::HashSet<ObjectId> = String::from_utf8_lossy(&listed)
+            .lines()
+            .filter_map(|l| l.split(' ').next())
+            .filter_map(|hex| ObjectId::from_hex(hex.as_bytes()).ok())
+            .collect();
+        let kind = accepted.tip.kind();
+        let existed = Existing::of(&self.host_objects, kind);
+        for idx in &packs {
+            let index = gix::odb::pack::index::File::at(idx, kind)
+                .map_err(|e| ImportError::Failed(format!("cannot read {}: {e}", idx.display())))?;
+            if let Some(entry) = index
+                .iter()
+                .find(|e| !reachable.contains(&e.oid) && !existed.has(&e.oid))
+            {
+                return Err(ImportError::Rejected(vec![Violation::new(
+                    crate::run::rule::IMPORT_REJECTED,
+                    format!(
+                        "the workspace sent object {}, which the accepted tip {} does not reach \
+                         (a forged bitmap or commit-graph in the workspace?); it stayed in the \
+                         quarantine, nothing entered the host's object store and no ref moved",
+                        entry.oid, accepted.tip
+                    ),
+                )]));
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves the checked packs into the host's object store: each file
+    /// written under a temporary name in the host's `objects/pack` and
+    /// renamed into place, the index last (git finds a pack by its index).
+    fn release(self, ws: &Workspace) -> Result<()> {
+        let target = self.host_objects.join("pack");
+        for idx in self.packs() {
+            for ext in ["pack", "rev", "idx"] {
+                let from = idx.with_extension(ext);
+                if !from.exists() {
+                    continue;
+                }
+                let name = from.file_name().context("a pack file has a name")?;
+                let mut tmp = tempfile::Builder::new()
+                    .prefix("tmp_grantguard_")
+                    .tempfile_in(&target)
+                    .with_context(|| format!("cannot write into {}", target.display()))?;
+                std::io::copy(&mut crate::fsutil::open_regular(&from)?, &mut tmp)?;
+                tmp.as_file().sync_all()?;
+                let mode = std::fs::metadata(&from)?.permissions();
+                tmp.as_file().set_permissions(mode)?;
+                tmp.persist(target.join(name))?;
+            }
+        }
+        crate::fsutil::sync_dir(&target)?;
+        let _ = crate::fsutil::remove_tree(&self.dir);
+        let _ = ws;
+        Ok(())
+    }
+}
+
+/// The host's object stores (the quarantine is not one of them): its loose
+/// objects, its packs, and the stores its alternates borrow from.
 struct Existing {
     stores: Vec<PathBuf>,
     packs: Vec<gix::odb::pack::index::File>,
 }
 
 impl Existing {
-    fn before(
-        common_dir: &Path,
-        old_packs: &std::collections::BTreeSet<PathBuf>,
-        kind: gix::hash::Kind,
-    ) -> Existing {
-        let objects = common_dir.join("objects");
-        let mut stores = vec![objects.clone()];
-        stores.extend(super::alternates(&objects));
-        let mut indexes: Vec<PathBuf> = old_packs.iter().cloned().collect();
-        for store in &stores[1..] {
+    fn of(objects: &Path, kind: gix::hash::Kind) -> Existing {
+        let mut stores = vec![objects.to_path_buf()];
+        stores.extend(super::alternates(objects));
+        let mut indexes: Vec<PathBuf> = Vec::new();
+        for store in &stores {
             indexes.extend(pack_indexes_in(store));
         }
         let packs = indexes
@@ -246,77 +396,6 @@ fn pack_indexes_in(objects: &Path) -> Vec<PathBuf> {
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "idx"))
         .collect()
-}
-
-/// Step 3, second half: what `git fetch` wrote is a pack of objects the
-/// accepted tip reaches beyond the baseline, and nothing else. The
-/// workspace's own upload-pack chose what to send (its bitmaps and
-/// commit-graph are switched off, [`fetch`], but the choice is checked,
-/// not trusted): a pack with any other object is removed again and the
-/// import rejected, no ref having moved.
-fn only_reachable_objects_arrived(
-    ws: &Workspace,
-    accepted: &Accepted<'_>,
-    repo: &gix::Repository,
-    before: &std::collections::BTreeSet<PathBuf>,
-) -> Result<(), ImportError> {
-    let failed = |e: anyhow::Error| ImportError::Failed(format!("{e:#}"));
-    let new: Vec<PathBuf> = pack_indexes(&ws.host().common_dir)
-        .difference(before)
-        .cloned()
-        .collect();
-    if new.is_empty() {
-        return Ok(());
-    }
-    let mut range = vec![
-        "rev-list".to_owned(),
-        "--objects".to_owned(),
-        accepted.tip.to_string(),
-    ];
-    if let Some(base) = accepted.baseline {
-        range.push("--not".into());
-        range.push(base.to_string());
-    }
-    let listed =
-        run_git_within(&mut ws.git(&ws.host().work_dir), &range, accepted.limit).map_err(failed)?;
-    let reachable: std::collections::HashSet<ObjectId> = String::from_utf8_lossy(&listed)
-        .lines()
-        .filter_map(|l| l.split(' ').next())
-        .filter_map(|hex| ObjectId::from_hex(hex.as_bytes()).ok())
-        .collect();
-    let kind = repo.object_hash();
-    let existed = Existing::before(&ws.host().common_dir, before, kind);
-    let mut stray = None;
-    for idx in &new {
-        let index = gix::odb::pack::index::File::at(idx, kind)
-            .map_err(|e| ImportError::Failed(format!("cannot read {}: {e}", idx.display())))?;
-        // A thin pack is completed with bases the host already had
-        // (`index-pack --fix-thin`): those are no news.
-        if let Some(entry) = index
-            .iter()
-            .find(|e| !reachable.contains(&e.oid) && !existed.has(&e.oid))
-        {
-            stray = Some(entry.oid);
-            break;
-        }
-    }
-    let Some(stray) = stray else {
-        return Ok(());
-    };
-    for idx in &new {
-        for ext in ["pack", "idx", "rev", "bitmap", "keep", "promisor", "mtimes"] {
-            let _ = std::fs::remove_file(idx.with_extension(ext));
-        }
-    }
-    Err(ImportError::Rejected(vec![Violation::new(
-        crate::run::rule::IMPORT_REJECTED,
-        format!(
-            "the workspace sent object {stray}, which the accepted tip {} does not reach (a \
-             forged bitmap or commit-graph in the workspace?); the received pack was removed \
-             and no ref of the host moved",
-            accepted.tip
-        ),
-    )]))
 }
 
 /// The imports of sealed workspaces under `state` that were interrupted
@@ -363,17 +442,56 @@ pub fn interrupted(state: &Path) -> Vec<serde_json::Value> {
     out
 }
 
-/// Step 4: `git read-tree -n -m -u` against a refreshed copy of the host's
-/// index (in the workspace directory), so that neither the dry run nor the
-/// refresh writes anything of the host (a split index is written whole).
+/// Step 4: nothing of the host's checkout stands in the way of bringing it
+/// from `from` to `tip`: every path the accepted commits change is, in the
+/// index and the worktree, as at the baseline (no staged or unstaged
+/// change, no untracked or ignored file where a new one comes).
+///
+/// Asked with `git status` limited to those paths, which reads only them
+/// (a `read-tree -n` dry run walks the whole index and tree: on 100,000
+/// files it was most of the import's time), and writes nothing
+/// (`GIT_OPTIONAL_LOCKS=0`). More paths than [`MAX_STATUS_PATHS`]
+/// fall back to the dry run against a refreshed copy of the index (so
+/// that neither writes anything of the host; a split index is written
+/// whole).
 fn dry_run(
     ws: &Workspace,
     filters: Option<&super::trusted_git::FilterPath>,
     limit: std::time::Duration,
     from: &str,
     tip: &str,
+    paths: &[std::ffi::OsString],
 ) -> Result<()> {
     let host = &ws.host().work_dir;
+    if paths.len() <= MAX_STATUS_PATHS {
+        let mut args: Vec<std::ffi::OsString> = [
+            "status",
+            "--porcelain=v1",
+            "-z",
+            "--untracked-files=all",
+            "--ignored=matching",
+            "--no-renames",
+            "--",
+        ]
+        .iter()
+        .map(Into::into)
+        .collect();
+        args.extend(paths.iter().cloned());
+        // A pure question: no index write (the update refreshes later).
+        let mut cmd = ws.git_with_filters(host, filters);
+        cmd.env("GIT_OPTIONAL_LOCKS", "0");
+        let out = run_git_within(&mut cmd, &args, limit)?;
+        if out.is_empty() {
+            return Ok(());
+        }
+        let shown: Vec<String> = out
+            .split(|b| *b == 0)
+            .filter(|e| !e.is_empty())
+            .take(5)
+            .map(|e| String::from_utf8_lossy(e).into_owned())
+            .collect();
+        anyhow::bail!("git status reports: {}", shown.join(", "));
+    }
     let index = ws.dir().join("index.dry-run");
     match std::fs::copy(ws.host().git_dir.join("index"), &index) {
         Ok(_) => {}
@@ -399,6 +517,31 @@ fn dry_run(
     let _ = std::fs::remove_file(&index);
     result.map(|_| ())
 }
+
+/// The paths that differ between `from` and `tip`.
+fn changed_paths(
+    ws: &Workspace,
+    limit: std::time::Duration,
+    from: &str,
+    tip: &str,
+) -> Result<Vec<std::ffi::OsString>> {
+    let names = run_git_within(
+        &mut ws.git(&ws.host().work_dir),
+        &["diff", "--name-only", "-z", "--no-renames", from, tip],
+        limit,
+    )?;
+    Ok(names
+        .split(|b| *b == 0)
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            use std::os::unix::ffi::OsStrExt;
+            std::ffi::OsStr::from_bytes(p).to_owned()
+        })
+        .collect())
+}
+
+/// Most paths the dry run asks `git status` about (see [`dry_run`]).
+const MAX_STATUS_PATHS: usize = 2000;
 
 /// Why the host is no longer where the run started from, if it is not:
 /// its HEAD points elsewhere or its branch moved. Rejected runs ask too:
@@ -451,7 +594,7 @@ fn preflight(ws: &Workspace, branch: &str, baseline: Option<ObjectId>) -> Result
 
 /// Step 2: git's own transfer, with fsck, from the workspace seen beside
 /// the host; no ref of the host is written.
-fn fetch(ws: &Workspace, accepted: &Accepted<'_>) -> Result<()> {
+fn fetch(ws: &Workspace, accepted: &Accepted<'_>, quarantine: &Quarantine) -> Result<()> {
     let source: PathBuf = ws
         .view_of(&ws.host().common_dir)
         .context("the common dir is in no layer of the workspace")?;
@@ -474,12 +617,13 @@ fn fetch(ws: &Workspace, accepted: &Accepted<'_>) -> Result<()> {
         "-c",
         "fetch.recurseSubmodules=false",
         // Always a pack (never loose objects), so that what arrived can be
-        // listed and checked (`only_reachable_objects_arrived`).
+        // listed and checked (`Quarantine::only_reachable_objects`).
         "-c",
         "fetch.unpackLimit=1",
         "-c",
         "transfer.unpackLimit=1",
     ]);
+    quarantine.apply(&mut cmd);
     // SAFETY: `enter` makes only system calls (see its doc).
     unsafe {
         use std::os::unix::process::CommandExt;
@@ -513,11 +657,13 @@ fn fetch(ws: &Workspace, accepted: &Accepted<'_>) -> Result<()> {
     ];
     run_git_within(&mut cmd, &args, accepted.limit)
         .context("git fetch from the sealed workspace failed")?;
+    let mut check = ws.git(&ws.host().work_dir);
+    quarantine.apply(&mut check);
     run_git(
-        &mut ws.git(&ws.host().work_dir),
+        &mut check,
         &["cat-file", "-e", &format!("{}^{{commit}}", accepted.tip)],
     )
-    .context("the accepted tip did not arrive in the host")?;
+    .context("the accepted tip did not arrive")?;
     Ok(())
 }
 

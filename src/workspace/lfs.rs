@@ -160,14 +160,14 @@ fn copy_verified(source: &Path, target: &Path, oid: &str, size: u64) -> Result<b
 }
 
 /// Writes the content of the accepted LFS files into the host's worktree
-/// where the worktree update left their pointers: when the host
-/// repository's own config names no LFS filter (git-lfs installed only in
-/// the user's global config, which grantguard's git does not read) but the
-/// user's global config does. The content is the verified object in the
+/// where the worktree update left their pointers (it runs no git-lfs):
+/// when the host repository's own config or the user's global config names
+/// an LFS filter (`git lfs install`, local or global). The content is the
+/// verified object in the
 /// host's store; the file must still hold exactly its pointer, inside the
 /// worktree (no symlink on the way). Returns how many files were written.
 pub fn materialize(ws: &Workspace, repo: &gix::Repository, brought: &Brought) -> usize {
-    if brought.pointers.is_empty() || repo_filters_lfs(repo) || !user_filters_lfs() {
+    if brought.pointers.is_empty() || !(repo_filters_lfs(repo) || user_filters_lfs()) {
         return 0;
     }
     let work_dir = &ws.host().work_dir;
@@ -223,8 +223,7 @@ fn replace_with(target: &Path, object: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Whether the repository's own config names an LFS filter (then the
-/// worktree update ran it).
+/// Whether the repository's own config names an LFS filter.
 fn repo_filters_lfs(repo: &gix::Repository) -> bool {
     let config = repo.config_snapshot();
     ["filter.lfs.process", "filter.lfs.smudge"]
