@@ -107,7 +107,7 @@ pub fn import(ws: &Workspace, accepted: &Accepted<'_>) -> Result<Imported, Impor
     let tip = accepted.tip.to_string();
     let filters = ws.filter_path();
     let paths = changed_paths(ws, accepted.limit, &from, &tip).map_err(failed)?;
-    dry_run(ws, filters.as_ref(), accepted.limit, &from, &tip, &paths).map_err(|e| {
+    dry_run(ws, filters.as_ref(), accepted.limit, &paths).map_err(|e| {
         ImportError::Conflict(format!(
             "the host checkout has local changes that bringing it to the accepted tip {tip} \
              would overwrite ({e:#}); nothing of the host changed"
@@ -152,7 +152,7 @@ pub fn import(ws: &Workspace, accepted: &Accepted<'_>) -> Result<Imported, Impor
         let _ = std::fs::remove_file(&marker);
     }
     let materialized = match &worktree {
-        Ok(()) => super::lfs::materialize(ws, &repo, &lfs),
+        Ok(()) => super::lfs::materialize(ws, &accepted.tip, &lfs),
         Err(_) => 0,
     };
     Ok(Imported {
@@ -204,14 +204,12 @@ fn update_worktree(
     };
     // The stat data of the changed paths refreshed first (a file touched
     // but unchanged would be "not uptodate"), as `git checkout` does: only
-    // those paths when few (`git status` writes what it refreshed).
-    if paths.len() <= MAX_STATUS_PATHS {
+    // those paths (`git status` writes what it refreshed).
+    for chunk in paths.chunks(STATUS_CHUNK) {
         let mut args: Vec<std::ffi::OsString> =
             vec!["status".into(), "--porcelain".into(), "--".into()];
-        args.extend(paths.iter().cloned());
+        args.extend(chunk.iter().cloned());
         let _ = run_git_within(&mut offline()?, &args, limit);
-    } else {
-        let _ = run_git_within(&mut offline()?, &["update-index", "-q", "--refresh"], limit);
     }
     run_git_within(
         &mut offline()?,
@@ -445,25 +443,22 @@ pub fn interrupted(state: &Path) -> Vec<serde_json::Value> {
 /// Step 4: nothing of the host's checkout stands in the way of bringing it
 /// from `from` to `tip`: every path the accepted commits change is, in the
 /// index and the worktree, as at the baseline (no staged or unstaged
-/// change, no untracked or ignored file where a new one comes).
+/// change, no untracked or ignored file where a new one comes), and no
+/// file (ignored, say) sits where the commits need a directory.
 ///
-/// Asked with `git status` limited to those paths, which reads only them
-/// (a `read-tree -n` dry run walks the whole index and tree: on 100,000
-/// files it was most of the import's time), and writes nothing
-/// (`GIT_OPTIONAL_LOCKS=0`). More paths than [`MAX_STATUS_PATHS`]
-/// fall back to the dry run against a refreshed copy of the index (so
-/// that neither writes anything of the host; a split index is written
-/// whole).
+/// Asked with `git status` limited to those paths, [`STATUS_CHUNK`] at a
+/// time, which reads only them (a `read-tree -n` dry run walks the whole
+/// index and tree: on 100,000 files it was most of the import's time, and
+/// it lets an ignored file be overwritten), writing nothing
+/// (`GIT_OPTIONAL_LOCKS=0`).
 fn dry_run(
     ws: &Workspace,
     filters: Option<&super::trusted_git::FilterPath>,
     limit: std::time::Duration,
-    from: &str,
-    tip: &str,
     paths: &[std::ffi::OsString],
 ) -> Result<()> {
     let host = &ws.host().work_dir;
-    if paths.len() <= MAX_STATUS_PATHS {
+    for chunk in paths.chunks(STATUS_CHUNK) {
         let mut args: Vec<std::ffi::OsString> = [
             "status",
             "--porcelain=v1",
@@ -476,47 +471,45 @@ fn dry_run(
         .iter()
         .map(Into::into)
         .collect();
-        args.extend(paths.iter().cloned());
-        // A pure question: no index write (the update refreshes later).
+        args.extend(chunk.iter().cloned());
         let mut cmd = ws.git_with_filters(host, filters);
         cmd.env("GIT_OPTIONAL_LOCKS", "0");
         let out = run_git_within(&mut cmd, &args, limit)?;
-        if out.is_empty() {
-            return Ok(());
+        if !out.is_empty() {
+            let shown: Vec<String> = out
+                .split(|b| *b == 0)
+                .filter(|e| !e.is_empty())
+                .take(5)
+                .map(|e| String::from_utf8_lossy(e).into_owned())
+                .collect();
+            anyhow::bail!("git status reports: {}", shown.join(", "));
         }
-        let shown: Vec<String> = out
-            .split(|b| *b == 0)
-            .filter(|e| !e.is_empty())
-            .take(5)
-            .map(|e| String::from_utf8_lossy(e).into_owned())
-            .collect();
-        anyhow::bail!("git status reports: {}", shown.join(", "));
     }
-    let index = ws.dir().join("index.dry-run");
-    match std::fs::copy(ws.host().git_dir.join("index"), &index) {
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e).context("cannot copy the host's index"),
+    // A path's leading directories: where the host has a file (or a
+    // symlink) and the commits do not replace it, git would delete it to
+    // make the directory (an ignored file `git status` does not list for
+    // the path below it).
+    let changed: std::collections::HashSet<&std::ffi::OsStr> =
+        paths.iter().map(|p| p.as_os_str()).collect();
+    for path in paths {
+        for dir in Path::new(path).ancestors().skip(1) {
+            if dir.as_os_str().is_empty() || changed.contains(dir.as_os_str()) {
+                continue;
+            }
+            if host.join(dir).symlink_metadata().is_ok_and(|m| !m.is_dir()) {
+                anyhow::bail!(
+                    "{} is a file in the host checkout where the accepted commits need a \
+                     directory",
+                    dir.display()
+                );
+            }
+        }
     }
-    let with_copy = || {
-        let mut cmd = ws.git_with_filters(host, filters);
-        cmd.env("GIT_INDEX_FILE", &index)
-            .args(["-c", "core.splitIndex=false"]);
-        cmd
-    };
-    let _ = run_git_within(
-        &mut with_copy(),
-        &["update-index", "-q", "--refresh"],
-        limit,
-    );
-    let result = run_git_within(
-        &mut with_copy(),
-        &["read-tree", "-n", "-m", "-u", from, tip],
-        limit,
-    );
-    let _ = std::fs::remove_file(&index);
-    result.map(|_| ())
+    Ok(())
 }
+
+/// Paths per `git status` of the dry run (see [`dry_run`]).
+const STATUS_CHUNK: usize = 2000;
 
 /// The paths that differ between `from` and `tip`.
 fn changed_paths(
@@ -539,9 +532,6 @@ fn changed_paths(
         })
         .collect())
 }
-
-/// Most paths the dry run asks `git status` about (see [`dry_run`]).
-const MAX_STATUS_PATHS: usize = 2000;
 
 /// Why the host is no longer where the run started from, if it is not:
 /// its HEAD points elsewhere or its branch moved. Rejected runs ask too:

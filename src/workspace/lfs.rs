@@ -166,11 +166,15 @@ fn copy_verified(source: &Path, target: &Path, oid: &str, size: u64) -> Result<b
 /// verified object in the
 /// host's store; the file must still hold exactly its pointer, inside the
 /// worktree (no symlink on the way). Returns how many files were written.
-pub fn materialize(ws: &Workspace, repo: &gix::Repository, brought: &Brought) -> usize {
-    if brought.pointers.is_empty() || !(repo_filters_lfs(repo) || user_filters_lfs()) {
+pub fn materialize(ws: &Workspace, tip: &ObjectId, brought: &Brought) -> usize {
+    if brought.pointers.is_empty() || !ws.lfs_installed() {
         return 0;
     }
     let work_dir = &ws.host().work_dir;
+    // Only files git-lfs would smudge: the `filter=lfs` attribute (from
+    // the index, which is the tip's now) and the pointer blob at the tip.
+    let lfs_paths = paths_with_lfs_filter(ws, brought);
+    let at_tip = blobs_at(ws, tip, brought);
     let store = ws.host().common_dir.join("lfs").join("objects");
     let mut written = Vec::new();
     for pointer in &brought.pointers {
@@ -189,7 +193,9 @@ pub fn materialize(ws: &Workspace, repo: &gix::Repository, brought: &Brought) ->
         let holds_pointer = target.symlink_metadata().is_ok_and(|m| m.is_file())
             && crate::fsutil::read_regular(&target).is_ok_and(|b| b == text.as_bytes());
         let object = store.join(&oid[..2]).join(&oid[2..4]).join(oid);
-        if inside && holds_pointer && replace_with(&target, &object).is_ok() {
+        let smudged_by_git_lfs =
+            lfs_paths.contains(&pointer.path) && at_tip.get(&pointer.path) == Some(&pointer.blob);
+        if inside && holds_pointer && smudged_by_git_lfs && replace_with(&target, &object).is_ok() {
             written.push(pointer);
         }
     }
@@ -211,6 +217,59 @@ pub fn materialize(ws: &Workspace, repo: &gix::Repository, brought: &Brought) ->
     written.len()
 }
 
+/// Which of the pointers' paths have `filter=lfs` (`git check-attr
+/// --cached`: the attributes the index holds, no user or system file).
+fn paths_with_lfs_filter(
+    ws: &Workspace,
+    brought: &Brought,
+) -> std::collections::HashSet<gix::bstr::BString> {
+    let mut input = Vec::new();
+    for p in &brought.pointers {
+        input.extend_from_slice(&p.path);
+        input.push(0);
+    }
+    let mut cmd = ws.git(&ws.host().work_dir);
+    cmd.args(["check-attr", "--cached", "-z", "--stdin", "filter"]);
+    let out = crate::run::preserve::git::run_git_with_input(&mut cmd, &input).unwrap_or_default();
+    // -z output: path NUL attribute NUL value NUL, repeated.
+    let fields: Vec<&[u8]> = out.split(|b| *b == 0).collect();
+    fields
+        .chunks(3)
+        .filter(|c| c.len() == 3 && c[2] == b"lfs")
+        .map(|c| gix::bstr::BString::from(c[0]))
+        .collect()
+}
+
+/// The blob at each pointer's path in the tip's tree.
+fn blobs_at(
+    ws: &Workspace,
+    tip: &ObjectId,
+    brought: &Brought,
+) -> std::collections::HashMap<gix::bstr::BString, ObjectId> {
+    let mut args: Vec<std::ffi::OsString> = vec![
+        "ls-tree".into(),
+        "-z".into(),
+        tip.to_string().into(),
+        "--".into(),
+    ];
+    for p in &brought.pointers {
+        use std::os::unix::ffi::OsStrExt;
+        args.push(std::ffi::OsStr::from_bytes(&p.path).to_owned());
+    }
+    let out = crate::run::preserve::git::run_git(&mut ws.git(&ws.host().work_dir), &args)
+        .unwrap_or_default();
+    out.split(|b| *b == 0)
+        .filter_map(|entry| {
+            // <mode> SP <type> SP <object> TAB <path>
+            let tab = entry.iter().position(|b| *b == b'\t')?;
+            let (meta, path) = (&entry[..tab], &entry[tab + 1..]);
+            let id = meta.split(|b| *b == b' ').nth(2)?;
+            let id = ObjectId::from_hex(id).ok()?;
+            Some((gix::bstr::BString::from(path), id))
+        })
+        .collect()
+}
+
 /// Replaces `target`'s content with `object`'s, keeping its mode.
 fn replace_with(target: &Path, object: &Path) -> Result<()> {
     let dir = target.parent().context("a worktree file has a parent")?;
@@ -223,12 +282,22 @@ fn replace_with(target: &Path, object: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Whether the repository's own config names an LFS filter.
-fn repo_filters_lfs(repo: &gix::Repository) -> bool {
-    let config = repo.config_snapshot();
-    ["filter.lfs.process", "filter.lfs.smudge"]
-        .iter()
-        .any(|key| config.string(*key).is_some())
+/// Whether git-lfs is installed for the host checkout (`git lfs install`,
+/// in the repository's own config or the user's global one). Asked when
+/// the workspace is made, before the command runs: the user's global
+/// config is a file the agent can write afterwards.
+pub fn installed_for(git: &super::trusted_git::TrustedGit, work_dir: &Path) -> bool {
+    let local = git
+        .command(work_dir)
+        .args([
+            "config",
+            "--local",
+            "--get-regexp",
+            r"^filter\.lfs\.(process|smudge)$",
+        ])
+        .output()
+        .is_ok_and(|o| o.status.success() && !o.stdout.is_empty());
+    local || user_filters_lfs()
 }
 
 /// Whether the user's global git config names an LFS filter (`git lfs

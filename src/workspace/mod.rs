@@ -94,6 +94,9 @@ pub struct Workspace {
     /// The git the host-side steps run, resolved when the workspace was
     /// made (before the command).
     git: Option<trusted_git::TrustedGit>,
+    /// Whether git-lfs is installed for the host ([`lfs::installed_for`]),
+    /// asked before the command.
+    lfs_installed: bool,
 }
 
 impl Workspace {
@@ -110,6 +113,7 @@ impl Workspace {
             );
         }
         crate::fsutil::create_private_dir(&ws.dir)?;
+        ws.lfs_installed = lfs::installed_for(&git, &host.work_dir);
         ws.git = Some(git);
         for layer in &ws.layers {
             layers::make(layer)?;
@@ -174,6 +178,7 @@ impl Workspace {
             layers,
             user_namespace,
             git: None,
+            lfs_installed: false,
         })
     }
 
@@ -205,6 +210,12 @@ impl Workspace {
         self.git
             .as_ref()
             .and_then(|g| trusted_git::FilterPath::new(g).ok())
+    }
+
+    /// Whether git-lfs was installed for the host when the workspace was
+    /// made ([`lfs::installed_for`]).
+    pub fn lfs_installed(&self) -> bool {
+        self.lfs_installed
     }
 
     /// The git program the host-side steps run (resolved when the workspace
@@ -403,6 +414,7 @@ pub fn probe(work_dir: &Path) -> Result<()> {
         layers: vec![layer],
         user_namespace,
         git: None,
+        lfs_installed: false,
     };
     let plan = crate::run::isolate::Plan::for_step(probe.beside(), Some(&target))?;
     let mut command = std::process::Command::new(std::env::current_exe()?);
