@@ -396,7 +396,7 @@ clone_ms() {
     "git clone --shared -q $1 $work/clone"
 }
 
-# import_span LOG: "span fetch read-tree-n read-tree calls" of the import
+# import_span LOG: "span fetch dry-run read-tree calls" of the import
 # in the shim's LOG of one sealed run: times in ms, and how many git calls
 # the span holds.
 import_span() {
@@ -407,7 +407,7 @@ import_span() {
         # Host-side git calls (src/run/preserve/git.rs) carry core.hooksPath=/dev/null.
         if (!f && a[p] ~ /hooksPath=\/dev\/null/ && a[p] ~ / symbolic-ref -q HEAD$/) { pre = p; first = i }
         else if (!f && a[p] ~ /transfer\.fsckObjects=true/ && a[p] ~ / fetch /) { f = p; s = pre }
-        else if (f && a[p] ~ / read-tree -n -m -u /) rn = p
+        else if (f && rn == "" && a[p] ~ / status --porcelain=v1 /) rn = p
         else if (f && a[p] ~ / read-tree -m -u /) { r = p; break }
       }
       if (s == "" || rn == "" || r == "" || !(r in e)) exit 1
@@ -554,7 +554,7 @@ EOF
     rtn=$(median_col "$spans" 3) rt=$(median_col "$spans" 4) calls=$(awk 'END { print $5 }' "$spans")
     r=$(ratio "$span" "$plain")
     row "import, $new_commits commits, vs plain fetch, large" "$span" "$plain" "$r" \
-      "ms; target <= 1.5x: $(verdict "$r" 1.5); import: fetch $fetch + read-tree -n $rtn + read-tree -m -u $rt + rest ($calls git calls, the timing shim adding $over ms to each)"
+      "ms; target <= 1.5x: $(verdict "$r" 1.5); import: fetch $fetch + dry run (git status of the changed paths) $rtn + read-tree -m -u $rt + rest ($calls git calls, the timing shim adding $over ms to each)"
     row "  its git fetch (overlay view) vs plain fetch" "$fetch" "$plain" "$(ratio "$fetch" "$plain")" \
       "ms; same flags, fsck on; $new_commits commits into a fresh copy of the host"
   else

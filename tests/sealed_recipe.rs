@@ -37,7 +37,7 @@ fn readme_recipe() -> String {
     let line = readme
         .lines()
         .map(str::trim)
-        .find(|l| l.starts_with("unshare -rm sh -c \"mount -t overlay"))
+        .find(|l| l.contains("unshare -rm sh -c \"mount -t overlay"))
         .expect("the README gives the recipe")
         .to_owned();
     // SAFETY: plain getter.
