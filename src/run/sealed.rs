@@ -70,7 +70,6 @@ impl Sealed {
     /// git, whatever their format.
     fn files_refs(&self) -> anyhow::Result<()> {
         use std::os::unix::process::CommandExt;
-        self.workspace.before_mount();
         let mut cmd = self.workspace.git(&self.workspace.host().work_dir);
         let plan = self.step.clone();
         // SAFETY: `enter` makes only system calls (see its doc).
@@ -126,7 +125,6 @@ impl Sealed {
             places.state.clone().into(),
             "--json".into(),
         ];
-        self.workspace.before_mount();
         verify_child::step("arm", &args, timeout, Some(&self.step), &self.step_env())
     }
 
@@ -134,7 +132,6 @@ impl Sealed {
     pub(super) fn verify(&self, places: &Places, timeout: Duration) -> ToolResult {
         let mut args = verify_child::verify_args(&places.state, &places.work_dir, timeout);
         args.push("--sealed-workspace".into());
-        self.workspace.before_mount();
         verify_child::step("verify", &args, timeout, Some(&self.step), &self.step_env())
     }
 
@@ -146,7 +143,6 @@ impl Sealed {
             places.state.clone().into(),
             "--json".into(),
         ];
-        self.workspace.before_mount();
         verify_child::step("disarm", &args, timeout, Some(&self.step), &self.step_env())
     }
 
@@ -158,9 +154,6 @@ impl Sealed {
         plan: isolate::Plan,
         places: &Places,
     ) -> std::io::Result<isolate::Plan> {
-        // The command mounts the layers next (its plan is made right
-        // before it starts).
-        self.workspace.before_mount();
         let mut pins = self.workspace.paths_to_pin();
         // grantguard's own records too: a renamed ancestor of the state
         // directory is caught after the fact (`state_identities`), a pinned
@@ -235,14 +228,10 @@ impl Sealed {
                 // the host lacks.
                 let removed =
                     worktree_updated && crate::fsutil::remove_tree(self.workspace.dir()).is_ok();
-                if !removed {
-                    self.workspace.sync();
-                }
                 evidence["kept"] = Value::Bool(!removed);
             }
             None => {
                 evidence["kept"] = Value::Bool(true);
-                self.workspace.sync();
                 if grant.is_some() && !result.is_success() {
                     self.note_host_moved(result, places);
                 }

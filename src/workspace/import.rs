@@ -590,7 +590,6 @@ fn fetch(ws: &Workspace, accepted: &Accepted<'_>, quarantine: &Quarantine) -> Re
         .context("the common dir is in no layer of the workspace")?;
     let plan =
         Plan::for_offline_step(ws.beside(), None).context("cannot prepare the import's mounts")?;
-    ws.before_mount();
     let mut cmd: Command = ws.git(&ws.host().work_dir);
     cmd.args([
         "-c",

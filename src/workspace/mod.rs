@@ -232,39 +232,6 @@ impl Workspace {
         self.git.as_ref().map(trusted_git::TrustedGit::search_path)
     }
 
-    /// Makes the layers mountable again: overlayfs refuses to mount an upper
-    /// layer that a `volatile` mount used until its `work/incompat` mark is
-    /// removed (after a crash it may be incomplete; here the previous mount
-    /// ended with its process, and nothing else mounts these layers).
-    pub fn before_mount(&self) {
-        use std::os::unix::fs::PermissionsExt;
-        for layer in &self.layers {
-            let work = layer.scratch.join("work");
-            if work.symlink_metadata().is_err() {
-                continue;
-            }
-            // overlayfs leaves its work directory at mode 000: without
-            // root, the mark can only be seen and removed once it is ours
-            // again.
-            let _ = std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o700));
-            let mark = work.join("incompat");
-            if mark.symlink_metadata().is_ok() {
-                let _ = crate::fsutil::remove_tree(&mark);
-            }
-        }
-    }
-
-    /// Writes the workspace's layers to disk (one `syncfs` of their file
-    /// system): what a kept workspace needs to survive a crash of the
-    /// machine, since its mounts are `volatile`.
-    pub fn sync(&self) {
-        if let Ok(dir) = std::fs::File::open(&self.dir) {
-            use std::os::fd::AsRawFd;
-            // SAFETY: syncfs on a descriptor we own.
-            unsafe { libc::syncfs(dir.as_raw_fd()) };
-        }
-    }
-
     /// The workspace's directory (`<state>/workspaces/<run-id>`): what is
     /// kept of a rejected run.
     pub fn dir(&self) -> &Path {
@@ -390,14 +357,6 @@ impl Workspace {
                     // marks in `user.overlay.*` attributes.
                     options.push_str(",userxattr");
                 }
-                // No sync of the upper file system at every unmount: each
-                // step's mount ends with its process, and a sync there
-                // (of everything dirty on that file system) cost a sealed
-                // run on 100,000 files about 0.3 s a step. The workspace is
-                // synced once instead, when it is kept ([`Workspace::sync`]);
-                // [`Workspace::before_mount`] clears the mark overlayfs
-                // leaves for the next mount.
-                options.push_str(",volatile");
                 OverlayMount {
                     target: cstring(target(layer)),
                     options: CString::new(options).expect("paths checked by `mountable`"),
