@@ -21,8 +21,14 @@ const CAP: &str = "repo.read";
 const NET: &str = "network.http.public";
 const DOCS_COMMIT: &str = "echo 'better guide' > docs/guide.md\ngit commit -q -am docs";
 /// dulwich, a git library that ignores `protocol.allow` and pre-push: the
-/// compat suite's venv (see `tests/compat.rs`).
-const DULWICH_PYTHON: &str = "/work/main/target/compat/venv/bin/python";
+/// compat suite's venv (see `tests/compat.rs`), found relative to the
+/// checkout (or `GRANTGUARD_COMPAT_DIR`), never at one machine's path.
+fn dulwich_python() -> String {
+    let dir = std::env::var_os("GRANTGUARD_COMPAT_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/compat"));
+    dir.join("venv/bin/python").display().to_string()
+}
 
 fn grant_json(max: u32) -> Value {
     json!({"version": "1", "allowed_paths": ["docs/"],
@@ -371,8 +377,9 @@ fn network_agent(sb: &Sandbox, port: u16) -> PathBuf {
         "python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5)\""
     );
     let push = format!(
-        "{DULWICH_PYTHON} -c \"from dulwich import porcelain; porcelain.push('.', \
-         'git://127.0.0.1:{port}/origin.git', b'refs/heads/main:refs/heads/published')\""
+        "{} -c \"from dulwich import porcelain; porcelain.push('.', \
+         'git://127.0.0.1:{port}/origin.git', b'refs/heads/main:refs/heads/published')\"",
+        dulwich_python()
     );
     let git_push = format!(
         "git -c protocol.allow=always -c protocol.git.allow=always -c core.hooksPath=/dev/null \
