@@ -557,43 +557,7 @@ fn keeps_host_history_when_the_agent_rewrites_an_object_two_alternates_away() {
 // ---------------------------------------------------------------------------
 // 05: the host under a second path (a bind mount).
 
-/// A bind mount on the machine, undone when dropped (also on a panic).
-struct BindMount {
-    target: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl BindMount {
-    /// Binds `source` at a fresh temp dir; `None` when `mount` fails.
-    fn new(source: &Path) -> Option<BindMount> {
-        let dir = tempfile::tempdir().ok()?;
-        let target = dir.path().canonicalize().ok()?.join("alias");
-        std::fs::create_dir(&target).ok()?;
-        let out = Command::new("mount")
-            .arg("--bind")
-            .arg(source)
-            .arg(&target)
-            .output()
-            .ok()?;
-        if !out.status.success() {
-            eprintln!(
-                "mount --bind failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            return None;
-        }
-        Some(BindMount { target, _dir: dir })
-    }
-}
-
-impl Drop for BindMount {
-    fn drop(&mut self) {
-        let plain = Command::new("umount").arg(&self.target).status();
-        if !plain.is_ok_and(|s| s.success()) {
-            let _ = Command::new("umount").arg("-l").arg(&self.target).status();
-        }
-    }
-}
+use common::BindMount;
 
 /// Finding 05: the overlay covers the checkout's path only; the same
 /// directory bind-mounted elsewhere (by the user's environment, before the

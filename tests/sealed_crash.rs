@@ -4,49 +4,15 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::Output;
 
 use common::Sandbox;
 use serde_json::Value;
 
-fn docs_task(sb: &Sandbox) -> PathBuf {
-    let path = sb.root.join("task.json");
-    let task = serde_json::json!({"id": "edit-docs", "title": "Edit the docs",
-        "objective": "Improve the guide", "task_type": "change",
-        "required_capabilities": ["repo.read"], "side_effect_class": "reversible",
-        "risk_class": "low", "worker": "coder",
-        "repository_grant": {"version": "1", "allowed_paths": ["docs/"],
-            "commit_count": {"min": 1, "max": 1}, "publish": false}});
-    std::fs::write(&path, task.to_string()).unwrap();
-    path
-}
-
-fn agent(sb: &Sandbox) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let path = sb.root.join("agent.sh");
-    std::fs::write(
-        &path,
-        "#!/bin/sh\nset -e\necho better > docs/guide.md\ngit commit -q -am docs\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path
-}
-
 fn run_crashing_at(sb: &Sandbox, step: &str) -> Output {
-    let task = docs_task(sb);
-    let agent = agent(sb);
-    sb.command(env!("CARGO_BIN_EXE_grantguard"))
-        .current_dir(&sb.root)
-        .env("GRANTGUARD_TEST_CRASH_AT", step)
-        .args(["run", "--task", task.to_str().unwrap()])
-        .args(["--repo", sb.repo.to_str().unwrap()])
-        .args(["--state", sb.state.to_str().unwrap()])
-        .args(["--capability", "repo.read", "--isolate", "--json", "--"])
-        .arg(&agent)
-        .output()
-        .unwrap()
+    let agent = common::agent_script(sb, "echo better > docs/guide.md\ngit commit -q -am docs");
+    let mut cmd = common::sealed_run_command(sb, &agent);
+    cmd.env("GRANTGUARD_TEST_CRASH_AT", step).output().unwrap()
 }
 
 /// Every file of the checkout and its `.git`: path, mode and bytes.

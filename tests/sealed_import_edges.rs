@@ -7,45 +7,17 @@
 
 mod common;
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use common::Sandbox;
 use serde_json::Value;
 
-fn docs_task(sb: &Sandbox, max: u32) -> PathBuf {
-    let path = sb.root.join("task.json");
-    let task = serde_json::json!({"id": "edit-docs", "title": "Edit the docs",
-        "objective": "Improve the guide", "task_type": "change",
-        "required_capabilities": ["repo.read"], "side_effect_class": "reversible",
-        "risk_class": "low", "worker": "coder",
-        "repository_grant": {"version": "1", "allowed_paths": ["docs/"],
-            "commit_count": {"min": 1, "max": max}, "publish": false}});
-    std::fs::write(&path, task.to_string()).unwrap();
-    path
-}
-
 fn agent(sb: &Sandbox, body: &str) -> PathBuf {
-    let path = sb.root.join("agent.sh");
-    std::fs::write(&path, format!("#!/bin/sh\nset -e\n{body}\n")).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path
+    common::agent_script(sb, body)
 }
 
 fn sealed_run(sb: &Sandbox, agent: &Path) -> Value {
-    let task = docs_task(sb, 1);
-    let out = sb
-        .command(env!("CARGO_BIN_EXE_grantguard"))
-        .current_dir(&sb.root)
-        .args(["run", "--task", task.to_str().unwrap()])
-        .args(["--repo", sb.repo.to_str().unwrap()])
-        .args(["--state", sb.state.to_str().unwrap()])
-        .args(["--capability", "repo.read", "--isolate", "--json", "--"])
-        .arg(agent)
-        .output()
-        .unwrap();
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("no result ({e}): {}", String::from_utf8_lossy(&out.stderr)))
+    common::run_result(common::sealed_run_command(sb, agent))
 }
 
 fn rules(r: &Value) -> Vec<String> {
@@ -141,19 +113,9 @@ fn writes_lfs_content_only_where_git_lfs_would_smudge() {
          printf 'version https://git-lfs.github.com/spec/v1\\noid sha256:%s\\nsize %s\\n' $oid $size \
          > docs/README.txt\ngit add docs\ngit commit -q -m agent",
     );
-    let task = docs_task(&sb, 1);
-    let out = sb
-        .command(env!("CARGO_BIN_EXE_grantguard"))
-        .env("PATH", &path)
-        .current_dir(&sb.root)
-        .args(["run", "--task", task.to_str().unwrap()])
-        .args(["--repo", sb.repo.to_str().unwrap()])
-        .args(["--state", sb.state.to_str().unwrap()])
-        .args(["--capability", "repo.read", "--isolate", "--json", "--"])
-        .arg(&a)
-        .output()
-        .unwrap();
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut cmd = common::sealed_run_command(&sb, &a);
+    cmd.env("PATH", &path);
+    let r = common::run_result(cmd);
     assert_eq!(r["status"], "succeeded", "{r:#}");
     assert_eq!(
         r["evidence"]["workspace"]["import"]["lfs_checked_out"], 0,
@@ -215,19 +177,9 @@ fn checks_out_lfs_content_with_a_repository_only_lfs_install() {
             source.display()
         ),
     );
-    let task = docs_task(&sb, 1);
-    let out = sb
-        .command(env!("CARGO_BIN_EXE_grantguard"))
-        .env("PATH", &path)
-        .current_dir(&sb.root)
-        .args(["run", "--task", task.to_str().unwrap()])
-        .args(["--repo", sb.repo.to_str().unwrap()])
-        .args(["--state", sb.state.to_str().unwrap()])
-        .args(["--capability", "repo.read", "--isolate", "--json", "--"])
-        .arg(&a)
-        .output()
-        .unwrap();
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut cmd = common::sealed_run_command(&sb, &a);
+    cmd.env("PATH", &path);
+    let r = common::run_result(cmd);
     assert_eq!(r["status"], "succeeded", "{r:#}");
     assert_eq!(
         r["evidence"]["workspace"]["import"]["lfs_checked_out"], 1,

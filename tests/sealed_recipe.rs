@@ -9,26 +9,6 @@ use std::path::Path;
 use common::Sandbox;
 use serde_json::Value;
 
-fn docs_task(sb: &Sandbox) -> std::path::PathBuf {
-    let path = sb.root.join("task.json");
-    let task = serde_json::json!({"id": "edit-docs", "title": "Edit the docs",
-        "objective": "Improve the guide", "task_type": "change",
-        "required_capabilities": ["repo.read"], "side_effect_class": "reversible",
-        "risk_class": "low", "worker": "coder",
-        "repository_grant": {"version": "1", "allowed_paths": ["docs/"],
-            "commit_count": {"min": 1, "max": 1}, "publish": false}});
-    std::fs::write(&path, task.to_string()).unwrap();
-    path
-}
-
-fn agent(sb: &Sandbox, body: &str) -> std::path::PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let path = sb.root.join("agent.sh");
-    std::fs::write(&path, format!("#!/bin/sh\nset -e\n{body}\n")).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path
-}
-
 /// The recipe's command line, from the README, for this user: as root
 /// without `-r` and without `,userxattr`, as the README says.
 fn readme_recipe() -> String {
@@ -52,21 +32,10 @@ fn readme_recipe() -> String {
 #[test]
 fn the_readme_recipe_shows_the_kept_workspace() {
     let sb = Sandbox::new();
-    let task = docs_task(&sb);
     let body = "echo evil > src/evil.rs\ngit add src/evil.rs\n\
                 git -c core.hooksPath=/dev/null commit -q --no-verify -m 'rejected work'";
-    let agent = agent(&sb, body);
-    let out = sb
-        .command(env!("CARGO_BIN_EXE_grantguard"))
-        .current_dir(&sb.root)
-        .args(["run", "--task", task.to_str().unwrap()])
-        .args(["--repo", sb.repo.to_str().unwrap()])
-        .args(["--state", sb.state.to_str().unwrap()])
-        .args(["--capability", "repo.read", "--isolate", "--json", "--"])
-        .arg(&agent)
-        .output()
-        .unwrap();
-    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let agent = common::agent_script(&sb, body);
+    let result = common::run_result(common::sealed_run_command(&sb, &agent));
     assert_eq!(result["status"], "failed_permanent", "{result:#}");
     assert_eq!(result["evidence"]["workspace"]["kept"], true, "{result:#}");
     let ws = result["evidence"]["workspace"]["dir"].as_str().unwrap();
@@ -109,19 +78,8 @@ fn sealed_results_validate_against_the_tool_result_schema() {
         ),
     ] {
         let sb = Sandbox::new();
-        let task = docs_task(&sb);
-        let agent = agent(&sb, body);
-        let out = sb
-            .command(env!("CARGO_BIN_EXE_grantguard"))
-            .current_dir(&sb.root)
-            .args(["run", "--task", task.to_str().unwrap()])
-            .args(["--repo", sb.repo.to_str().unwrap()])
-            .args(["--state", sb.state.to_str().unwrap()])
-            .args(["--capability", "repo.read", "--isolate", "--json", "--"])
-            .arg(&agent)
-            .output()
-            .unwrap();
-        let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let agent = common::agent_script(&sb, body);
+        let result = common::run_result(common::sealed_run_command(&sb, &agent));
         assert_eq!(result["status"] == "succeeded", accepted, "{result:#}");
         assert_eq!(result["evidence"]["workspace"]["mode"], "sealed");
         assert_eq!(

@@ -133,14 +133,19 @@ fn options(honour_git_env: bool) -> gix::sec::trust::Mapping<gix::open::Options>
 /// Opens the repository that contains `dir` for checking: local config only,
 /// replace refs off, filter drivers removed.
 pub fn open(dir: &Path) -> Result<gix::Repository> {
-    let repo = gix::ThreadSafeRepository::discover_opts(
+    harden(discover(dir)?)
+}
+
+/// The repository that contains `dir`, found as [`open`] finds it, not yet
+/// hardened.
+fn discover(dir: &Path) -> Result<gix::Repository> {
+    Ok(gix::ThreadSafeRepository::discover_opts(
         dir,
         gix::discover::upwards::Options::default(),
         options(false),
     )
     .with_context(|| format!("{} is not inside a git repository", dir.display()))?
-    .to_thread_local();
-    harden(repo)
+    .to_thread_local())
 }
 
 /// [`open`] for reading objects only: a repository whose refs are in the
@@ -148,14 +153,7 @@ pub fn open(dir: &Path) -> Result<gix::Repository> {
 /// here asks it to). The sealed workspace's import checks the commits git
 /// received into the host with it, whatever the host's ref format.
 pub fn open_for_objects(dir: &Path) -> Result<gix::Repository> {
-    let repo = gix::ThreadSafeRepository::discover_opts(
-        dir,
-        gix::discover::upwards::Options::default(),
-        options(false),
-    )
-    .with_context(|| format!("{} is not inside a git repository", dir.display()))?
-    .to_thread_local();
-    harden_refs_unread(repo)
+    harden_refs_unread(discover(dir)?)
 }
 
 /// Whether the repository at `location` keeps its refs in the reftable

@@ -426,3 +426,78 @@ pub fn rebuild_preserved(sb: &Sandbox, preserved: &Path, checkout: &Path) {
             .output();
     }
 }
+
+/// Writes `agent.sh` in the sandbox root: `#!/bin/sh`, `set -e`, `body`.
+pub fn agent_script(sb: &Sandbox, body: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = sb.root.join("agent.sh");
+    std::fs::write(&path, format!("#!/bin/sh\nset -e\n{body}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// The command of a sealed `grantguard run --isolate --json` of the docs
+/// task ([`docs_task`]) on the sandbox's checkout, running `agent`.
+pub fn sealed_run_command(sb: &Sandbox, agent: &Path) -> Command {
+    let task = docs_task(sb);
+    let mut cmd = sb.command(env!("CARGO_BIN_EXE_grantguard"));
+    cmd.current_dir(&sb.root)
+        .args(["run", "--task", task.to_str().unwrap()])
+        .args(["--repo", sb.repo.to_str().unwrap()])
+        .args(["--state", sb.state.to_str().unwrap()])
+        .args(["--capability", "repo.read", "--isolate", "--json", "--"])
+        .arg(agent);
+    cmd
+}
+
+/// Runs `cmd` (a `grantguard run --json`) and returns the result it printed.
+pub fn run_result(mut cmd: Command) -> Value {
+    let out = cmd.output().unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no result on stdout ({e}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// A bind mount on the machine, undone when dropped (also on a panic): the
+/// sealed-workspace tests show a directory under a second path, as a
+/// user's environment can.
+pub struct BindMount {
+    /// Where `source` is seen now.
+    pub target: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl BindMount {
+    /// Binds `source` at a fresh temp dir; `None` when `mount` fails.
+    pub fn new(source: &Path) -> Option<BindMount> {
+        let dir = tempfile::tempdir().ok()?;
+        let target = dir.path().canonicalize().ok()?.join("alias");
+        std::fs::create_dir(&target).ok()?;
+        let out = Command::new("mount")
+            .arg("--bind")
+            .arg(source)
+            .arg(&target)
+            .output()
+            .ok()?;
+        if !out.status.success() {
+            eprintln!(
+                "mount --bind failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            return None;
+        }
+        Some(BindMount { target, _dir: dir })
+    }
+}
+
+impl Drop for BindMount {
+    fn drop(&mut self) {
+        let plain = Command::new("umount").arg(&self.target).status();
+        if !plain.is_ok_and(|s| s.success()) {
+            let _ = Command::new("umount").arg("-l").arg(&self.target).status();
+        }
+    }
+}
