@@ -318,10 +318,7 @@ fn isolation_plan(
     }
     let network = isolate::network_allowed(&admitted.contract.required_capabilities);
     match sealed {
-        Some(sealed) => {
-            paths.extend(sealed.host_paths_to_freeze());
-            sealed.command_plan(isolate::Plan::new_keeping_nested(paths, network)?, places)
-        }
+        Some(sealed) => sealed.command_plan(paths, network, places),
         None => isolate::Plan::new(paths, network),
     }
 }

@@ -147,13 +147,18 @@ impl Sealed {
     }
 
     /// The command's namespaces: `plan` with the workspace mounted at the
-    /// checkout's paths first, and the host's paths outside the workspace
-    /// (other worktrees, borrowed object stores) read-only.
+    /// checkout's paths first, `read_only` and the host's paths outside
+    /// the workspace (other worktrees, borrowed object stores, other mounts
+    /// of it, the programs the import runs) read-only, and every ancestor
+    /// pinned.
     pub(super) fn command_plan(
         &self,
-        plan: isolate::Plan,
+        mut read_only: Vec<std::path::PathBuf>,
+        network: bool,
         places: &Places,
     ) -> std::io::Result<isolate::Plan> {
+        read_only.extend(self.workspace.host_paths_to_freeze());
+        let plan = isolate::Plan::new_keeping_nested(read_only, network)?;
         let mut pins = self.workspace.paths_to_pin();
         // grantguard's own records too: a renamed ancestor of the state
         // directory is caught after the fact (`state_identities`), a pinned
@@ -178,12 +183,6 @@ impl Sealed {
             Some(&self.workspace.host().work_dir),
         )?
         .with_pinned(&pins)
-    }
-
-    /// What the host must keep read-only for the command besides the
-    /// workspace's own paths.
-    pub(super) fn host_paths_to_freeze(&self) -> Vec<std::path::PathBuf> {
-        self.workspace.host_paths_to_freeze()
     }
 
     /// After the verdict: import the accepted commits into the host, or
@@ -390,6 +389,7 @@ fn fail(result: &mut ToolResult, class: FailureClass, rule: &str, message: Strin
     result.violations.push(Violation::new(rule, message));
 }
 
+/// An arm of the workspace that could not start (its grant file).
 fn failed(message: String) -> ToolResult {
     ToolResult::rejected(
         "arm",

@@ -98,7 +98,7 @@ pub fn import(ws: &Workspace, accepted: &Accepted<'_>) -> Result<Imported, Impor
     let quarantine = Quarantine::new(ws).map_err(failed)?;
     fetch(ws, accepted, &quarantine).map_err(failed)?;
     quarantine.only_reachable_objects(ws, accepted)?;
-    quarantine.release(ws).map_err(failed)?;
+    quarantine.release().map_err(failed)?;
     let (repo, facts) = check_received(host, accepted)?;
     let commits = facts.count;
     let from = accepted
@@ -328,7 +328,7 @@ impl Quarantine {
     /// Moves the checked packs into the host's object store: each file
     /// written under a temporary name in the host's `objects/pack` and
     /// renamed into place, the index last (git finds a pack by its index).
-    fn release(self, ws: &Workspace) -> Result<()> {
+    fn release(self) -> Result<()> {
         let target = self.host_objects.join("pack");
         for idx in self.packs() {
             for ext in ["pack", "rev", "idx"] {
@@ -350,7 +350,6 @@ impl Quarantine {
         }
         crate::fsutil::sync_dir(&target)?;
         let _ = crate::fsutil::remove_tree(&self.dir);
-        let _ = ws;
         Ok(())
     }
 }
