@@ -17,7 +17,8 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::Sandbox;
+use common::read_or_empty as read;
+use common::{BindMount, Sandbox, assert_fsck_clean, attempt, script};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -56,29 +57,6 @@ fn make_repo(sb: &Sandbox, dir: &Path) {
         ],
     );
 }
-
-/// Writes an executable `#!/bin/sh` script (no `set -e`: each line says
-/// what it tolerates).
-fn script(path: &Path, body: &str) -> PathBuf {
-    std::fs::write(path, format!("#!/bin/sh\n{body}\n")).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path.to_path_buf()
-}
-
-/// A shell line that runs `attempt` (stderr into the log) and logs
-/// `<name> written` or `<name> refused`.
-fn attempt(log: &Path, name: &str, attempt: &str) -> String {
-    let log = log.display();
-    format!(
-        "if ( {attempt} ) 2>>'{log}'; then echo '{name} written'; else echo '{name} refused'; \
-         fi >> '{log}'"
-    )
-}
-
-fn read(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap_or_default()
-}
-
 struct Run {
     code: i32,
     r: Value,
@@ -146,18 +124,6 @@ fn refs(sb: &Sandbox, dir: &Path) -> String {
 
 fn local_config(sb: &Sandbox, dir: &Path) -> String {
     git_out(sb, dir, &["config", "--local", "--list"])
-}
-
-#[track_caller]
-fn assert_fsck_clean(sb: &Sandbox, dir: &Path) {
-    let out = sb.try_git_in(dir, &["fsck", "--strict", "--no-progress"]);
-    assert!(
-        out.status.success(),
-        "git fsck --strict failed in {}:\n{}{}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// The host after a run whose agent made the granted commit: either
@@ -556,8 +522,6 @@ fn keeps_host_history_when_the_agent_rewrites_an_object_two_alternates_away() {
 
 // ---------------------------------------------------------------------------
 // 05: the host under a second path (a bind mount).
-
-use common::BindMount;
 
 /// Finding 05: the overlay covers the checkout's path only; the same
 /// directory bind-mounted elsewhere (by the user's environment, before the

@@ -22,7 +22,7 @@
 mod common;
 
 use std::ffi::OsString;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -30,7 +30,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::Sandbox;
+use common::read_or_empty as read;
+use common::{BindMount, Sandbox, attempt, script};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -184,29 +185,6 @@ fn sandbox() -> (Sandbox, PathBuf) {
     make_repo(&sb, &host);
     (sb, host)
 }
-
-/// Writes an executable `#!/bin/sh` script (no `set -e` unless the body
-/// says so).
-fn script(path: &Path, body: &str) -> PathBuf {
-    std::fs::write(path, format!("#!/bin/sh\n{body}\n")).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path.to_path_buf()
-}
-
-/// A shell line that runs `attempt` (stderr into the log) and logs
-/// `<name> written` or `<name> refused`.
-fn attempt(log: &Path, name: &str, attempt: &str) -> String {
-    let log = log.display();
-    format!(
-        "if ( {attempt} ) 2>>'{log}'; then echo '{name} written'; else echo '{name} refused'; \
-         fi >> '{log}'"
-    )
-}
-
-fn read(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap_or_default()
-}
-
 /// A temp dir outside the sandbox's root, for the agent's logs and the
 /// files the test hands it.
 fn aux() -> (tempfile::TempDir, PathBuf) {
@@ -722,8 +700,6 @@ fn lfs_pointers_without_their_objects_leave_no_half_import_with_a_local_lfs_inst
 
 // ---------------------------------------------------------------------------
 // 02: the state directory under a second path (a bind mount).
-
-use common::BindMount;
 
 /// Finding 02: the state directory is read-only for the command, but
 /// another mount that shows it (a bind mount of its parent, made by the

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::Sandbox;
+use common::{Sandbox, assert_fsck_clean};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -334,18 +334,6 @@ fn sealed_run(sb: &Sandbox, task: &Path, extra: &[&str], agent: &Path) -> Run {
 
 fn rules(r: &Value) -> Vec<String> {
     common::rules(r)
-}
-
-#[track_caller]
-fn assert_fsck_clean(sb: &Sandbox, dir: &Path) {
-    let out = sb.try_git_in(dir, &["fsck", "--strict", "--no-progress"]);
-    assert!(
-        out.status.success(),
-        "git fsck --strict failed in {}:\n{}{}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// A rejected (or cancelled) sealed run: non-zero exit, not succeeded,

@@ -501,3 +501,40 @@ impl Drop for BindMount {
         }
     }
 }
+
+/// Writes an executable `#!/bin/sh` script at `path` (no `set -e` unless
+/// the body says so: each line of an attack says what it tolerates).
+pub fn script(path: &Path, body: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.to_path_buf()
+}
+
+/// A shell line that runs `attempt` (stderr into the log) and logs
+/// `<name> written` or `<name> refused`.
+pub fn attempt(log: &Path, name: &str, attempt: &str) -> String {
+    let log = log.display();
+    format!(
+        "if ( {attempt} ) 2>>'{log}'; then echo '{name} written'; else echo '{name} refused'; \
+         fi >> '{log}'"
+    )
+}
+
+/// The file's text, or nothing when it cannot be read.
+pub fn read_or_empty(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+/// `git fsck --strict` passes in `dir`.
+#[track_caller]
+pub fn assert_fsck_clean(sb: &Sandbox, dir: &Path) {
+    let out = sb.try_git_in(dir, &["fsck", "--strict", "--no-progress"]);
+    assert!(
+        out.status.success(),
+        "git fsck --strict failed in {}:\n{}{}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
