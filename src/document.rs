@@ -83,7 +83,15 @@ pub fn read_text(path: &Path) -> Result<String, DocumentError> {
     let fail = |what: String| DocumentError {
         message: format!("{}: {what}", path.display()),
     };
-    let file = std::fs::File::open(path).map_err(|e| fail(format!("cannot open: {e}")))?;
+    // Never `File::open`: a FIFO given as `--task` would block for ever
+    // before any limit applies (red-team review, issue 26).
+    let file = crate::fsutil::open_regular(path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::InvalidInput {
+            fail("not a regular file (a FIFO, socket, device or directory); documents are read only from regular files".into())
+        } else {
+            fail(format!("cannot open: {e}"))
+        }
+    })?;
     let mut bytes = Vec::new();
     file.take(MAX_DOCUMENT_BYTES + 1)
         .read_to_end(&mut bytes)
