@@ -385,14 +385,18 @@ fn keeps_the_host_at_its_path_when_the_agent_renames_its_parent() {
     let baseline = git_out(&sb, &host, &["rev-parse", "HEAD"]);
     let baseline = baseline.trim();
     let refs_before = refs(&sb, &host);
-    let run = sealed_run(&sb, Path::new(BIN), &host, &agent, |_| {});
+    // The log, outside the renamed parent, named on the command line: the
+    // command's private /tmp keeps what its command line names.
+    let run = sealed_run(&sb, Path::new(BIN), &host, &agent, |cmd| {
+        cmd.arg(&log);
+    });
     let log = read(&log);
     eprintln!("the agent's probes:\n{log}");
     assert!(
         !moved.exists(),
         "the agent moved the user's repository to {m}; {h} is its copy:\n{log}\n{run}"
     );
-    assert!(log.contains("rename parent refused"), "{log}");
+    assert!(log.contains("rename parent refused"), "{log}\n{run}");
     assert!(log.contains("rename repo refused"), "{log}");
     assert!(
         log.contains("Device or resource busy"),
@@ -960,10 +964,12 @@ fn rejects_an_agent_writing_its_host_through_another_runs_proc_root_when_unprivi
     let pid_a = w.join("pidA");
     let b_done = w.join("b-done");
     // A: benign, holds its namespace open until B is done (30 s at most).
+    // Its pid as the host sees it (inside, its own PID namespace calls it
+    // 2) is found by the harness script below and handed to B.
     script(
         &w.join("agentA.sh"),
         &format!(
-            "echo $$ > '{p}.tmp' && mv '{p}.tmp' '{p}'\n\
+            "touch '{p}.ready'\n\
              i=0; while [ ! -e '{d}' ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done\n\
              {DOCS_COMMIT}",
             p = pid_a.display(),
@@ -1016,6 +1022,9 @@ fn rejects_an_agent_writing_its_host_through_another_runs_proc_root_when_unprivi
          '{BIN}' run --task task.json --repo X --state stateA --capability {CAP} --isolate \
          --json -- '{w}/agentA.sh' > outA.json 2> errA &\n\
          A=$!\n\
+         i=0; while [ ! -e '{w}/pidA.ready' ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done\n\
+         for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null | \
+           grep -q '^[^ ]*sh [^ ]*agentA.sh' && echo ${{p#/proc/}} > '{w}/pidA' || true; done\n\
          '{BIN}' run --task task.json --repo Y --state stateB --capability {CAP} --isolate \
          --json -- '{w}/agentB.sh' > outB.json 2> errB || true\n\
          wait $A || true\n",

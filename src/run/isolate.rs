@@ -77,6 +77,15 @@ pub struct Plan {
     /// Where the process starts once the overlays are mounted: the working
     /// directory inherited from before them would still be the host's.
     chdir: Option<CString>,
+    /// The command gets a PID namespace of its own under grantguard's init
+    /// ([`super::pid_namespace`]); grantguard's own steps do not need one.
+    pid_namespace: bool,
+    /// Without the network: private `/tmp`, `/run`... so that no host
+    /// service is reached through a unix socket
+    /// ([`super::private_dirs`]).
+    private: Vec<super::private_dirs::PrivateDir>,
+    /// The roots left shared because a needed path is one or holds one.
+    shared: Vec<PathBuf>,
     fault: bool,
 }
 
@@ -157,6 +166,9 @@ impl Plan {
             overlays: Vec::new(),
             pinned: Vec::new(),
             chdir: None,
+            pid_namespace: true,
+            private: Vec::new(),
+            shared: Vec::new(),
             fault,
         })
     }
@@ -190,6 +202,7 @@ impl Plan {
         plan.read_only.clear();
         plan.shown.clear();
         plan.drop_capabilities = false;
+        plan.pid_namespace = false;
         plan.with_overlays(mounts, dir)
     }
 
@@ -207,6 +220,16 @@ impl Plan {
         Ok(self)
     }
 
+    /// This plan with the command started in `dir` again once every mount
+    /// is made (the in-place checkout; a sealed plan sets it with its
+    /// overlays).
+    pub fn with_chdir(mut self, dir: &Path) -> io::Result<Plan> {
+        if self.chdir.is_none() {
+            self.chdir = Some(CString::new(dir.as_os_str().as_bytes()).map_err(io::Error::other)?);
+        }
+        Ok(self)
+    }
+
     /// This plan with `dirs` (existing directories, none of them `/`)
     /// bound onto themselves after the overlays, so that none of them can
     /// be renamed or removed.
@@ -221,9 +244,45 @@ impl Plan {
         Ok(self)
     }
 
+    /// This plan with private `/tmp`, `/var/tmp`, `/run` and `/dev/shm`
+    /// when the network is cut, each holding again the top-level entries
+    /// that hold `needed` and the paths this plan mounts.
+    pub fn with_private_dirs(mut self, needed: &[PathBuf]) -> io::Result<Plan> {
+        if self.network {
+            return Ok(self);
+        }
+        let mut all: Vec<PathBuf> = needed.to_vec();
+        // Not the pinned directories: they are the ancestors of needed
+        // paths (`/tmp` itself among them), kept with them.
+        all.extend(self.shown.iter().cloned());
+        if let Some(dir) = &self.chdir {
+            all.push(PathBuf::from(std::ffi::OsStr::from_bytes(dir.as_bytes())));
+        }
+        let (private, shared) = super::private_dirs::plan(&all)?;
+        self.private = private;
+        self.shared = shared;
+        Ok(self)
+    }
+
+    /// The directories made private for the command (empty with the
+    /// network), and those left shared because the run needs them whole.
+    pub fn private_dirs(&self) -> (Vec<&Path>, &[PathBuf]) {
+        (
+            self.private.iter().map(|d| d.root()).collect(),
+            &self.shared,
+        )
+    }
+
     /// The paths mounted read-only.
     pub fn read_only(&self) -> &[PathBuf] {
         &self.shown
+    }
+
+    /// Whether the command gets a PID namespace of its own: whatever it
+    /// leaves there is ended by the kernel when it exits, before
+    /// grantguard's own sweep ([`super::survivors`]) looks.
+    pub fn pid_namespace(&self) -> bool {
+        self.pid_namespace
     }
 
     /// Whether the command keeps the host's network.
@@ -249,6 +308,9 @@ impl Plan {
         if self.user.is_some() {
             flags |= libc::CLONE_NEWUSER;
         }
+        if self.pid_namespace {
+            flags |= libc::CLONE_NEWPID;
+        }
         // SAFETY: unshare affects only this (single-threaded, forked) process.
         check(unsafe { libc::unshare(flags) })?;
         if let Some((uid_map, gid_map)) = &self.user {
@@ -256,8 +318,31 @@ impl Plan {
             write_file(c"/proc/self/uid_map", uid_map)?;
             write_file(c"/proc/self/gid_map", gid_map)?;
         }
+        if self.pid_namespace {
+            // From here on this is the command, pid 2 of the new namespace.
+            super::pid_namespace::fork_init_and_command()?;
+        }
         // Nothing mounted here propagates back to the host.
         mount(None, c"/", libc::MS_REC | libc::MS_PRIVATE)?;
+        if self.pid_namespace {
+            // A /proc of the new namespace: the command's tools (`ps`,
+            // `kill`, `/proc/<pid>`) see its own processes by their pids
+            // there. Best effort: a sandbox that masks parts of the host's
+            // /proc forbids a new one in a user namespace; the host's /proc
+            // then stays, and signals are still confined (pids are the
+            // namespace's). Mounted before the read-only binds, which then
+            // cover the new /proc/sys.
+            // SAFETY: NUL-terminated strings that outlive the call.
+            unsafe {
+                libc::mount(
+                    c"proc".as_ptr(),
+                    c"/proc".as_ptr(),
+                    c"proc".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                    std::ptr::null(),
+                );
+            }
+        }
         for overlay in &self.overlays {
             // SAFETY: NUL-terminated strings that outlive the call.
             check(unsafe {
@@ -284,6 +369,19 @@ impl Plan {
                 path,
                 libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | locked,
             )?;
+        }
+        for dir in &self.private {
+            dir.enter()?;
+        }
+        if !self.private.is_empty()
+            && let Some(dir) = &self.chdir
+        {
+            // The working directory chosen before the private directories
+            // still names the host's, now covered, tree: its `..` would
+            // lead back to the host's `/tmp` and its sockets. Resolve it
+            // again through the new tree.
+            // SAFETY: a NUL-terminated path that outlives the call.
+            check(unsafe { libc::chdir(dir.as_ptr()) })?;
         }
         if !self.network {
             loopback_up()?;

@@ -50,8 +50,10 @@ pub mod claim;
 mod compensate;
 pub mod isolate;
 mod outcome;
+mod pid_namespace;
 mod places;
 pub mod preserve;
+mod private_dirs;
 pub mod process;
 mod reconcile;
 mod record;
@@ -137,6 +139,9 @@ pub mod rule {
     /// A process the command left behind could not be ended, so the
     /// checkout may still change (`unsafe_state`).
     pub const SURVIVORS_REMAINING: &str = "survivors_remaining";
+    /// The watchdog that ends the command should grantguard die was killed
+    /// while the command ran (`unsafe_state`; the command was ended).
+    pub const WATCHDOG_LOST: &str = "watchdog_lost";
     /// `--isolate` was asked for and the namespaces cannot be entered here,
     /// or a file to protect cannot be (`dependency`; nothing was run).
     pub const ISOLATION_UNAVAILABLE: &str = "isolation_unavailable";
@@ -529,6 +534,7 @@ fn isolation_available(
     }
     let network = isolate::network_allowed(&admitted.contract.required_capabilities);
     let plan = isolate::Plan::new([places.state.clone()], network)
+        .and_then(|p| p.with_private_dirs(std::slice::from_ref(&places.state)))
         .map_err(|e| unavailable(format!("cannot prepare the namespaces: {e}")))?;
     isolate::probe(&plan).map_err(|e| {
         unavailable(format!(

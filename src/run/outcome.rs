@@ -77,13 +77,15 @@ pub(super) fn execute(
     // directory and the hub, by identity. A command that renames a parent
     // directory and plants a copy at the same path (a mount cannot stop
     // that) is caught below.
-    let identities_before = grant.is_some().then(|| state_identities(&places.state));
+    // (Taken once the isolation plan has made the metrics directory.)
+    let mut identities_before = None;
     let mut isolation = None;
     let (outcome, spawn_error) = if let Some(signal) = process::interrupted() {
         let outcome = process::Outcome {
             ending: Ending::Interrupted(signal),
             elapsed: Duration::ZERO,
             survivors: survivors::Sweep::default(),
+            watchdog_lost: false,
         };
         (Some(outcome), None)
     } else {
@@ -94,10 +96,15 @@ pub(super) fn execute(
             Err(e) => (None, Some(e)),
             Ok(plan) => {
                 isolation = plan.as_ref().map(|p| {
+                    let (private, shared) = p.private_dirs();
                     json!({"network": if p.network() { "host" } else { "none" },
+                           "pid_namespace": p.pid_namespace(),
+                           "private_dirs": private,
+                           "shared_dirs": shared,
                            "read_only": p.read_only(),
                            "workspace": if sealed.is_some() { "sealed" } else { "in-place" }})
                 });
+                identities_before = grant.is_some().then(|| record_identities(places, request));
                 let mut env = vec![(crate::hooks::STATE_ENV, places.state.as_path())];
                 if let Some(sealed) = &sealed {
                     env.extend(sealed.env());
@@ -120,7 +127,7 @@ pub(super) fn execute(
     let mut result = ToolResult::succeeded(TOOL);
     let mut verify_ms = 0u64;
     if let Some(before) = &identities_before
-        && state_identities(&places.state) != *before
+        && replaced(before, &record_identities(places, request))
     {
         // Nothing read from there now can be trusted, and git must not run
         // on its strength: refuse without verifying, and leave the
@@ -129,9 +136,10 @@ pub(super) fn execute(
         r.violations.push(Violation::new(
             crate::acceptance::rule::BASELINE_INVALID,
             format!(
-                "the state directory {} or the repository's hub was replaced while the command \
-                 ran (a parent directory renamed and a copy put in its place); nothing there \
-                 can be trusted: inspect it, then grantguard disarm --state with the original",
+                "the state directory {}, the repository's hub or the directory of a record \
+                 (journal, metrics, result) was replaced while the command ran (a parent \
+                 directory renamed and a copy put in its place); nothing there can be \
+                 trusted: inspect it, then grantguard disarm --state with the original",
                 places.state.display()
             ),
         ));
@@ -317,22 +325,117 @@ fn isolation_plan(
         paths.push(link.hub);
     }
     let network = isolate::network_allowed(&admitted.contract.required_capabilities);
-    match sealed {
-        Some(sealed) => sealed.command_plan(paths, network, places),
-        None => isolate::Plan::new(paths, network),
-    }
+    let pins = record_ancestors(places, request);
+    let needed = needed_paths(places, request, location.as_ref());
+    let plan = match sealed {
+        Some(sealed) => sealed.command_plan(paths, network, pins)?,
+        None => isolate::Plan::new(paths, network)?.with_pinned(&pins)?,
+    };
+    plan.with_chdir(&places.work_dir)?
+        .with_private_dirs(&needed)
 }
 
-/// The (device, inode) of the state directory and of the hub it links to:
+/// What the command must still find when `/tmp`, `/run`... are made
+/// private ([`super::private_dirs`]): the checkout and its git
+/// directories, grantguard's records, the command's program and every
+/// existing path on its command line, `HOME`, `TMPDIR` and the directories
+/// of `PATH`.
+fn needed_paths(
+    places: &Places,
+    request: &Request,
+    location: Option<&crate::repo::Location>,
+) -> Vec<std::path::PathBuf> {
+    let mut out = vec![
+        places.work_dir.clone(),
+        places.state.clone(),
+        places.journal.clone(),
+    ];
+    if let Some(l) = location {
+        out.extend([l.git_dir.clone(), l.common_dir.clone()]);
+    }
+    out.extend(places.metrics.clone());
+    out.extend(request.result_file.clone());
+    for var in ["HOME", "TMPDIR"] {
+        out.extend(std::env::var_os(var).map(std::path::PathBuf::from));
+    }
+    // The directories the command finds its programs in (a virtualenv's
+    // `bin` under /tmp).
+    if let Some(paths) = std::env::var_os("PATH") {
+        out.extend(std::env::split_paths(&paths).filter(|p| p.is_absolute()));
+    }
+    for (i, arg) in request.command.iter().enumerate() {
+        let path = Path::new(arg);
+        if path.is_absolute() {
+            out.push(path.to_path_buf());
+        } else if i == 0 && !arg.as_encoded_bytes().contains(&b'/') {
+            // A program found through PATH (a virtualenv under /tmp).
+            if let Some(found) = std::env::var_os("PATH").and_then(|paths| {
+                std::env::split_paths(&paths)
+                    .map(|d| d.join(path))
+                    .find(|p| p.is_file())
+            }) {
+                out.push(found);
+            }
+        } else {
+            out.push(places.work_dir.join(path));
+        }
+    }
+    // Not only existing paths: a log the command will create beside its
+    // script keeps its (existing) top-level entry too.
+    out
+}
+
+/// The directories above grantguard's records (state directory, journal,
+/// metrics file, result file), not `/`: pinned for the command (a mount
+/// point cannot be renamed), so that none of them can be renamed away and
+/// replaced by a look-alike holding forged records. A root agent did just
+/// that to the metrics file's directory: the forged `succeeded` line stayed
+/// at the path the harness reads, and the real one went to the renamed
+/// directory (red-team review, issue 26). [`record_identities`] checks it
+/// after the run.
+fn record_ancestors(places: &Places, request: &Request) -> Vec<std::path::PathBuf> {
+    [
+        Some(places.state.as_path()),
+        Some(places.journal.as_path()),
+        places.metrics.as_deref(),
+        request.result_file.as_deref(),
+    ]
+    .into_iter()
+    .flatten()
+    .flat_map(|p| {
+        p.ancestors()
+            .skip(1)
+            .filter(|a| a.parent().is_some())
+            .map(Path::to_path_buf)
+    })
+    .collect()
+}
+
+/// Whether a directory that existed before the command is another one (or
+/// gone) after it. One the command created (a metrics directory the run had
+/// not made yet) replaced nothing.
+fn replaced(before: &[Option<(u64, u64)>], after: &[Option<(u64, u64)>]) -> bool {
+    before.len() != after.len() || before.iter().zip(after).any(|(b, a)| b.is_some() && b != a)
+}
+
+/// The (device, inode) of the state directory, of the hub it links to and
+/// of the directories of the records (journal, metrics, result file):
 /// unchanged while the command runs, unless something replaced them.
-fn state_identities(state: &Path) -> Vec<Option<(u64, u64)>> {
+fn record_identities(places: &Places, request: &Request) -> Vec<Option<(u64, u64)>> {
     use std::os::unix::fs::MetadataExt;
     let id = |p: &Path| {
         std::fs::symlink_metadata(p)
             .ok()
             .map(|m| (m.dev(), m.ino()))
     };
-    let mut out = vec![id(state)];
+    let state = places.state.as_path();
+    let mut out = vec![id(state), id(&places.journal)];
+    for file in [places.metrics.as_deref(), request.result_file.as_deref()]
+        .into_iter()
+        .flatten()
+    {
+        out.extend(file.parent().map(id));
+    }
     if let Ok(Some(link)) = crate::hooks::hub::Link::read(state) {
         out.push(id(&link.hub));
     }
@@ -486,6 +589,16 @@ pub(super) fn apply_command_outcome(
                "timed_out": outcome.ending == Ending::TimedOut}),
     );
     survivors::note(result, outcome.survivors);
+    if outcome.watchdog_lost {
+        demote(result, FailureClass::UnsafeState, Status::FailedPermanent);
+        result.violations.push(Violation::new(
+            rule::WATCHDOG_LOST,
+            "grantguard's watchdog (which ends the command should grantguard die) was killed \
+             while the command ran; the command was ended at once, and a run nobody guarded \
+             is never accepted. Run the task again (under --isolate the command cannot reach \
+             the watchdog)",
+        ));
+    }
     match outcome.ending {
         Ending::Exited(0) => {}
         Ending::Exited(code) => command_failed(result, &format!("exited with status {code}")),

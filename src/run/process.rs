@@ -53,7 +53,7 @@ use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use super::survivors::{self, Sweep};
-use super::watchdog::{self, Watchdog};
+use super::watchdog;
 
 /// The process group of the running command (0 when none runs).
 static CHILD_GROUP: AtomicI32 = AtomicI32::new(0);
@@ -75,6 +75,10 @@ pub const MAX_TIMEOUT_SECS: u64 = 30 * 24 * 60 * 60;
 
 /// How often the child is polled.
 const POLL: Duration = Duration::from_millis(20);
+
+/// How long after grantguard's own kill time (timeout plus [`GRACE`]) the
+/// watchdog ends the command itself: only when grantguard could not.
+const WATCHDOG_SLACK: Duration = Duration::from_secs(1);
 
 /// The fixed-number signals that cancel a run (the real-time ones are added
 /// at run time: their range is the C library's).
@@ -213,6 +217,10 @@ pub struct Outcome {
     /// grantguard ([`super::survivors`]; zero when grantguard is not a
     /// subreaper).
     pub survivors: Sweep,
+    /// The [`super::watchdog`] died while the command ran (the command,
+    /// same user, can kill it): the command was ended at once and the run
+    /// is never accepted, since nothing guarded it meanwhile.
+    pub watchdog_lost: bool,
 }
 
 /// Runs `argv` in `cwd` in a new process group with stdin and stderr
@@ -303,8 +311,18 @@ pub fn run(
             "the watchdog that ends the command if grantguard dies is not running",
         ));
     }
-    let keep = [Some(group), watchdog.as_ref().map(Watchdog::pid)];
-    let keep: Vec<i32> = keep.into_iter().flatten().collect();
+    // Spared by pid and start time: a pid alone can be reused.
+    let watchdog_id = watchdog
+        .as_ref()
+        .and_then(|w| Some((w.pid(), survivors::start_time(w.pid())?)));
+    let leader_id = survivors::start_time(group).map(|start| (group, start));
+    let keep: Vec<survivors::Spared> = [leader_id, watchdog_id].into_iter().flatten().collect();
+    if let (Some(w), Some(t)) = (watchdog.as_mut(), timeout) {
+        // The watchdog holds the deadline too: a command that stops
+        // grantguard (`kill -STOP $PPID`) does not stop its clock.
+        w.deadline(t + GRACE + WATCHDOG_SLACK);
+    }
+    let mut watchdog_lost = false;
     let mut last_listed = Instant::now();
     // An interrupt that came before the group was known was not forwarded.
     if let Some(signal) = interrupted() {
@@ -317,6 +335,12 @@ pub fn run(
     loop {
         if exited(group)? {
             break;
+        }
+        if !watchdog_lost && watchdog.is_some() && !watchdog_id.is_some_and(survivors::is_alive) {
+            // Nothing would end the command should grantguard die now:
+            // end it, and never accept the run.
+            watchdog_lost = true;
+            signal_group(group, libc::SIGKILL);
         }
         if let Some(w) = watchdog.as_mut() {
             survivors::reap_exited_orphans(group);
@@ -340,6 +364,7 @@ pub fn run(
         }
         std::thread::sleep(POLL);
     }
+    let seen_ended = start.elapsed();
     // The leader has exited but is not reaped yet: its group id is still
     // ours. End whatever it left behind, in its group and out of it, then
     // reap it.
@@ -362,6 +387,10 @@ pub fn run(
     let elapsed = start.elapsed();
     let ending = match stop {
         Some((ending, _)) => ending,
+        // Seen to end only after its deadline: grantguard was stopped (or
+        // starved) meanwhile and could not end it in time, so it ran past
+        // its budget. A command that did is never accepted.
+        None if timeout.is_some_and(|t| seen_ended >= t) => Ending::TimedOut,
         None => match (status.code(), status.signal()) {
             (Some(code), _) => Ending::Exited(code),
             (None, Some(signal)) => Ending::Signalled(signal),
@@ -372,6 +401,7 @@ pub fn run(
         ending,
         elapsed,
         survivors: sweep,
+        watchdog_lost,
     })
 }
 

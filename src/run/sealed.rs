@@ -155,29 +155,11 @@ impl Sealed {
         &self,
         mut read_only: Vec<std::path::PathBuf>,
         network: bool,
-        places: &Places,
+        mut pins: Vec<std::path::PathBuf>,
     ) -> std::io::Result<isolate::Plan> {
         read_only.extend(self.workspace.host_paths_to_freeze());
         let plan = isolate::Plan::new_keeping_nested(read_only, network)?;
-        let mut pins = self.workspace.paths_to_pin();
-        // grantguard's own records too: a renamed ancestor of the state
-        // directory is caught after the fact (`state_identities`), a pinned
-        // one cannot be renamed at all.
-        for dir in [
-            Some(&places.state),
-            Some(&places.journal),
-            places.metrics.as_ref(),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            pins.extend(
-                dir.ancestors()
-                    .skip(1)
-                    .filter(|a| a.parent().is_some())
-                    .map(Path::to_path_buf),
-            );
-        }
+        pins.extend(self.workspace.paths_to_pin());
         plan.with_overlays(
             self.workspace.at_home(),
             Some(&self.workspace.host().work_dir),

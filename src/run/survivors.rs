@@ -107,6 +107,9 @@ impl Sweep {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Proc {
     ppid: i32,
+    /// No thread of the process is left: `/proc/<pid>/stat` says zombie
+    /// (or dead) *and* so does every thread under `/proc/<pid>/task/`
+    /// ([`read_proc`]).
     zombie: bool,
     start_time: u64,
 }
@@ -125,8 +128,33 @@ fn parse_stat(text: &str) -> Option<Proc> {
     })
 }
 
+/// `/proc/<pid>/stat`, with `zombie` true only when no thread is left.
+///
+/// Why the threads: the process's state is its *main* thread's. A main
+/// thread that ends with the raw `exit` system call (not `exit_group`)
+/// shows the process as a zombie while its other threads run on: a sweep
+/// that skipped it left a helper that committed after `succeeded`
+/// (red-team review, issue 26). A process is gone only when no thread of
+/// it is left.
 fn read_proc(pid: i32) -> Option<Proc> {
-    parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+    let mut proc = parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)?;
+    if proc.zombie && has_live_thread(pid) {
+        proc.zombie = false;
+    }
+    Some(proc)
+}
+
+/// Whether a thread of `pid` other than a zombie one is left.
+fn has_live_thread(pid: i32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().any(|task| {
+        std::fs::read_to_string(task.path().join("stat"))
+            .ok()
+            .and_then(|text| parse_stat(&text))
+            .is_some_and(|t| !t.zombie)
+    })
 }
 
 /// Every process visible in `/proc`.
@@ -240,32 +268,62 @@ pub fn reap_exited_orphans(keep: i32) {
     }
 }
 
+/// A process that must be spared, by pid *and* start time: a pid alone can
+/// be reused. The agent killed grantguard's watchdog, grantguard reaped it,
+/// and the agent forked until one of its own processes got the watchdog's
+/// pid: a sweep that spared "the watchdog's pid" spared the agent's process
+/// (red-team review, issue 26).
+pub type Spared = (i32, u64);
+
+/// The start time of `pid` (clock ticks since boot, `/proc/<pid>/stat`
+/// field 22), to name it in [`Spared`] and [`is_alive`].
+pub fn start_time(pid: i32) -> Option<u64> {
+    read_proc(pid).map(|p| p.start_time)
+}
+
+/// Whether the process that started at `start` under `pid` still has a
+/// live thread.
+pub fn is_alive((pid, start): Spared) -> bool {
+    read_proc(pid).is_some_and(|p| p.start_time == start && !p.zombie)
+}
+
+fn spared(keep: &[Spared], pid: i32, p: &Proc) -> bool {
+    keep.contains(&(pid, p.start_time))
+}
+
 /// Ends every descendant of this process except those in `keep` (the
 /// command's leader: an exited child not reaped yet, whose pid must stay
-/// ours until its group has been signalled; and the [`super::watchdog`]). Descendants that are this process's own
-/// exited children are reaped. Returns how many live ones were killed and
-/// how many are still alive after [`SWEEP_LIMIT`] (0 on success).
-pub fn end_descendants(keep: &[i32]) -> Sweep {
+/// ours until its group has been signalled; and the [`super::watchdog`]).
+/// Descendants that are this process's own exited children are reaped.
+/// Returns how many live ones were killed and how many are still alive
+/// after [`SWEEP_LIMIT`] (0 on success).
+pub fn end_descendants(keep: &[Spared]) -> Sweep {
+    let me = i32::try_from(std::process::id()).unwrap_or(i32::MAX);
+    end_descendants_of(me, keep)
+}
+
+/// [`end_descendants`] of `root`, which need not be this process: the
+/// [`super::watchdog`] ends grantguard's when grantguard cannot (stopped).
+/// Zombies are reaped only when they are this process's children; the
+/// sweep is over when no live descendant and no zombie of this process's
+/// own is left.
+pub fn end_descendants_of(root: i32, keep: &[Spared]) -> Sweep {
     let me = i32::try_from(std::process::id()).unwrap_or(i32::MAX);
     let deadline = Instant::now() + SWEEP_LIMIT;
     let mut ended: HashSet<(i32, u64)> = HashSet::new();
     loop {
         let table = process_table();
-        let found: Vec<(i32, Proc)> = descendants(me, &table)
+        let found: Vec<(i32, Proc)> = descendants(root, &table)
             .into_iter()
-            .filter(|(pid, _)| !keep.contains(pid))
+            .filter(|(pid, p)| *pid != me && !spared(keep, *pid, p))
             .collect();
-        if found.is_empty() {
-            return Sweep {
-                ended: ended.len() as u32,
-                remaining: 0,
-            };
-        }
         let mut live = 0u32;
+        let mut reaped = 0u32;
         for (pid, p) in &found {
             if p.zombie {
                 if p.ppid == me {
                     reap(*pid);
+                    reaped += 1;
                 }
                 continue;
             }
@@ -273,6 +331,12 @@ pub fn end_descendants(keep: &[i32]) -> Sweep {
             if kill_exact(*pid, p.start_time) {
                 ended.insert((*pid, p.start_time));
             }
+        }
+        if live == 0 && reaped == 0 {
+            return Sweep {
+                ended: ended.len() as u32,
+                remaining: 0,
+            };
         }
         if Instant::now() >= deadline {
             return Sweep {
@@ -287,11 +351,11 @@ pub fn end_descendants(keep: &[i32]) -> Sweep {
 /// The live descendants of this process, except those in `keep`, each as
 /// its pid and start time (what [`end_listed`] needs to aim at exactly
 /// these processes later).
-pub fn snapshot(keep: &[i32]) -> Vec<(i32, u64)> {
+pub fn snapshot(keep: &[Spared]) -> Vec<(i32, u64)> {
     let me = i32::try_from(std::process::id()).unwrap_or(i32::MAX);
     descendants(me, &process_table())
         .into_iter()
-        .filter(|(pid, p)| !p.zombie && !keep.contains(pid))
+        .filter(|(pid, p)| !p.zombie && !spared(keep, *pid, p))
         .map(|(pid, p)| (pid, p.start_time))
         .collect()
 }

@@ -87,6 +87,18 @@ impl Watchdog {
         pipe.flush()
     }
 
+    /// Tells the watchdog to end the command itself once `after` has passed
+    /// without `done`: grantguard holds the command's deadline, but the
+    /// command (same user) can stop grantguard with `SIGSTOP`; the watchdog
+    /// then ends the command and everything grantguard started, so a
+    /// stopped grantguard cannot give the command unlimited time (red-team
+    /// review, issue 26). An error is ignored, as in [`Watchdog::list`].
+    pub fn deadline(&mut self, after: std::time::Duration) {
+        if let Some(pipe) = self.pipe.as_mut() {
+            let _ = writeln!(pipe, "deadline {}", after.as_millis()).and_then(|()| pipe.flush());
+        }
+    }
+
     /// Tells the watchdog about processes to end (with their descendants)
     /// should grantguard die: pids with their start times, from
     /// [`super::survivors::snapshot`]. Only the ones not sent before are
@@ -117,20 +129,70 @@ impl Watchdog {
 }
 
 /// The watchdog process: reads the group id, then waits; end-of-file
-/// before `done` ends the group. Returns the exit code.
+/// before `done` ends the group, and so does a deadline that passes before
+/// `done`. Returns the exit code.
 pub fn serve() -> i32 {
-    let mut input = BufReader::new(std::io::stdin().lock());
+    // Not dumpable, like grantguard: the command cannot ptrace it.
+    // SAFETY: prctl on this process with plain integers.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0);
+    }
+    // SAFETY: plain getter.
+    let grantguard = unsafe { libc::getppid() };
+    // The raw descriptor, not `stdin()` (which buffers on its own): `poll`
+    // must see every byte this reader has not buffered yet.
+    let stdin = {
+        use std::os::fd::AsFd;
+        match std::io::stdin().as_fd().try_clone_to_owned() {
+            Ok(fd) => std::fs::File::from(fd),
+            Err(_) => return 1,
+        }
+    };
+    let mut input = BufReader::new(stdin);
     let mut group: Option<i32> = None;
     let mut listed: HashSet<(i32, u64)> = HashSet::new();
+    let mut deadline: Option<std::time::Instant> = None;
     let mut line = String::new();
     loop {
         line.clear();
+        if input.buffer().is_empty()
+            && let Some(at) = deadline
+            && !readable_before(at)
+        {
+            // grantguard did not end the command in time (it is stopped):
+            // end the group and everything grantguard started but this
+            // watchdog, then wait for grantguard as before.
+            deadline = None;
+            if let Some(group) = group {
+                // SAFETY: plain kill of a process group.
+                unsafe {
+                    libc::kill(-group, libc::SIGKILL);
+                }
+            }
+            // SAFETY: plain getter, then plain kill of our parent.
+            if unsafe { libc::getppid() } == grantguard {
+                super::survivors::end_descendants_of(grantguard, &[]);
+                // Let a stopped grantguard go on: it finds the command
+                // ended past its deadline (timed out, never accepted) and
+                // finishes the run, which would otherwise never end.
+                unsafe {
+                    libc::kill(grantguard, libc::SIGCONT);
+                }
+            }
+            continue;
+        }
         match input.read_line(&mut line) {
             Ok(0) | Err(_) => break,
             Ok(_) => {
                 let words: Vec<&str> = line.split_whitespace().collect();
                 match words.as_slice() {
                     ["done"] => return 0,
+                    ["deadline", ms] => {
+                        if let Ok(ms) = ms.parse::<u64>() {
+                            deadline = std::time::Instant::now()
+                                .checked_add(std::time::Duration::from_millis(ms));
+                        }
+                    }
                     ["proc", pid, start] if listed.len() < MAX_LISTED => {
                         if let (Ok(pid), Ok(start)) = (pid.parse::<i32>(), start.parse::<u64>())
                             && pid > 1
@@ -158,4 +220,28 @@ pub fn serve() -> i32 {
     }
     super::survivors::end_listed(&listed);
     0
+}
+
+/// Whether stdin becomes readable (or reaches end-of-file) before `at`.
+fn readable_before(at: std::time::Instant) -> bool {
+    loop {
+        let left = at.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        let ms = libc::c_int::try_from(left.as_millis().max(1)).unwrap_or(libc::c_int::MAX);
+        let mut fd = libc::pollfd {
+            fd: 0,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd that lives across the call.
+        let rc = unsafe { libc::poll(&mut fd, 1, ms) };
+        if rc > 0 {
+            return true;
+        }
+        if rc < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return true; // let the read report it
+        }
+    }
 }
