@@ -794,8 +794,8 @@ fn rejects_writes_to_the_state_directory_through_a_bind_mounted_alias_of_its_par
 
 /// Finding 03: the worktree update of an accepted LFS file ran git-lfs on
 /// the host, which wrote the host's `.git/config` (`[lfs]
-/// repositoryformatversion`). The README promises the host's config does
-/// not change on import: byte for byte, same inode.
+/// repositoryformatversion`). docs/guide/sealed-workspace.md promises the
+/// host's config does not change on import: byte for byte, same inode.
 fn accepted_lfs_file_keeps_the_host_config(mode: LfsInstall) {
     let listener = Listener::new();
     let Some((sb, host)) = lfs_host(mode, &listener) else {

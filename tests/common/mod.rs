@@ -330,7 +330,8 @@ pub fn assert_rejected(code: i32, result: &Value, expected: &[&str]) {
 
 /// Rebuilds the agent's end state from a `preserved/<run id>/` directory
 /// alone, in `checkout` (a fresh clone of the baseline, submodules checked
-/// out), step by step as the README's "Rebuilding preserved work" says.
+/// out), step by step as "Rebuilding preserved work" in
+/// docs/guide/preserved-work.md says.
 pub fn rebuild_preserved(sb: &Sandbox, preserved: &Path, checkout: &Path) {
     let manifest: Value =
         serde_json::from_slice(&std::fs::read(preserved.join("manifest.json")).unwrap()).unwrap();
