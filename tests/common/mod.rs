@@ -428,6 +428,16 @@ pub fn rebuild_preserved(sb: &Sandbox, preserved: &Path, checkout: &Path) {
     }
 }
 
+/// Where `tests/compat/setup.sh` installs the compatibility suite's tools:
+/// `$GRANTGUARD_COMPAT_DIR`, else `target/compat` in the checkout. Relative
+/// to the manifest, as the script's own default is, never to
+/// `CARGO_TARGET_DIR` or one machine's path.
+pub fn compat_dir() -> PathBuf {
+    std::env::var_os("GRANTGUARD_COMPAT_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/compat"))
+}
+
 /// Writes `agent.sh` in the sandbox root: `#!/bin/sh`, `set -e`, `body`.
 pub fn agent_script(sb: &Sandbox, body: &str) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
