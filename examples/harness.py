@@ -7,18 +7,14 @@ the ToolResult.
 
 grantguard is `$GRANTGUARD`, else `grantguard` on PATH. The harness prints
 what it decided (`decision: accept|retry|reject|escalate`) and why, and
-exits 0 only for accept. See docs/guide/harness.md.
+exits 0 only for accept. See docs/guide/harness.md; the README shows the
+core of it (tests/docs.rs keeps the two the same).
 """
 
 import json
 import os
 import subprocess
 import sys
-
-# Classes that mean "the agent's work, or the input, is wrong": do not run
-# the same thing again. Every other failing class (unsafe_state,
-# compensation, internal_defect, dependency, ...) needs a human.
-REJECT = {"verification", "target_rejection", "validation", "authorization"}
 
 
 def parse_args(argv):
@@ -44,53 +40,57 @@ def parse_args(argv):
             sys.exit(f"--{required} is required\n{__doc__}")
     if not command:
         sys.exit(f"no command after --\n{__doc__}")
+    # The command runs in the checkout: a relative path to a script here
+    # would name nothing there.
+    if os.sep in command[0] and os.path.exists(command[0]):
+        command[0] = os.path.abspath(command[0])
     return args, command
 
 
+def run(grantguard, task, repo, state, capabilities, timeout, command):
+    """The ToolResult of one `grantguard run`, and its exit code; None when
+    grantguard printed no result (a usage error, exit 2)."""
+    cmd = [grantguard, "run", "--json", "--task", task, "--repo", repo, "--state", state]
+    cmd += [arg for cap in capabilities for arg in ("--capability", cap)]
+    if timeout is not None:
+        cmd += ["--timeout", timeout]
+    cmd += ["--", *command]
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE)  # stderr: the agent's output
+    try:
+        result = json.loads(proc.stdout)                # exactly one ToolResult
+    except ValueError:
+        return None, proc.returncode
+    return result, proc.returncode
+
+
 def decide(result):
-    """(decision, reason) from the ToolResult's status, failure_class and
-    retryable: never from message text."""
+    """accept, retry, reject or escalate: from status, failure_class and
+    retryable, never from message text."""
     if result["status"] == "succeeded":
-        return "accept", "verify accepted the commits"
-    failure = result["failure_class"]
-    if result["retryable"]:
-        # timeout, conflict, rate_limit, transient_provider. A new run id:
-        # the same one would replay this recorded result.
-        return "retry", f"{failure} is retryable; run the task again later"
-    if failure in REJECT:
-        return "reject", f"{failure}: the work does not hold; do not retry it as it is"
-    return "escalate", f"{failure}: a human must look before the checkout is used"
+        decision = "accept"    # the accepted commits are on the branch
+    elif result["retryable"]:
+        decision = "retry"     # timeout, conflict, ...: later, with a new run id
+    elif result["failure_class"] in {"verification", "target_rejection",
+                                     "validation", "authorization"}:
+        decision = "reject"    # the work does not hold: report result["violations"]
+    else:
+        decision = "escalate"  # unsafe_state, internal_defect, ...: a human looks
+    return decision
 
 
 def main():
     args, command = parse_args(sys.argv[1:])
     grantguard = os.environ.get("GRANTGUARD", "grantguard")
-    cmd = [grantguard, "run", "--json", "--task", args["task"], "--repo", args["repo"],
-           "--state", args["state"]]
-    for cap in args["capability"]:
-        cmd += ["--capability", cap]
-    if "timeout" in args:
-        cmd += ["--timeout", args["timeout"]]
-    # The command runs in the checkout: a relative path to a script here
-    # would name nothing there.
-    if os.sep in command[0] and os.path.exists(command[0]):
-        command[0] = os.path.abspath(command[0])
-    cmd += ["--", *command]
-
-    # stdout is grantguard's alone: exactly one JSON document, the result.
-    # The agent's own output arrives on stderr, passed through here.
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE)
-    try:
-        result = json.loads(proc.stdout)
-    except ValueError:
-        # A usage error (exit 2) prints no ToolResult.
-        print(f"decision: escalate\nreason: grantguard exited {proc.returncode} without a result")
+    result, code = run(grantguard, args["task"], args["repo"], args["state"],
+                       args["capability"], args.get("timeout"), command)
+    if result is None:
+        print(f"decision: escalate\nreason: grantguard exited {code} without a result")
         return 2
-
-    decision, reason = decide(result)
+    decision = decide(result)
     print(f"decision: {decision}")
-    print(f"reason: {reason}")
-    print(f"status: {result['status']} (exit {proc.returncode})")
+    print(f"status: {result['status']} (exit {code})")
+    if result["failure_class"] is not None:
+        print(f"failure_class: {result['failure_class']}")
     commits = result["evidence"].get("commits")
     if commits:
         print(f"commits: {commits['count']} (tip {commits['tip']})")

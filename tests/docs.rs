@@ -4,8 +4,8 @@
 //! grant it shows, the refusal an agent sees) and compared with the page,
 //! with only what differs from run to run masked (run ids, temporary paths,
 //! milliseconds, commit ids). Every relative link resolves, every rule id
-//! the code reports is documented, and the README's second line is what CI
-//! runs.
+//! the code reports is documented, the README's harness code is the
+//! example's, and the README's second line is what CI runs.
 
 mod common;
 
@@ -253,6 +253,27 @@ fn the_readme_refusal_is_what_the_agent_sees() {
     let result: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(result["evidence"]["commits"]["count"], 0, "{result:#}");
     assert_eq!(result["failure_class"], "verification", "{result:#}");
+}
+
+/// The README's harness code is examples/harness.py's own: each of its
+/// lines is a line of the example, in the same order (tests/examples.rs
+/// runs the example).
+#[test]
+fn the_readme_harness_is_the_examples_code() {
+    let words = |l: &str| l.split_whitespace().collect::<Vec<_>>().join(" ");
+    let example: Vec<String> = read("examples/harness.py").lines().map(words).collect();
+    let mut at = 0;
+    for line in sample("README.md", "harness").lines().map(words) {
+        if line.is_empty() {
+            continue;
+        }
+        match example[at..].iter().position(|l| *l == line) {
+            Some(i) => at += i + 1,
+            None => {
+                panic!("README's harness line is not in examples/harness.py (in order): {line}")
+            }
+        }
+    }
 }
 
 /// The markdown files this test covers: README.md and everything in docs/.
