@@ -8,7 +8,7 @@
 # loader, without relocations and without glibc's start-up probes of the CPU
 # (dozens of `cpuid` instructions, each a trap to the hypervisor in a VM).
 # That start is cheaper than a shell's, which is what makes the hooks cost
-# less than no-op shell hooks (README "Performance"). The price: the binary's
+# less than no-op shell hooks (docs/performance.md). The price: the binary's
 # own code is not at a random address (the heap, stack and mappings still
 # are). GRANTGUARD_BUILD=host builds an ordinary binary for the host instead;
 # so does any machine where the musl target cannot be added (with a note).

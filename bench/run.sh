@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Measures grantguard against the git CLI on generated repositories and prints
-# one table. See "Performance" in the README.
+# one table. See docs/performance.md.
 #
 #   bench/run.sh                the full run (install.sh's build, ~10 minutes)
 #   bench/run.sh --smoke        a tiny run that only proves the runner works
@@ -323,7 +323,7 @@ row "verify peak RSS vs git CLI's, large (MiB)" "$mem" "$gitmem" "$(ratio "$mem"
 
 # The agent ran `git gc`: every object was rewritten since arm (one new pack,
 # its .rev, a commit-graph), so verify proves all of it (see "The object
-# store" in the README); git's nearest whole-store check is fsck.
+# store" in docs/reference/baseline-and-verify.md); git's nearest whole-store check is fsck.
 $nohooks gc -q
 "$gg" verify --state "$work/large.state" >/dev/null 2>&1 \
   || { echo "verify rejected the benchmark repository after git gc" >&2; exit 1; }

@@ -49,11 +49,82 @@ macro_rules! errp {
     };
 }
 
+/// The end of each command's `--help`: one example, and the page of the
+/// docs (in grantguard's source tree) to read next.
+mod help {
+    pub const TOP: &str = "\
+Example (the demo, from grantguard's source tree):
+  grantguard run --task fixtures/demo/task.json \\
+    --repo \"$(fixtures/demo/make-repo.sh)\" --state \"$(mktemp -d)/state\" \\
+    --capability repo.read -- \"$PWD/fixtures/demo/agent.sh\"
+
+Docs: README.md, then docs/README.md (the index);
+every command: docs/reference/cli.md";
+    pub const GRANT: &str = "\
+Example:
+  grantguard grant check fixtures/grants/valid/seed-example.json --json
+
+Docs: docs/reference/grant.md";
+    pub const ARM: &str = "\
+Example:
+  grantguard arm --repo . --grant task.json --state ../agent-state --json
+
+Docs: docs/reference/baseline-and-verify.md;
+refusals: docs/reference/rules.md";
+    pub const VERIFY: &str = "\
+Example:
+  grantguard verify --state ../agent-state --json
+
+Docs: docs/reference/baseline-and-verify.md;
+rule ids: docs/reference/rules.md";
+    pub const DISARM: &str = "\
+Example:
+  grantguard disarm --state ../agent-state
+
+Docs: docs/reference/baseline-and-verify.md";
+    pub const HOOK: &str = "\
+Example (what a stub runs; not for people):
+  grantguard hook pre-commit --state ../agent-state
+
+Docs: docs/guide/hooks.md";
+    pub const STATUS: &str = "\
+Example:
+  grantguard status --state ../agent-state --json
+
+Docs: docs/reference/baseline-and-verify.md";
+    pub const ADMIT: &str = "\
+Example:
+  grantguard admit fixtures/contracts/plan.toml \\
+    --catalog fixtures/contracts/catalog.toml \\
+    --registry fixtures/contracts/registry.toml
+
+Docs: docs/reference/task-contracts.md";
+    pub const CATALOG: &str = "\
+Example:
+  grantguard catalog can-run diagnoser --catalog fixtures/contracts/catalog.toml \\
+    --capability repo.read
+
+Docs: docs/reference/task-contracts.md";
+    pub const CATALOG_CHECK: &str = "\
+Example:
+  grantguard catalog check fixtures/contracts/catalog.toml
+
+Docs: docs/reference/task-contracts.md";
+    pub const RUN: &str = "\
+Example (a harness, once per task; the result is the only thing on stdout):
+  grantguard run --task task.json --repo /sandbox/checkout \\
+    --state /sandbox/state --capability repo.read --timeout 3600 \\
+    --isolate --json -- agent --task-file task.md
+
+Docs: docs/guide/harness.md; the steps: docs/guide/run-and-isolation.md";
+}
+
 #[derive(Parser)]
 #[command(
     name = "grantguard",
     version,
-    about = "Enforce a repository grant on a git checkout"
+    about = "Enforce a repository grant on a git checkout",
+    after_help = help::TOP
 )]
 struct Cli {
     #[command(subcommand)]
@@ -63,9 +134,10 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Work with grant files.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = help::GRANT)]
     Grant(GrantCommand),
     /// Record the baseline of a repository under a grant.
+    #[command(after_help = help::ARM)]
     Arm {
         /// The repository (any directory inside its worktree).
         #[arg(long, default_value = ".")]
@@ -81,6 +153,7 @@ enum Command {
         json: bool,
     },
     /// Decide whether the repository satisfies the grant (final acceptance).
+    #[command(after_help = help::VERIFY)]
     Verify {
         /// The state directory given to `arm`.
         #[arg(long)]
@@ -106,6 +179,7 @@ enum Command {
         sealed_workspace: bool,
     },
     /// Undo what `arm` changed in the repository.
+    #[command(after_help = help::DISARM)]
     Disarm {
         /// The state directory given to `arm`.
         #[arg(long)]
@@ -115,6 +189,7 @@ enum Command {
         json: bool,
     },
     /// Run a hook check (what the installed stubs call).
+    #[command(after_help = help::HOOK)]
     Hook {
         /// pre-commit, pre-push or reference-transaction.
         name: String,
@@ -133,6 +208,7 @@ enum Command {
         args: Vec<std::ffi::OsString>,
     },
     /// Show what the agent has used of its grant so far.
+    #[command(after_help = help::STATUS)]
     Status {
         /// The state directory given to `arm`.
         #[arg(long)]
@@ -142,6 +218,7 @@ enum Command {
         json: bool,
     },
     /// Admit a plan: validate every task and print the admitted contracts.
+    #[command(after_help = help::ADMIT)]
     Admit {
         /// The plan: a JSON array of TaskSpecs, a TOML file of [[task]]
         /// tables, or a single TaskSpec.
@@ -157,10 +234,11 @@ enum Command {
         json: bool,
     },
     /// Work with tool catalogs.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = help::CATALOG)]
     Catalog(CatalogCommand),
     /// Run an agent's command as one repository transaction: admit, arm,
     /// run, verify, disarm, journal, measure.
+    #[command(after_help = help::RUN)]
     Run(Box<RunArgs>),
     /// Internal: `run`'s watchdog (ends the command if run dies).
     #[command(name = "__watchdog", hide = true)]
@@ -170,6 +248,7 @@ enum Command {
 #[derive(Subcommand)]
 enum GrantCommand {
     /// Validate a grant file (JSON or TOML) and print its id.
+    #[command(after_help = help::GRANT)]
     Check {
         /// The grant or TaskSpec file.
         file: PathBuf,
@@ -473,11 +552,13 @@ fn print_json(result: &ToolResult, as_json: bool) -> i32 {
 #[derive(Subcommand)]
 enum CatalogCommand {
     /// Validate a tool catalog.
+    #[command(after_help = help::CATALOG_CHECK)]
     Check {
         /// The catalog file (TOML, [[tool]] tables).
         file: PathBuf,
     },
     /// Check whether a tool may run with the granted capabilities.
+    #[command(after_help = help::CATALOG)]
     CanRun {
         /// The tool's name.
         tool: String,

@@ -1,5 +1,5 @@
 //! What still gets through, pinned so that a change in behaviour is
-//! noticed. Each is a documented limit in THREAT_MODEL.md ("Residual
+//! noticed. Each is a documented limit in docs/threat-model.md ("Residual
 //! risks"), not an accepted grant violation: none changes the branch.
 
 mod common;

@@ -179,7 +179,7 @@ fn a_gitlink_outside_the_grant_is_rejected() {
 
 #[test]
 fn a_gitlink_named_like_a_granted_path_is_granted_with_a_warning() {
-    // Decision (THREAT_MODEL.md): the design checks gitlinks by path. A
+    // Decision (docs/threat-model.md): the design checks gitlinks by path. A
     // gitlink is inert without .gitmodules (itself a path the grant must
     // allow), so under a granted directory it is allowed, with a warning.
     let sb = armed(&["docs/"]);

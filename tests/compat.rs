@@ -35,9 +35,7 @@ struct Tools {
 /// The installed tools, or a loud failure naming what to run.
 fn tools() -> Tools {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = std::env::var_os("GRANTGUARD_COMPAT_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target/compat"));
+    let dir = common::compat_dir();
     let mut missing = Vec::new();
     for bin in [
         "git-lfs",

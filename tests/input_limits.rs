@@ -1,6 +1,6 @@
 //! Input limits: huge and hostile inputs get a clear error or a correct
 //! decision, in bounded time and memory, never a panic. Each big case prints
-//! its wall time and peak memory (`/usr/bin/time`); THREAT_MODEL.md quotes
+//! its wall time and peak memory (`/usr/bin/time`); docs/threat-model.md quotes
 //! them.
 
 mod common;

@@ -24,10 +24,10 @@ const DOCS_COMMIT: &str = "echo 'better guide' > docs/guide.md\ngit commit -q -a
 /// compat suite's venv (see `tests/compat.rs`), found relative to the
 /// checkout (or `GRANTGUARD_COMPAT_DIR`), never at one machine's path.
 fn dulwich_python() -> String {
-    let dir = std::env::var_os("GRANTGUARD_COMPAT_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/compat"));
-    dir.join("venv/bin/python").display().to_string()
+    common::compat_dir()
+        .join("venv/bin/python")
+        .display()
+        .to_string()
 }
 
 fn grant_json(max: u32) -> Value {

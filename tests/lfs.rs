@@ -368,7 +368,7 @@ fn reads_lfs_attributes_from_info_attributes_and_nested_gitattributes() {
 /// A pointer in a form git-lfs reads but does not write (here the
 /// pre-release version URL): some git-lfs versions pass it through, so
 /// verify cannot show it unchanged and fails closed where git, with this
-/// git-lfs, calls it clean. Documented in the README.
+/// git-lfs, calls it clean. Documented in docs/reference/deviations.md.
 #[test]
 fn rejects_an_lfs_pointer_in_a_form_it_does_not_read_when_content_is_compared() {
     let sb = lfs_checkout();

@@ -1,6 +1,6 @@
 //! Parallel agents: one repository, several linked worktrees, each armed
 //! with its own grant and state directory by an independent harness run
-//! (README, "Parallel worktrees"). Each worktree's hooks enforce its own
+//! (docs/guide/parallel-worktrees.md). Each worktree's hooks enforce its own
 //! grant; no worktree may move another armed worktree's branch; each
 //! verify judges its own branch and the refs no other armed worktree owns;
 //! the last disarm, in any order, leaves the shared config byte for byte as

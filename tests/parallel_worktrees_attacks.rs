@@ -2,7 +2,7 @@
 //! regression tests. Round 1 (on 20ee675) and round 2 (on fe0db60): each
 //! test failed there for the reason its comment names, and passes since
 //! the fix. Two round-2 findings are accepted residuals, not tests
-//! (THREAT_MODEL, "Parallel armed worktrees"): an isolated agent can still
+//! (docs/threat-model.md, "Parallel armed worktrees"): an isolated agent can still
 //! move a peer's branch by renaming `refs/heads`, or once the peer's own
 //! commit replaced the read-only ref file.
 
@@ -159,7 +159,7 @@ fn rename_trick(value_expr: &str) -> String {
 const OWN_COMMIT: &str =
     "mkdir -p area1 && echo ok > area1/g && git add area1 && git commit -q -m one";
 
-/// redteam2/03. THREAT_MODEL: "under `run --isolate` the hub and every path
+/// redteam2/03. docs/threat-model.md: "under `run --isolate` the hub and every path
 /// outside the checkout are read-only". A peer's state directory is not:
 /// the agent rewrites the peer's `verdict.json` after the peer's accepted
 /// verify, and the peer's disarm releases its branch at the agent's value.
@@ -194,7 +194,7 @@ fn rejects_an_isolated_agent_forging_a_peers_verdict() {
     );
 }
 
-/// redteam2/02. README "Not protected": an agent can make a peer's verify
+/// redteam2/02. docs/guide/parallel-worktrees.md, "Not protected": an agent can make a peer's verify
 /// fail while its own succeeds; "`run --isolate` closes both". The peer's
 /// HEAD (`.git/worktrees/wt2/HEAD`) is writable inside the isolated run.
 #[test]
@@ -361,7 +361,7 @@ fn rejects_an_isolated_agent_replacing_its_own_state_directory() {
     );
 }
 
-/// redteam2/11. README: "The object store proof proves, round after round,
+/// redteam2/11. docs/guide/parallel-worktrees.md: "The object store proof proves, round after round,
 /// what other writers add while it runs ... Removed files are fine". A
 /// peer's `git gc` packs and deletes the loose objects it wrote since this
 /// arm while a round proves them; the vanished file is reported as
@@ -477,7 +477,7 @@ fn rejects_deleting_a_released_peers_branch_after_a_lock_file_at_its_disarm() {
 /// redteam/02: a commit another agent appends to an armed peer's branch,
 /// with its hooks bypassed, changes no path and stays within the peer's
 /// count, so the owner's verify cannot tell it from the owner's own (see
-/// THREAT_MODEL, "Parallel armed worktrees"). Under `run --isolate` the
+/// docs/threat-model.md, "Parallel armed worktrees"). Under `run --isolate` the
 /// peer's loose branch file is read-only for the agent: the move fails.
 #[test]
 fn an_isolated_agent_cannot_append_to_an_armed_peers_branch() {

@@ -1,7 +1,8 @@
 //! Nothing lost: random agent end states → restore (the library path
 //! `run` takes with `--on-reject restore`) → the checkout is at the
 //! baseline, and rebuilding from the preserved files alone in a fresh clone
-//! of the baseline (the README's "Rebuilding preserved work", followed by
+//! of the baseline (docs/guide/preserved-work.md, "Rebuilding preserved
+//! work", followed by
 //! `common::rebuild_preserved`) gives back the agent's state byte for byte:
 //! every file's bytes and permission bits, every symlink's target, the
 //! index entries, the branch tip, HEAD (symbolic or detached) and the

@@ -800,9 +800,10 @@ fn keeps_grantguards_own_binary_intact_and_the_run_verified_when_the_agent_repla
 // ---------------------------------------------------------------------------
 // 10: git-lfs content of an accepted commit.
 
-/// git-lfs: `target/compat/bin` (the compat suite's) if there, else PATH.
+/// git-lfs: the compat suite's `bin` ([`common::compat_dir`]) if there,
+/// else PATH.
 fn git_lfs_dir() -> Option<PathBuf> {
-    let compat = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/compat/bin");
+    let compat = common::compat_dir().join("bin");
     if compat.join("git-lfs").exists() {
         return Some(compat);
     }

@@ -94,9 +94,10 @@ fn which(name: &str) -> Option<PathBuf> {
         })
 }
 
-/// git-lfs: `target/compat/bin` (the compat suite's) if there, else PATH.
+/// git-lfs: the compat suite's `bin` ([`common::compat_dir`]) if there,
+/// else PATH.
 fn git_lfs_dir() -> Option<PathBuf> {
-    let compat = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/compat/bin");
+    let compat = common::compat_dir().join("bin");
     if compat.join("git-lfs").exists() {
         return Some(compat);
     }
@@ -794,8 +795,8 @@ fn rejects_writes_to_the_state_directory_through_a_bind_mounted_alias_of_its_par
 
 /// Finding 03: the worktree update of an accepted LFS file ran git-lfs on
 /// the host, which wrote the host's `.git/config` (`[lfs]
-/// repositoryformatversion`). The README promises the host's config does
-/// not change on import: byte for byte, same inode.
+/// repositoryformatversion`). docs/guide/sealed-workspace.md promises the
+/// host's config does not change on import: byte for byte, same inode.
 fn accepted_lfs_file_keeps_the_host_config(mode: LfsInstall) {
     let listener = Listener::new();
     let Some((sb, host)) = lfs_host(mode, &listener) else {

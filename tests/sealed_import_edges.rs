@@ -25,7 +25,7 @@ fn rules(r: &Value) -> Vec<String> {
 }
 
 fn git_lfs() -> Option<PathBuf> {
-    let compat = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/compat/bin/git-lfs");
+    let compat = common::compat_dir().join("bin/git-lfs");
     if compat.is_file() {
         return Some(compat);
     }

@@ -1,6 +1,7 @@
-//! The README's recipe for looking at a kept sealed workspace, run as the
-//! README gives it: a rejected run's workspace mounted again shows the
-//! agent's rejected commit, and the host does not.
+//! The documented recipe for looking at a kept sealed workspace
+//! (docs/guide/sealed-workspace.md), run as the page gives it: a rejected
+//! run's workspace mounted again shows the agent's rejected commit, and the
+//! host does not.
 
 mod common;
 
@@ -9,16 +10,18 @@ use std::path::Path;
 use common::Sandbox;
 use serde_json::Value;
 
-/// The recipe's command line, from the README, for this user: as root
-/// without `-r` and without `,userxattr`, as the README says.
-fn readme_recipe() -> String {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let line = readme
+/// The page that gives the recipe.
+const PAGE: &str = "docs/guide/sealed-workspace.md";
+
+/// The recipe's command line, from the page, for this user: as root
+/// without `-r` and without `,userxattr`, as the page says.
+fn documented_recipe() -> String {
+    let page = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(PAGE)).unwrap();
+    let line = page
         .lines()
         .map(str::trim)
         .find(|l| l.contains("unshare -rm sh -c \"mount -t overlay"))
-        .expect("the README gives the recipe")
+        .unwrap_or_else(|| panic!("{PAGE} gives the recipe"))
         .to_owned();
     // SAFETY: plain getter.
     if unsafe { libc::geteuid() } == 0 {
@@ -30,7 +33,7 @@ fn readme_recipe() -> String {
 }
 
 #[test]
-fn the_readme_recipe_shows_the_kept_workspace() {
+fn the_documented_recipe_shows_the_kept_workspace() {
     let sb = Sandbox::new();
     let body = "echo evil > src/evil.rs\ngit add src/evil.rs\n\
                 git -c core.hooksPath=/dev/null commit -q --no-verify -m 'rejected work'";
@@ -44,7 +47,7 @@ fn the_readme_recipe_shows_the_kept_workspace() {
     let shown = sb
         .command("sh")
         .arg("-c")
-        .arg(readme_recipe())
+        .arg(documented_recipe())
         .env("ws", ws)
         .env("REPO", &sb.repo)
         .output()

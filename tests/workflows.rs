@@ -268,7 +268,7 @@ const WORKFLOWS: &[Workflow] = &[
 
 /// Workflows an agent might try that grantguard refuses on purpose or
 /// cannot judge yet, each with its reason; the test keeps them refused, so
-/// the README's list stays exact. Not counted as legitimate workflows.
+/// the list in docs/guide/compatibility.md stays exact. Not counted as legitimate workflows.
 #[rustfmt::skip]
 const KNOWN_REFUSALS: &[(Workflow, &str)] = &[
     (w("repack_bitmap_kept", r#"c docs/a.md; git repack -q -a -d --write-bitmap-index"#),
@@ -374,7 +374,7 @@ fn known_refusals_stay_refused() {
     for (workflow, why) in KNOWN_REFUSALS {
         assert!(
             run_one(workflow).is_err(),
-            "{} is accepted now; move it to WORKFLOWS and update the README ({why})",
+            "{} is accepted now; move it to WORKFLOWS and update docs/guide/compatibility.md ({why})",
             workflow.name
         );
     }

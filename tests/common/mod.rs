@@ -330,7 +330,8 @@ pub fn assert_rejected(code: i32, result: &Value, expected: &[&str]) {
 
 /// Rebuilds the agent's end state from a `preserved/<run id>/` directory
 /// alone, in `checkout` (a fresh clone of the baseline, submodules checked
-/// out), step by step as the README's "Rebuilding preserved work" says.
+/// out), step by step as "Rebuilding preserved work" in
+/// docs/guide/preserved-work.md says.
 pub fn rebuild_preserved(sb: &Sandbox, preserved: &Path, checkout: &Path) {
     let manifest: Value =
         serde_json::from_slice(&std::fs::read(preserved.join("manifest.json")).unwrap()).unwrap();
@@ -425,6 +426,16 @@ pub fn rebuild_preserved(sb: &Sandbox, preserved: &Path, checkout: &Path) {
             .args(["update-ref", "-d", &format!("refs/grantguard/{r}")])
             .output();
     }
+}
+
+/// Where `tests/compat/setup.sh` installs the compatibility suite's tools:
+/// `$GRANTGUARD_COMPAT_DIR`, else `target/compat` in the checkout. Relative
+/// to the manifest, as the script's own default is, never to
+/// `CARGO_TARGET_DIR` or one machine's path.
+pub fn compat_dir() -> PathBuf {
+    std::env::var_os("GRANTGUARD_COMPAT_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/compat"))
 }
 
 /// Writes `agent.sh` in the sandbox root: `#!/bin/sh`, `set -e`, `body`.
