@@ -87,7 +87,7 @@ pub fn read_text(path: &Path) -> Result<String, DocumentError> {
     // before any limit applies (red-team review, issue 26).
     let file = crate::fsutil::open_regular(path).map_err(|e| {
         if e.kind() == std::io::ErrorKind::InvalidInput {
-            fail("not a regular file (a FIFO, socket, device or directory); documents are read only from regular files".into())
+            fail("cannot open: not a regular file (a FIFO, socket, device or directory); documents are read only from regular files".into())
         } else {
             fail(format!("cannot open: {e}"))
         }

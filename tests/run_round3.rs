@@ -518,3 +518,72 @@ fn a_fifo_as_an_input_file_is_refused_at_once() {
         assert!(!sb.state.join("baseline.json").exists(), "{flag}: armed");
     }
 }
+
+/// `TMPDIR=/tmp` (common) or `HOME=/` (a container's user without a
+/// home) says "use /tmp", which the private one is: it must not share the
+/// host's `/tmp` and its sockets.
+#[test]
+fn tmpdir_or_home_at_a_root_keeps_it_private() {
+    for (var, value) in [("TMPDIR", "/tmp"), ("HOME", "/")] {
+        let sb = Sandbox::new();
+        let agent = script(&sb, "agent.sh", DOCS_COMMIT);
+        let mut cmd = run_command(&sb, Mode::Sealed, &[], &agent);
+        cmd.env(var, value);
+        let r = result(&output_within(cmd, Duration::from_secs(60)));
+        assert_eq!(r["status"], "succeeded", "{var}={value}: {r:#}");
+        let private = r["evidence"]["isolation"]["private_dirs"].to_string();
+        assert!(private.contains("\"/tmp\""), "{var}={value}: {r:#}");
+        assert_eq!(
+            r["evidence"]["isolation"]["shared_dirs"],
+            serde_json::json!([]),
+            "{var}={value}"
+        );
+    }
+}
+
+/// Red-team findings on the private directories: a descriptor the harness
+/// leaked (`exec 7</dir`) does not lead back to the host's /tmp (the
+/// command inherits only stdin, stdout and stderr); an agent named through
+/// a symlinked directory, and grantguard itself in another /tmp entry,
+/// are still found; `/` on the command line does not share /tmp.
+#[test]
+fn the_private_tmp_holds_against_leaked_descriptors_and_keeps_what_the_run_names() {
+    let sb = Sandbox::new();
+    let service = tempfile::tempdir().unwrap();
+    std::fs::write(service.path().join("secret"), "host\n").unwrap();
+    let log = sb.root.join("fd.log");
+    script(
+        &sb,
+        "agent.sh",
+        &format!(
+            "{DOCS_COMMIT}\nif cat /proc/self/fd/7/secret 2>/dev/null; then echo reached; \
+             else echo refused; fi > '{}'",
+            log.display()
+        ),
+    );
+    // The agent through a symlinked directory in another /tmp entry.
+    let links = tempfile::tempdir().unwrap();
+    let link = links.path().join("current");
+    std::os::unix::fs::symlink(&sb.root, &link).unwrap();
+    // grantguard itself in a third /tmp entry.
+    let bin_dir = tempfile::tempdir().unwrap();
+    let bin = bin_dir.path().join("grantguard");
+    std::fs::copy(env!("CARGO_BIN_EXE_grantguard"), &bin).unwrap();
+    let task = docs_task(&sb);
+    let mut cmd = sb.command("sh");
+    cmd.current_dir(&sb.root)
+        .args(["-c", "exec 7<\"$1\"; shift; exec \"$@\"", "sh"])
+        .arg(service.path())
+        .arg(&bin)
+        .args(["run", "--task", task.to_str().unwrap()])
+        .args(["--repo", sb.repo.to_str().unwrap()])
+        .args(["--state", sb.state.to_str().unwrap()])
+        .args(["--capability", "repo.read", "--json", "--isolate", "--"])
+        .arg(link.join("agent.sh"))
+        .arg("/");
+    let r = result(&output_within(cmd, Duration::from_secs(60)));
+    assert_eq!(r["status"], "succeeded", "{r:#}");
+    assert_eq!(read_or_empty(&log), "refused\n", "{r:#}");
+    let private = r["evidence"]["isolation"]["private_dirs"].to_string();
+    assert!(private.contains("\"/tmp\""), "{r:#}");
+}

@@ -386,10 +386,49 @@ impl Plan {
         if !self.network {
             loopback_up()?;
         }
+        if self.pid_namespace {
+            // The command (not grantguard's own steps) inherits nothing but
+            // stdin, stdout and stderr: a directory descriptor the harness
+            // leaked (`exec 7</tmp`) led back to the host's /tmp and its
+            // sockets through `/proc/self/fd/7` (red-team review).
+            close_inherited_descriptors();
+        }
         if self.drop_capabilities {
             drop_privileges()?;
         }
         Ok(())
+    }
+}
+
+/// Marks every descriptor from 3 up close-on-exec (`close_range` with
+/// `CLOSE_RANGE_CLOEXEC`, Linux 5.11; else one `fcntl` each up to the
+/// limit): they close at exec, and the standard library's own error pipe
+/// (already close-on-exec) still reports a failed exec.
+fn close_inherited_descriptors() {
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    // SAFETY: close_range and fcntl with plain integers.
+    unsafe {
+        if libc::syscall(
+            libc::SYS_close_range,
+            3 as libc::c_uint,
+            libc::c_uint::MAX,
+            CLOSE_RANGE_CLOEXEC,
+        ) == 0
+        {
+            return;
+        }
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+            limit.rlim_cur.min(65_536) as libc::c_int
+        } else {
+            4096
+        };
+        for fd in 3..max {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            if flags >= 0 {
+                libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+            }
+        }
     }
 }
 

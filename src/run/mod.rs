@@ -534,7 +534,12 @@ fn isolation_available(
     }
     let network = isolate::network_allowed(&admitted.contract.required_capabilities);
     let plan = isolate::Plan::new([places.state.clone()], network)
-        .and_then(|p| p.with_private_dirs(std::slice::from_ref(&places.state)))
+        .and_then(|p| {
+            // The probe execs grantguard itself: it must stay visible.
+            let mut needed = vec![places.state.clone()];
+            needed.extend(std::env::current_exe().ok());
+            p.with_private_dirs(&needed)
+        })
         .map_err(|e| unavailable(format!("cannot prepare the namespaces: {e}")))?;
     isolate::probe(&plan).map_err(|e| {
         unavailable(format!(

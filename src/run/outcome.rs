@@ -335,6 +335,19 @@ fn isolation_plan(
         .with_private_dirs(&needed)
 }
 
+/// `p` resolved, or as it is when it does not exist.
+fn resolved(p: &Path) -> std::path::PathBuf {
+    p.canonicalize().unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// Whether `p` is one of the directories made private, or holds one.
+fn holds_a_private_root(p: &Path) -> bool {
+    let real = resolved(p);
+    super::private_dirs::ROOTS
+        .iter()
+        .any(|root| Path::new(root).starts_with(p) || Path::new(root).starts_with(&real))
+}
+
 /// What the command must still find when `/tmp`, `/run`... are made
 /// private ([`super::private_dirs`]): the checkout and its git
 /// directories, grantguard's records, the command's program and every
@@ -355,16 +368,39 @@ fn needed_paths(
     }
     out.extend(places.metrics.clone());
     out.extend(request.result_file.clone());
-    for var in ["HOME", "TMPDIR"] {
-        out.extend(std::env::var_os(var).map(std::path::PathBuf::from));
-    }
-    // The directories the command finds its programs in (a virtualenv's
-    // `bin` under /tmp).
+    // From the environment: `HOME`, `TMPDIR` and the directories the
+    // command finds its programs in (a virtualenv's `bin` under /tmp). Not
+    // when one *is* a private root or holds one (`TMPDIR=/tmp`, `HOME=/`
+    // in a container): that says "use /tmp", which the private one is, and
+    // must not share the host's.
+    let mut from_env: Vec<std::path::PathBuf> = ["HOME", "TMPDIR"]
+        .into_iter()
+        .filter_map(|v| std::env::var_os(v).map(std::path::PathBuf::from))
+        .collect();
     if let Some(paths) = std::env::var_os("PATH") {
-        out.extend(std::env::split_paths(&paths).filter(|p| p.is_absolute()));
+        from_env.extend(std::env::split_paths(&paths));
     }
+    // Nor under /run or /dev/shm: a `PATH` entry under
+    // `/run/user/<uid>/...` would keep all of `/run/user`, every user's
+    // session bus and user manager (red-team review).
+    out.extend(from_env.into_iter().filter(|p| {
+        p.is_absolute()
+            && !holds_a_private_root(p)
+            && !["/run", "/dev/shm"]
+                .iter()
+                .any(|r| p.starts_with(r) || resolved(p).starts_with(r))
+    }));
+    // grantguard itself: the hooks the command's git runs are stubs that
+    // exec this binary (a CI runner's download directory under /tmp).
+    out.extend(std::env::current_exe().ok());
     for (i, arg) in request.command.iter().enumerate() {
         let path = Path::new(arg);
+        if holds_a_private_root(path) || holds_a_private_root(&places.work_dir.join(path)) {
+            // `/`, `/tmp` or `../..` on the command line would share the
+            // host's whole /tmp and its sockets: the command gets its
+            // private one (red-team review).
+            continue;
+        }
         if path.is_absolute() {
             out.push(path.to_path_buf());
         } else if i == 0 && !arg.as_encoded_bytes().contains(&b'/') {

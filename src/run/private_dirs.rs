@@ -41,7 +41,10 @@ const MAX_KEPT: usize = 64;
 #[derive(Clone, Debug)]
 pub struct PrivateDir {
     root: CString,
+    /// Entries bound back: path, and whether it is a directory.
     kept: Vec<(CString, bool)>,
+    /// Symlinked entries, recreated: path and the link's text.
+    links: Vec<(CString, CString)>,
     shown: PathBuf,
 }
 
@@ -56,10 +59,13 @@ impl PrivateDir {
 /// paths; canonicalized here when they exist). Also returns the roots left
 /// shared because a needed path is one of them or holds one.
 pub fn plan(needed: &[PathBuf]) -> io::Result<(Vec<PrivateDir>, Vec<PathBuf>)> {
+    // Each path as named *and* as resolved: a virtualenv's `bin/python3`
+    // is a symlink out of /tmp, yet its `lib` must stay beside it; a
+    // symlinked entry is recreated, and its target's entry kept.
     let needed: Vec<PathBuf> = needed
         .iter()
         .filter(|p| p.is_absolute())
-        .map(|p| p.canonicalize().unwrap_or_else(|_| p.clone()))
+        .flat_map(|p| [p.clone(), p.canonicalize().unwrap_or_else(|_| p.clone())])
         .collect();
     let mut dirs = Vec::new();
     let mut shared = Vec::new();
@@ -88,16 +94,20 @@ pub fn plan(needed: &[PathBuf]) -> io::Result<(Vec<PrivateDir>, Vec<PathBuf>)> {
                 root.display()
             )));
         }
-        let kept = kept
-            .into_iter()
-            .map(|e| {
-                let is_dir = e.symlink_metadata().is_ok_and(|m| m.is_dir());
-                Ok((c_path(&e)?, is_dir))
-            })
-            .collect::<io::Result<Vec<_>>>()?;
+        let mut links = Vec::new();
+        let mut bound = Vec::new();
+        for e in kept {
+            let meta = e.symlink_metadata()?;
+            if meta.file_type().is_symlink() {
+                links.push((c_path(&e)?, c_path(&std::fs::read_link(&e)?)?));
+            } else {
+                bound.push((c_path(&e)?, meta.is_dir()));
+            }
+        }
         dirs.push(PrivateDir {
             root: c_path(root)?,
-            kept,
+            kept: bound,
+            links,
             shown: root.to_path_buf(),
         });
     }
@@ -158,6 +168,10 @@ impl PrivateDir {
             )
         });
         let result = mounted.and_then(|()| {
+            for (path, target) in &self.links {
+                // SAFETY: NUL-terminated strings that outlive the call.
+                check(unsafe { libc::symlink(target.as_ptr(), path.as_ptr()) })?;
+            }
             for (i, (path, is_dir)) in self.kept.iter().enumerate() {
                 make_mount_point(path, *is_dir)?;
                 let mut buf = [0u8; 32];
