@@ -5,6 +5,7 @@
 #   bench/run.sh                the full run (install.sh's build, ~10 minutes)
 #   bench/run.sh --smoke        a tiny run that only proves the runner works
 #   bench/run.sh --only sealed  only the sealed-workspace rows (~4 minutes)
+#   bench/run.sh --only isolate only the `run --isolate` start-up row
 #
 # Options: --runs N (timed runs per figure, default 21; the sealed rows that
 # take seconds a run on the large repository take at most 7), --keep (keep
@@ -30,7 +31,7 @@ while [ $# -gt 0 ]; do
     --runs) runs=$2; shift ;;
     --keep) keep=1 ;;
     --only)
-      case ${2:-} in sealed) only=$2 ;; *) echo "--only takes: sealed" >&2; exit 2 ;; esac
+      case ${2:-} in sealed|isolate) only=$2 ;; *) echo "--only takes: sealed, isolate" >&2; exit 2 ;; esac
       shift ;;
     -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
@@ -217,9 +218,9 @@ calls() {
   rm -f "$work/calls"
 }
 
-# The rows that are not the sealed workspace's (all of them but the last
-# section); `--only sealed` skips them.
-if [ "$only" != sealed ]; then
+# The rows that are neither the isolation's nor the sealed workspace's;
+# `--only` skips them.
+if [ -z "$only" ]; then
 setup "$small_kind" small
 hook_overhead small small $((3 * runs)) 5
 
@@ -254,30 +255,6 @@ parallel_overhead() {
 }
 parallel_overhead
 
-# run --isolate's added start-up: the same no-op command under `run` with
-# and without its own mount and network namespaces, on a fresh copy of the
-# small repository. The task has no grant (no arm, no verify), so the
-# difference is the isolation alone: the probe child, the unshare, the
-# read-only bind mounts of the protected metadata, loopback up, and (the
-# default workspace) the sealed workspace made and mounted; the sealed
-# rows below split that last part out.
-isolate_overhead() {
-  "$here/gen.sh" "$small_kind" "$work/small-run" >/dev/null
-  printf '%s\n' '{"id": "noop", "title": "No-op", "objective": "Measure run",
-    "task_type": "change", "required_capabilities": ["repo.read"],
-    "side_effect_class": "reversible", "risk_class": "low", "worker": "coder"}' \
-    >"$work/noop-task.json"
-  local run="$gg run --task $work/noop-task.json --repo $work/small-run --state $work/small-run.state --capability repo.read"
-  local plain iso
-  plain=$(median_ms "" "$run -- true")
-  if iso=$(median_ms "" "$run --isolate -- true" 2>/dev/null); then
-    row "run --isolate vs run, -- true, small (ms)" "$iso" "$plain" "$(ratio "$iso" "$plain")" \
-      "+$(awk -v a="$iso" -v b="$plain" 'BEGIN { printf "%.2f", a - b }') ms start-up (both columns are run)"
-  else
-    row "run --isolate vs run, -- true, small (ms)" "n/a" "$plain" "" "namespaces unavailable: --isolate refused"
-  fi
-}
-isolate_overhead
 
 setup "$large_kind" large
 hook_overhead large large "$runs"
@@ -343,7 +320,34 @@ printf '%s %s HEAD\n%s %s refs/heads/main\n' "$base" "$tip" "$base" "$tip" >"$wo
 rt=$(median_ms "" "$gg hook reference-transaction --state $work/deep.state -- prepared < $work/rt.in")
 revlist=$(median_ms "" "git rev-list --count $base..$tip")
 row "ref-transaction vs rev-list --count, deep (ms)" "$rt" "$revlist" "$(ratio "$rt" "$revlist")" "$new_commits new commits on $(git rev-list --count "$base") (median)"
-fi # [ "$only" != sealed ]
+fi # [ -z "$only" ]
+
+# run --isolate's added start-up: the same no-op command under `run` with
+# and without its own mount and network namespaces, on a fresh copy of the
+# small repository. The task has no grant (no arm, no verify), so the
+# difference is the isolation alone: the probe child, the unshare, the
+# read-only bind mounts of the protected metadata, loopback up, and (the
+# default workspace) the sealed workspace made and mounted; the sealed
+# rows below split that last part out.
+isolate_overhead() {
+  "$here/gen.sh" "$small_kind" "$work/small-run" >/dev/null
+  printf '%s\n' '{"id": "noop", "title": "No-op", "objective": "Measure run",
+    "task_type": "change", "required_capabilities": ["repo.read"],
+    "side_effect_class": "reversible", "risk_class": "low", "worker": "coder"}' \
+    >"$work/noop-task.json"
+  local run="$gg run --task $work/noop-task.json --repo $work/small-run --state $work/small-run.state --capability repo.read"
+  local plain iso
+  plain=$(median_ms "" "$run -- true")
+  if iso=$(median_ms "" "$run --isolate -- true" 2>/dev/null); then
+    row "run --isolate vs run, -- true, small (ms)" "$iso" "$plain" "$(ratio "$iso" "$plain")" \
+      "+$(awk -v a="$iso" -v b="$plain" 'BEGIN { printf "%.2f", a - b }') ms start-up (both columns are run)"
+  else
+    row "run --isolate vs run, -- true, small (ms)" "n/a" "$plain" "" "namespaces unavailable: --isolate refused"
+  fi
+}
+if [ "$only" != sealed ]; then
+  isolate_overhead
+fi
 
 # The sealed workspace (`run --isolate`'s default; src/workspace), on a
 # fresh large repository (the small one too, where flatness is the point):
@@ -581,7 +585,9 @@ EOF
   done
   seal_reset >/dev/null 2>&1
 }
-sealed_rows
+if [ "$only" != isolate ]; then
+  sealed_rows
+fi
 
 timer=${hyperfine:+hyperfine $("$hyperfine" --version | cut -d' ' -f2)}
 echo

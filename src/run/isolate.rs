@@ -363,7 +363,13 @@ impl Plan {
             check(unsafe { libc::chdir(dir.as_ptr()) })?;
         }
         for (path, locked) in &self.read_only {
-            mount(Some(path), path, libc::MS_BIND | libc::MS_REC)?;
+            match mount(Some(path), path, libc::MS_BIND | libc::MS_REC) {
+                // Gone since the plan was made (a peer's loose branch ref
+                // packed meanwhile): nothing to mount over, as for an entry
+                // that never existed; verify judges what is there instead.
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
+                other => other?,
+            }
             mount(
                 None,
                 path,

@@ -35,7 +35,7 @@ pub const ROOTS: [&str; 4] = ["/tmp", "/var/tmp", "/run", "/dev/shm"];
 
 /// Most entries bound back into one private directory (the descriptors
 /// are kept in a fixed array: [`PrivateDir::enter`] cannot allocate).
-const MAX_KEPT: usize = 64;
+const MAX_KEPT: usize = 256;
 
 /// One private directory and the host entries kept visible in it.
 #[derive(Clone, Debug)]
