@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A minimal harness: run one agent command under grantguard, then act on
+r"""A minimal harness: run one agent command under grantguard, then act on
 the ToolResult.
 
     examples/harness.py --task TASK.json --repo CHECKOUT --state STATE_DIR \
@@ -7,7 +7,9 @@ the ToolResult.
 
 grantguard is `$GRANTGUARD`, else `grantguard` on PATH. The harness prints
 what it decided (`decision: accept|retry|reject|escalate`) and why, and
-exits 0 only for accept. See docs/guide/harness.md; the README shows the
+exits 0 only for accept, 2 on a usage error. The demo task needs
+`--capability repo.read` (without it: `capability_not_granted`, reject).
+See docs/guide/harness.md; the README shows the
 core of it (tests/docs.rs keeps the two the same).
 """
 
@@ -17,9 +19,14 @@ import subprocess
 import sys
 
 
+def usage(message):
+    print(message, file=sys.stderr)
+    sys.exit(2)
+
+
 def parse_args(argv):
     if "--" not in argv:
-        sys.exit(__doc__)
+        usage(__doc__)
     split = argv.index("--")
     opts, command = argv[:split], argv[split + 1 :]
     args = {"capability": []}
@@ -27,17 +34,17 @@ def parse_args(argv):
     for flag in it:
         name = flag.lstrip("-")
         if name not in ("task", "repo", "state", "capability", "timeout"):
-            sys.exit(f"unknown option {flag}\n{__doc__}")
+            usage(f"unknown option {flag}\n{__doc__}")
         value = next(it, None)
         if value is None:
-            sys.exit(f"{flag} needs a value")
+            usage(f"{flag} needs a value")
         if name == "capability":
             args["capability"].append(value)
         else:
             args[name] = value
     for required in ("task", "repo", "state"):
         if required not in args:
-            sys.exit(f"--{required} is required\n{__doc__}")
+            usage(f"--{required} is required\n{__doc__}")
     if not command:
         sys.exit(f"no command after --\n{__doc__}")
     # The command runs in the checkout: a relative path to a script here

@@ -35,7 +35,7 @@
 //!   HEAD (symbolic ref and commit), the index commit, the object format and
 //!   the submodules' paths, directories and baseline commits.
 //!
-//! The README's "Rebuilding preserved work" section is the procedure, and
+//! `docs/guide/preserved-work.md` ("Rebuilding preserved work") is the procedure, and
 //! `tests/restore_props.rs` follows it on random agent end states.
 //!
 //! Only then is the branch moved back to the baseline, HEAD pointed at it,
