@@ -41,6 +41,7 @@ pub mod grant;
 pub mod hooks;
 pub mod journal;
 pub mod metrics;
+pub mod next_step;
 pub mod peers;
 pub mod repo;
 pub mod result;

@@ -325,7 +325,10 @@ fn main() -> ExitCode {
         return exit_code(grantguard::hooks::run(&invocation));
     }
     reserve_library_thread_stacks();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e, &args),
+    };
     let code = match cli.command {
         Command::Grant(GrantCommand::Check { file, json }) => grant_check(&file, json),
         Command::Arm {
@@ -531,11 +534,64 @@ fn grant_check(file: &std::path::Path, as_json: bool) -> i32 {
     }
 }
 
+/// A command line clap refuses: clap's text on stderr and exit 2, as
+/// always; under `--json` also a `validation` ToolResult (rule
+/// `usage_error`) on stdout, so a harness that parses stdout gets an answer
+/// (issue 30). `--help` and `--version` print as clap prints them.
+fn usage_error(e: clap::Error, args: &[std::ffi::OsString]) -> ExitCode {
+    use clap::error::ErrorKind;
+    let is_usage = !matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    );
+    // `--json` before a `--` that starts the agent's command.
+    let json = args
+        .iter()
+        .take_while(|a| a.as_os_str() != "--")
+        .any(|a| a.as_os_str() == "--json");
+    let _ = e.print();
+    if !is_usage {
+        return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+    }
+    if json {
+        let tool = args
+            .first()
+            .and_then(|a| a.to_str())
+            .filter(|a| !a.starts_with('-'))
+            .unwrap_or("grantguard");
+        let message = e.render().to_string();
+        // clap's first paragraph: the error and what it names.
+        let first: Vec<&str> = message
+            .lines()
+            .take_while(|l| !l.trim().is_empty())
+            .map(str::trim)
+            .collect();
+        let first = first.join(" ");
+        let result = ToolResult::rejected(
+            tool,
+            grantguard::result::FailureClass::Validation,
+            grantguard::result::Violation::new(
+                "usage_error",
+                first.trim_start_matches("error: ").to_owned(),
+            ),
+        );
+        let result = grantguard::next_step::attach(result, None);
+        outln!(
+            "{}",
+            serde_json::to_string(&result).expect("results are plain data")
+        );
+    }
+    ExitCode::from(exit::USAGE as u8)
+}
+
 /// Prints a result (human report on stderr; JSON on stdout with `--json`)
 /// and returns its exit code.
 fn report(result: &ToolResult, as_json: bool) -> i32 {
+    let result = grantguard::next_step::attach(result.clone(), None);
     errp!("{}", result.human_report());
-    print_json(result, as_json)
+    print_json(&result, as_json)
 }
 
 /// Prints a result as JSON on stdout with `--json`; returns its exit code.

@@ -61,6 +61,22 @@ pub enum FailureClass {
 }
 
 impl FailureClass {
+    /// Every class, in the design's order.
+    pub const ALL: [FailureClass; 12] = [
+        FailureClass::Validation,
+        FailureClass::Authorization,
+        FailureClass::TargetRejection,
+        FailureClass::TransientProvider,
+        FailureClass::RateLimit,
+        FailureClass::Timeout,
+        FailureClass::Conflict,
+        FailureClass::Dependency,
+        FailureClass::Verification,
+        FailureClass::UnsafeState,
+        FailureClass::Compensation,
+        FailureClass::InternalDefect,
+    ];
+
     /// The single place that decides whether a failure may be retried
     /// automatically: only transient provider errors, rate limits, timeouts
     /// and conflicts. Everything else does not retry.
@@ -295,20 +311,7 @@ pub mod exit {
 mod tests {
     use super::*;
 
-    const ALL: [FailureClass; 12] = [
-        FailureClass::Validation,
-        FailureClass::Authorization,
-        FailureClass::TargetRejection,
-        FailureClass::TransientProvider,
-        FailureClass::RateLimit,
-        FailureClass::Timeout,
-        FailureClass::Conflict,
-        FailureClass::Dependency,
-        FailureClass::Verification,
-        FailureClass::UnsafeState,
-        FailureClass::Compensation,
-        FailureClass::InternalDefect,
-    ];
+    const ALL: [FailureClass; 12] = FailureClass::ALL;
 
     #[test]
     fn only_four_classes_retry() {

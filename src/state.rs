@@ -77,9 +77,17 @@ pub fn arm_grant(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> ToolResult
 }
 
 fn refuse(rule_id: &str, message: String) -> Result<ToolResult> {
+    // Another run holds the checkout, its branch or the state directory:
+    // that ends when that run does, so it is a `conflict` and retryable
+    // (issue 30), not invalid input.
+    let class = if rule_id == ALREADY_ARMED {
+        FailureClass::Conflict
+    } else {
+        FailureClass::Validation
+    };
     Ok(ToolResult::rejected(
         "arm",
-        FailureClass::Validation,
+        class,
         Violation::new(rule_id, message),
     ))
 }

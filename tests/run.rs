@@ -430,9 +430,18 @@ fn an_unfinished_run_is_a_state_conflict_that_says_how_to_recover() {
         Some(9)
     );
     let (code, r) = run_task(&sb, &t, &["--run-id", "r1"], &a);
-    assert_eq!((code, class(&r)), (75, "conflict"), "{r:#}");
+    assert_eq!((code, class(&r)), (1, "unsafe_state"), "{r:#}");
+    assert_eq!(r["retryable"], false, "the same call fails the same way");
     assert_eq!(r["evidence"]["reconciliation"], "state_conflict");
     assert_eq!(r["evidence"]["left_in"]["armed"], true);
+    assert_eq!(
+        r["evidence"]["next_step"]["action"], "disarm_first",
+        "{r:#}"
+    );
+    assert_eq!(
+        r["evidence"]["next_step"]["state"],
+        sb.state.display().to_string()
+    );
     assert!(
         r["evidence"]["left_in"]["recover"]
             .as_str()
@@ -817,7 +826,7 @@ fn a_sigkill_at_any_step_leaves_whole_records_and_never_runs_twice() {
             After::StateConflict => {
                 assert_eq!(
                     (code, r["evidence"]["reconciliation"].as_str()),
-                    (75, Some("state_conflict")),
+                    (1, Some("state_conflict")),
                     "{step}: {r:#}"
                 );
                 assert_eq!(runs(&sb), ran_before, "{step}: ran twice");
@@ -1382,7 +1391,7 @@ fn an_expired_lease_still_reports_a_crashed_run_of_its_row_as_a_state_conflict()
         .output()
         .unwrap(),
     );
-    assert_eq!(code, 75, "{r:#}");
+    assert_eq!(code, 1, "{r:#}");
     assert_eq!(r["violations"][0]["rule"], "run_unfinished", "{r:#}");
     assert_eq!(r["evidence"]["left_in"]["armed"], true, "{r:#}");
     assert!(r.to_string().contains("grantguard disarm"), "{r:#}");

@@ -348,7 +348,11 @@ fn a_sigkilled_grantguard_takes_its_command_with_it_and_the_next_run_says_how_to
     let t = sb.root.join("task.json");
     let a = sb.root.join("agent.sh");
     let (_, code, r) = run_task(&sb, &t, &["--run-id", "k1"], &a);
-    assert_eq!((code, class(&r)), (75, "conflict"), "{r:#}");
+    assert_eq!((code, class(&r)), (1, "unsafe_state"), "{r:#}");
+    assert_eq!(
+        r["evidence"]["next_step"]["action"], "disarm_first",
+        "{r:#}"
+    );
     let recover = r["evidence"]["left_in"]["recover"].as_str().unwrap();
     assert!(recover.contains("grantguard disarm"), "{recover}");
     assert!(recover.contains("setsid"), "{recover}");

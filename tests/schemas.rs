@@ -2,6 +2,8 @@
 //! really emits: real outputs validate, and the schemas refuse what the
 //! parsers refuse where a schema can express it.
 
+mod common;
+
 use std::path::Path;
 
 use grantguard::contract::admission::admit_files;
@@ -146,4 +148,144 @@ fn tool_result_schema_refuses_inconsistent_results() {
     let mut extra = good;
     extra["violations"] = json!([{"rule": "x", "message": "m", "task": "t"}]);
     assert!(!v.is_valid(&extra));
+}
+
+/// Every failure class gets a next step, and every next step (with its
+/// state directory for `disarm_first`) validates against the schema; an
+/// unknown action does not.
+#[test]
+fn next_steps_validate_against_the_tool_result_schema() {
+    let v = validator("tool_result.schema.json");
+    let state = Path::new("/srv/state");
+    for class in FailureClass::ALL {
+        for (tool, rule) in [
+            ("run", "timed_out"),
+            ("verify", "path_not_granted"),
+            ("run", "run_unfinished"),
+            ("arm", "already_armed"),
+            ("run", "lease_expired"),
+        ] {
+            let r = ToolResult::rejected(tool, class, Violation::new(rule, "m"));
+            let r = grantguard::next_step::attach(r, Some(state));
+            let value = serde_json::to_value(&r).unwrap();
+            assert!(
+                value["evidence"]["next_step"]["action"].is_string(),
+                "{value}"
+            );
+            assert_valid(&v, &value);
+        }
+    }
+    let mut bad = serde_json::to_value(ToolResult::failed("run", FailureClass::Timeout)).unwrap();
+    bad["evidence"]["next_step"] = json!({"action": "try_harder"});
+    assert!(!v.is_valid(&bad));
+}
+
+/// A command line clap refuses under `--json` still answers on stdout: a
+/// `validation` ToolResult (rule `usage_error`, exit 2) that validates;
+/// without `--json`, stdout stays empty.
+#[test]
+fn a_usage_error_under_json_prints_a_tool_result() {
+    let v = validator("tool_result.schema.json");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_grantguard"))
+        .args(["run", "--json", "--no-such-flag", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_valid(&v, &r);
+    assert_eq!(r["failure_class"], "validation");
+    assert_eq!(r["violations"][0]["rule"], "usage_error");
+    assert!(
+        r["violations"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--no-such-flag")
+    );
+    assert_eq!(r["evidence"]["next_step"]["action"], "fix_input");
+    let plain = std::process::Command::new(env!("CARGO_BIN_EXE_grantguard"))
+        .args(["run", "--no-such-flag", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(plain.status.code(), Some(2));
+    assert!(plain.stdout.is_empty());
+}
+
+/// Every record `run` writes validates against its published schema, taken
+/// from real runs: the journal's started and terminal records and the
+/// metrics line of an accepted run, the terminal record, ToolResult and
+/// preserved-work manifest of a rejected run with `--on-reject restore`,
+/// and the result of an early refusal. A record with an unknown field, or
+/// a started record posing as a terminal one, does not validate.
+#[test]
+fn every_record_of_a_run_validates_against_its_schema() {
+    let journal = validator("journal_record.schema.json");
+    let metrics = validator("metrics_record.schema.json");
+    let manifest = validator("preserved_manifest.schema.json");
+    let result = validator("tool_result.schema.json");
+    let read = |p: &Path| -> Value {
+        serde_json::from_slice(&std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
+            .unwrap()
+    };
+    let sb = common::Sandbox::new();
+    let task = common::docs_task(&sb);
+    let run = |agent_body: &str, run_id: &str, extra: &[&str]| -> Value {
+        let agent = common::agent_script(&sb, agent_body);
+        let mut cmd = sb.command(env!("CARGO_BIN_EXE_grantguard"));
+        cmd.current_dir(&sb.root)
+            .args(["run", "--task", task.to_str().unwrap()])
+            .args(["--repo", sb.repo.to_str().unwrap()])
+            .args(["--state", sb.state.to_str().unwrap()])
+            .args(["--capability", "repo.read", "--json", "--run-id", run_id])
+            .args(extra)
+            .arg("--")
+            .arg(agent);
+        common::run_result(cmd)
+    };
+    // Accepted.
+    let ok = run(
+        "echo better > docs/guide.md && git commit -qam docs",
+        "ok1",
+        &[],
+    );
+    assert_eq!(ok["status"], "succeeded", "{ok:#}");
+    assert_valid(&result, &ok);
+    let dir = sb.state.join("journal/ok1");
+    let started = read(&dir.join("started.json"));
+    let terminal = read(&dir.join("terminal.json"));
+    assert_valid(&journal, &started);
+    assert_valid(&journal, &terminal);
+    assert_valid(&result, &terminal["result"]);
+    assert_valid(&metrics, &terminal["metrics"]);
+    let lines = std::fs::read_to_string(sb.state.join("metrics.jsonl")).unwrap();
+    assert_eq!(lines.lines().count(), 1);
+    for line in lines.lines() {
+        assert_valid(&metrics, &serde_json::from_str(line).unwrap());
+    }
+    // Rejected and restored: an ungranted commit, a tag and untracked work.
+    let bad = run(
+        "echo x > README.md && git commit -qam readme && echo scratch > notes.txt",
+        "bad1",
+        &["--on-reject", "restore"],
+    );
+    assert_eq!(bad["failure_class"], "verification", "{bad:#}");
+    assert_valid(&result, &bad);
+    let terminal = read(&sb.state.join("journal/bad1/terminal.json"));
+    assert_valid(&journal, &terminal);
+    assert!(terminal["metrics"].is_null());
+    let preserved = sb.state.join("preserved/bad1/manifest.json");
+    assert_valid(&manifest, &read(&preserved));
+    // Refused before the run started.
+    let refused = run("true", "not a valid id", &[]);
+    assert_eq!(refused["failure_class"], "validation", "{refused:#}");
+    assert_valid(&result, &refused);
+    // The schemas are strict.
+    let mut extra = started.clone();
+    extra["surprise"] = json!(1);
+    assert!(!journal.is_valid(&extra));
+    let mut posing = started.clone();
+    posing["schema"] = json!("grantguard.journal.terminal/1");
+    assert!(!journal.is_valid(&posing));
+    let mut line: Value = serde_json::from_str(lines.lines().next().unwrap()).unwrap();
+    line["status"] = json!("failed_permanent");
+    assert!(!metrics.is_valid(&line));
 }

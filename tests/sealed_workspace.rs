@@ -1220,7 +1220,9 @@ fn rejects_workspace_sealed_without_isolate_as_a_usage_error() {
             "{mode}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        assert!(out.stdout.is_empty());
+        // Under --json a usage error still answers on stdout (issue 30).
+        let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(r["violations"][0]["rule"], "usage_error", "{r:#}");
         assert!(
             String::from_utf8_lossy(&out.stderr).contains("--isolate"),
             "{}",

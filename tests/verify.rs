@@ -593,7 +593,8 @@ fn rejected_result_matches_the_designed_tool_result_shape() {
             "commits": {"count": 1, "ids": ["<oid>"], "tip": "<oid>"},
             "paths": {"count": 1, "digest": "sha256:<digest>"},
             "metadata_intact": true,
-            "violation_totals": {"path_not_granted": 1}
+            "violation_totals": {"path_not_granted": 1},
+            "next_step": {"action": "rework", "rule": "path_not_granted"}
         }
     });
     let mut got = redact(&r);

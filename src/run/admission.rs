@@ -113,7 +113,11 @@ pub(super) fn admit(request: &Request) -> Result<Admitted, ToolResult> {
                 ),
             ));
         }
-        return Err(r.with_evidence("missing_capabilities", missing.len()));
+        // The names, not only how many (issue 30); bounded like every list.
+        let names: Vec<&String> = missing.iter().copied().take(MAX_LISTED).collect();
+        return Err(r
+            .with_evidence("missing_capabilities", names)
+            .with_evidence("missing_capability_count", missing.len()));
     }
     if let Some(catalog) = &catalog
         && let Err(refusal) = catalog.can_run(&contract.worker, &request.capabilities)

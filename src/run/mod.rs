@@ -68,7 +68,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::contract::ContractError;
 use crate::digest::sha256_hex;
@@ -288,6 +288,40 @@ fn contract_refusal(class: FailureClass, errors: &[ContractError]) -> ToolResult
 /// acceptance, measured). Never panics on bad input; every refusal is a
 /// result.
 pub fn run(request: &Request) -> ToolResult {
+    let mut result = run_steps(request);
+    if !result.evidence.contains_key("run") {
+        // A refusal before the run started still says whose run it was, as
+        // far as the request tells (issue 30: `run ? (worker ?, task ?)`).
+        result = result.with_evidence("run", requested_identity(request));
+    }
+    crate::next_step::attach(result, Some(&request.state))
+}
+
+/// The run id, worker and task id the request names, each `null` where it
+/// names none (a fresh run id is only made once the task is admitted) or
+/// its file cannot be read.
+fn requested_identity(request: &Request) -> Value {
+    let (task_id, run_id, worker) = match &request.source {
+        TaskSource::Task(path) => {
+            let task_id = crate::document::read_file(path)
+                .ok()
+                .and_then(|doc| doc.get("id").and_then(Value::as_str).map(str::to_owned));
+            (task_id, request.run_id.clone(), request.worker.clone())
+        }
+        TaskSource::Claim(path) => match claim::load_file(path) {
+            Ok(c) => (Some(c.task.id), Some(c.run_id), Some(c.worker)),
+            Err(_) => (None, request.run_id.clone(), request.worker.clone()),
+        },
+    };
+    json!({
+        "id": run_id,
+        "worker": worker.unwrap_or_else(|| DEFAULT_WORKER.to_owned()),
+        "task_id": task_id,
+    })
+}
+
+/// [`run`] without the next step of early refusals.
+fn run_steps(request: &Request) -> ToolResult {
     // Steps 1 and 2: admission and permission.
     let admitted = match admit(request) {
         Ok(a) => a,
@@ -448,6 +482,8 @@ pub fn run(request: &Request) -> ToolResult {
     if let Some(file) = measured.as_ref().and(places.metrics.as_ref()) {
         result = result.with_evidence("metrics_file", file.display().to_string());
     }
+    // The next step is part of the recorded result: a replay answers it.
+    let result = crate::next_step::attach(result, Some(&places.state));
     finish(started, result, measured, places.metrics.as_deref())
 }
 

@@ -91,8 +91,10 @@ pub(super) fn conflict_result(
                          crashed mid-run)"
                     .to_owned(),
             };
+            // Not `conflict`: repeating the same call fails the same way
+            // for ever (issue 30). What to do is `evidence.next_step`.
             refuse(
-                FailureClass::Conflict,
+                FailureClass::UnsafeState,
                 rule::RUN_UNFINISHED,
                 format!("run {run_id}: {what}; nothing was run again. To recover: {recover}"),
             )
