@@ -473,6 +473,7 @@ fn restore_and_rebuild(sb: &Sandbox, seed: u64) -> usize {
         clean_settings: None,
         location: &arm.0,
         arm_metadata: &arm.1,
+        other_refs: &[],
     };
     let restored = match preserve::restore(&target) {
         Ok(r) => r,
@@ -748,6 +749,7 @@ fn resets_nothing_when_preservation_cannot_be_complete() {
             clean_settings: None,
             location: &arm.0,
             arm_metadata: &arm.1,
+            other_refs: &[],
         };
         match preserve::restore(&target) {
             Err(preserve::RestoreError::NotPreserved(e)) => eprintln!("{case}: {e:#}"),
@@ -786,6 +788,7 @@ fn preserves_the_index_without_running_the_checkouts_signing_program() {
         clean_settings: None,
         location: &arm.0,
         arm_metadata: &arm.1,
+        other_refs: &[],
     };
     let restored = preserve::restore(&target).unwrap_or_else(|e| panic!("{e:?}"));
     assert!(!marker.exists(), "the signing program ran");

@@ -35,7 +35,23 @@ pub(super) fn compensate(
     let baseline = crate::baseline::Baseline::read_live_or_retired(&places.state)
         .ok()
         .map(|(baseline, _, _)| baseline);
+    let other_refs = match (&baseline, changed_refs(result)) {
+        (Some(b), Some(names)) => names
+            .into_iter()
+            .map(|name| {
+                let before = b.refs.get(&name).cloned();
+                (name, before)
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
     let outcome = match &baseline {
+        _ if changed_refs(result).is_none() => {
+            Err(preserve::RestoreError::NotPreserved(anyhow::anyhow!(
+                "verify listed only some of the refs that changed (more than it lists), so \
+                 restore cannot put every ref back"
+            )))
+        }
         _ if metadata_changed || !metadata_still_intact(&places.state) => {
             Err(preserve::RestoreError::NotPreserved(anyhow::anyhow!(
                 "verify did not find the protected git metadata intact, so running git in this \
@@ -53,6 +69,7 @@ pub(super) fn compensate(
             clean_settings: baseline.clean_settings.as_ref(),
             location: &baseline.repo,
             arm_metadata: &baseline.metadata,
+            other_refs: &other_refs,
         }),
     };
     match outcome {
@@ -94,6 +111,40 @@ pub(super) fn compensate(
             );
         }
     }
+}
+
+/// The refs other than the granted branch that verify found changed
+/// (`ref_changed`, `remote_tracking_ref_changed`: a tag the agent created,
+/// a branch it moved), by name. verify has already excused what is another
+/// armed worktree's to judge, so these are exactly the agent's. `None`
+/// when verify listed fewer of them than it counted (its lists are
+/// bounded): restore then refuses rather than put back only some.
+fn changed_refs(result: &ToolResult) -> Option<Vec<gix::bstr::BString>> {
+    use crate::acceptance::rule::{REF_CHANGED, REMOTE_TRACKING_REF_CHANGED};
+    let mut names = Vec::new();
+    for id in [REF_CHANGED, REMOTE_TRACKING_REF_CHANGED] {
+        let listed: Vec<&str> = result
+            .violations
+            .iter()
+            .filter(|v| v.rule == id)
+            .filter_map(|v| v.reference.as_deref())
+            .collect();
+        let total = result
+            .evidence
+            .get("violation_totals")
+            .and_then(|t| t.get(id))
+            .and_then(Value::as_u64)
+            .unwrap_or(listed.len() as u64);
+        if total > listed.len() as u64 {
+            return None;
+        }
+        for name in listed {
+            names.push(crate::repo::refname::decode(name).ok()?);
+        }
+    }
+    names.sort();
+    names.dedup();
+    Some(names)
 }
 
 pub(super) fn note_original_class(result: &mut ToolResult) {

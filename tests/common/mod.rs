@@ -413,18 +413,39 @@ pub fn rebuild_preserved(sb: &Sandbox, preserved: &Path, checkout: &Path) {
             &checkout.join(sub["path"].as_str().unwrap()),
         );
     }
-    // 7. Stat data only; then drop the helper refs.
+    // 7. The other refs the agent changed.
+    for (n, r) in manifest["refs"].as_array().unwrap().iter().enumerate() {
+        let name = r["name"].as_str().unwrap();
+        match r["agent"].as_str() {
+            Some(v) if v.starts_with("ref:") => {
+                sb.run_git(
+                    checkout,
+                    &["symbolic-ref", name, v.trim_start_matches("ref:")],
+                );
+            }
+            Some(_) => {
+                sb.run_git(
+                    checkout,
+                    &["update-ref", name, &format!("refs/grantguard/ref/{n}")],
+                );
+            }
+            None => {
+                sb.run_git(checkout, &["update-ref", "-d", name]);
+            }
+        }
+    }
+    // 8. Stat data only; then drop the helper refs.
     let _ = sb
         .command("git")
         .current_dir(checkout)
         .args(["update-index", "-q", "--refresh"])
         .output();
-    for r in ["branch", "head", "index"] {
-        let _ = sb
-            .command("git")
-            .current_dir(checkout)
-            .args(["update-ref", "-d", &format!("refs/grantguard/{r}")])
-            .output();
+    let helpers = sb.run_git(
+        checkout,
+        &["for-each-ref", "--format=%(refname)", "refs/grantguard/"],
+    );
+    for r in helpers.lines() {
+        sb.run_git(checkout, &["update-ref", "-d", r]);
     }
 }
 

@@ -13,14 +13,14 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 
 use super::git::{git, run_git, text};
-use super::{BUNDLE, REF_BRANCH, REF_HEAD, REF_INDEX, Repo, absolute};
+use super::{BUNDLE, REF_BRANCH, REF_HEAD, REF_INDEX, REF_OTHER, Repo, absolute};
 
 /// What the bundle holds.
 pub(super) struct Snapshot {
     /// The commit whose tree is the index as the agent left it.
     pub index_commit: String,
     /// The refs in the bundle.
-    pub bundle_refs: Vec<&'static str>,
+    pub bundle_refs: Vec<String>,
     /// The bundle.
     pub bundle_file: PathBuf,
 }
@@ -114,8 +114,18 @@ pub(super) fn snapshot(
         .to_owned();
 
     // The bundle: every tip not already in the baseline's history.
-    let mut bundle_refs = vec![REF_INDEX];
+    let mut bundle_refs = vec![REF_INDEX.to_owned()];
     run_git(&mut in_scratch(), &["update-ref", REF_INDEX, &index_commit])?;
+    // The other refs the agent changed, each under a name of ours: always
+    // in the bundle (an annotated tag on a baseline commit is an object
+    // the baseline does not reach).
+    for (n, r) in repo.other_refs.iter().enumerate() {
+        if let Some(id) = r.agent.as_deref().filter(|v| !v.starts_with("ref:")) {
+            let name = format!("{REF_OTHER}{n}");
+            run_git(&mut in_scratch(), &["update-ref", &name, id])?;
+            bundle_refs.push(name);
+        }
+    }
     for (name, tip) in [(REF_HEAD, &head), (REF_BRANCH, &branch_tip)] {
         if let Some(tip) = tip {
             run_git(&mut in_scratch(), &["update-ref", name, tip])?;
@@ -128,14 +138,14 @@ pub(super) fn snapshot(
                 None => true,
             };
             if beyond {
-                bundle_refs.push(name);
+                bundle_refs.push(name.to_owned());
             }
         }
     }
     let bundle_file = dir.join(BUNDLE);
     let mut args: Vec<String> = vec!["bundle".into(), "create".into(), "-q".into()];
     args.push(bundle_file.display().to_string());
-    args.extend(bundle_refs.iter().map(|r| (*r).to_owned()));
+    args.extend(bundle_refs.iter().cloned());
     if let Some(base) = &repo.baseline {
         args.push(format!("^{base}"));
     }

@@ -103,6 +103,9 @@ pub const REF_BRANCH: &str = "refs/grantguard/branch";
 pub const REF_HEAD: &str = "refs/grantguard/head";
 /// See [`REF_BRANCH`].
 pub const REF_INDEX: &str = "refs/grantguard/index";
+/// The prefix of the bundle refs holding the other refs the agent changed
+/// (`refs/grantguard/ref/<n>`, `n` its index in the manifest's `refs`).
+pub const REF_OTHER: &str = "refs/grantguard/ref/";
 
 /// How deep submodules are followed; deeper ones are refused (nothing is
 /// reset).
@@ -142,6 +145,11 @@ pub struct Restored {
     pub submodules: usize,
     /// The commit the branch was reset to (`None`: back to unborn).
     pub reset_to: Option<String>,
+    /// The other refs put back to their baseline values (at most
+    /// [`crate::result::MAX_LISTED`] listed; `refs_restored` counts all).
+    pub refs: Vec<RefRestore>,
+    /// How many other refs were put back.
+    pub refs_restored: usize,
 }
 
 /// Why restoring did not complete.
@@ -176,6 +184,23 @@ pub struct Target<'a> {
     /// submodule only when its `.git` and git dir are as recorded there
     /// (see `select`).
     pub arm_metadata: &'a std::collections::BTreeMap<String, String>,
+    /// The other refs the agent changed (verify's `ref_changed`), each with
+    /// its baseline value (`None`: it did not exist). Preserved, then put
+    /// back: a tag the agent created would otherwise stay, and the next
+    /// run on this checkout would take it for the baseline (issue 30).
+    pub other_refs: &'a [(BString, Option<BString>)],
+}
+
+/// One other ref as the agent left it and as the reset puts it back.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RefRestore {
+    /// The ref's full name.
+    pub name: String,
+    /// Its value as the agent left it: an object id, `ref:<target>` for a
+    /// symbolic ref, `None` when the agent deleted it.
+    pub agent: Option<String>,
+    /// Its baseline value, which the reset writes (`None`: deleted).
+    pub baseline: Option<String>,
 }
 
 /// Preserves the rejected work and resets the checkout to the baseline.
@@ -187,6 +212,14 @@ pub fn restore(target: &Target<'_>) -> Result<Restored, RestoreError> {
         baseline: target.baseline.map(str::to_owned),
         depth: 0,
         clean_settings: target.clean_settings.cloned(),
+        other_refs: Vec::new(),
+    };
+    let repo = match agent_refs(&repo.work_dir, target.other_refs) {
+        Ok(refs) => Repo {
+            other_refs: refs,
+            ..repo
+        },
+        Err(e) => return Err(RestoreError::NotPreserved(e)),
     };
     let (plan, restored) = match preserve(&repo, target.preserve_dir) {
         Ok(done) => done,
@@ -202,6 +235,37 @@ pub fn restore(target: &Target<'_>) -> Result<Restored, RestoreError> {
         Ok(()) => Ok(restored),
         Err(e) => Err(RestoreError::NotReset(Box::new(restored), e)),
     }
+}
+
+/// Each other ref's value as the agent left it, read with git (a symbolic
+/// ref as `ref: <target>`), beside its baseline value.
+fn agent_refs(work_dir: &Path, refs: &[(BString, Option<BString>)]) -> Result<Vec<RefRestore>> {
+    let mut out = Vec::new();
+    for (name, baseline) in refs {
+        let shown = utf8("a ref name", name)?;
+        let symbolic = git(work_dir)
+            .args(["symbolic-ref", "-q", "--end-of-options"])
+            .arg(os(name))
+            .output()
+            .context("cannot start git")?;
+        let agent = if symbolic.status.success() {
+            Some(format!(
+                "ref:{}",
+                utf8("a symbolic ref", symbolic.stdout.trim())?
+            ))
+        } else {
+            rev(work_dir, os(name))?
+        };
+        out.push(RefRestore {
+            name: shown,
+            agent,
+            baseline: baseline
+                .as_ref()
+                .map(|b| utf8("a baseline ref value", b))
+                .transpose()?,
+        });
+    }
+    Ok(out)
 }
 
 /// States a reset would not put back at the baseline, refused before
@@ -254,6 +318,9 @@ struct Repo {
     baseline: Option<String>,
     depth: usize,
     clean_settings: Option<crate::repo::clean_settings::CleanSettings>,
+    /// The other refs to put back (the checkout only; empty for a
+    /// submodule).
+    other_refs: Vec<RefRestore>,
 }
 
 /// What the reset does, computed (and preserved) before it starts.
@@ -276,10 +343,14 @@ struct Manifest {
     head: HeadState,
     index_commit: String,
     bundle: &'static str,
-    bundle_refs: Vec<&'static str>,
+    bundle_refs: Vec<String>,
     worktree: &'static str,
     remove: &'static str,
     submodules: Vec<SubmoduleEntry>,
+    /// The other refs the agent changed, as it left them (their objects
+    /// are in the bundle under `refs/grantguard/ref/<n>`) and as the reset
+    /// put them back.
+    refs: Vec<RefRestore>,
 }
 
 #[derive(Serialize)]
@@ -407,6 +478,7 @@ fn preserve(repo: &Repo, dir: &Path) -> Result<(Plan, Restored)> {
             baseline: Some(commit.clone()),
             depth: repo.depth + 1,
             clean_settings: repo.clean_settings.clone(),
+            other_refs: Vec::new(),
         };
         let sub_dir = dir.join(SUBMODULES).join(n.to_string());
         let (plan, _) = preserve(&sub, &sub_dir)?;
@@ -438,6 +510,7 @@ fn preserve(repo: &Repo, dir: &Path) -> Result<(Plan, Restored)> {
         worktree: WORKTREE,
         remove: REMOVE,
         submodules: entries,
+        refs: repo.other_refs.clone(),
     };
     let manifest_file = dir.join(MANIFEST);
     let mut json = serde_json::to_vec_pretty(&manifest).context("cannot serialise")?;
@@ -457,6 +530,13 @@ fn preserve(repo: &Repo, dir: &Path) -> Result<(Plan, Restored)> {
         removed_paths: selection.copy.len() + selection.deleted.len(),
         submodules: submodules.len(),
         reset_to: repo.baseline.clone(),
+        refs: repo
+            .other_refs
+            .iter()
+            .take(crate::result::MAX_LISTED)
+            .cloned()
+            .collect(),
+        refs_restored: repo.other_refs.len(),
     };
     let plan = Plan {
         repo: repo.clone(),

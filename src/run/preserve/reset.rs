@@ -64,6 +64,7 @@ pub(super) fn reset(plan: &Plan) -> Result<()> {
         }
         (None, None) => bail!("a submodule without a baseline commit"),
     }
+    put_back_other_refs(work_dir, &repo.other_refs)?;
     for rel in &plan.remove {
         files::remove_entry(work_dir, rel)?;
     }
@@ -77,6 +78,43 @@ pub(super) fn reset(plan: &Plan) -> Result<()> {
     }
     for sub in &plan.submodules {
         reset(sub)?;
+    }
+    Ok(())
+}
+
+/// Every other ref the agent changed back at its baseline value (created
+/// ones deleted), each update refusing unless the ref still holds what was
+/// preserved: a process that moved it since is not overwritten blindly.
+fn put_back_other_refs(work_dir: &std::path::Path, refs: &[super::RefRestore]) -> Result<()> {
+    for r in refs {
+        let name = r.name.as_str();
+        match r.baseline.as_deref() {
+            Some(target) if target.starts_with("ref:") => {
+                let target = target.trim_start_matches("ref:").trim();
+                run_git(&mut git(work_dir), &["symbolic-ref", name, target])?;
+            }
+            Some(id) => {
+                let mut args = vec![
+                    "update-ref",
+                    "--no-deref",
+                    "-m",
+                    "grantguard: restore baseline",
+                    name,
+                    id,
+                ];
+                if let Some(old) = r.agent.as_deref().filter(|v| !v.starts_with("ref:")) {
+                    args.push(old);
+                }
+                run_git(&mut git(work_dir), &args)?;
+            }
+            None => {
+                let mut args = vec!["update-ref", "--no-deref", "-d", name];
+                if let Some(old) = r.agent.as_deref().filter(|v| !v.starts_with("ref:")) {
+                    args.push(old);
+                }
+                run_git(&mut git(work_dir), &args)?;
+            }
+        }
     }
     Ok(())
 }
@@ -105,6 +143,17 @@ pub(super) fn check_at_baseline(target: &Target<'_>) -> Result<()> {
             "after the reset HEAD is {head:?}, not {} at the baseline",
             crate::repo::refname::shown(target.branch)
         );
+    }
+    // The other refs the agent changed: each at its baseline value again,
+    // as the checking code reads the ref store.
+    let refs = crate::repo::ref_snapshot(&repo)?;
+    for (name, baseline) in target.other_refs {
+        if refs.get(name) != baseline.as_ref() {
+            bail!(
+                "after the reset {} is not at its baseline value",
+                crate::repo::refname::shown(name)
+            );
+        }
     }
     let dirt = crate::repo::worktree_dirt(&repo)?;
     if !dirt.is_empty() {
