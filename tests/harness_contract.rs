@@ -86,7 +86,7 @@ fn restore_returns_every_ref_to_the_baseline_and_preserves_the_agents() {
     let manifest: Value =
         serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(manifest["refs"].as_array().unwrap().len(), 4);
-    let agent_tip = preserved["bundle_tip"].as_str().unwrap().to_owned();
+    let agent_tip = preserved["branch_tip"].as_str().unwrap().to_owned();
     let checkout = sb.root.join("rebuilt");
     sb.run_git(
         &sb.root,

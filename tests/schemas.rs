@@ -274,6 +274,16 @@ fn every_record_of_a_run_validates_against_its_schema() {
     assert!(terminal["metrics"].is_null());
     let preserved = sb.state.join("preserved/bad1/manifest.json");
     assert_valid(&manifest, &read(&preserved));
+    // Under --isolate: the isolation evidence.
+    let isolated = run(
+        "echo again > docs/guide.md && git commit -qam docs",
+        "iso1",
+        &["--isolate"],
+    );
+    assert_valid(&result, &isolated);
+    if isolated["status"] == "succeeded" {
+        assert_eq!(isolated["evidence"]["isolation"]["pid_namespace"], true);
+    }
     // Refused before the run started.
     let refused = run("true", "not a valid id", &[]);
     assert_eq!(refused["failure_class"], "validation", "{refused:#}");

@@ -131,10 +131,12 @@ pub struct Restored {
     pub manifest: PreservedFile,
     /// The bundle (always written: it holds at least the index commit).
     pub bundle: PreservedFile,
-    /// The granted branch's tip as the agent left it.
-    pub bundle_tip: Option<String>,
-    /// HEAD's commit as the agent left it.
-    pub head: Option<String>,
+    /// The granted branch's tip as the agent left it (named as in the
+    /// manifest; it was `bundle_tip` before issue 30).
+    pub branch_tip: Option<String>,
+    /// HEAD's commit as the agent left it (the manifest's `head.commit`;
+    /// it was `head` before issue 30).
+    pub head_commit: Option<String>,
     /// The commit holding the index as the agent left it.
     pub index_commit: String,
     /// Worktree entries copied raw (directories whole, counted once).
@@ -523,8 +525,8 @@ fn preserve(repo: &Repo, dir: &Path) -> Result<(Plan, Restored)> {
         dir: dir.to_owned(),
         manifest: preserved_file(manifest_file)?,
         bundle: preserved_file(bundle_file)?,
-        bundle_tip: branch_tip,
-        head,
+        branch_tip,
+        head_commit: head,
         index_commit,
         worktree_entries: copied,
         removed_paths: selection.copy.len() + selection.deleted.len(),
