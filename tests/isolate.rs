@@ -486,23 +486,52 @@ fn rejects_a_result_file_in_a_missing_directory_under_isolate_before_anything_ru
     let a = agent(&sb, DOCS_COMMIT);
     let missing = sb.root.join("nowhere/result.json");
     let (_, code, r) = isolated(&sb, &[CAP], &["--result", missing.to_str().unwrap()], &a);
+    // A misplaced file is the caller's input (issue 30), not the machine's.
     assert_eq!(code, 1, "{r:#}");
-    assert_eq!(common::rules(&r), ["isolation_unavailable"]);
+    assert_eq!(r["failure_class"], "validation", "{r:#}");
+    assert_eq!(common::rules(&r), ["invalid_argument"]);
     assert_eq!(runs(&sb), 0);
     assert!(!sb.state.exists());
 }
 
+/// A result file that does not exist yet, in the directory that holds the
+/// checkout (which cannot be made read-only), is treated as an existing
+/// one would be (issue 30: both used to differ): made empty before the
+/// command and mounted read-only, so the agent cannot plant a result in
+/// it, and the real result is written there afterwards.
 #[test]
-fn rejects_a_result_file_that_cannot_be_made_read_only_before_anything_runs() {
-    let sb = Sandbox::new();
-    let a = agent(&sb, DOCS_COMMIT);
-    // Its directory (the sandbox root) holds the checkout.
-    let beside = sb.root.join("result.json");
-    let (_, code, r) = isolated(&sb, &[CAP], &["--result", beside.to_str().unwrap()], &a);
-    assert_eq!(code, 1, "{r:#}");
-    assert_eq!(common::rules(&r), ["isolation_unavailable"]);
-    assert_eq!(runs(&sb), 0);
-    assert!(!sb.state.exists());
+fn a_result_file_beside_the_checkout_is_protected_whether_it_exists_or_not() {
+    for exists in [false, true] {
+        let sb = Sandbox::new();
+        let beside = sb.root.join("result.json");
+        if exists {
+            std::fs::write(&beside, "{}").unwrap();
+        }
+        let body = format!(
+            "{}\n{DOCS_COMMIT}",
+            attempt(
+                &sb,
+                "plant",
+                &format!(
+                    "echo '{{\"status\":\"succeeded\"}}' > '{}'",
+                    beside.display()
+                )
+            )
+        );
+        let a = agent(&sb, &body);
+        let (_, code, r) = isolated(&sb, &[CAP], &["--result", beside.to_str().unwrap()], &a);
+        assert_accepted(code, &r);
+        assert!(
+            probe_log(&sb).contains("plant refused"),
+            "{}",
+            probe_log(&sb)
+        );
+        let written: Value = serde_json::from_slice(&std::fs::read(&beside).unwrap()).unwrap();
+        assert_eq!(
+            written["evidence"]["run"], r["evidence"]["run"],
+            "exists: {exists}"
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------

@@ -27,8 +27,9 @@
 //! `verify` rejects it as before (`metadata_intact` false, no git is run on
 //! restore). A result or metrics file that does not exist yet is protected
 //! through its directory (the metrics directory is created first, as the
-//! append would; the result file's must exist), which is refused if it
-//! holds the checkout (the checkout must stay writable). A symlinked entry is protected at its
+//! append would; the result file's must exist). Where that directory holds
+//! the checkout (which must stay writable), the file is created empty
+//! first and mounted itself. A symlinked entry is protected at its
 //! target; replacing the link itself is again caught by `verify`.
 //!
 //! The namespaces are entered in the child between fork and exec

@@ -527,29 +527,22 @@ fn isolation_available(
             format!("--isolate: {why}; nothing was run"),
         ))
     };
+    // A misplaced file is the caller's input, not the machine's: checked
+    // the same way whether the file exists yet or not (issue 30). One that
+    // does not exist yet beside the checkout is created empty before the
+    // command and protected like an existing one (`outcome::isolation_plan`).
     if let Some(file) = request.result_file.as_deref()
         && !file.exists()
         && file.parent().is_some_and(|dir| !dir.is_dir())
     {
-        return Err(unavailable(format!(
-            "the directory of --result {} does not exist; create it first (it is mounted \
-             read-only for the command)",
-            file.display()
-        )));
-    }
-    for (what, file) in [
-        ("--result", request.result_file.as_deref()),
-        ("--metrics", places.metrics.as_deref()),
-    ] {
-        if let Some(file) = file
-            && isolate::file_or_parent(file, &places.work_dir).is_none()
-        {
-            return Err(unavailable(format!(
-                "{what} {} does not exist yet and its directory holds the checkout, so it \
-                 cannot be made read-only for the command; put it in a directory of its own",
+        return Err(Box::new(refuse(
+            FailureClass::Validation,
+            rule::INVALID_ARGUMENT,
+            format!(
+                "the directory of --result {} does not exist; create it first; nothing was run",
                 file.display()
-            )));
-        }
+            ),
+        )));
     }
     if request.workspace == WorkspaceMode::Sealed {
         if crate::repo::open_for_objects(&places.work_dir).is_err() {

@@ -292,7 +292,24 @@ fn isolation_plan(
         .into_iter()
         .flatten()
     {
-        paths.extend(isolate::file_or_parent(file, &places.work_dir));
+        match isolate::file_or_parent(file, &places.work_dir) {
+            Some(path) => paths.push(path),
+            None => {
+                // Beside the checkout, its directory cannot be made
+                // read-only: the file is made now, empty and private, and
+                // mounted read-only itself, as an existing one is.
+                use std::os::unix::fs::OpenOptionsExt;
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .open(file)
+                    .map_err(|e| {
+                        std::io::Error::other(format!("cannot create {}: {e}", file.display()))
+                    })?;
+                paths.push(file.to_path_buf());
+            }
+        }
     }
     let (location, hooks) = if granted {
         let (baseline, _, _) = crate::baseline::Baseline::read_live_or_retired(&places.state)
