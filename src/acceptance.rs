@@ -64,6 +64,9 @@ pub mod rule {
     pub const BASELINE_INVALID: &str = "baseline_invalid";
     /// The repository could not be read.
     pub const REPOSITORY_UNREADABLE: &str = "repository_unreadable";
+    /// The system's temporary directory cannot take a scratch file
+    /// (`dependency`; the machine's problem, not the repository's).
+    pub const TEMP_DIR_UNUSABLE: &str = "temp_dir_unusable";
     /// `verify` did not finish within its deadline (`--timeout`).
     pub const VERIFY_TIMED_OUT: &str = "verify_timed_out";
     /// A new commit makes a granted path a symlink whose target leaves the

@@ -198,6 +198,38 @@ impl Journal {
     }
 }
 
+/// Whether a live process holds the lock of a run in the journal at
+/// `journal_dir` (a run in progress there). A crashed run holds none: its
+/// lock died with it.
+///
+/// Not the caller's own run: a run holds its lock while it arms (itself, or
+/// through a step child of the sealed workspace), so a run whose started
+/// record names this process or its parent is skipped.
+pub fn live_run_in(journal_dir: &Path) -> bool {
+    let Ok(runs) = std::fs::read_dir(journal_dir) else {
+        return false;
+    };
+    let me = std::process::id();
+    // SAFETY: plain getter.
+    let parent = u32::try_from(unsafe { libc::getppid() }).unwrap_or(0);
+    runs.flatten().any(|run| {
+        let own = crate::fsutil::read_regular(&run.path().join(STARTED_FILE))
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<StartedRecord>(&bytes).ok())
+            .is_some_and(|started| started.pid == me || started.pid == parent);
+        if own {
+            return false;
+        }
+        let Ok(file) = OpenOptions::new()
+            .read(true)
+            .open(run.path().join(LOCK_FILE))
+        else {
+            return false;
+        };
+        matches!(file.try_lock(), Err(TryLockError::WouldBlock))
+    })
+}
+
 /// What the journal holds for a run id.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Existing {

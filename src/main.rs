@@ -556,10 +556,13 @@ fn usage_error(e: clap::Error, args: &[std::ffi::OsString]) -> ExitCode {
         return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
     }
     if json {
+        // The subcommand's name when the first word is one, else the
+        // program's: never an empty or made-up tool name.
+        let command = <Cli as clap::CommandFactory>::command();
         let tool = args
             .first()
             .and_then(|a| a.to_str())
-            .filter(|a| !a.starts_with('-'))
+            .filter(|a| command.get_subcommands().any(|c| c.get_name() == *a))
             .unwrap_or("grantguard");
         let message = e.render().to_string();
         // clap's first paragraph: the error and what it names.

@@ -54,7 +54,9 @@ pub fn of(result: &ToolResult, state: Option<&std::path::Path>) -> Option<Value>
         }
     } else if has("lease_expired") {
         "claim_again"
-    } else if has("run_locked") || has("already_armed") {
+    } else if has("run_locked")
+        || (has("already_armed") && result.failure_class == Some(FailureClass::Conflict))
+    {
         "retry_same_call"
     } else {
         by_class(result.failure_class?, &result.tool)
@@ -88,11 +90,12 @@ fn by_class(class: FailureClass, tool: &str) -> &'static str {
     }
 }
 
-/// Adds `evidence.next_step` to `result` unless it has one.
+/// Sets `evidence.next_step` of `result` from `result` itself, replacing
+/// one it carries: `run` merges the verify child's evidence, whose step
+/// was verify's (a red-team review found a timed-out run told to `rework`).
 pub fn attach(mut result: ToolResult, state: Option<&std::path::Path>) -> ToolResult {
-    if !result.evidence.contains_key("next_step")
-        && let Some(step) = of(&result, state)
-    {
+    result.evidence.remove("next_step");
+    if let Some(step) = of(&result, state) {
         result.evidence.insert("next_step".into(), step);
     }
     result

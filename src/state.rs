@@ -68,6 +68,16 @@ pub fn arm(repo_dir: &Path, grant_file: &Path, state_dir: &Path) -> ToolResult {
 pub fn arm_grant(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> ToolResult {
     match arm_with(repo_dir, grant, state_dir) {
         Ok(result) => result,
+        Err(e)
+            if e.chain()
+                .any(|c| c.is::<repo::clean_settings::TempDirUnusable>()) =>
+        {
+            ToolResult::rejected(
+                "arm",
+                FailureClass::Dependency,
+                Violation::new(rule::TEMP_DIR_UNUSABLE, format!("{e:#}")),
+            )
+        }
         Err(e) => ToolResult::rejected(
             "arm",
             FailureClass::Validation,
@@ -89,6 +99,33 @@ fn refuse(rule_id: &str, message: String) -> Result<ToolResult> {
         "arm",
         class,
         Violation::new(rule_id, message),
+    ))
+}
+
+/// `already_armed` by the arm recorded in `held_by`: a `conflict` while a
+/// live `grantguard run` holds a run in its journal (it ends when that run
+/// does), else `unsafe_state`: nothing will end it (its run crashed or
+/// ended without disarming, or it was armed by hand), and retrying the
+/// same call would fail for ever (red-team review of issue 30). Only the
+/// default journal (`<state>/journal`) is looked at: a run with its own
+/// `--journal` holding it is reported as `unsafe_state` too, which never
+/// retries blindly.
+fn refuse_held(held_by: &Path, message: String) -> Result<ToolResult> {
+    if crate::journal::live_run_in(&held_by.join("journal")) {
+        return refuse(ALREADY_ARMED, message);
+    }
+    Ok(ToolResult::rejected(
+        "arm",
+        FailureClass::UnsafeState,
+        Violation::new(
+            ALREADY_ARMED,
+            format!(
+                "{message}. No live grantguard run holds it (its run crashed or ended without \
+                 disarming, or it was armed by hand): once nothing works in that checkout, \
+                 `grantguard disarm --state {}`",
+                held_by.display()
+            ),
+        ),
     ))
 }
 
@@ -140,8 +177,8 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
         || install::read_record(&state)?.is_some()
         || hub::Link::read(&state)?.is_some()
     {
-        return refuse(
-            ALREADY_ARMED,
+        return refuse_held(
+            &state,
             format!(
                 "{} already holds a baseline; run `grantguard disarm --state {}` first",
                 state.display(),
@@ -159,8 +196,8 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
     if let Some(hub) = &joined {
         hub.prune_stale(|e: &hub::Entry| branch_value(e, Some(&location.common_dir)))?;
         if let Some(entry) = hub.entry(&key)? {
-            return refuse(
-                ALREADY_ARMED,
+            return refuse_held(
+                &entry.state,
                 format!(
                     "this worktree is already armed with the state directory {}; only one \
                      grant at a time per worktree: wait for that run to end, or disarm its state",
@@ -181,8 +218,8 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
     if let Some(hub) = &joined {
         let encoded = repo::refname::encode(&branch);
         if let Some(owner) = hub.armed()?.into_iter().find(|e| e.branch == encoded) {
-            return refuse(
-                ALREADY_ARMED,
+            return refuse_held(
+                &owner.state,
                 format!(
                     "the branch {} is granted to the armed worktree {}; each armed worktree \
                      needs a branch of its own",

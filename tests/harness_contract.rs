@@ -10,19 +10,30 @@ use std::path::Path;
 use common::{Sandbox, agent_script, docs_task, rebuild_preserved, run_result};
 use serde_json::Value;
 
-fn run(sb: &Sandbox, body: &str, run_id: &str, extra: &[&str]) -> Value {
+fn run_cmd(
+    sb: &Sandbox,
+    state: &Path,
+    body: &str,
+    run_id: &str,
+    extra: &[&str],
+) -> std::process::Command {
     let task = docs_task(sb);
-    let agent = agent_script(sb, body);
+    let agent = sb.root.join(format!("agent-{run_id}.sh"));
+    common::script(&agent, &format!("set -e\n{body}"));
     let mut cmd = sb.command(env!("CARGO_BIN_EXE_grantguard"));
     cmd.current_dir(&sb.root)
         .args(["run", "--task", task.to_str().unwrap()])
         .args(["--repo", sb.repo.to_str().unwrap()])
-        .args(["--state", sb.state.to_str().unwrap()])
+        .args(["--state", state.to_str().unwrap()])
         .args(["--capability", "repo.read", "--json", "--run-id", run_id])
         .args(extra)
         .arg("--")
         .arg(agent);
-    run_result(cmd)
+    cmd
+}
+
+fn run(sb: &Sandbox, body: &str, run_id: &str, extra: &[&str]) -> Value {
+    run_result(run_cmd(sb, &sb.state, body, run_id, extra))
 }
 
 fn refs(sb: &Sandbox, dir: &Path) -> String {
@@ -143,4 +154,137 @@ fn an_early_refusal_names_the_run_and_the_missing_capabilities() {
         serde_json::json!(["repo.read"])
     );
     assert_eq!(r["evidence"]["next_step"]["action"], "fix_input");
+}
+
+/// The run's next step is decided on the run's result, not taken from the
+/// verify child's evidence: a run past its timeout says `retry_new_run_id`.
+#[test]
+fn a_timed_out_run_says_retry_with_a_new_run_id() {
+    let sb = Sandbox::new();
+    let r = run(
+        &sb,
+        "echo x > docs/guide.md\nsleep 5",
+        "t1",
+        &["--timeout", "1"],
+    );
+    assert_eq!(r["failure_class"], "timeout", "{r:#}");
+    assert_eq!(
+        r["evidence"]["next_step"]["action"], "retry_new_run_id",
+        "{r:#}"
+    );
+}
+
+/// A run that crashed (grantguard killed) left the checkout armed. A new
+/// run with a fresh run id is `already_armed`: not a conflict to retry
+/// for ever, since no live run holds it, but `unsafe_state`, to inspect.
+/// While a live run holds it, the same refusal is a retryable conflict.
+#[test]
+fn already_armed_is_a_conflict_only_while_a_live_run_holds_it() {
+    let sb = Sandbox::new();
+    // A live run holds the checkout (its agent waits for a file).
+    let go = sb.root.join("go");
+    let other_state = sb.root.join("state-live");
+    let live = run_cmd(
+        &sb,
+        &other_state,
+        &format!(
+            "i=0; while [ ! -e '{}' ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done",
+            go.display()
+        ),
+        "live1",
+        &[],
+    )
+    .stdout(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let started = other_state.join("journal/live1/started.json");
+    for _ in 0..300 {
+        if started.exists() && other_state.join("hub.json").exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let r = run(&sb, "true", "while-live", &[]);
+    std::fs::write(&go, "").unwrap();
+    let _ = live.wait_with_output().unwrap();
+    assert_eq!(r["violations"][0]["rule"], "already_armed", "{r:#}");
+    assert_eq!(r["failure_class"], "conflict", "{r:#}");
+    assert_eq!(r["retryable"], true);
+    assert_eq!(
+        r["evidence"]["next_step"]["action"], "retry_same_call",
+        "{r:#}"
+    );
+
+    // A crashed run: grantguard killed, no result, the checkout armed.
+    let out = run_cmd(&sb, &sb.state, "kill -9 $PPID\nsleep 2", "crash1", &[])
+        .output()
+        .unwrap();
+    assert!(out.stdout.is_empty());
+    let r = run(&sb, "true", "fresh1", &[]);
+    assert_eq!(r["violations"][0]["rule"], "already_armed", "{r:#}");
+    assert_eq!(r["failure_class"], "unsafe_state", "{r:#}");
+    assert_eq!(r["retryable"], false);
+    assert_eq!(r["evidence"]["next_step"]["action"], "inspect", "{r:#}");
+    assert!(r.to_string().contains("grantguard disarm --state"), "{r:#}");
+}
+
+/// The agent deletes a tag and creates a ref below its name
+/// (`refs/tags/old` gone, `refs/tags/old/x` made): restore deletes first,
+/// so it can write the tag back, and reports done with every ref back.
+#[test]
+fn restore_puts_back_a_tag_the_agent_replaced_by_a_ref_below_it() {
+    let sb = Sandbox::new();
+    sb.git(&["tag", "old"]);
+    let before = refs(&sb, &sb.repo);
+    let body = "g='git -c core.hooksPath=/dev/null'\n\
+                echo x > README.md && $g commit -qam readme\n\
+                $g tag -d old\n\
+                $g update-ref refs/tags/old/x HEAD\n\
+                $g update-ref refs/refs/tags/old HEAD";
+    let r = run(&sb, body, "df1", &["--on-reject", "restore"]);
+    assert_eq!(r["evidence"]["compensation"]["done"], true, "{r:#}");
+    assert_eq!(refs(&sb, &sb.repo), before);
+    // The deleted tag is recorded as deleted, not as what git's name
+    // guessing would find (`refs/refs/tags/old`).
+    let listed = r["evidence"]["compensation"]["preserved"]["refs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["name"] == "refs/tags/old")
+        .cloned()
+        .unwrap();
+    assert!(listed["agent"].is_null(), "{listed}");
+}
+
+/// A branch checked out in another (unarmed) worktree that changed while
+/// the run ran is not moved back: restore refuses, nothing is reset, and
+/// the other worktree's work stays.
+#[test]
+fn restore_does_not_move_a_branch_checked_out_in_another_worktree() {
+    let sb = Sandbox::new();
+    let other = sb.root.join("wt");
+    sb.git(&[
+        "worktree",
+        "add",
+        "-q",
+        "-b",
+        "side",
+        other.to_str().unwrap(),
+    ]);
+    let body = format!(
+        "g='git -c core.hooksPath=/dev/null'\n\
+         echo x > README.md && $g commit -qam readme\n\
+         echo mine > '{o}/human.txt' && $g -C '{o}' add human.txt && $g -C '{o}' commit -qm human",
+        o = other.display()
+    );
+    let r = run(&sb, &body, "wt1", &["--on-reject", "restore"]);
+    assert_eq!(r["failure_class"], "compensation", "{r:#}");
+    assert!(
+        r.to_string().contains("checked out in the worktree"),
+        "{r:#}"
+    );
+    assert_eq!(r["evidence"]["compensation"]["done"], false);
+    let log = sb.run_git(&other, &["log", "-1", "--format=%s"]);
+    assert_eq!(log.trim(), "human");
 }

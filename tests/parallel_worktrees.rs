@@ -438,8 +438,9 @@ fn a_second_arm_of_the_same_worktree_or_branch_is_refused() {
     let mut again = agent(&sb, one.dir.clone(), "agent1", 1);
     again.state = sb.root.join("state-again");
     let out = arm_cmd(&sb, &again).output().unwrap();
-    // Another run holds it: a conflict, retryable (exit 75).
-    assert_eq!(out.status.code(), Some(75), "{}", text(&out));
+    // Armed by hand, no live run holds it: unsafe_state (exit 1), not a
+    // conflict to retry for ever.
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(text(&out).contains("already_armed"), "{}", text(&out));
     assert!(!again.state.exists(), "a refused arm writes nothing");
     // A second worktree on the same branch (git worktree add --force).
@@ -459,7 +460,7 @@ fn a_second_arm_of_the_same_worktree_or_branch_is_refused() {
     let mut twin = agent(&sb, dir, "agent1", 9);
     twin.state = sb.root.join("state-twin");
     let out = arm_cmd(&sb, &twin).output().unwrap();
-    assert_eq!(out.status.code(), Some(75), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(
         text(&out).contains("is granted to the armed worktree"),
         "{}",

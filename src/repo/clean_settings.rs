@@ -20,6 +20,32 @@ use anyhow::{Context, Result};
 use gix::bstr::BString;
 use serde::{Deserialize, Serialize};
 
+/// The system's temporary directory (`TMPDIR`) cannot take the scratch
+/// file a check needs: the machine's problem, not the repository's (an
+/// unprivileged agent user under a root harness that kept root's
+/// `TMPDIR`). Reported as `temp_dir_unusable`, class `dependency`.
+#[derive(Debug)]
+pub struct TempDirUnusable {
+    /// The directory (`TMPDIR`, else `/tmp`).
+    pub dir: PathBuf,
+    /// Why the file could not be made there.
+    pub error: std::io::Error,
+}
+
+impl std::fmt::Display for TempDirUnusable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "cannot write a scratch file for the armed excludes and attributes in the \
+             temporary directory {} ({}); set TMPDIR to a directory this user can write",
+            self.dir.display(),
+            self.error
+        )
+    }
+}
+
+impl std::error::Error for TempDirUnusable {}
+
 /// Every setting gix's worktree status reads whose value can come from the
 /// global or system config. (Path-valued `core.excludesFile` and
 /// `core.attributesFile` are recorded by content, see [`CleanSettings`].)
@@ -143,7 +169,12 @@ pub fn apply(
         let mut file = builder
             .tempfile_in(scratch)
             .or_else(|_| builder.tempfile())
-            .context("cannot write a scratch file for the armed excludes and attributes")?;
+            .map_err(|e| {
+                anyhow::Error::new(TempDirUnusable {
+                    dir: std::env::temp_dir(),
+                    error: e,
+                })
+            })?;
         file.write_all(content)
             .and_then(|()| file.flush())
             .context("cannot write a scratch file")?;

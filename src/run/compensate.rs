@@ -116,7 +116,9 @@ pub(super) fn compensate(
 /// The refs other than the granted branch that verify found changed
 /// (`ref_changed`, `remote_tracking_ref_changed`: a tag the agent created,
 /// a branch it moved), by name. verify has already excused what is another
-/// armed worktree's to judge, so these are exactly the agent's. `None`
+/// armed worktree's to judge; a branch checked out in an unarmed worktree
+/// may be a human's, and restore refuses to move it
+/// (`preserve::refuse_checked_out_elsewhere`). `None`
 /// when verify listed fewer of them than it counted (its lists are
 /// bounded): restore then refuses rather than put back only some.
 fn changed_refs(result: &ToolResult) -> Option<Vec<gix::bstr::BString>> {

@@ -570,8 +570,11 @@ pub(super) fn merge_verdict(result: &mut ToolResult, verdict: ToolResult) {
     }
     result.violations.extend(verdict.violations);
     result.warnings.extend(verdict.warnings);
+    // Not verify's next step: the run's is decided on the run's result.
     for (key, value) in verdict.evidence {
-        result.evidence.insert(key, value);
+        if key != "next_step" {
+            result.evidence.insert(key, value);
+        }
     }
     result.evidence.insert(
         "verify".into(),

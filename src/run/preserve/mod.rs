@@ -216,7 +216,9 @@ pub fn restore(target: &Target<'_>) -> Result<Restored, RestoreError> {
         clean_settings: target.clean_settings.cloned(),
         other_refs: Vec::new(),
     };
-    let repo = match agent_refs(&repo.work_dir, target.other_refs) {
+    let repo = match agent_refs(&repo.work_dir, target.other_refs)
+        .and_then(|refs| refuse_checked_out_elsewhere(&repo.work_dir, refs))
+    {
         Ok(refs) => Repo {
             other_refs: refs,
             ..repo
@@ -256,7 +258,10 @@ fn agent_refs(work_dir: &Path, refs: &[(BString, Option<BString>)]) -> Result<Ve
                 utf8("a symbolic ref", symbolic.stdout.trim())?
             ))
         } else {
-            rev(work_dir, os(name))?
+            // The exact ref, never git's name guessing: `rev-parse` of a
+            // deleted `refs/tags/x` finds `refs/refs/tags/x` (red-team
+            // review).
+            exact_ref(work_dir, name.as_ref())?
         };
         out.push(RefRestore {
             name: shown,
@@ -268,6 +273,47 @@ fn agent_refs(work_dir: &Path, refs: &[(BString, Option<BString>)]) -> Result<Ve
         });
     }
     Ok(out)
+}
+
+/// Refuses (nothing is reset) when one of the refs to put back is a branch
+/// checked out in another worktree: moving it would roll back whoever works
+/// there (git's own `branch -f` refuses the same). A red-team review had a
+/// human's commit in an unarmed linked worktree reset away.
+fn refuse_checked_out_elsewhere(work_dir: &Path, refs: Vec<RefRestore>) -> Result<Vec<RefRestore>> {
+    if refs.is_empty() {
+        return Ok(refs);
+    }
+    let listed = text(work_dir, &["worktree", "list", "--porcelain"])?;
+    let mut current = None;
+    for line in listed.lines() {
+        if let Some(path) = line.strip_prefix("worktree ") {
+            current = Some(path.to_owned());
+        } else if let Some(branch) = line.strip_prefix("branch ")
+            && let Some(r) = refs.iter().find(|r| r.name == branch)
+        {
+            bail!(
+                "{} changed and is checked out in the worktree {}; restore does not move a \
+                 branch another worktree works on, so nothing was reset",
+                r.name,
+                current.as_deref().unwrap_or("?")
+            );
+        }
+    }
+    Ok(refs)
+}
+
+/// The object id `name` holds, read with `git show-ref --verify` (a full
+/// name, no guessing); `None` when there is no such ref.
+fn exact_ref(work_dir: &Path, name: &BStr) -> Result<Option<String>> {
+    let out = git(work_dir)
+        .args(["show-ref", "--verify", "--hash", "--end-of-options"])
+        .arg(os(name))
+        .output()
+        .context("cannot start git")?;
+    if !out.status.success() {
+        return Ok(None);
+    }
+    Ok(Some(utf8("an object id", out.stdout.trim())?))
 }
 
 /// States a reset would not put back at the baseline, refused before

@@ -16,6 +16,9 @@ use super::{Plan, Target, files};
 pub(super) fn reset(plan: &Plan) -> Result<()> {
     let repo = &plan.repo;
     let work_dir = &repo.work_dir;
+    // The other refs first: a failure there leaves the branch, index and
+    // worktree as the agent left them (all preserved), not half reset.
+    put_back_other_refs(work_dir, &repo.other_refs)?;
     let arg = |s: &'static str| -> &std::ffi::OsStr { s.as_ref() };
     match (&repo.branch, &repo.baseline) {
         (Some(branch), Some(base)) => {
@@ -64,7 +67,6 @@ pub(super) fn reset(plan: &Plan) -> Result<()> {
         }
         (None, None) => bail!("a submodule without a baseline commit"),
     }
-    put_back_other_refs(work_dir, &repo.other_refs)?;
     for rel in &plan.remove {
         files::remove_entry(work_dir, rel)?;
     }
@@ -85,8 +87,13 @@ pub(super) fn reset(plan: &Plan) -> Result<()> {
 /// Every other ref the agent changed back at its baseline value (created
 /// ones deleted), each update refusing unless the ref still holds what was
 /// preserved: a process that moved it since is not overwritten blindly.
+///
+/// Deletions first, then the rest: a ref the agent removed may share a
+/// path with one it created (`refs/tags/x` deleted, `refs/tags/x/y`
+/// created), and git cannot write the first while the second exists.
 fn put_back_other_refs(work_dir: &std::path::Path, refs: &[super::RefRestore]) -> Result<()> {
-    for r in refs {
+    let (deletions, others): (Vec<_>, Vec<_>) = refs.iter().partition(|r| r.baseline.is_none());
+    for r in deletions.into_iter().chain(others) {
         let name = r.name.as_str();
         match r.baseline.as_deref() {
             Some(target) if target.starts_with("ref:") => {
