@@ -202,6 +202,16 @@ fn a_usage_error_under_json_prints_a_tool_result() {
             .contains("--no-such-flag")
     );
     assert_eq!(r["evidence"]["next_step"]["action"], "fix_input");
+    // An empty or unknown first word: the tool is the program's name.
+    for first in ["", "rnu"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_grantguard"))
+            .args([first, "--json"])
+            .output()
+            .unwrap();
+        let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_valid(&v, &r);
+        assert_eq!(r["tool"], "grantguard");
+    }
     let plain = std::process::Command::new(env!("CARGO_BIN_EXE_grantguard"))
         .args(["run", "--no-such-flag", "--", "true"])
         .output()
