@@ -54,6 +54,10 @@ pub fn of(result: &ToolResult, state: Option<&std::path::Path>) -> Option<Value>
         }
     } else if has("lease_expired") {
         "claim_again"
+    } else if has("interrupted") && result.tool == "run" {
+        // Cancelled by a signal (its class is target_rejection): the task
+        // did not fail, it was stopped; re-queueing it can help.
+        "retry_new_run_id"
     } else if has("run_locked")
         || (has("already_armed") && result.failure_class == Some(FailureClass::Conflict))
     {
@@ -149,6 +153,13 @@ mod tests {
             action(&failed("verify", FailureClass::Timeout, "verify_timeout")).as_deref(),
             Some("retry_same_call")
         );
+    }
+
+    #[test]
+    fn a_cancelled_run_can_be_queued_again() {
+        let mut r = failed("run", FailureClass::TargetRejection, "interrupted");
+        r.status = Status::Cancelled;
+        assert_eq!(action(&r).as_deref(), Some("retry_new_run_id"));
     }
 
     #[test]
