@@ -201,6 +201,28 @@ fn descendants(root: i32, table: &HashMap<i32, Proc>) -> Vec<(i32, Proc)> {
 /// Sends `SIGKILL` to `pid` if it still is the process that started at
 /// `start_time`. Returns whether the signal was sent.
 fn kill_exact(pid: i32, start_time: u64) -> bool {
+    signal_exact(pid, start_time, libc::SIGKILL)
+}
+
+/// Stops, then kills, every process of `targets` (pid and start time):
+/// killed one by one, a helper's `sleep` could die first and its shell go
+/// on to its next command (`touch` the late file) before its own kill
+/// arrives, which a red-team test caught under load. Stopped first, none
+/// of them runs again. Returns those killed.
+fn stop_then_kill(targets: &[(i32, u64)]) -> Vec<(i32, u64)> {
+    for &(pid, start) in targets {
+        signal_exact(pid, start, libc::SIGSTOP);
+    }
+    targets
+        .iter()
+        .copied()
+        .filter(|&(pid, start)| kill_exact(pid, start))
+        .collect()
+}
+
+/// Sends `signal` to `pid` if it still is the process that started at
+/// `start_time`. Returns whether the signal was sent.
+fn signal_exact(pid: i32, start_time: u64, signal: libc::c_int) -> bool {
     // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     if fd >= 0 {
@@ -214,7 +236,7 @@ fn kill_exact(pid: i32, start_time: u64) -> bool {
                 libc::syscall(
                     libc::SYS_pidfd_send_signal,
                     fd,
-                    libc::SIGKILL,
+                    signal,
                     std::ptr::null::<libc::siginfo_t>(),
                     0,
                 )
@@ -230,7 +252,7 @@ fn kill_exact(pid: i32, start_time: u64) -> bool {
     }
     let same = read_proc(pid).is_some_and(|p| p.start_time == start_time && !p.zombie);
     // SAFETY: plain kill; see the module documentation for the window.
-    same && unsafe { libc::kill(pid, libc::SIGKILL) } == 0
+    same && unsafe { libc::kill(pid, signal) } == 0
 }
 
 /// Reaps `pid` if it is an exited child of this process.
@@ -319,6 +341,7 @@ pub fn end_descendants_of(root: i32, keep: &[Spared]) -> Sweep {
             .collect();
         let mut live = 0u32;
         let mut reaped = 0u32;
+        let mut targets = Vec::new();
         for (pid, p) in &found {
             if p.zombie {
                 if p.ppid == me {
@@ -328,10 +351,9 @@ pub fn end_descendants_of(root: i32, keep: &[Spared]) -> Sweep {
                 continue;
             }
             live += 1;
-            if kill_exact(*pid, p.start_time) {
-                ended.insert((*pid, p.start_time));
-            }
+            targets.push((*pid, p.start_time));
         }
+        ended.extend(stop_then_kill(&targets));
         if live == 0 && reaped == 0 {
             return Sweep {
                 ended: ended.len() as u32,
@@ -381,11 +403,8 @@ pub fn end_listed(listed: &HashSet<(i32, u64)>) -> u32 {
         if live.is_empty() || Instant::now() >= deadline {
             return ended.len() as u32;
         }
-        for (pid, p) in live {
-            if kill_exact(pid, p.start_time) {
-                ended.insert((pid, p.start_time));
-            }
-        }
+        let targets: Vec<(i32, u64)> = live.iter().map(|(pid, p)| (*pid, p.start_time)).collect();
+        ended.extend(stop_then_kill(&targets));
         std::thread::sleep(Duration::from_millis(2));
     }
 }
