@@ -17,19 +17,10 @@ fn run_cmd(
     run_id: &str,
     extra: &[&str],
 ) -> std::process::Command {
-    let task = docs_task(sb);
     let agent = sb.root.join(format!("agent-{run_id}.sh"));
     common::script(&agent, &format!("set -e\n{body}"));
-    let mut cmd = sb.command(env!("CARGO_BIN_EXE_grantguard"));
-    cmd.current_dir(&sb.root)
-        .args(["run", "--task", task.to_str().unwrap()])
-        .args(["--repo", sb.repo.to_str().unwrap()])
-        .args(["--state", state.to_str().unwrap()])
-        .args(["--capability", "repo.read", "--json", "--run-id", run_id])
-        .args(extra)
-        .arg("--")
-        .arg(agent);
-    cmd
+    let args: Vec<&str> = ["--run-id", run_id].iter().chain(extra).copied().collect();
+    common::docs_run_command(sb, state, &args, &agent)
 }
 
 fn run(sb: &Sandbox, body: &str, run_id: &str, extra: &[&str]) -> Value {

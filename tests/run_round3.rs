@@ -50,18 +50,8 @@ fn script(sb: &Sandbox, name: &str, body: &str) -> PathBuf {
 
 /// `grantguard run --json` of the docs task in `mode`, running `agent`.
 fn run_command(sb: &Sandbox, mode: Mode, extra: &[&str], agent: &Path) -> Command {
-    let task = docs_task(sb);
-    let mut cmd = sb.command(env!("CARGO_BIN_EXE_grantguard"));
-    cmd.current_dir(&sb.root)
-        .args(["run", "--task", task.to_str().unwrap()])
-        .args(["--repo", sb.repo.to_str().unwrap()])
-        .args(["--state", sb.state.to_str().unwrap()])
-        .args(["--capability", "repo.read", "--json"])
-        .args(mode.args())
-        .args(extra)
-        .arg("--")
-        .arg(agent);
-    cmd
+    let args: Vec<&str> = mode.args().iter().chain(extra).copied().collect();
+    common::docs_run_command(sb, &sb.state, &args, agent)
 }
 
 /// Runs `cmd`, killing it (and failing) if it has not ended within

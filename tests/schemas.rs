@@ -237,19 +237,10 @@ fn every_record_of_a_run_validates_against_its_schema() {
             .unwrap()
     };
     let sb = common::Sandbox::new();
-    let task = common::docs_task(&sb);
     let run = |agent_body: &str, run_id: &str, extra: &[&str]| -> Value {
         let agent = common::agent_script(&sb, agent_body);
-        let mut cmd = sb.command(env!("CARGO_BIN_EXE_grantguard"));
-        cmd.current_dir(&sb.root)
-            .args(["run", "--task", task.to_str().unwrap()])
-            .args(["--repo", sb.repo.to_str().unwrap()])
-            .args(["--state", sb.state.to_str().unwrap()])
-            .args(["--capability", "repo.read", "--json", "--run-id", run_id])
-            .args(extra)
-            .arg("--")
-            .arg(agent);
-        common::run_result(cmd)
+        let args: Vec<&str> = ["--run-id", run_id].iter().chain(extra).copied().collect();
+        common::run_result(common::docs_run_command(&sb, &sb.state, &args, &agent))
     };
     // Accepted.
     let ok = run(

@@ -468,18 +468,26 @@ pub fn agent_script(sb: &Sandbox, body: &str) -> PathBuf {
     path
 }
 
-/// The command of a sealed `grantguard run --isolate --json` of the docs
-/// task ([`docs_task`]) on the sandbox's checkout, running `agent`.
-pub fn sealed_run_command(sb: &Sandbox, agent: &Path) -> Command {
+/// The command of a `grantguard run --json` of the docs task
+/// ([`docs_task`]) on the sandbox's checkout with the state directory
+/// `state`, `repo.read` granted and `extra` options, running `agent`.
+pub fn docs_run_command(sb: &Sandbox, state: &Path, extra: &[&str], agent: &Path) -> Command {
     let task = docs_task(sb);
     let mut cmd = sb.command(env!("CARGO_BIN_EXE_grantguard"));
     cmd.current_dir(&sb.root)
         .args(["run", "--task", task.to_str().unwrap()])
         .args(["--repo", sb.repo.to_str().unwrap()])
-        .args(["--state", sb.state.to_str().unwrap()])
-        .args(["--capability", "repo.read", "--isolate", "--json", "--"])
+        .args(["--state", state.to_str().unwrap()])
+        .args(["--capability", "repo.read", "--json"])
+        .args(extra)
+        .arg("--")
         .arg(agent);
     cmd
+}
+
+/// [`docs_run_command`] with `--isolate` (the sealed workspace).
+pub fn sealed_run_command(sb: &Sandbox, agent: &Path) -> Command {
+    docs_run_command(sb, &sb.state, &["--isolate"], agent)
 }
 
 /// Runs `cmd` (a `grantguard run --json`) and returns the result it printed.
