@@ -98,6 +98,7 @@ fn parse(out: &Output) -> (i32, Value) {
             String::from_utf8_lossy(&out.stderr)
         )
     });
+    common::assert_tool_result_schema(&result);
     (out.status.code().unwrap_or(-1), result)
 }
 

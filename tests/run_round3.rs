@@ -83,12 +83,14 @@ fn output_within(mut cmd: Command, limit: Duration) -> Output {
 }
 
 fn result(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "no result on stdout ({e}): {}",
             String::from_utf8_lossy(&out.stderr)
         )
-    })
+    });
+    common::assert_tool_result_schema(&r);
+    r
 }
 
 fn rules(r: &Value) -> Vec<String> {

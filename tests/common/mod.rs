@@ -490,15 +490,37 @@ pub fn sealed_run_command(sb: &Sandbox, agent: &Path) -> Command {
     docs_run_command(sb, &sb.state, &["--isolate"], agent)
 }
 
-/// Runs `cmd` (a `grantguard run --json`) and returns the result it printed.
+/// Runs `cmd` (a `grantguard run --json`) and returns the result it
+/// printed, after checking it against `schemas/tool_result.schema.json`
+/// (every suite that reads results this way checks the published schema
+/// on its real outputs).
 pub fn run_result(mut cmd: Command) -> Value {
     let out = cmd.output().unwrap();
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "no result on stdout ({e}): {}",
             String::from_utf8_lossy(&out.stderr)
         )
-    })
+    });
+    assert_tool_result_schema(&result);
+    result
+}
+
+/// Panics unless `result` validates against the published ToolResult
+/// schema.
+pub fn assert_tool_result_schema(result: &Value) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/tool_result.schema.json");
+    let schema: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(result)
+        .map(|e| format!("{}: {e}", e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "the result does not match schemas/tool_result.schema.json:\n{}\n{result:#}",
+        errors.join("\n")
+    );
 }
 
 /// A bind mount on the machine, undone when dropped (also on a panic): the
