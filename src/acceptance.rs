@@ -660,10 +660,34 @@ fn judge(state: &Path, repo_dir: Option<&Path>, site: Site) -> ToolResult {
     let intact = metadata_intact
         && !findings.hostile_worktree
         && !STORAGE_RULES.iter().any(|r| findings.has(r));
-    let class = if intact {
-        FailureClass::Verification
-    } else {
+    // Only refs that are nobody's changed, while other worktrees were armed
+    // beside this one: the change may well be a peer's (in place, a ref
+    // store is shared and a bypassed hook leaves no trace of who wrote
+    // it). Not this task's failure for good: a `conflict` that names the
+    // peers (issue 30). Any finding of this worktree's own keeps it
+    // `verification`.
+    let ref_rules = [rule::REF_CHANGED, rule::REMOTE_TRACKING_REF_CHANGED];
+    let listed_ref_changes: Vec<&Violation> = findings
+        .listed
+        .iter()
+        .filter(|v| ref_rules.contains(&v.rule.as_str()))
+        .collect();
+    let peers_in_question = intact
+        && !peers.describe().is_empty()
+        && !findings.totals.is_empty()
+        && findings.totals.keys().all(|r| ref_rules.contains(&r.as_str()))
+        // Every change listed (none beyond the list) and none of them a
+        // peer's branch, whose rules are the peers' own (red-team cases).
+        && findings.totals.values().sum::<usize>() == listed_ref_changes.len()
+        && listed_ref_changes
+            .iter()
+            .all(|v| v.reference.as_deref().is_some_and(|r| !peers.own_branch(r)));
+    let class = if !intact {
         FailureClass::UnsafeState
+    } else if peers_in_question {
+        FailureClass::Conflict
+    } else {
+        FailureClass::Verification
     };
     let mut result = if findings.is_empty() {
         ToolResult::succeeded("verify")
@@ -704,6 +728,16 @@ fn judge(state: &Path, repo_dir: Option<&Path>, site: Site) -> ToolResult {
         .with_evidence("metadata_intact", intact);
     if !findings.is_empty() {
         result = result.with_evidence("violation_totals", &findings.totals);
+    }
+    if peers_in_question {
+        result = result.with_evidence("peers", peers.describe());
+        findings.warnings.insert(
+            "only refs that no armed worktree owns changed, while other worktrees were armed \
+             beside this one (evidence.peers): the change may be theirs, so this is a \
+             conflict, not this task's failure; once the ref is back (its owner's restore, or \
+             by hand), run again"
+                .to_owned(),
+        );
     }
     result.violations = findings.listed;
     result.warnings = findings.warnings.into_iter().collect();

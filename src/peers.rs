@@ -234,6 +234,32 @@ impl Peers {
         !self.peers.is_empty()
     }
 
+    /// Whether a worktree armed beside this one (still, or released since)
+    /// owns the branch `encoded` (a ref name as the baseline encodes it):
+    /// changes to it are judged by the rules for peers' branches, never
+    /// excused as "nobody's".
+    pub fn own_branch(&self, encoded: &str) -> bool {
+        self.peers.iter().any(|p| p.entry.branch == encoded)
+    }
+
+    /// The other armed worktrees, for a result that may be theirs to
+    /// answer for: each worktree, its granted branch and its state
+    /// directory (at most [`crate::result::MAX_LISTED`]).
+    pub fn describe(&self) -> Vec<serde_json::Value> {
+        self.peers
+            .iter()
+            .filter(|p| p.entry.released_seq.is_none())
+            .take(crate::result::MAX_LISTED)
+            .map(|p| {
+                serde_json::json!({
+                    "work_dir": p.entry.work_dir.display().to_string(),
+                    "branch": p.entry.branch,
+                    "state": p.entry.state.display().to_string(),
+                })
+            })
+            .collect()
+    }
+
     /// Whether the change of ref `name` from `before` to `now` is a peer's
     /// to judge (see the module docs).
     pub fn excuse_ref(&self, name: &BStr, before: Option<&BString>, now: Option<&BString>) -> bool {

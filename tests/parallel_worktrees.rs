@@ -505,12 +505,37 @@ fn a_stash_in_one_armed_worktree_is_a_ref_change_for_every_armed_verify() {
     assert!(commit(&sb, two, "area2/a.txt", "two\n").status.success());
     std::fs::write(two.dir.join("area2/a.txt"), "parked\n").unwrap();
     git_ok(&sb, two, &["stash", "-q"]);
-    for a in [one, two] {
+    // Nobody owns refs/stash, and in place nothing says who wrote it: for
+    // every armed worktree it is a conflict that names the others (issue
+    // 30), not a failure of its task for good.
+    for (a, other) in [(one, two), (two, one)] {
         let (code, r) = verify(&sb, a);
-        assert_eq!(code, 1, "{r:#}");
+        assert_eq!(code, 75, "{r:#}");
+        assert_eq!(r["failure_class"], "conflict", "{r:#}");
         assert_eq!(rules(&r), ["ref_changed"], "{r:#}");
         assert!(r.to_string().contains("refs/stash"), "{r:#}");
+        common::assert_tool_result_schema(&r);
+        let named: Vec<&str> = r["evidence"]["peers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["work_dir"].as_str().unwrap())
+            .collect();
+        assert!(
+            named.contains(&other.dir.to_str().unwrap()),
+            "{named:?} does not name {}",
+            other.dir.display()
+        );
     }
+    // A finding of the worktree's own keeps it a verification failure.
+    std::fs::write(one.dir.join("stray.txt"), "untracked\n").unwrap();
+    let (code, r) = verify(&sb, one);
+    assert_eq!(
+        (code, r["failure_class"].as_str()),
+        (1, Some("verification")),
+        "{r:#}"
+    );
+    std::fs::remove_file(one.dir.join("stray.txt")).unwrap();
     git_ok(&sb, two, &["stash", "drop", "-q"]);
     for a in [one, two] {
         let (code, r) = verify(&sb, a);
