@@ -155,7 +155,8 @@ impl Baseline {
     }
 
     fn read_file(path: &Path) -> Result<(Baseline, Grant)> {
-        let text = std::fs::read_to_string(path).with_context(|| {
+        // Never blocks on a FIFO planted in the state directory.
+        let text = crate::fsutil::read_regular_to_string(path).with_context(|| {
             format!(
                 "cannot read the baseline {}; is the repository armed with this --state?",
                 path.display()

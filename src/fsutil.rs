@@ -113,6 +113,23 @@ pub fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// [`read_regular`] of at most `max` bytes: a larger file is an
+/// `InvalidData` error, read no further (an agent can plant a huge or
+/// sparse file where grantguard reads a small one).
+pub fn read_regular_limited(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let file = open_regular(path)?;
+    let mut bytes = Vec::new();
+    file.take(max + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{} is larger than {max} bytes", path.display()),
+        ));
+    }
+    Ok(bytes)
+}
+
 /// `std::fs::read_to_string` through [`open_regular`].
 pub fn read_regular_to_string(path: &Path) -> std::io::Result<String> {
     String::from_utf8(read_regular(path)?)

@@ -474,3 +474,51 @@ fn a_verify_child_that_times_out_itself_is_an_unsafe_rejection_disarmed_and_reco
     );
     assert_recorded(&sb, (1, code), &r, "failed_permanent");
 }
+
+/// Issue 24, item 3: the agent replaces the `pre-commit` stub arm placed in
+/// `.git/hooks/` with a FIFO, a link to `/dev/zero`, or a huge sparse file.
+/// `status`, `verify` and `disarm` each end within seconds (disarm used to
+/// block for ever opening the FIFO, or read `/dev/zero` until memory ran
+/// out); the planted file is left as it is (not the stub arm wrote) and
+/// verify reports the hooks directory changed.
+#[test]
+fn a_planted_hook_stub_never_hangs_status_verify_or_disarm() {
+    for plant in ["fifo", "dev-zero", "huge"] {
+        let sb = armed_with_commit();
+        let stub = sb.git_dir().join("hooks/pre-commit");
+        assert!(stub.exists(), "arm placed no stub at {}", stub.display());
+        std::fs::remove_file(&stub).unwrap();
+        match plant {
+            "fifo" => mkfifo(&stub),
+            "dev-zero" => std::os::unix::fs::symlink("/dev/zero", &stub).unwrap(),
+            _ => {
+                let f = std::fs::File::create(&stub).unwrap();
+                f.set_len(8 * 1024 * 1024 * 1024).unwrap();
+            }
+        }
+        for args in [
+            vec!["status", "--state", sb.state.to_str().unwrap()],
+            vec!["verify", "--state", sb.state.to_str().unwrap(), "--json"],
+            vec!["disarm", "--state", sb.state.to_str().unwrap(), "--json"],
+        ] {
+            let mut cmd = sb.command(env!("CARGO_BIN_EXE_grantguard"));
+            cmd.current_dir(&sb.repo).args(&args);
+            let (out, elapsed) = bounded(cmd);
+            let out = out.unwrap_or_else(|| panic!("{plant}: {args:?} hung for {elapsed:?}"));
+            assert!(
+                elapsed < Duration::from_secs(20),
+                "{plant}: {args:?} took {elapsed:?}"
+            );
+            if args[0] == "verify" {
+                let (code, r) = parse(&out);
+                assert_ne!(code, 0, "{plant}: {r:#}");
+                assert!(
+                    r.to_string().contains("protected_metadata_changed"),
+                    "{plant}: {r:#}"
+                );
+            }
+        }
+        // Left in place: only the stub arm wrote is ever removed.
+        assert!(stub.symlink_metadata().is_ok(), "{plant}: removed");
+    }
+}

@@ -125,8 +125,13 @@ fn effective_hooks(dir: &Path) -> Result<Vec<(String, PathBuf)>> {
     Ok(out)
 }
 
+/// The largest config, saved config or stub grantguard reads while it
+/// arms or disarms (git configs are kilobytes; a planted huge file is
+/// refused, not read into memory).
+const MAX_STATE_FILE: u64 = 64 * 1024 * 1024;
+
 fn load_config(path: &Path) -> Result<(Vec<u8>, gix::config::File)> {
-    let bytes = crate::fsutil::read_regular(path)
+    let bytes = crate::fsutil::read_regular_limited(path, MAX_STATE_FILE)
         .with_context(|| format!("cannot read {}", path.display()))?;
     let file =
         gix::config::File::from_path_no_includes(path.to_owned(), gix::config::Source::Local)
@@ -451,7 +456,9 @@ fn remove_default_stub(record: &InstallRecord) -> Result<()> {
     let Some((path, digest)) = &record.default_stub else {
         return Ok(());
     };
-    match std::fs::read(path) {
+    // A FIFO, a device or a huge file planted there is not the stub: left
+    // alone (verify reports it), never opened so that disarm could hang.
+    match crate::fsutil::read_regular_limited(path, MAX_STATE_FILE) {
         Ok(bytes) if config_digest(&bytes) == *digest => {
             std::fs::remove_file(path)
                 .with_context(|| format!("cannot remove {}", path.display()))?;
@@ -557,10 +564,10 @@ pub enum Restored {
 /// (the hub, or the state directory of an older arm). Idempotent: safe to
 /// repeat after a crash half-way.
 pub fn uninstall(state: &Path, record: &InstallRecord) -> Result<Restored> {
-    let before = std::fs::read(state.join(CONFIG_BEFORE))
+    let before = crate::fsutil::read_regular_limited(&state.join(CONFIG_BEFORE), MAX_STATE_FILE)
         .with_context(|| format!("cannot read {}", state.join(CONFIG_BEFORE).display()))?;
     // Absent when armed by an older grantguard: then no lock is recognised.
-    let after = std::fs::read(state.join(CONFIG_AFTER)).ok();
+    let after = crate::fsutil::read_regular_limited(&state.join(CONFIG_AFTER), MAX_STATE_FILE).ok();
     clear_own_stale_lock(&record.config_path, &before, after.as_deref())?;
     let (current, mut config) = load_config(&record.config_path)?;
     let restored = if current == before {
@@ -650,8 +657,11 @@ pub fn discard(dir: &Path) -> Result<()> {
     let Some(record) = read_record(dir)? else {
         return Ok(());
     };
-    if let Ok(before) = std::fs::read(dir.join(CONFIG_BEFORE)) {
-        let after = std::fs::read(dir.join(CONFIG_AFTER)).ok();
+    if let Ok(before) =
+        crate::fsutil::read_regular_limited(&dir.join(CONFIG_BEFORE), MAX_STATE_FILE)
+    {
+        let after =
+            crate::fsutil::read_regular_limited(&dir.join(CONFIG_AFTER), MAX_STATE_FILE).ok();
         clear_own_stale_lock(&record.config_path, &before, after.as_deref())?;
     }
     remove_default_stub(&record)

@@ -191,7 +191,9 @@ fn word_at(s: &str) -> Option<(String, &str)> {
 /// would find nothing armed.
 pub fn invocation(stub: &Path, args: Vec<OsString>) -> Result<Invocation, String> {
     let mut text = String::new();
-    std::fs::File::open(stub)
+    // Never `File::open`: a FIFO planted as the stub would block the hook
+    // (and disarm) for ever (issue 24).
+    crate::fsutil::open_regular(stub)
         .and_then(|f| f.take(MAX_STUB).read_to_string(&mut text))
         .map_err(|e| format!("cannot read the hook stub {}: {e}", stub.display()))?;
     let malformed = || format!("the hook stub {} is not one arm wrote", stub.display());

@@ -331,10 +331,32 @@ pub(super) fn digest_entry(path: &Path) -> Result<String> {
         } else {
             ""
         };
-        format!("sha256:{}{exec}", sha256_file_hex(path)?)
+        if meta.len() > MAX_DIGESTED {
+            // Never read through (an agent's 8 GiB sparse "hook" hung
+            // verify, issue 24), and never equal to anything: a protected
+            // file this large is a change, whatever it was at arm.
+            format!("oversized:{}:{}", meta.len(), oversized_nonce())
+        } else {
+            format!("sha256:{}{exec}", sha256_file_hex(path)?)
+        }
     } else {
         "special".into()
     })
+}
+
+/// The largest protected file whose content is digested (configs, hooks
+/// and info files are kilobytes).
+const MAX_DIGESTED: u64 = 64 * 1024 * 1024;
+
+/// A value no other digest repeats: the process id and a counter.
+fn oversized_nonce() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{}-{nanos}-{n}", std::process::id())
 }
 
 #[cfg(test)]
