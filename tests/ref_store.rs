@@ -642,3 +642,54 @@ fn rejects_a_symlinked_per_worktree_ref_dir_in_a_linked_worktree() {
     );
     assert_store_rejected(&sb);
 }
+
+/// Issue 25, item 2: a real clone whose remote renamed or deleted its
+/// default branch keeps a dangling `refs/remotes/origin/HEAD` (git only
+/// warns). arm accepts it as the baseline has it and a granted commit is
+/// accepted; git's own `for-each-ref` (which skips it, as verify's view
+/// does) agrees. A dangling remote HEAD the agent *makes* is a ref change,
+/// and a dangling symbolic ref anywhere else is still refused.
+#[test]
+fn accepts_a_dangling_remote_head_as_the_baseline_has_it() {
+    let sb = Sandbox::new();
+    sb.git(&[
+        "symbolic-ref",
+        "refs/remotes/origin/HEAD",
+        "refs/remotes/origin/gone",
+    ]);
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "better\n", "docs");
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    // Recorded as it is; git lists it nowhere (for-each-ref skips a broken
+    // symbolic ref) yet still reads it where it is.
+    let remote_head = b"refs/remotes/origin/HEAD".to_vec();
+    assert_eq!(
+        baseline_refs(&sb).get(&remote_head).map(Vec::as_slice),
+        Some(b"ref:refs/remotes/origin/gone".as_slice())
+    );
+    assert!(!git_view(&sb).contains_key(&remote_head));
+    assert_eq!(
+        sb.git(&["symbolic-ref", "refs/remotes/origin/HEAD"]).trim(),
+        "refs/remotes/origin/gone"
+    );
+
+    // One the agent makes: a change like any other.
+    sb.git_nohooks(&[
+        "symbolic-ref",
+        "refs/remotes/upstream/HEAD",
+        "refs/remotes/upstream/x",
+    ]);
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["remote_tracking_ref_changed"]);
+    sb.git_nohooks(&[
+        "update-ref",
+        "--no-deref",
+        "-d",
+        "refs/remotes/upstream/HEAD",
+    ]);
+
+    // Elsewhere, still refused.
+    sb.git_nohooks(&["symbolic-ref", "refs/tags/dangling", "refs/heads/nothing"]);
+    assert_store_rejected(&sb);
+}

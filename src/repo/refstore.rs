@@ -391,6 +391,14 @@ fn walk(dir: &Path, invalid: &mut Invalid, found: &mut dyn FnMut(&[u8], BString)
     }
 }
 
+/// `refs/remotes/<remote>/HEAD`: the one symbolic ref a clone makes that
+/// its remote can leave dangling.
+fn is_remote_head(name: &BStr) -> bool {
+    name.strip_prefix(b"refs/remotes/")
+        .and_then(|rest| rest.strip_suffix(b"/HEAD"))
+        .is_some_and(|remote| !remote.is_empty() && !remote.contains(&b'/'))
+}
+
 /// Checks the merged view: no name is both a ref and a prefix of refs (git
 /// lists both, gix may not), and every symbolic ref points to a ref that
 /// holds an object (git's `for-each-ref` omits a symbolic ref to nothing).
@@ -417,6 +425,12 @@ fn check_view(refs: &RefMap, invalid: &mut Invalid) {
                     "the symbolic ref {} points to another symbolic ref; git makes only one level",
                     shown(name)
                 )),
+                // A clone's `refs/remotes/<remote>/HEAD` whose default
+                // branch the remote renamed or deleted: git only warns
+                // ("ignoring broken ref"), every reader skips it the same
+                // way, and verify holds it to its baseline value like any
+                // ref (issue 25). Anywhere else, refused as before.
+                None if is_remote_head(name.as_bstr()) => {}
                 None => invalid.push(format!(
                     "the symbolic ref {} points to {}, which does not exist; git ignores it. \
                      Remove it or point it at an existing ref",
@@ -738,11 +752,24 @@ mod tests {
             &mut inv,
         );
         assert!(inv.problems.is_empty());
+        // A remote's dangling HEAD is what a clone keeps when the remote
+        // renames its default branch: accepted (issue 25). Anywhere else,
+        // and for a name that only looks like one, refused.
         let mut inv = Invalid::default();
         check_view(
             &map(&[("refs/remotes/o/HEAD", "ref:refs/remotes/o/gone")]),
             &mut inv,
         );
-        assert_eq!(inv.problems.len(), 1);
+        assert!(inv.problems.is_empty());
+        for name in [
+            "refs/tags/x",
+            "refs/remotes/HEAD",
+            "refs/remotes/a/b/HEAD",
+            "refs/heads/HEAD",
+        ] {
+            let mut inv = Invalid::default();
+            check_view(&map(&[(name, "ref:refs/remotes/o/gone")]), &mut inv);
+            assert_eq!(inv.problems.len(), 1, "{name}");
+        }
     }
 }
