@@ -1059,6 +1059,12 @@ struct Expected<'a> {
     /// Linked worktrees other armed worktrees own, whose appearing or
     /// going is theirs (see [`crate::peers`]).
     peer_worktrees: crate::peers::PeerWorktrees,
+    /// The keys of the chained hooks (and the hooks directory at arm) that
+    /// live in the worktree, outside the git dir: a build tool's generated
+    /// directory such as husky's `.husky/_`, which `git clean -xdf` or a
+    /// fresh `npm install` removes. Their deletion is accepted with a
+    /// warning: a hook that is not there runs nothing (issue 25).
+    deletable_hooks: BTreeSet<String>,
 }
 
 impl<'a> Expected<'a> {
@@ -1068,6 +1074,17 @@ impl<'a> Expected<'a> {
             metadata: baseline.expected_metadata(armed),
             also: (!armed && peers.any()).then_some(&baseline.metadata),
             peer_worktrees: peers.worktrees(&baseline.repo.common_dir),
+            deletable_hooks: baseline
+                .hooks
+                .dir_at_arm
+                .iter()
+                .chain(&baseline.hooks.chained)
+                .filter(|p| {
+                    p.starts_with(&baseline.repo.work_dir)
+                        && !p.starts_with(&baseline.repo.common_dir)
+                })
+                .map(|p| p.to_string_lossy().into_owned())
+                .collect(),
         }
     }
 }
@@ -1088,6 +1105,14 @@ fn compare_metadata(
             && let (Some(old), Some(new)) = (old, new)
             && same_worktrees(old, new, &expected.peer_worktrees)
         {
+            continue;
+        }
+        if new.map(String::as_str) == Some("absent") && expected.deletable_hooks.contains(name) {
+            findings.warnings.insert(format!(
+                "{name} was removed since arm (a build tool's generated hooks, say `git clean \
+                 -xdf` or `npm install`); git runs no hook that is not there, so this is \
+                 accepted. Regenerate it to have the team's hooks run again"
+            ));
             continue;
         }
         // Keys are relative to the common dir, or absolute paths

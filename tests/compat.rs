@@ -1014,3 +1014,45 @@ fn parallel_worktrees_with_husky_each_run_their_own_hooks_and_grant() {
         assert_eq!(r["status"], "succeeded", "{r:#}");
     }
 }
+
+/// Issue 25, item 4, with real husky: `git clean -xdf` (or a fresh `npm
+/// install`) removes the ignored `.husky/_` that husky generates and that
+/// arm chains. git then runs no hook at all, so verify accepts the granted
+/// commit with a warning instead of rejecting the session as
+/// `protected_metadata_changed`; regenerating it (`husky`) is accepted
+/// too, while a *changed* generated hook is still refused.
+#[test]
+fn accepts_husky_generated_hooks_removed_by_git_clean_with_a_warning() {
+    let c = Compat::new();
+    c.sb.write("package.json", "{\"name\": \"demo\", \"private\": true}\n");
+    c.run(c.bin("husky"), &["init"]);
+    c.sb.write(".husky/pre-commit", "true\n");
+    commit_all(&c, "husky");
+    let generated = c.sb.repo.join(".husky/_");
+    assert!(generated.is_dir());
+    c.sb.arm(&c.sb.grant(&["docs/"], 1, 1));
+    c.sb.commit_file("docs/guide.md", "better\n", "docs");
+    let saved = c.sb.root.join("husky-generated");
+    let cp = |from: &std::path::Path, to: &std::path::Path| {
+        let ok = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(from)
+            .arg(to)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    };
+    cp(&generated, &saved);
+    c.git(&["clean", "-qxdf"]);
+    assert!(!generated.exists(), "git clean kept .husky/_");
+    let (code, r) = c.sb.verify();
+    common::assert_accepted(code, &r);
+    assert!(r["warnings"].to_string().contains(".husky/_"), "{r:#}");
+    // Put back as it was: accepted; put back changed: refused.
+    cp(&saved, &generated);
+    let (code, r) = c.sb.verify();
+    common::assert_accepted(code, &r);
+    std::fs::write(generated.join("pre-commit"), "#!/bin/sh\necho changed\n").unwrap();
+    let (code, r) = c.sb.verify();
+    common::assert_rejected(code, &r, &["protected_metadata_changed"]);
+}
