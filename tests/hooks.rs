@@ -862,13 +862,12 @@ fn a_chained_hook_that_vanished_or_lost_its_execute_bit_is_skipped_as_git_skips_
         &["commit", "-q", "-m", "ungranted"],
         "path_not_granted",
     );
-    // The hooks the harness's next commit would run changed: verify says so.
+    // The generated hooks are gone altogether: the harness's next commit
+    // runs none, so verify accepts, saying so (issue 25; changed instead of
+    // gone they are refused, see compat::accepts_husky_generated_hooks_...).
     sb.git(&["reset", "-q", "HEAD", "src/lib.rs"]);
     sb.git(&["checkout", "-q", "--", "src/lib.rs"]);
     let (code, r) = sb.verify();
-    assert_eq!(code, 1, "{r:#}");
-    assert!(
-        common::rules(&r).contains(&"protected_metadata_changed".to_owned()),
-        "{r:#}"
-    );
+    assert_eq!(code, 0, "{r:#}");
+    assert!(r["warnings"].to_string().contains(".husky/_"), "{r:#}");
 }
