@@ -42,7 +42,7 @@ fn flags_machine_paths_and_leaves_product_paths_alone() {
 
     let bad = format!(
         "cd {} && cargo test\nHOME={}/.cargo\nsee /home/alice/project\n(/root/.cargo)\n\
-         file:///work/main/README.md\n",
+         file:///work/elsewhere/README.md\n",
         repo.display(),
         sb.home.display()
     );
