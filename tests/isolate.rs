@@ -91,14 +91,7 @@ fn run_cmd(sb: &Sandbox, task: &Path, caps: &[&str], extra: &[&str], agent: &Pat
 
 /// stdout as exactly one JSON document.
 fn parse(out: &Output) -> (i32, Value) {
-    let result: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not one JSON document ({e}): {:?}\nstderr: {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    common::assert_tool_result_schema(&result);
+    let result: Value = common::tool_result(out);
     (out.status.code().unwrap_or(-1), result)
 }
 

@@ -86,12 +86,7 @@ impl Layout {
             self.sb.state.to_str().unwrap(),
             "--json",
         ]);
-        let result: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!(
-                "verify printed no JSON ({e}): {}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
+        let result: Value = common::tool_result(&out);
         (out.status.code().unwrap(), result)
     }
 
@@ -497,12 +492,7 @@ fn run_agent(l: &Layout, env_git_dir: bool, script: &str) -> (i32, Value) {
         .arg(&agent)
         .output()
         .unwrap();
-    let result: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "run printed no JSON ({e}): {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
+    let result: Value = common::tool_result(&out);
     (out.status.code().unwrap_or(-1), result)
 }
 

@@ -507,12 +507,7 @@ fn restore_resets_an_lfs_checkout_and_preserves_the_agents_raw_bytes() {
         .arg(&agent)
         .output()
         .unwrap();
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "run printed no JSON ({e}): {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
+    let r: Value = common::tool_result(&out);
     assert_eq!(out.status.code(), Some(1), "{r:#}");
     let c = &r["evidence"]["compensation"];
     assert_eq!(c["done"], true, "{r:#}");

@@ -50,13 +50,7 @@ fn finish(mut child: Child, start: Instant) -> (Option<Output>, Duration) {
 
 /// stdout as exactly one JSON document.
 fn parse(out: &Output) -> (i32, Value) {
-    let result: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not one JSON document ({e}): {:?}\nstderr: {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
+    let result: Value = common::tool_result(out);
     (out.status.code().unwrap_or(-1), result)
 }
 

@@ -34,12 +34,7 @@ fn run_restore_in(sb: &Sandbox, repo: &Path, body: &str) -> Value {
         .arg(&agent)
         .output()
         .unwrap();
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "run printed no JSON ({e}): {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
+    common::tool_result(&out)
 }
 
 const DOCS_COMMIT: &str =

@@ -640,12 +640,7 @@ cp -a . "$COPY"
         .arg(&agent)
         .output()
         .unwrap();
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "run printed no JSON ({e}): {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
+    let r: serde_json::Value = common::tool_result(&out);
     assert_eq!(r["failure_class"], "verification", "{r:#}");
     let c = &r["evidence"]["compensation"];
     assert_eq!(c["done"], true, "{r:#}");

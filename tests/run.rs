@@ -118,13 +118,7 @@ fn run_cmd(
 }
 
 fn parse(out: &Output) -> (i32, Value) {
-    let result: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "run printed no JSON ({e}): {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    common::assert_tool_result_schema(&result);
+    let result: Value = common::tool_result(out);
     (out.status.code().unwrap_or(-1), result)
 }
 

@@ -83,13 +83,7 @@ fn output_within(mut cmd: Command, limit: Duration) -> Output {
 }
 
 fn result(out: &Output) -> Value {
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "no result on stdout ({e}): {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    common::assert_tool_result_schema(&r);
+    let r: Value = common::tool_result(out);
     r
 }
 

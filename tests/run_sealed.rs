@@ -84,13 +84,7 @@ fn run_cmd(sb: &Sandbox, task: &Path, state: &Path, extra: &[&str], agent: &Path
 
 /// stdout as exactly one JSON document (serde_json refuses trailing data).
 fn parse(out: &Output) -> (i32, Value) {
-    let result: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not one JSON document ({e}): {:?}\nstderr: {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
+    let result: Value = common::tool_result(out);
     (out.status.code().unwrap_or(-1), result)
 }
 

@@ -307,12 +307,7 @@ struct Run {
 
 fn parse(out: &Output) -> Run {
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not one JSON document ({e}): {:?}\nstderr: {stderr}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    });
+    let r: Value = common::tool_result(out);
     Run {
         code: out.status.code().unwrap_or(-1),
         r,

@@ -284,6 +284,13 @@ pub fn run(
     } else {
         None
     };
+    if let (Some(w), Some(t)) = (watchdog.as_mut(), timeout) {
+        // The watchdog holds the deadline too: a command that stops
+        // grantguard (`kill -STOP $PPID`) does not stop its clock. Sent
+        // before the command starts: a command stopping grantguard at once
+        // must not find the watchdog without one (it did, under load).
+        w.deadline(t + GRACE + WATCHDOG_SLACK);
+    }
     let start = Instant::now();
     let mut child = match command.spawn() {
         Ok(child) => child,
@@ -317,11 +324,6 @@ pub fn run(
         .and_then(|w| Some((w.pid(), survivors::start_time(w.pid())?)));
     let leader_id = survivors::start_time(group).map(|start| (group, start));
     let keep: Vec<survivors::Spared> = [leader_id, watchdog_id].into_iter().flatten().collect();
-    if let (Some(w), Some(t)) = (watchdog.as_mut(), timeout) {
-        // The watchdog holds the deadline too: a command that stops
-        // grantguard (`kill -STOP $PPID`) does not stop its clock.
-        w.deadline(t + GRACE + WATCHDOG_SLACK);
-    }
     let mut watchdog_lost = false;
     let mut last_listed = Instant::now();
     // An interrupt that came before the group was known was not forwarded.

@@ -491,14 +491,21 @@ pub fn sealed_run_command(sb: &Sandbox, agent: &Path) -> Command {
 }
 
 /// Runs `cmd` (a `grantguard run --json`) and returns the result it
-/// printed, after checking it against `schemas/tool_result.schema.json`
-/// (every suite that reads results this way checks the published schema
-/// on its real outputs).
+/// printed ([`tool_result`]).
 pub fn run_result(mut cmd: Command) -> Value {
-    let out = cmd.output().unwrap();
+    tool_result(&cmd.output().unwrap())
+}
+
+/// The ToolResult a `--json` command printed: its stdout must be exactly
+/// one JSON document, and that document must match the published
+/// `schemas/tool_result.schema.json` (so every suite that reads results
+/// checks the schema on its real outputs).
+#[track_caller]
+pub fn tool_result(out: &Output) -> Value {
     let result: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
-            "no result on stdout ({e}): {}",
+            "stdout is not one JSON document ({e}): {:?}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         )
     });
