@@ -569,7 +569,12 @@ pub fn verify_as(state: &Path, repo_dir: Option<&Path>, site: Site) -> ToolResul
 
 /// [`verify`] without recording the verdict.
 fn judge(state: &Path, repo_dir: Option<&Path>, site: Site) -> ToolResult {
-    let (baseline, grant, armed) = match Baseline::read_live_or_retired(state) {
+    // The record and its refs (a file of their own) are one baseline.
+    let read = Baseline::read_live_or_retired(state).and_then(|record| {
+        record.0.refs()?;
+        Ok(record)
+    });
+    let (baseline, grant, armed) = match read {
         Ok(b) => b,
         Err(e) => {
             return ToolResult::rejected(
@@ -917,7 +922,7 @@ fn evaluate(
         findings,
     )?;
     compare_refs(
-        &baseline.refs,
+        baseline.refs()?,
         refs,
         baseline.branch.as_ref(),
         &|name, before, now| peers.excuse_ref(name, before, now),

@@ -22,7 +22,7 @@ use crate::grant::Grant;
 use crate::repo::{HookPaths, Location, RefMap};
 
 /// Schema id of the record.
-pub const SCHEMA: &str = "grantguard.baseline/2";
+pub const SCHEMA: &str = "grantguard.baseline/3";
 
 /// File name of the record inside the state directory.
 pub const FILE_NAME: &str = "baseline.json";
@@ -45,10 +45,15 @@ pub struct Baseline {
     pub branch: BString,
     /// The branch's commit, `None` for an unborn branch.
     pub commit: Option<String>,
-    /// Every ref under `refs/` and its raw value, as bytes; stored as
-    /// [`crate::repo::refname`] encodes them.
-    #[serde(with = "crate::repo::refname::map")]
-    pub refs: RefMap,
+    /// Every ref under `refs/` and its raw value, as bytes: in a file of
+    /// its own ([`REFS_FILE_NAME`]), read on first use by [`Baseline::refs`].
+    /// Why: every hook call reads this record, and a repository with
+    /// 100,000 refs made it megabytes to parse and hash on each commit,
+    /// while a commit's hooks need none of them.
+    #[serde(skip)]
+    pub(crate) refs: RefList,
+    /// `sha256:` + hex SHA-256 of [`REFS_FILE_NAME`] as written by arm.
+    pub ref_list: String,
     /// Digest per protected metadata entry, as armed (hooks installed).
     pub metadata: BTreeMap<String, String>,
     /// The same digests before `arm` installed the hooks: what a clean
@@ -82,6 +87,43 @@ struct Envelope {
     integrity: String,
 }
 
+/// File name of the baseline's refs inside the state directory (one file
+/// for the live and the retired record: both name its digest).
+pub const REFS_FILE_NAME: &str = "baseline.refs.json";
+
+/// The refs of a record: given at arm, or read from the state directory
+/// the record was read from on first use.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct RefList {
+    loaded: std::sync::OnceLock<RefMap>,
+    /// The state directory to read them from (`None` for a record made in
+    /// this process).
+    state: Option<PathBuf>,
+}
+
+impl RefList {
+    /// The refs of a record made in this process ([`Baseline::write`]
+    /// writes them and sets [`Baseline::ref_list`]).
+    pub(crate) fn given(refs: RefMap) -> RefList {
+        RefList {
+            loaded: std::sync::OnceLock::from(refs),
+            state: None,
+        }
+    }
+}
+
+/// How [`REFS_FILE_NAME`] stores the refs ([`crate::repo::refname`]
+/// encodes names and values).
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RefsFile {
+    #[serde(with = "crate::repo::refname::map")]
+    refs: RefMap,
+}
+
+/// Largest refs file read back: 100,000 refs take about 10 MB.
+const MAX_REFS_FILE: u64 = 1 << 30;
+
 fn integrity_of(baseline: &Baseline) -> String {
     let body = serde_json::to_string(baseline).expect("baseline is plain data");
     format!("sha256:{}", sha256_hex(body.as_bytes()))
@@ -114,8 +156,40 @@ fn too_old(path: &Path, schema: &str) -> String {
 }
 
 impl Baseline {
-    /// Writes the record atomically into `state`.
-    pub fn write(&self, state: &Path) -> Result<()> {
+    /// Every ref under `refs/` at arm and its raw value. Read (and checked
+    /// against [`Baseline::ref_list`]) from the state directory on first
+    /// use; an unreadable or altered file is an error, never an empty map.
+    pub fn refs(&self) -> Result<&RefMap> {
+        if let Some(refs) = self.refs.loaded.get() {
+            return Ok(refs);
+        }
+        let state =
+            self.refs.state.as_deref().context(
+                "the baseline's refs were neither given nor read from a state directory",
+            )?;
+        let path = state.join(REFS_FILE_NAME);
+        let bytes = crate::fsutil::read_regular_limited(&path, MAX_REFS_FILE)
+            .with_context(|| format!("cannot read the baseline's refs {}", path.display()))?;
+        if format!("sha256:{}", sha256_hex(&bytes)) != self.ref_list {
+            bail!(
+                "the baseline's refs {} fail their integrity check: corrupted or edited after arm",
+                path.display()
+            );
+        }
+        let file: RefsFile = serde_json::from_slice(&bytes)
+            .with_context(|| format!("the baseline's refs {} are malformed", path.display()))?;
+        Ok(self.refs.loaded.get_or_init(|| file.refs))
+    }
+
+    /// Writes the record atomically into `state`, its refs first (see
+    /// [`REFS_FILE_NAME`]).
+    pub fn write(&mut self, state: &Path) -> Result<()> {
+        let refs = self.refs()?;
+        let mut bytes =
+            serde_json::to_vec(&RefsFile { refs: refs.clone() }).expect("refs are plain data");
+        bytes.push(b'\n');
+        crate::fsutil::write_atomic(&state.join(REFS_FILE_NAME), &bytes)?;
+        self.ref_list = format!("sha256:{}", sha256_hex(&bytes));
         let envelope = Envelope {
             integrity: integrity_of(self),
             baseline: self.clone(),
@@ -177,7 +251,8 @@ impl Baseline {
                     .with_context(|| format!("the baseline {} is malformed", path.display()));
             }
         };
-        let baseline = envelope.baseline;
+        let mut baseline = envelope.baseline;
+        baseline.refs.state = path.parent().map(Path::to_path_buf);
         if baseline.schema != SCHEMA {
             bail!(too_old(path, &baseline.schema));
         }

@@ -368,14 +368,15 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
         crate::fsutil::crash_point("hub-registered");
         // The baseline is recorded after installation, so it includes the
         // config that points at the stubs.
-        let record = Baseline {
+        let mut record = Baseline {
             schema: baseline::SCHEMA.into(),
             grant: grant.canonical().to_owned(),
             grant_id: grant.id(),
             repo: location.clone(),
             branch: branch.clone(),
             commit: commit.map(|c| c.to_string()),
-            refs,
+            refs: baseline::RefList::given(refs),
+            ref_list: String::new(),
             metadata,
             metadata_before_arm,
             hooks,

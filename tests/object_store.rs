@@ -463,7 +463,7 @@ fn rejects_a_baseline_record_of_an_older_schema_with_a_re_arm_message() {
     let text = std::fs::read_to_string(&path).unwrap();
     std::fs::write(
         &path,
-        text.replace("grantguard.baseline/2", "grantguard.baseline/1"),
+        text.replace("grantguard.baseline/3", "grantguard.baseline/1"),
     )
     .unwrap();
     let (code, r) = sb.verify();

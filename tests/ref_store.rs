@@ -74,9 +74,9 @@ fn decode(text: &str) -> Vec<u8> {
 
 /// The refs the baseline recorded, as git's view would show them.
 fn baseline_refs(sb: &Sandbox) -> BTreeMap<Vec<u8>, Vec<u8>> {
-    let text = std::fs::read_to_string(sb.state.join("baseline.json")).unwrap();
+    let text = std::fs::read_to_string(sb.state.join("baseline.refs.json")).unwrap();
     let v: Value = serde_json::from_str(&text).unwrap();
-    v["baseline"]["refs"]
+    v["refs"]
         .as_object()
         .unwrap()
         .iter()

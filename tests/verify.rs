@@ -484,6 +484,38 @@ fn fails_closed_on_a_corrupted_baseline() {
 }
 
 #[test]
+fn fails_closed_on_altered_or_missing_baseline_refs() {
+    // The baseline's refs live in a file of their own (issue 29): a tag
+    // deleted while its baseline entry is edited away is still seen.
+    let sb = Sandbox::new();
+    sb.git(&["tag", "v1"]);
+    sb.git(&["tag", "v2"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 2));
+    sb.git_nohooks(&["tag", "-d", "v1"]);
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    let path = sb.state.join("baseline.refs.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("refs/tags/v1"), "{text}");
+    let edited = text.replace("\"refs/tags/v1\":", "\"refs/tags/v0\":");
+    std::fs::write(&path, edited).unwrap();
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["baseline_invalid"]);
+    // The hook refuses a protected ref's move it cannot compare.
+    let tag = sb.try_git(&["tag", "-d", "v2"]);
+    assert!(!tag.status.success(), "the hook must refuse");
+    assert!(
+        String::from_utf8_lossy(&tag.stderr).contains("integrity"),
+        "{}",
+        String::from_utf8_lossy(&tag.stderr)
+    );
+    std::fs::remove_file(&path).unwrap();
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["baseline_invalid"]);
+    // A commit's own hooks never need the refs.
+    sb.commit_file("docs/guide.md", "newer\n", "docs again");
+}
+
+#[test]
 fn reports_every_violation_not_only_the_first() {
     let sb = armed(&["docs/"], 1, 1);
     sb.commit_file("src/lib.rs", "x\n", "one");

@@ -364,8 +364,11 @@ pub fn decide(
                 }
             }
             Kind::Protected => {
-                if value.as_ref() != baseline.refs.get(&update.name) {
-                    let what = match (baseline.refs.get(&update.name), &value) {
+                // Read only when a protected ref moves: a commit's
+                // transactions (HEAD and the branch) never need them.
+                let refs = baseline.refs()?;
+                if value.as_ref() != refs.get(&update.name) {
+                    let what = match (refs.get(&update.name), &value) {
                         (None, _) => "be created",
                         (Some(_), None) => "be deleted",
                         _ => "move",
@@ -375,7 +378,7 @@ pub fn decide(
                     } else {
                         rule::REF_CHANGED
                     };
-                    let created = !baseline.refs.contains_key(&update.name);
+                    let created = !refs.contains_key(&update.name);
                     findings.push(
                         Violation::new(
                             id,

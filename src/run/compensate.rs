@@ -32,14 +32,17 @@ pub(super) fn compensate(
     // because no violation says otherwise.
     let metadata_changed = result.evidence.get("metadata_intact") != Some(&Value::Bool(true));
     let preserve_dir = places.state.join("preserved").join(run_id);
+    // The record and its refs, or neither: refs that cannot be read are a
+    // baseline that cannot be read (nothing is restored).
     let baseline = crate::baseline::Baseline::read_live_or_retired(&places.state)
         .ok()
-        .map(|(baseline, _, _)| baseline);
+        .map(|(baseline, _, _)| baseline)
+        .filter(|baseline| baseline.refs().is_ok());
     let other_refs = match (&baseline, changed_refs(result)) {
         (Some(b), Some(names)) => names
             .into_iter()
             .map(|name| {
-                let before = b.refs.get(&name).cloned();
+                let before = b.refs().ok().and_then(|refs| refs.get(&name).cloned());
                 (name, before)
             })
             .collect(),
