@@ -6,6 +6,7 @@
 #   bench/run.sh --smoke        a tiny run that only proves the runner works
 #   bench/run.sh --only sealed  only the sealed-workspace rows (~4 minutes)
 #   bench/run.sh --only isolate only the `run --isolate` start-up row
+#   bench/run.sh --only refs    only the ref-count rows (1 / 10k / 100k refs)
 #
 # Options: --runs N (timed runs per figure, default 21; the sealed rows that
 # take seconds a run on the large repository take at most 7), --keep (keep
@@ -31,9 +32,9 @@ while [ $# -gt 0 ]; do
     --runs) runs=$2; shift ;;
     --keep) keep=1 ;;
     --only)
-      case ${2:-} in sealed|isolate) only=$2 ;; *) echo "--only takes: sealed, isolate" >&2; exit 2 ;; esac
+      case ${2:-} in sealed|isolate|refs) only=$2 ;; *) echo "--only takes: sealed, isolate, refs" >&2; exit 2 ;; esac
       shift ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -345,7 +346,7 @@ isolate_overhead() {
     row "run --isolate vs run, -- true, small (ms)" "n/a" "$plain" "" "namespaces unavailable: --isolate refused"
   fi
 }
-if [ "$only" != sealed ]; then
+if [ -z "$only" ] || [ "$only" = isolate ]; then
   isolate_overhead
 fi
 
@@ -585,8 +586,53 @@ EOF
   done
   seal_reset >/dev/null 2>&1
 }
-if [ "$only" != isolate ]; then
+if [ -z "$only" ] || [ "$only" = sealed ]; then
   sealed_rows
+fi
+
+# Scale with refs (issue 29): the same small repository with 1, 10,000 and
+# 100,000 packed refs (tags) and 100,000 loose ones. A commit's hooks must
+# cost the same whatever the count; verify reads every ref once, against
+# `git for-each-ref` listing them; arm and disarm are reported.
+refs_rows() {
+  local counts label n kind start arm_ms disarm_ms ver fer mem fermem
+  if [ "$smoke" = 1 ]; then counts="1:packed 1000:packed 1000:loose"; else
+    counts="1:packed 10000:packed 100000:packed 100000:loose"; fi
+  for spec in $counts; do
+    n=${spec%%:*} kind=${spec#*:}
+    label="$n $kind refs"
+    "$here/gen.sh" "$small_kind" "$work/refs-$n-$kind" >/dev/null
+    cd "$work/refs-$n-$kind"
+    if [ "$n" -gt 1 ]; then
+      git rev-parse HEAD | awk -v n="$n" '{ for (i = 1; i < n; i++) printf "create refs/tags/t%07d %s\n", i, $1 }' \
+        | git update-ref --stdin
+      [ "$kind" = packed ] && git pack-refs --all
+    fi
+    start=$(date +%s%N)
+    "$gg" arm --repo . --grant "$grant" --state "$work/refs-$n-$kind.state" >/dev/null 2>&1 \
+      || { echo "cannot arm the $label repository" >&2; exit 1; }
+    arm_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+    base=$(git rev-parse HEAD)
+    hook_overhead "refs-$n-$kind" "$label" "$runs"
+    cd "$work/refs-$n-$kind"
+    git checkout -q -- docs/guide.md
+    new_commits 1
+    ver=$(median_ms "" "$gg verify --state $work/refs-$n-$kind.state")
+    fer=$(median_ms "" "git for-each-ref --format='%(objectname) %(refname)'")
+    row "verify vs for-each-ref, $label (ms)" "$ver" "$fer" "$(ratio "$ver" "$fer")" "target <= 1.0x"
+    mem=$(peak_mib "$gg verify --state $work/refs-$n-$kind.state")
+    fermem=$(peak_mib "git for-each-ref --format='%(objectname) %(refname)'")
+    row "  verify peak RSS vs for-each-ref's, $label (MiB)" "$mem" "$fermem" "$(ratio "$mem" "$fermem")" "target <= 64 MiB"
+    start=$(date +%s%N)
+    "$gg" disarm --state "$work/refs-$n-$kind.state" >/dev/null 2>&1
+    disarm_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+    row "  arm / disarm, $label (ms, one run each)" "$arm_ms" "$disarm_ms" "" "arm in the first column, disarm in the second"
+    cd "$work"
+    rm -rf "$work/refs-$n-$kind"
+  done
+}
+if [ -z "$only" ] || [ "$only" = refs ]; then
+  refs_rows
 fi
 
 timer=${hyperfine:+hyperfine $("$hyperfine" --version | cut -d' ' -f2)}
