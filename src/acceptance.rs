@@ -949,7 +949,7 @@ fn evaluate(
         return Ok(Observed { facts, tip });
     }
     if let Some(metadata) = metadata {
-        check_nested_repositories(&location, &nested_git, metadata, findings);
+        check_nested_repositories(&repo, &location, &nested_git, metadata, findings);
     }
     if metadata.is_some()
         && let Err(e) = check_worktree(
@@ -1192,15 +1192,48 @@ fn check_head(head: &Head, branch: &BStr, findings: &mut Findings) {
 /// filters, a pager: programs). The checked-out submodules are exactly the
 /// `.git` entries the protected metadata pins (recursively), so any other
 /// is reported, inside a submodule's directory too.
+///
+/// Except where git at the checkout never reads it (issue 25): inside a
+/// directory the ignore rules git takes from the index (tracked
+/// `.gitignore` files, `info/exclude`, `core.excludesFile`; not an
+/// untracked `.gitignore` the agent could add) ignore, with no index entry
+/// at or below it, and not inside a submodule's directory (git reads
+/// those). Build tools leave such repositories (`cargo test` fixtures in
+/// `target/`, `pip install -e git+...` in `.venv/`, `node_modules/`); git
+/// does not descend into an ignored directory, so the branch, the index
+/// and every status git computes at the checkout are unaffected. They are
+/// accepted with a warning that names them: git run inside one would
+/// still use its config.
 fn check_nested_repositories(
+    repo: &gix::Repository,
     location: &repo::Location,
     nested: &[std::path::PathBuf],
     metadata: &BTreeMap<String, String>,
     findings: &mut Findings,
 ) {
+    let mut ignored_checker = None;
     for found in nested {
         let key = repo::submodule_meta::key_of(location, &location.work_dir.join(found));
         if metadata.contains_key(&key) {
+            continue;
+        }
+        // The repository's directory: the parent of a `.git`, or the bare
+        // repository itself.
+        let dir = if found.file_name().is_some_and(|n| n == ".git") {
+            found.parent().unwrap_or(found)
+        } else {
+            found.as_path()
+        };
+        let checker = ignored_checker.get_or_insert_with(|| IgnoredDirs::new(repo));
+        if let Some(ignored) = checker.as_mut().ok().and_then(|c| c.unread_by_git(dir)) {
+            findings.warnings.insert(format!(
+                "{} is a git repository inside the ignored directory {}: git at the checkout \
+                 never reads it, but git run inside it would use its config (programs such as \
+                 core.fsmonitor); remove it (rm -rf, or git clean -ffdx) before anyone runs \
+                 git there",
+                found.display(),
+                ignored.display()
+            ));
             continue;
         }
         findings.push(
@@ -1214,6 +1247,68 @@ fn check_nested_repositories(
             )
             .with_path(found.display().to_string()),
         );
+    }
+}
+
+/// Whether a directory lies where git at the checkout never reads: see
+/// [`check_nested_repositories`].
+struct IgnoredDirs<'repo> {
+    index: gix::worktree::IndexPersistedOrInMemory,
+    repo: &'repo gix::Repository,
+}
+
+impl<'repo> IgnoredDirs<'repo> {
+    fn new(repo: &'repo gix::Repository) -> Result<IgnoredDirs<'repo>> {
+        let index = repo.index_or_empty().context("cannot read the index")?;
+        Ok(IgnoredDirs {
+            index: gix::worktree::IndexPersistedOrInMemory::Persisted(index),
+            repo,
+        })
+    }
+
+    /// The ignored ancestor (or `dir` itself) that hides `dir` from git,
+    /// when nothing in the index is at or below `dir` or is a submodule
+    /// above it; `None` when git reads it or the rules cannot be read.
+    fn unread_by_git(&mut self, dir: &Path) -> Option<std::path::PathBuf> {
+        use std::os::unix::ffi::OsStrExt;
+        let rel = dir.as_os_str().as_bytes();
+        let state: &gix::index::State = &self.index;
+        for entry in state.entries() {
+            let path: &[u8] = entry.path(state).as_ref();
+            let below = path.starts_with(rel) && path.get(rel.len()).is_none_or(|&b| b == b'/');
+            let submodule_above = entry.mode == gix::index::entry::Mode::COMMIT
+                && rel.starts_with(path)
+                && rel.get(path.len()) == Some(&b'/');
+            if below || submodule_above {
+                return None;
+            }
+        }
+        let mut stack = self
+            .repo
+            .excludes(
+                state,
+                None,
+                gix::worktree::stack::state::ignore::Source::IdMapping,
+            )
+            .ok()?;
+        let mut end = 0;
+        loop {
+            let next = rel[end..].find_byte(b'/').map(|p| end + p);
+            let prefix = &rel[..next.unwrap_or(rel.len())];
+            let excluded = stack
+                .at_entry(prefix.as_bstr(), Some(gix::index::entry::Mode::DIR))
+                .ok()?
+                .is_excluded();
+            if excluded {
+                return Some(std::path::PathBuf::from(std::ffi::OsStr::from_bytes(
+                    prefix,
+                )));
+            }
+            match next {
+                Some(n) => end = n + 1,
+                None => return None,
+            }
+        }
     }
 }
 
