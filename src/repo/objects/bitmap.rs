@@ -211,9 +211,12 @@ pub fn verify(repo: &gix::Repository, path: &Path, order: &Order, checksum: &[u8
         order,
         position: &position,
         kinds: &kinds,
-        edges: HashMap::new(),
+        edges: vec![None; n],
+        closures: HashMap::new(),
     };
     let mut seen = std::collections::HashSet::new();
+    // In file order; a walk that meets a commit whose closure was already
+    // proven takes that closure whole.
     for (pos, _, bits, _) in &stored {
         if !seen.insert(*pos) {
             bail!("it has two bitmaps for one commit");
@@ -230,6 +233,7 @@ pub fn verify(repo: &gix::Repository, path: &Path, order: &Order, checksum: &[u8
         if *bits != expected {
             bail!("its bitmap for commit {id} does not list what the commit reaches");
         }
+        walker.closures.insert(bit, expected);
     }
     Ok(())
 }
@@ -299,7 +303,11 @@ struct Walker<'a> {
     order: &'a Order,
     position: &'a HashMap<ObjectId, u32>,
     kinds: &'a [gix::objs::Kind],
-    edges: HashMap<u32, Vec<u32>>,
+    /// The objects a commit or tree refers to, once read.
+    edges: Vec<Option<Box<[u32]>>>,
+    /// The closures already computed (and found equal to their bitmap):
+    /// a walk that meets one of these commits takes its closure whole.
+    closures: HashMap<u32, Vec<u64>>,
 }
 
 impl Walker<'_> {
@@ -311,34 +319,41 @@ impl Walker<'_> {
             if set[w] & m != 0 {
                 continue;
             }
+            if bit != start
+                && let Some(known) = self.closures.get(&bit)
+            {
+                for (s, k) in set.iter_mut().zip(known) {
+                    *s |= k;
+                }
+                continue;
+            }
             set[w] |= m;
-            stack.extend_from_slice(self.children(bit)?);
+            match self.kinds[bit as usize] {
+                gix::objs::Kind::Commit | gix::objs::Kind::Tree => {
+                    stack.extend_from_slice(self.children(bit)?);
+                }
+                _ => {}
+            }
         }
         Ok(set)
     }
 
     fn children(&mut self, bit: u32) -> Result<&[u32]> {
-        if !self.edges.contains_key(&bit) {
+        if self.edges[bit as usize].is_none() {
             let id = self.order.ids[bit as usize];
-            let ids: Vec<ObjectId> = match self.kinds[bit as usize] {
-                gix::objs::Kind::Commit => {
-                    let object = self.repo.find_object(id)?;
-                    let commit = super::graph::parse_commit(&object.data)
-                        .with_context(|| format!("commit {id} cannot be read"))?;
-                    std::iter::once(commit.tree).chain(commit.parents).collect()
-                }
-                gix::objs::Kind::Tree => {
-                    let object = self.repo.find_object(id)?;
-                    let tree =
-                        gix::objs::TreeRef::from_bytes(&object.data, self.repo.object_hash())
-                            .map_err(|e| anyhow::anyhow!("tree {id} cannot be read: {e}"))?;
-                    tree.entries
-                        .iter()
-                        .filter(|e| !e.mode.is_commit())
-                        .map(|e| e.oid.to_owned())
-                        .collect()
-                }
-                _ => Vec::new(),
+            let object = self.repo.find_object(id)?;
+            let ids: Vec<ObjectId> = if self.kinds[bit as usize] == gix::objs::Kind::Commit {
+                let commit = super::graph::parse_commit(&object.data)
+                    .with_context(|| format!("commit {id} cannot be read"))?;
+                std::iter::once(commit.tree).chain(commit.parents).collect()
+            } else {
+                let tree = gix::objs::TreeRef::from_bytes(&object.data, self.repo.object_hash())
+                    .map_err(|e| anyhow::anyhow!("tree {id} cannot be read: {e}"))?;
+                tree.entries
+                    .iter()
+                    .filter(|e| !e.mode.is_commit())
+                    .map(|e| e.oid.to_owned())
+                    .collect()
             };
             let mut bits = Vec::with_capacity(ids.len());
             for child in ids {
@@ -350,8 +365,8 @@ impl Walker<'_> {
                 })?;
                 bits.push(*b);
             }
-            self.edges.insert(bit, bits);
+            self.edges[bit as usize] = Some(bits.into_boxed_slice());
         }
-        Ok(&self.edges[&bit])
+        Ok(self.edges[bit as usize].as_deref().unwrap_or_default())
     }
 }
