@@ -313,6 +313,22 @@ fsckmem=$(peak_mib "git fsck --connectivity-only")
 if [ "$gcmem" = n/a ]; then note="GNU time not installed"; else note="target <= 64 MiB: $(verdict "$gcmem" 64)"; fi
 row "after gc: verify peak RSS vs fsck's (MiB)" "$gcmem" "$fsckmem" "$(ratio "$gcmem" "$fsckmem")" "$note"
 
+# The agent ran git's maintenance with reachability bitmaps and changed-path
+# Bloom filters (`repack.writeBitmaps`, `commit-graph write --changed-paths`,
+# which gc keeps writing): verify also walks every bitmapped commit and
+# compares its bitmap (issue 25). git's own check of a bitmap is
+# `rev-list --test-bitmap`; the whole-store one is fsck, as above.
+$nohooks commit-graph write --reachable --changed-paths
+$nohooks -c repack.writeBitmaps=true gc -q
+ls .git/objects/pack/*.bitmap >/dev/null \
+  || { echo "git gc wrote no bitmap" >&2; exit 1; }
+"$gg" verify --state "$work/large.state" >/dev/null 2>&1 \
+  || { echo "verify rejected the benchmark repository after git gc with bitmaps" >&2; exit 1; }
+bmver=$(median_ms "" "$gg verify --state $work/large.state")
+bmfsck=$(median_ms "" "git fsck --connectivity-only")
+testbm=$(median_ms "" "git rev-list --test-bitmap HEAD")
+row "gc with bitmaps+Bloom: verify vs fsck" "$bmver" "$bmfsck" "$(ratio "$bmver" "$bmfsck")" "ms; git rev-list --test-bitmap HEAD (one commit): $testbm ms"
+
 setup "$deep_kind" deep
 cd "$work/deep"
 new_commits "$new_commits"

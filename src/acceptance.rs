@@ -622,7 +622,11 @@ fn judge(state: &Path, repo_dir: Option<&Path>, site: Site) -> ToolResult {
     // counts as changed.
     let metadata = match repo::metadata_digests(&baseline.repo, &baseline.hooks) {
         Ok(now) => {
-            compare_metadata(&Expected::of(&baseline, armed, &peers), &now, &mut findings);
+            compare_metadata(
+                &Expected::of(&baseline, armed, &peers).with_config_texts(&baseline, state),
+                &now,
+                &mut findings,
+            );
             Some(now)
         }
         Err(e) => {
@@ -954,7 +958,7 @@ fn evaluate(
         return Ok(Observed { facts, tip });
     }
     if let Some(metadata) = metadata {
-        check_nested_repositories(&location, &nested_git, metadata, findings);
+        check_nested_repositories(&repo, &location, &nested_git, metadata, findings);
     }
     if metadata.is_some()
         && let Err(e) = check_worktree(
@@ -1070,9 +1074,42 @@ struct Expected<'a> {
     /// fresh `npm install` removes. Their deletion is accepted with a
     /// warning: a hook that is not there runs nothing (issue 25).
     deletable_hooks: BTreeSet<String>,
+    /// Config texts whose digest the baseline may expect (`config` and
+    /// `config.worktree` as arm wrote them and as they were before, from
+    /// the hub), by key, with the file now: a change to them is reported
+    /// key by key, old and new value.
+    config_texts: Vec<(String, std::path::PathBuf, Vec<u8>)>,
 }
 
 impl<'a> Expected<'a> {
+    /// Adds the config texts the hub of `state` kept (see
+    /// [`Expected::config_texts`]).
+    fn with_config_texts(mut self, baseline: &Baseline, state: &Path) -> Expected<'a> {
+        use crate::hooks::install;
+        let Ok(Some(link)) = crate::hooks::hub::Link::read(state) else {
+            return self;
+        };
+        let record = install::read_record(&link.hub).ok().flatten();
+        let mut add = |key: &str, path: std::path::PathBuf, file: &str| {
+            if let Ok(bytes) = crate::fsutil::read_regular(&link.hub.join(file)) {
+                self.config_texts
+                    .push((key.to_owned(), path.clone(), bytes));
+            }
+        };
+        let config = baseline.repo.common_dir.join("config");
+        add("config", config.clone(), install::CONFIG_AFTER);
+        add("config", config, install::CONFIG_BEFORE);
+        if let Some((path, ..)) = record.and_then(|r| r.worktree_config) {
+            add(
+                "config.worktree",
+                path.clone(),
+                install::WORKTREE_CONFIG_AFTER,
+            );
+            add("config.worktree", path, install::WORKTREE_CONFIG_BEFORE);
+        }
+        self
+    }
+
     /// What `baseline` expects, armed or not, beside `peers`.
     fn of(baseline: &'a Baseline, armed: bool, peers: &Peers) -> Expected<'a> {
         Expected {
@@ -1090,6 +1127,7 @@ impl<'a> Expected<'a> {
                 })
                 .map(|p| p.to_string_lossy().into_owned())
                 .collect(),
+            config_texts: Vec::new(),
         }
     }
 }
@@ -1127,17 +1165,88 @@ fn compare_metadata(
         } else {
             format!(".git/{name}")
         };
+        let detail = old
+            .and_then(|old| config_change(expected, name, old))
+            .unwrap_or_default();
         findings.push(
             Violation::new(
                 rule::PROTECTED_METADATA_CHANGED,
                 format!(
-                    "{shown} changed since arm; git metadata is not part of any grant \
+                    "{shown} changed since arm{detail}; git metadata is not part of any grant \
                      (restore it exactly)"
                 ),
             )
             .with_path(shown),
         );
     }
+}
+
+/// For a changed `config` or `config.worktree` whose expected text the hub
+/// kept: `: key old → new, ...` naming what changed (at most 8 keys), so
+/// that `git config user.email x` or an editor's `branch.*.vscode-merge-base`
+/// can be undone by name.
+fn config_change(expected: &Expected<'_>, name: &str, old: &str) -> Option<String> {
+    let want = old.trim_end_matches("+x");
+    let (path, text) = expected
+        .config_texts
+        .iter()
+        .find(|(key, _, bytes)| key == name && format!("sha256:{}", sha256_hex(bytes)) == want)
+        .map(|(_, path, bytes)| (path, bytes))?;
+    let now = crate::fsutil::read_regular(path).ok()?;
+    let (before, after) = (config_values(text)?, config_values(&now)?);
+    let keys: BTreeSet<&String> = before.keys().chain(after.keys()).collect();
+    let shown = |v: Option<&Vec<String>>| match v {
+        None => "(unset)".to_owned(),
+        Some(values) => values
+            .iter()
+            .map(|v| format!("{v:?}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
+    let changes: Vec<String> = keys
+        .into_iter()
+        .filter(|k| before.get(*k) != after.get(*k))
+        .map(|k| format!("{k} {} → {}", shown(before.get(k)), shown(after.get(k))))
+        .collect();
+    if changes.is_empty() {
+        return Some(": the same keys and values, written differently (comments, layout)".into());
+    }
+    let more = changes.len().saturating_sub(8);
+    let mut out = format!(
+        ": {}",
+        changes.into_iter().take(8).collect::<Vec<_>>().join("; ")
+    );
+    if more > 0 {
+        out.push_str(&format!("; and {more} more keys"));
+    }
+    Some(out)
+}
+
+/// Every key of a config text (`section.subsection.key`, section and key
+/// lowercased as git compares them) with its values in order.
+fn config_values(bytes: &[u8]) -> Option<BTreeMap<String, Vec<String>>> {
+    let file = gix::config::File::from_bytes_no_includes(
+        bytes,
+        gix::config::file::Metadata::from(gix::config::Source::Local),
+        Default::default(),
+    )
+    .ok()?;
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for section in file.sections() {
+        let header = section.header();
+        let prefix = match header.subsection_name() {
+            Some(sub) => format!("{}.{sub}", header.name().to_ascii_lowercase().as_bstr()),
+            None => header.name().to_ascii_lowercase().as_bstr().to_string(),
+        };
+        let names: BTreeSet<String> = section.value_names().collect();
+        for key in names {
+            let full = format!("{prefix}.{}", key.to_ascii_lowercase());
+            out.entry(full)
+                .or_default()
+                .extend(section.values(&key).iter().map(|v| v.to_string()));
+        }
+    }
+    Some(out)
 }
 
 /// Whether two `worktrees` values list the same linked worktrees but for
@@ -1197,15 +1306,48 @@ fn check_head(head: &Head, branch: &BStr, findings: &mut Findings) {
 /// filters, a pager: programs). The checked-out submodules are exactly the
 /// `.git` entries the protected metadata pins (recursively), so any other
 /// is reported, inside a submodule's directory too.
+///
+/// Except where git at the checkout never reads it (issue 25): inside a
+/// directory the ignore rules git takes from the index (tracked
+/// `.gitignore` files, `info/exclude`, `core.excludesFile`; not an
+/// untracked `.gitignore` the agent could add) ignore, with no index entry
+/// at or below it, and not inside a submodule's directory (git reads
+/// those). Build tools leave such repositories (`cargo test` fixtures in
+/// `target/`, `pip install -e git+...` in `.venv/`, `node_modules/`); git
+/// does not descend into an ignored directory, so the branch, the index
+/// and every status git computes at the checkout are unaffected. They are
+/// accepted with a warning that names them: git run inside one would
+/// still use its config.
 fn check_nested_repositories(
+    repo: &gix::Repository,
     location: &repo::Location,
     nested: &[std::path::PathBuf],
     metadata: &BTreeMap<String, String>,
     findings: &mut Findings,
 ) {
+    let mut ignored_checker = None;
     for found in nested {
         let key = repo::submodule_meta::key_of(location, &location.work_dir.join(found));
         if metadata.contains_key(&key) {
+            continue;
+        }
+        // The repository's directory: the parent of a `.git`, or the bare
+        // repository itself.
+        let dir = if found.file_name().is_some_and(|n| n == ".git") {
+            found.parent().unwrap_or(found)
+        } else {
+            found.as_path()
+        };
+        let checker = ignored_checker.get_or_insert_with(|| IgnoredDirs::new(repo));
+        if let Some(ignored) = checker.as_mut().ok().and_then(|c| c.unread_by_git(dir)) {
+            findings.warnings.insert(format!(
+                "{} is a git repository inside the ignored directory {}: git at the checkout \
+                 never reads it, but git run inside it would use its config (programs such as \
+                 core.fsmonitor); remove it (rm -rf, or git clean -ffdx) before anyone runs \
+                 git there",
+                found.display(),
+                ignored.display()
+            ));
             continue;
         }
         findings.push(
@@ -1219,6 +1361,68 @@ fn check_nested_repositories(
             )
             .with_path(found.display().to_string()),
         );
+    }
+}
+
+/// Whether a directory lies where git at the checkout never reads: see
+/// [`check_nested_repositories`].
+struct IgnoredDirs<'repo> {
+    index: gix::worktree::IndexPersistedOrInMemory,
+    repo: &'repo gix::Repository,
+}
+
+impl<'repo> IgnoredDirs<'repo> {
+    fn new(repo: &'repo gix::Repository) -> Result<IgnoredDirs<'repo>> {
+        let index = repo.index_or_empty().context("cannot read the index")?;
+        Ok(IgnoredDirs {
+            index: gix::worktree::IndexPersistedOrInMemory::Persisted(index),
+            repo,
+        })
+    }
+
+    /// The ignored ancestor (or `dir` itself) that hides `dir` from git,
+    /// when nothing in the index is at or below `dir` or is a submodule
+    /// above it; `None` when git reads it or the rules cannot be read.
+    fn unread_by_git(&mut self, dir: &Path) -> Option<std::path::PathBuf> {
+        use std::os::unix::ffi::OsStrExt;
+        let rel = dir.as_os_str().as_bytes();
+        let state: &gix::index::State = &self.index;
+        for entry in state.entries() {
+            let path: &[u8] = entry.path(state).as_ref();
+            let below = path.starts_with(rel) && path.get(rel.len()).is_none_or(|&b| b == b'/');
+            let submodule_above = entry.mode == gix::index::entry::Mode::COMMIT
+                && rel.starts_with(path)
+                && rel.get(path.len()) == Some(&b'/');
+            if below || submodule_above {
+                return None;
+            }
+        }
+        let mut stack = self
+            .repo
+            .excludes(
+                state,
+                None,
+                gix::worktree::stack::state::ignore::Source::IdMapping,
+            )
+            .ok()?;
+        let mut end = 0;
+        loop {
+            let next = rel[end..].find_byte(b'/').map(|p| end + p);
+            let prefix = &rel[..next.unwrap_or(rel.len())];
+            let excluded = stack
+                .at_entry(prefix.as_bstr(), Some(gix::index::entry::Mode::DIR))
+                .ok()?
+                .is_excluded();
+            if excluded {
+                return Some(std::path::PathBuf::from(std::ffi::OsStr::from_bytes(
+                    prefix,
+                )));
+            }
+            match next {
+                Some(n) => end = n + 1,
+                None => return None,
+            }
+        }
     }
 }
 

@@ -276,17 +276,27 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
     let _applied = repo::clean_settings::apply(&mut repo, &clean_settings, &std::env::temp_dir())?;
     let mut dirt = repo::worktree_dirt(&repo)?;
     dirt.extend(repo::hidden_index_entries(&repo, &location.git_dir)?);
+    let advice = (!dirt.is_empty()).then(|| dirt_advice(&dirt));
     for dirt in dirt {
         problems.push(format!("{} is {}", dirt.path, dirt.what));
     }
     if !problems.is_empty() {
         let mut result = ToolResult::failed("arm", FailureClass::Validation);
+        // Listed up to the cap per rule, as verify lists them, with the
+        // total in the evidence: an unignored `node_modules/` is thousands.
+        let mut findings = crate::acceptance::Findings::default();
         for p in problems {
-            result.violations.push(Violation::new(
+            findings.push(Violation::new(
                 rule::WORKTREE_NOT_CLEAN,
                 format!("{p}; arm needs a clean checkout so the baseline means something"),
             ));
         }
+        result.violations = findings.listed;
+        let listed = result.violations.len();
+        if findings.totals.values().sum::<usize>() > listed {
+            result = result.with_evidence("violation_totals", &findings.totals);
+        }
+        result.warnings.extend(advice);
         return Ok(result);
     }
     crate::fsutil::create_private_dir(&state)?;
@@ -432,6 +442,49 @@ pub fn arm_summary(result: &ToolResult) -> String {
     let state = text(e.get("state"));
     out.push_str(&format!("  state: {state}\n"));
     out.push_str(&format!("  to disarm: grantguard disarm --state {state}\n"));
+    out
+}
+
+/// One summary of what keeps the checkout from being clean at arm: counts
+/// by kind, the directories that hold most untracked files, and how to
+/// proceed.
+fn dirt_advice(dirt: &[repo::Dirt]) -> String {
+    let mut kinds: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    let mut dirs: std::collections::BTreeMap<Vec<u8>, usize> = std::collections::BTreeMap::new();
+    for d in dirt {
+        *kinds.entry(d.what).or_default() += 1;
+        if d.what == "untracked" {
+            let top = match d.path.iter().position(|&b| b == b'/') {
+                Some(i) => d.path[..=i].to_vec(),
+                None => d.path.to_vec(),
+            };
+            *dirs.entry(top).or_default() += 1;
+        }
+    }
+    let counts: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    let mut out = format!("the checkout is not clean: {}.", counts.join(", "));
+    if !dirs.is_empty() {
+        let mut by_size: Vec<(&Vec<u8>, &usize)> = dirs.iter().collect();
+        by_size.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let top: Vec<String> = by_size
+            .iter()
+            .take(3)
+            .map(|(d, n)| format!("{} ({n})", String::from_utf8_lossy(d)))
+            .collect();
+        out.push_str(&format!(
+            " Untracked files are mostly in {}: ignore what the build or the tools made \
+             (add it to .git/info/exclude, or to a .gitignore you commit), commit what \
+             belongs to the repository, or remove the rest (git clean -n shows what would go), \
+             then arm again.",
+            top.join(", ")
+        ));
+    }
+    if kinds.keys().any(|k| *k != "untracked") {
+        out.push_str(
+            " Commit or discard changes to tracked files (git status), and finish or abort an \
+             operation in progress, before arming.",
+        );
+    }
     out
 }
 

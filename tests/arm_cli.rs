@@ -79,3 +79,54 @@ fn refuses_a_repository_path_with_a_line_break_and_changes_nothing() {
     assert_eq!(std::fs::read(odd.join(".git/config")).unwrap(), config);
     assert!(!sb.state.join("baseline.json").exists());
 }
+
+#[test]
+fn arm_with_thousands_of_untracked_files_lists_a_few_and_says_how_to_proceed() {
+    // An unignored node_modules/ (issue 25): not 3,000 lines, but the cap
+    // per rule verify uses, the total, and what to do.
+    let sb = Sandbox::new();
+    let dir = sb.repo.join("node_modules/pkg");
+    std::fs::create_dir_all(&dir).unwrap();
+    for i in 0..3000 {
+        std::fs::write(dir.join(format!("f{i}.js")), "x\n").unwrap();
+    }
+    sb.write("notes.txt", "n\n");
+    let grant = sb.grant(&["docs/"], 1, 1);
+    let args = [
+        "arm",
+        "--repo",
+        sb.repo.to_str().unwrap(),
+        "--grant",
+        grant.to_str().unwrap(),
+        "--state",
+        sb.state.to_str().unwrap(),
+        "--json",
+    ];
+    let out = sb.grantguard(&args);
+    assert_eq!(out.status.code(), Some(1));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let violations = json["violations"].as_array().unwrap();
+    assert_eq!(violations.len(), 32, "{json:#}");
+    assert_eq!(
+        json["evidence"]["violation_totals"]["worktree_not_clean"], 3001,
+        "{json:#}"
+    );
+    let warning = json["warnings"][0].as_str().unwrap();
+    for needle in [
+        "3001 untracked",
+        "node_modules/ (3000)",
+        ".git/info/exclude",
+    ] {
+        assert!(warning.contains(needle), "{needle:?} missing: {warning}");
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.lines().count() < 40, "{stderr}");
+    assert!(stderr.contains("... and 2969 more"), "{stderr}");
+    // Following the advice works.
+    std::fs::write(
+        sb.git_dir().join("info/exclude"),
+        "node_modules/\nnotes.txt\n",
+    )
+    .unwrap();
+    assert!(sb.grantguard(&args).status.success());
+}

@@ -592,16 +592,296 @@ fn rejects_a_multi_pack_index_that_points_an_id_at_another_object() {
     assert_accepted(code, &r);
 }
 
+/// A few granted commits on top of the baseline, so that bitmaps have
+/// several commits to select.
+fn armed_with_commits(sb: &Sandbox) {
+    sb.arm(&sb.grant(&["docs/"], 1, 8));
+    for i in 0..4 {
+        sb.commit_file(&format!("docs/{i}.md"), &format!("{i}\n"), &format!("c{i}"));
+        sb.git(&["repack", "-d", "-q"]);
+    }
+}
+
+/// Asserts git's own bitmap check agrees, then that verify accepts.
+#[track_caller]
+fn assert_git_and_verify_accept(sb: &Sandbox) {
+    assert!(sb.try_git(&["fsck"]).status.success());
+    let test = sb.try_git(&["rev-list", "--test-bitmap", "HEAD"]);
+    assert!(test.status.success(), "{test:?}");
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
 #[test]
-fn rejects_a_bitmap_written_since_arm() {
+fn accepts_bitmaps_written_by_git_repack_adb() {
+    let sb = Sandbox::new();
+    armed_with_commits(&sb);
+    sb.git(&["repack", "-a", "-d", "-b", "-q"]);
+    assert!(!files_with_suffix(&objects(&sb).join("pack"), ".bitmap").is_empty());
+    assert_git_and_verify_accept(&sb);
+}
+
+#[test]
+fn accepts_git_gc_with_repack_write_bitmaps_and_bloom_filters() {
+    let sb = Sandbox::new();
+    // The baseline already had Bloom filters: gc keeps writing them.
+    sb.git(&["commit-graph", "write", "--reachable", "--changed-paths"]);
+    armed_with_commits(&sb);
+    sb.git(&[
+        "-c",
+        "repack.writeBitmaps=true",
+        "-c",
+        "pack.writeBitmapLookupTable=true",
+        "gc",
+        "-q",
+    ]);
+    assert!(!files_with_suffix(&objects(&sb).join("pack"), ".bitmap").is_empty());
+    let graph = std::fs::read(objects(&sb).join("info/commit-graph")).unwrap();
+    graph_chunk(&graph, b"BDAT");
+    assert_git_and_verify_accept(&sb);
+    // The maintenance task keeps the filters too, as a split graph.
+    sb.commit_file("docs/m.md", "m\n", "m");
+    sb.git(&["maintenance", "run", "--task=commit-graph"]);
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
+#[test]
+fn accepts_geometric_repacks_and_multi_pack_bitmaps() {
+    let sb = Sandbox::new();
+    armed_with_commits(&sb);
+    sb.git(&[
+        "repack",
+        "--geometric=2",
+        "-d",
+        "--write-midx",
+        "--write-bitmap-index",
+        "-q",
+    ]);
+    assert_git_and_verify_accept(&sb);
+    sb.commit_file("docs/h.md", "h\n", "h");
+    sb.git(&["repack", "-d", "-q"]);
+    sb.git(&["multi-pack-index", "write", "--bitmap"]);
+    assert!(!files_with_suffix(&objects(&sb).join("pack"), ".bitmap").is_empty());
+    assert!(sb.try_git(&["multi-pack-index", "verify"]).status.success());
+    assert_git_and_verify_accept(&sb);
+}
+
+/// Offsets of the entries of a bitmap file (SHA-1): after the 32-byte
+/// header and the four type bitmaps, each entry is a 4-byte commit
+/// position, XOR offset, flags and an EWAH bitmap.
+fn bitmap_entries(data: &[u8]) -> Vec<usize> {
+    let count = u32::from_be_bytes(data[8..12].try_into().unwrap()) as usize;
+    let ewah_len = |at: usize| {
+        8 + 8 * u32::from_be_bytes(data[at + 4..at + 8].try_into().unwrap()) as usize + 4
+    };
+    let mut at = 32;
+    for _ in 0..4 {
+        at += ewah_len(at);
+    }
+    let mut out = Vec::new();
+    for _ in 0..count {
+        out.push(at);
+        at += 6 + ewah_len(at + 6);
+    }
+    out
+}
+
+/// Replaces a file with `data`, its trailing SHA-1 recomputed, so that
+/// only its content betrays a forgery.
+fn rewrite_with_checksum(path: &Path, mut data: Vec<u8>) {
+    let body = data.len() - 20;
+    let sum = sha1(&data[..body]);
+    data[body..].copy_from_slice(&sum);
+    std::fs::remove_file(path).unwrap();
+    std::fs::write(path, &data).unwrap();
+}
+
+/// What git's bitmap walk and its plain walk list from `rev`.
+fn bitmap_and_plain_walk(sb: &Sandbox, rev: &str) -> (String, String) {
+    let sorted = |args: &[&str]| {
+        let out = sb.try_git(args);
+        let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| l.split(' ').next().unwrap().to_owned())
+            .collect();
+        lines.sort();
+        lines.join("\n")
+    };
+    (
+        sorted(&["rev-list", "--objects", "--use-bitmap-index", rev]),
+        sorted(&["rev-list", "--objects", rev]),
+    )
+}
+
+#[test]
+fn rejects_a_forged_pack_bitmap() {
+    let sb = Sandbox::new();
+    armed_with_commits(&sb);
+    sb.git(&["repack", "-a", "-d", "-b", "-q"]);
+    let path = files_with_suffix(&objects(&sb).join("pack"), ".bitmap")
+        .pop()
+        .unwrap();
+    let mut data = std::fs::read(&path).unwrap();
+    let entries = bitmap_entries(&data);
+    assert!(entries.len() >= 2, "git selected several commits");
+    // Swap which commits the first two bitmaps belong to.
+    let (a, b) = (entries[0], entries[1]);
+    let (pa, pb) = (data[a..a + 4].to_vec(), data[b..b + 4].to_vec());
+    data[a..a + 4].copy_from_slice(&pb);
+    data[b..b + 4].copy_from_slice(&pa);
+    rewrite_with_checksum(&path, data);
+    // git believes it: its bitmap walk no longer lists what the commits reach.
+    let differs = ["HEAD", "HEAD~1", "HEAD~2", "HEAD~3", "HEAD~4"]
+        .iter()
+        .any(|rev| {
+            let (bitmap, plain) = bitmap_and_plain_walk(&sb, rev);
+            bitmap != plain
+        });
+    assert!(differs, "git's bitmap walk reads the forged bitmaps");
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &[INVALID]);
+    assert_problem(&r, "does not list what the commit reaches");
+    // The remedy the message gives works.
+    std::fs::remove_file(&path).unwrap();
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
+#[test]
+fn rejects_a_flipped_bit_in_a_pack_bitmap() {
+    let sb = Sandbox::new();
+    armed_with_commits(&sb);
+    sb.git(&["repack", "-a", "-d", "-b", "-q"]);
+    let path = files_with_suffix(&objects(&sb).join("pack"), ".bitmap")
+        .pop()
+        .unwrap();
+    let mut data = std::fs::read(&path).unwrap();
+    // The last word of the first entry's EWAH buffer is a literal (git's
+    // writer ends every buffer with literal words for small packs): drop
+    // one object from that commit's set.
+    let at = bitmap_entries(&data)[0] + 6;
+    let words = u32::from_be_bytes(data[at + 4..at + 8].try_into().unwrap()) as usize;
+    let last = at + 8 + 8 * (words - 1) + 7;
+    let byte = data[last];
+    assert_ne!(byte, 0);
+    data[last] = byte & (byte - 1);
+    rewrite_with_checksum(&path, data);
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &[INVALID]);
+    assert_problem(&r, ".bitmap was written since arm");
+}
+
+#[test]
+fn rejects_a_forged_multi_pack_reverse_index() {
+    let sb = Sandbox::new();
+    armed_with_commits(&sb);
+    sb.git(&["multi-pack-index", "write", "--bitmap"]);
+    let path = objects(&sb).join("pack/multi-pack-index");
+    let mut data = std::fs::read(&path).unwrap();
+    let chunks = usize::from(data[6]);
+    let ridx = (0..chunks)
+        .map(|i| 12 + 12 * i)
+        .find(|at| &data[*at..at + 4] == b"RIDX")
+        .map(|at| u64::from_be_bytes(data[at + 4..at + 12].try_into().unwrap()) as usize)
+        .expect("git wrote a reverse index");
+    // Swap the first and the last object of the pseudo-pack order. The
+    // checksum is the bitmap's name: left as it is, git still pairs them.
+    let count = (data.len() - 20 - ridx) / 4;
+    let last = (0..chunks)
+        .map(|i| 12 + 12 * i)
+        .find(|at| &data[*at..at + 4] == b"RIDX")
+        .map(|at| u64::from_be_bytes(data[at + 16..at + 24].try_into().unwrap()) as usize)
+        .unwrap();
+    let last = last - 4;
+    assert!(count > 1 && last > ridx);
+    let (a, b) = (data[ridx..ridx + 4].to_vec(), data[last..last + 4].to_vec());
+    data[ridx..ridx + 4].copy_from_slice(&b);
+    data[last..last + 4].copy_from_slice(&a);
+    std::fs::remove_file(&path).unwrap();
+    std::fs::write(&path, &data).unwrap();
+    let differs = ["HEAD", "HEAD~1", "HEAD~2", "HEAD~3", "HEAD~4"]
+        .iter()
+        .any(|rev| {
+            let (bitmap, plain) = bitmap_and_plain_walk(&sb, rev);
+            bitmap != plain
+        });
+    assert!(differs, "git maps bits to objects through RIDX");
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &[INVALID]);
+    assert_problem(&r, "reverse index (RIDX)");
+}
+
+#[test]
+fn accepts_a_forged_bloom_filter_that_changes_nothing_git_transfers() {
     let sb = Sandbox::new();
     sb.arm(&sb.grant(&["docs/"], 1, 3));
     sb.commit_file("docs/a.md", "a\n", "one");
-    sb.git(&["repack", "-a", "-d", "-b", "-q"]);
-    assert!(!files_with_suffix(&objects(&sb).join("pack"), ".bitmap").is_empty());
+    sb.git(&["commit-graph", "write", "--reachable", "--changed-paths"]);
+    let path = objects(&sb).join("info/commit-graph");
+    let mut data = std::fs::read(&path).unwrap();
+    let (start, end) = graph_chunk(&data, b"BDAT");
+    // Every filter now says "no path changed here".
+    for b in &mut data[start + 12..end] {
+        *b = 0;
+    }
+    rewrite_with_checksum(&path, data);
+    // What the forgery does: a path-limited log skips the agent's commit.
+    let plain = |args: &[&str]| {
+        let mut all = vec!["-c", "core.commitGraph=false"];
+        all.extend_from_slice(args);
+        sb.git(&all)
+    };
+    let log = ["log", "--format=%H", "--", "docs/a.md"];
+    assert_eq!(sb.git(&log), "", "git skips the commit the filter hides");
+    assert_ne!(plain(&log), "");
+    // What it cannot do: every ref, commit, tree, object, transfer and
+    // archive is what git reads without the graph.
+    for args in [
+        &["for-each-ref"][..],
+        &["rev-list", "--objects", "--all"],
+        &["log", "--format=%H %T %P", "--all"],
+        &["ls-tree", "-r", "HEAD"],
+        &["diff", "--name-status", "HEAD~1", "HEAD"],
+    ] {
+        assert_eq!(sb.git(args), plain(args), "{args:?}");
+    }
+    let bundle = |name: &str, graph: &str| {
+        let file = sb.root.join(name);
+        sb.git(&[
+            "-c",
+            &format!("core.commitGraph={graph}"),
+            "bundle",
+            "create",
+            "-q",
+            file.to_str().unwrap(),
+            "--all",
+        ]);
+        std::fs::read(file).unwrap()
+    };
+    assert_eq!(
+        bundle("with.bundle", "true"),
+        bundle("without.bundle", "false")
+    );
+    assert!(sb.try_git(&["fsck"]).status.success());
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
+#[test]
+fn rejects_bloom_filter_chunks_git_would_read_out_of_bounds() {
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    sb.git(&["commit-graph", "write", "--reachable", "--changed-paths"]);
+    let path = objects(&sb).join("info/commit-graph");
+    let mut data = std::fs::read(&path).unwrap();
+    let (bidx, _) = graph_chunk(&data, b"BIDX");
+    data[bidx..bidx + 4].copy_from_slice(&u32::MAX.to_be_bytes());
+    rewrite_with_checksum(&path, data);
     let (code, r) = sb.verify();
     assert_rejected(code, &r, &[INVALID]);
-    assert_problem(&r, "bitmap");
+    assert_problem(&r, "BIDX");
 }
 
 #[test]

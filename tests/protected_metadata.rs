@@ -215,3 +215,37 @@ fn rejects_a_hook_added_behind_a_symlinked_hooks_directory() {
     let (code, r) = sb.verify();
     assert_unsafe(code, &r, ".git/hooks");
 }
+
+#[test]
+fn a_changed_config_is_reported_key_by_key_with_old_and_new_values() {
+    // The agent follows git's own hint (`git config user.email`) and an
+    // editor records a merge base (issue 25): the message names each key
+    // and its old and new value, not only "restore it exactly".
+    let sb = Sandbox::new();
+    sb.git(&["config", "user.email", "owner@example.invalid"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/a.md", "a\n", "docs");
+    sb.git(&["config", "user.email", "agent@example.invalid"]);
+    sb.git(&["config", "branch.main.vscode-merge-base", "origin/main"]);
+    let (code, r) = sb.verify();
+    assert_unsafe(code, &r, "config");
+    let message = r["violations"][0]["message"].as_str().unwrap();
+    for needle in [
+        ".git/config changed since arm",
+        "user.email \"owner@example.invalid\" → \"agent@example.invalid\"",
+        "branch.main.vscode-merge-base (unset) → \"origin/main\"",
+        "restore it exactly",
+    ] {
+        assert!(message.contains(needle), "{needle:?} missing: {message}");
+    }
+    // Undoing exactly those keys is accepted again.
+    sb.git(&["config", "user.email", "owner@example.invalid"]);
+    sb.git(&["config", "--unset", "branch.main.vscode-merge-base"]);
+    let (code, r) = sb.verify();
+    if code != 0 {
+        // git leaves layout behind (an emptied section); the message says
+        // the keys are the same.
+        let message = r["violations"][0]["message"].as_str().unwrap();
+        assert!(message.contains("the same keys and values"), "{message}");
+    }
+}

@@ -423,19 +423,37 @@ fn restore_refuses_a_rebase_in_progress_in_a_submodule() {
 }
 
 #[test]
-fn rejects_a_bare_repository_planted_in_an_ignored_directory() {
-    // The sandbox's baseline ignores `target/`; a non-bare target/deep/.git
-    // there is rejected, a bare target/x.git is not.
+fn a_bare_repository_in_an_ignored_directory_is_accepted_named_and_restored_away() {
+    // Round 2 found a bare target/x.git accepted without a word. Issue 25:
+    // git at the checkout never reads an ignored directory (build tools
+    // leave repositories there), so the run is accepted, with a warning
+    // that names it; git run inside it would use its config.
     let sb = Sandbox::new();
     let r = run_restore_in(
         &sb,
         &sb.repo,
         &format!("{DOCS_COMMIT}\ngit init -q --bare target/x.git"),
     );
-    assert_ne!(
-        r["status"], "succeeded",
-        "a planted bare repository target/x.git was accepted: {r:#}"
+    assert_eq!(r["status"], "succeeded", "{r:#}");
+    assert!(
+        r["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("target/x.git")),
+        "the warning names it: {r:#}"
     );
+    // Rejected for another reason, the restore takes it away with the rest
+    // of the agent's work (preserved in the state directory).
+    let sb = Sandbox::new();
+    let r = run_restore_in(
+        &sb,
+        &sb.repo,
+        &format!("{OUTSIDE_COMMIT}\ngit init -q --bare target/x.git"),
+    );
+    assert_ne!(r["status"], "succeeded", "{r:#}");
+    assert_eq!(r["evidence"]["compensation"]["done"], true, "{r:#}");
+    assert!(!sb.repo.join("target/x.git").exists(), "{r:#}");
 }
 
 #[test]

@@ -636,3 +636,70 @@ fn rejected_result_matches_the_designed_tool_result_shape() {
     got["evidence"]["grant"]["id"] = expected["evidence"]["grant"]["id"].clone();
     assert_eq!(got, expected, "{got:#}");
 }
+
+/// Whether some warning of `r` mentions `needle`.
+fn warned(r: &Value, needle: &str) -> bool {
+    r["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w.as_str().unwrap().contains(needle))
+}
+
+#[test]
+fn accepts_repositories_inside_an_ignored_build_directory_with_a_warning() {
+    // `cargo test` fixtures in `target/`, `pip install -e git+...`: git at
+    // the checkout never reads an ignored directory.
+    let sb = armed(&["docs/"], 1, 1);
+    sb.commit_file("docs/a.md", "a\n", "docs");
+    sb.git(&["init", "-q", "target/fixtures/repo"]);
+    sb.git(&["init", "-q", "--bare", "target/x.git"]);
+    assert_eq!(sb.git(&["status", "--porcelain"]), "", "git sees neither");
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    assert!(warned(&r, "target/fixtures/repo/.git"), "{r:#}");
+    assert!(warned(&r, "target/x.git"), "{r:#}");
+    assert!(warned(&r, "ignored directory target"), "{r:#}");
+}
+
+#[test]
+fn rejects_repositories_where_git_at_the_checkout_reads() {
+    // Untracked (not ignored), in a tracked directory, in an ignored
+    // directory that holds a tracked file, and in a directory ignored only
+    // by an untracked .gitignore the agent wrote: each stays refused.
+    for (setup, path) in [
+        (
+            "mkdir -p scratch && git init -q scratch/r",
+            "scratch/r/.git",
+        ),
+        ("git init -q src/r", "src/r/.git"),
+        (
+            "mkdir -p hidden && printf '*\\n' > hidden/.gitignore && git init -q hidden/r",
+            "hidden/r/.git",
+        ),
+    ] {
+        let sb = armed(&["docs/"], 1, 1);
+        sb.commit_file("docs/a.md", "a\n", "docs");
+        let out = sb
+            .command("sh")
+            .current_dir(&sb.repo)
+            .args(["-c", setup])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{setup}");
+        let (code, r) = sb.verify();
+        assert_rejected(code, &r, &["worktree_not_clean"]);
+        assert!(r.to_string().contains(path), "{setup}: {r:#}");
+    }
+    // An ignored directory git still reads: a file in it is tracked.
+    let sb = Sandbox::new();
+    sb.write("target/keep.txt", "kept\n");
+    sb.git(&["add", "-f", "target/keep.txt"]);
+    sb.git(&["commit", "-q", "-m", "keep"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/a.md", "a\n", "docs");
+    sb.git(&["init", "-q", "target"]);
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["worktree_not_clean"]);
+    assert!(r.to_string().contains("target/.git"), "{r:#}");
+}

@@ -223,6 +223,11 @@ const WORKFLOWS: &[Workflow] = &[
     w("repack_ad", r#"c docs/a.md; git repack -q -a -d"#),
     w("repack_adf", r#"c docs/a.md; git repack -q -a -d -f"#),
     w("repack_bitmap_then_delete_bitmap", r#"c docs/a.md; git repack -q -a -d --write-bitmap-index; rm -f .git/objects/pack/*.bitmap"#),
+    w("repack_bitmap_kept", r#"c docs/a.md; git repack -q -a -d --write-bitmap-index"#),
+    w("gc_write_bitmaps_bloom_filters", r#"git commit-graph write --reachable --changed-paths; c docs/a.md; git -c repack.writeBitmaps=true gc -q; git maintenance run --task=commit-graph >/dev/null"#),
+    w("geometric_midx_bitmap", r#"c docs/a.md; git repack -q -d; c docs/b.md; git repack -q -d; git repack -q --geometric=2 -d --write-midx --write-bitmap-index"#),
+    w("multi_pack_index_bitmap", r#"c docs/a.md; git repack -q -d; git multi-pack-index write --bitmap"#),
+    w("commit_graph_changed_paths", r#"c docs/a.md; git commit-graph write --reachable --changed-paths >/dev/null 2>&1"#),
     w("repack_cruft", r#"c docs/a.md; git reset -q --hard HEAD; git repack -q -a -d --cruft"#),
     w("commit_graph_write", r#"c docs/a.md; git commit-graph write --reachable >/dev/null 2>&1"#),
     w("commit_graph_split", r#"c docs/a.md; git commit-graph write --reachable --split >/dev/null 2>&1"#),
@@ -270,10 +275,7 @@ const WORKFLOWS: &[Workflow] = &[
 /// cannot judge yet, each with its reason; the test keeps them refused, so
 /// the list in docs/guide/compatibility.md stays exact. Not counted as legitimate workflows.
 #[rustfmt::skip]
-const KNOWN_REFUSALS: &[(Workflow, &str)] = &[
-    (w("repack_bitmap_kept", r#"c docs/a.md; git repack -q -a -d --write-bitmap-index"#),
-     "object_store_invalid on purpose: a reachability bitmap written since arm cannot be verified and git believes it when it sends objects; the message says to delete it"),
-];
+const KNOWN_REFUSALS: &[(Workflow, &str)] = &[];
 
 /// Runs `script` with the prelude in the worktree; `Err` with its output.
 fn bash(sb: &Sandbox, base: &str, scratch: &std::path::Path, script: &str) -> Result<(), String> {

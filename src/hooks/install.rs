@@ -27,6 +27,11 @@ pub const CONFIG_BEFORE: &str = "config.before";
 /// The config bytes `arm` writes, kept so that `disarm` can recognise a
 /// `config.lock` that a crash left half-written.
 pub const CONFIG_AFTER: &str = "config.after";
+/// This worktree's `config.worktree` bytes before arming, when arm had to
+/// write `core.hooksPath` there (see [`InstallRecord::worktree_config`]).
+pub const WORKTREE_CONFIG_BEFORE: &str = "config.worktree.before";
+/// The `config.worktree` bytes `arm` wrote.
+pub const WORKTREE_CONFIG_AFTER: &str = "config.worktree.after";
 /// Directory of the stubs inside the hub (or, for records of older
 /// versions, the state directory).
 pub const STUBS_DIR: &str = super::hub::STUBS_DIR;
@@ -64,6 +69,13 @@ pub struct InstallRecord {
     /// its bytes; absent when none was placed (see [`place_default_stub`]).
     #[serde(default)]
     pub default_stub: Option<(PathBuf, String)>,
+    /// The worktree's `config.worktree` and the `sha256:` digest of what
+    /// `arm` wrote there, when a `core.hooksPath` in it (or in a file it
+    /// includes) outranked the repository config, so that arm's own value
+    /// had to go at its end; with the value the file itself set before
+    /// (absent when arm did not write it).
+    #[serde(default)]
+    pub worktree_config: Option<(PathBuf, String, Option<String>)>,
 }
 
 fn config_digest(bytes: &[u8]) -> String {
@@ -155,8 +167,8 @@ fn local_value(file: &gix::config::File, key: &str) -> Option<String> {
 fn write_config(path: &Path, bytes: &[u8]) -> Result<()> {
     use std::io::Write;
     use std::os::unix::fs::PermissionsExt;
-    let lock = path.with_extension("lock");
-    let staging = path.with_extension("grantguard-new");
+    let lock = with_suffix(path, ".lock");
+    let staging = with_suffix(path, ".grantguard-new");
     let mode = std::fs::metadata(path).map_or(0o644, |m| m.permissions().mode() & 0o777);
     let half = bytes.len() / 2;
     let staged = std::fs::OpenOptions::new()
@@ -343,7 +355,7 @@ pub fn install(location: &Location, hub: &Path, binary: &Path) -> Result<Install
 
     // 2. What we are about to change, before changing it.
     let scopes = super::scopes::Scopes::read(location)?;
-    ensure_stubs_win(&scopes)?;
+    let placement = stubs_placement(&scopes)?;
     let lock_keys = transport_lock_keys(&scopes)?;
     let previous_hooks_path = local_value(&config, "core.hooksPath");
     let previous_protocol_allow = local_value(&config, "protocol.allow");
@@ -351,17 +363,33 @@ pub fn install(location: &Location, hub: &Path, binary: &Path) -> Result<Install
         .iter()
         .map(|key| (key.clone(), local_value(&config, key)))
         .collect();
-    config
-        .set_raw_value(
-            "core.hooksPath",
-            stubs.to_str().context("the hub path is not UTF-8")?,
-        )
-        .context("cannot set core.hooksPath")?;
+    let stubs_value = stubs.to_str().context("the hub path is not UTF-8")?;
+    if placement.after_config_includes {
+        // An included file sets another hooks path: git takes the last
+        // value in file order, includes expanded where they stand, so a
+        // section at the very end of `config` comes after all of them.
+        append_hooks_path(&mut config, stubs_value)?;
+    } else {
+        config
+            .set_raw_value("core.hooksPath", stubs_value)
+            .context("cannot set core.hooksPath")?;
+    }
     for key in std::iter::once("protocol.allow").chain(lock_keys.iter().map(String::as_str)) {
         config
             .set_raw_value(key, "never")
             .with_context(|| format!("cannot set {key}"))?;
     }
+    // `config.worktree` is read after `config`: a value there (or in a file
+    // it includes) is outranked only at its own end.
+    let worktree_config = if placement.in_worktree_config {
+        let path = location.git_dir.join("config.worktree");
+        let (wt_before, mut wt_config) = load_config(&path)?;
+        let previous = local_value(&wt_config, "core.hooksPath");
+        append_hooks_path(&mut wt_config, stubs_value)?;
+        Some((path, wt_before, wt_config.to_bstring(), previous))
+    } else {
+        None
+    };
     let after = config.to_bstring();
     let default_stub = default_stub_plan(location, &stubs, &chained)?;
     let record = InstallRecord {
@@ -375,9 +403,16 @@ pub fn install(location: &Location, hub: &Path, binary: &Path) -> Result<Install
         default_stub: default_stub
             .as_ref()
             .map(|(path, text)| (path.clone(), config_digest(text))),
+        worktree_config: worktree_config.as_ref().map(|(path, _, after, previous)| {
+            (path.clone(), config_digest(after), previous.clone())
+        }),
     };
     write_atomic(&hub.join(CONFIG_BEFORE), &before)?;
     write_atomic(&hub.join(CONFIG_AFTER), &after)?;
+    if let Some((_, wt_before, wt_after, _)) = &worktree_config {
+        write_atomic(&hub.join(WORKTREE_CONFIG_BEFORE), wt_before)?;
+        write_atomic(&hub.join(WORKTREE_CONFIG_AFTER), wt_after)?;
+    }
     write_atomic(
         &hub.join(RECORD),
         serde_json::to_string_pretty(&record)
@@ -393,7 +428,23 @@ pub fn install(location: &Location, hub: &Path, binary: &Path) -> Result<Install
     }
     write_config(&config_path, &after)?;
     crate::fsutil::crash_point("config-written");
+    if let Some((path, _, wt_after, _)) = &worktree_config {
+        write_config(path, wt_after)?;
+        crate::fsutil::crash_point("worktree-config-written");
+    }
     Ok(record)
+}
+
+/// Appends a `[core]` section setting `hooksPath` at the end of `config`,
+/// after every include in it.
+fn append_hooks_path(config: &mut gix::config::File, value: &str) -> Result<()> {
+    let mut section = config
+        .new_section("core", None)
+        .context("cannot add a core section")?;
+    section
+        .push("hooksPath", Some(value.as_bytes().as_bstr()))
+        .context("cannot set core.hooksPath")?;
+    Ok(())
 }
 
 /// The `pre-commit` stub for clients that ignore `core.hooksPath` and run
@@ -515,19 +566,34 @@ pub fn transport_lock_keys(scopes: &super::scopes::Scopes) -> Result<Vec<String>
         .collect())
 }
 
-/// Refuses when a scope that outranks the repository's config sets
-/// `core.hooksPath`: git would run the hooks there, not grantguard's.
-fn ensure_stubs_win(scopes: &super::scopes::Scopes) -> Result<()> {
-    if let Some(setting) = scopes.outranking("core", "hooksPath").first() {
+/// Where arm's `core.hooksPath` must go so that git reads it last.
+struct Placement {
+    /// A file `config` includes sets one: append after the includes.
+    after_config_includes: bool,
+    /// `config.worktree` (or a file it includes) sets one: write it at the
+    /// end of `config.worktree` too.
+    in_worktree_config: bool,
+}
+
+/// Decides where the stubs' `core.hooksPath` goes, from the scopes that
+/// outrank the repository config; refuses only for `GIT_CONFIG_*`
+/// variables, which no file outranks.
+fn stubs_placement(scopes: &super::scopes::Scopes) -> Result<Placement> {
+    use super::scopes::Origin;
+    let settings = scopes.outranking("core", "hooksPath");
+    if let Some(setting) = settings.iter().find(|s| s.origin == Origin::Environment) {
         bail!(
-            "core.hooksPath={} is set in {}, which outranks the repository config: git would \
-             run the hooks there, not grantguard's; remove it (a hook manager's hooks keep \
-             running: arm chains them) and arm again",
+            "core.hooksPath={} is set in {}, which outranks every config file: git would run \
+             the hooks there, not grantguard's; unset it in the environment that runs arm and \
+             git (a hook manager's hooks keep running: arm chains them) and arm again",
             setting.value,
             setting.from
         );
     }
-    Ok(())
+    Ok(Placement {
+        after_config_includes: settings.iter().any(|s| s.origin == Origin::ConfigInclude),
+        in_worktree_config: settings.iter().any(|s| s.origin == Origin::WorktreeConfig),
+    })
 }
 
 fn write_stub(path: &Path, text: &str) -> Result<()> {
@@ -593,6 +659,16 @@ pub fn uninstall(state: &Path, record: &InstallRecord) -> Result<Restored> {
         Restored::KeysOnly
     };
     crate::fsutil::crash_point("config-restored");
+    let restored = match &record.worktree_config {
+        None => restored,
+        Some((path, after_digest, previous)) => {
+            match uninstall_worktree_config(state, path, after_digest, previous.as_deref())? {
+                Restored::KeysOnly => Restored::KeysOnly,
+                Restored::Exactly if restored == Restored::AlreadyRestored => Restored::Exactly,
+                _ => restored,
+            }
+        }
+    };
     remove_default_stub(record)?;
     let stubs = state.join(STUBS_DIR);
     if stubs.exists() {
@@ -602,12 +678,40 @@ pub fn uninstall(state: &Path, record: &InstallRecord) -> Result<Restored> {
     Ok(restored)
 }
 
+/// Restores the `config.worktree` arm wrote `core.hooksPath` into: byte for
+/// byte when it is as arm left it, else only that key.
+fn uninstall_worktree_config(
+    state: &Path,
+    path: &Path,
+    after_digest: &str,
+    previous: Option<&str>,
+) -> Result<Restored> {
+    let before_path = state.join(WORKTREE_CONFIG_BEFORE);
+    let before = crate::fsutil::read_regular_limited(&before_path, MAX_STATE_FILE)
+        .with_context(|| format!("cannot read {}", before_path.display()))?;
+    let after =
+        crate::fsutil::read_regular_limited(&state.join(WORKTREE_CONFIG_AFTER), MAX_STATE_FILE)
+            .ok();
+    clear_own_stale_lock(path, &before, after.as_deref())?;
+    let (current, mut config) = load_config(path)?;
+    Ok(if current == before {
+        Restored::AlreadyRestored
+    } else if config_digest(&current) == after_digest {
+        write_config(path, &before)?;
+        Restored::Exactly
+    } else {
+        restore_key(&mut config, "core.hooksPath", previous)?;
+        write_config(path, &config.to_bstring())?;
+        Restored::KeysOnly
+    })
+}
+
 /// Removes a `config.lock` that one of our own config writes left behind
 /// when it was killed: its bytes are a prefix of what arm or disarm was
 /// writing. Anything else is left alone (it may be a running git's lock),
 /// and the write that follows reports it.
 fn clear_own_stale_lock(config: &Path, before: &[u8], after: Option<&[u8]>) -> Result<()> {
-    let lock = config.with_extension("lock");
+    let lock = with_suffix(config, ".lock");
     let Ok(bytes) = crate::fsutil::read_regular(&lock) else {
         return Ok(());
     };
@@ -618,6 +722,14 @@ fn clear_own_stale_lock(config: &Path, before: &[u8], after: Option<&[u8]>) -> R
             .with_context(|| format!("cannot remove the stale {}", lock.display()))?;
     }
     Ok(())
+}
+
+/// `path` with `suffix` appended to its file name, as git names a config
+/// file's lock (`config.worktree.lock`, not `config.lock`).
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(suffix);
+    path.with_file_name(name)
 }
 
 /// Puts `key` (`section.key` or `section.sub.key`) back to `value`, or
@@ -664,12 +776,27 @@ pub fn discard(dir: &Path) -> Result<()> {
             crate::fsutil::read_regular_limited(&dir.join(CONFIG_AFTER), MAX_STATE_FILE).ok();
         clear_own_stale_lock(&record.config_path, &before, after.as_deref())?;
     }
+    if let Some((path, ..)) = &record.worktree_config
+        && let Ok(before) =
+            crate::fsutil::read_regular_limited(&dir.join(WORKTREE_CONFIG_BEFORE), MAX_STATE_FILE)
+    {
+        let after =
+            crate::fsutil::read_regular_limited(&dir.join(WORKTREE_CONFIG_AFTER), MAX_STATE_FILE)
+                .ok();
+        clear_own_stale_lock(path, &before, after.as_deref())?;
+    }
     remove_default_stub(&record)
 }
 
 /// Removes the install record and the saved config once disarm is done.
 pub fn forget(state: &Path) -> Result<()> {
-    for name in [RECORD, CONFIG_BEFORE, CONFIG_AFTER] {
+    for name in [
+        RECORD,
+        CONFIG_BEFORE,
+        CONFIG_AFTER,
+        WORKTREE_CONFIG_BEFORE,
+        WORKTREE_CONFIG_AFTER,
+    ] {
         match std::fs::remove_file(state.join(name)) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

@@ -8,8 +8,12 @@
 //! (`include.path`, `includeIf.*.path`, whatever the condition: conditions
 //! such as `onbranch:` change with the agent's work, and an include placed
 //! after arm's key overrides it) and `GIT_CONFIG_*` variables come later.
-//! A setting there would keep grantguard's hooks from running or reopen a
-//! transport, so `arm` looks at them and refuses with the key and the file.
+//! A transport setting there would reopen a transport, so `arm` refuses
+//! with the key and the file. A `core.hooksPath` there (a team's hooks
+//! configured per worktree or in a shared included file) is outranked
+//! instead: `arm` writes its own value where git reads it last (the end of
+//! `config` after the includes, or the end of `config.worktree`) and chains
+//! the team's hooks; only `GIT_CONFIG_*` variables cannot be outranked.
 
 use std::path::PathBuf;
 
@@ -20,6 +24,8 @@ use crate::repo::Location;
 
 /// One value of a key, and where it comes from.
 pub struct Setting {
+    /// Which kind of scope sets it.
+    pub origin: Origin,
     /// The subsection (`file` in `protocol.file.allow`), if any.
     pub subsection: Option<String>,
     /// The value as written.
@@ -34,8 +40,22 @@ pub struct Scopes {
     /// repository's, its includes, this worktree's `config.worktree`,
     /// environment overrides).
     pub all: gix::config::File,
-    /// The files and sources that outrank the repository's `config`.
-    outranking: Vec<gix::config::File>,
+    /// The files and sources that outrank the repository's `config`, each
+    /// with where it comes from.
+    outranking: Vec<(Origin, gix::config::File)>,
+}
+
+/// Where a scope that outranks the repository's `config` comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// A file the repository's `config` includes (directly or not): a value
+    /// appended at the end of `config` comes after it.
+    ConfigInclude,
+    /// This worktree's `config.worktree` or a file it includes: only a value
+    /// at the end of `config.worktree` comes after it.
+    WorktreeConfig,
+    /// `GIT_CONFIG_*` variables: nothing in a file outranks them.
+    Environment,
 }
 
 const CONTEXT: &str = "cannot read the git configuration to arm";
@@ -84,11 +104,19 @@ impl Scopes {
             Err(e) => return Err(e).context(CONTEXT),
         };
         let mut outranking = Vec::new();
-        let mut files: Vec<PathBuf> = crate::repo::config_includes::included_files(&local_path)?;
+        let mut files: Vec<(Origin, PathBuf)> =
+            crate::repo::config_includes::included_files(&local_path)?
+                .into_iter()
+                .map(|p| (Origin::ConfigInclude, p))
+                .collect();
         let own = location.git_dir.join("config.worktree");
         if worktree_config && own.is_file() {
-            files.push(own.clone());
-            files.extend(crate::repo::config_includes::included_files(&own)?);
+            files.push((Origin::WorktreeConfig, own.clone()));
+            files.extend(
+                crate::repo::config_includes::included_files(&own)?
+                    .into_iter()
+                    .map(|p| (Origin::WorktreeConfig, p)),
+            );
             let linked = location.git_dir != location.common_dir;
             if linked {
                 let file =
@@ -97,14 +125,15 @@ impl Scopes {
                 all.append(file).context(CONTEXT)?;
             }
         }
-        for path in files.into_iter().filter(|p| p.is_file()) {
-            outranking.push(
+        for (origin, path) in files.into_iter().filter(|(_, p)| p.is_file()) {
+            outranking.push((
+                origin,
                 gix::config::File::from_path_no_includes(path, gix::config::Source::Local)
                     .context(CONTEXT)?,
-            );
+            ));
         }
         if let Some(env) = gix::config::File::from_env(Default::default()).context(CONTEXT)? {
-            outranking.push(env);
+            outranking.push((Origin::Environment, env));
         }
         Ok(Scopes { all, outranking })
     }
@@ -113,12 +142,13 @@ impl Scopes {
     /// that outranks the repository's `config`.
     pub fn outranking(&self, section: &str, key: &str) -> Vec<Setting> {
         let mut out = Vec::new();
-        for file in &self.outranking {
+        for (origin, file) in &self.outranking {
             for s in file.sections_by_name(section).into_iter().flatten() {
                 for value in s.values(key) {
                     let value: &BStr = value.as_ref();
                     let meta = s.meta();
                     out.push(Setting {
+                        origin: *origin,
                         subsection: s.header().subsection_name().map(|n| n.to_string()),
                         value: value.to_string(),
                         from: meta.path.as_ref().map_or_else(

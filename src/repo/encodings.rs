@@ -1,28 +1,198 @@
-//! `working-tree-encoding` names grantguard cannot decode, named precisely.
+//! `working-tree-encoding` as git reads it.
 //!
-//! git converts with iconv and knows its own `UTF-16LE-BOM`/`UTF-16BE-BOM`
-//! spellings (the ones its documentation recommends), `UTF-32` and the
-//! rest of iconv's list. gix (gix-filter) decodes with `encoding_rs`, which
-//! knows the labels of the WHATWG Encoding Standard only (`UTF-16LE`,
-//! `UTF-16BE`, `Shift_JIS`, `ISO-8859-*`, `windows-125*`, ...). A file under
-//! another encoding cannot be compared with its blob the way git compares
-//! it, so the checkout cannot be judged: that is refused, fail closed, but
-//! with the path, the encoding and what to do instead of gix's bare error.
+//! git converts with iconv; gix (gix-filter) decodes with `encoding_rs`,
+//! which knows the labels of the WHATWG Encoding Standard only. For the
+//! UTF-16 and UTF-32 family the two differ in what matters (issue 25):
+//! git's own `UTF-16LE-BOM` (the spelling its documentation recommends),
+//! `UTF-32`, `UTF-32LE`/`BE`, `UTF16LE` without a dash, and `UTF-16`,
+//! which `encoding_rs` takes for little-endian without a byte-order mark
+//! while git requires one. Those paths are read here the way git 2.47
+//! with glibc's iconv reads them (`convert.c`'s `encode_to_git` and
+//! `validate_encoding`, `utf8.c`'s `reencode_string_len`):
+//!
+//! - names compare as git's `same_utf_encoding` does: case-insensitive,
+//!   the dash after `UTF` optional (`utf16le-bom` is `UTF-16LE-BOM`);
+//! - `UTF-16LE-BOM` is read as iconv's `UTF-16`; `UTF-16` and `UTF-32`
+//!   need a byte-order mark (git reports an error otherwise), which picks
+//!   the byte order and is dropped;
+//! - `UTF-16LE`, `UTF-16BE`, `UTF-32LE`, `UTF-32BE` must not start with a
+//!   byte-order mark (an error otherwise);
+//! - `UTF-16BE-BOM` is a name iconv does not know: git fails to read it;
+//! - on any error, and on bytes iconv cannot decode (an odd length, an
+//!   unpaired surrogate, a code point past U+10FFFF), git leaves the
+//!   content as it is and goes on, so the raw bytes are compared.
+//!
+//! Then git's end-of-line conversion applies. Only its unambiguous cases
+//! are reproduced: `text` set or an `eol` attribute (every CRLF becomes
+//! LF), and `-text` or no `text`/`eol` with `core.autocrlf` off (nothing).
+//! `text=auto`, `core.autocrlf` on, a `filter` or `ident` with such an
+//! encoding, and every encoding neither reader shares, stay refused with
+//! the path and the encoding named (fail closed).
 
 use anyhow::{Context, Result};
-use gix::bstr::BString;
+use gix::bstr::{BStr, BString, ByteSlice};
 
-/// The first index path whose `working-tree-encoding` attribute names an
-/// encoding gix cannot decode, with that encoding.
-pub fn first_unsupported(
-    repo: &gix::Repository,
-    index: &gix::index::State,
-) -> Result<Option<(BString, BString)>> {
+/// How git reads one of the encodings handled here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GitRead {
+    /// iconv's `UTF-16`: a byte-order mark required, picks the order.
+    Utf16Bom,
+    /// iconv's `UTF-32`: a byte-order mark required, picks the order.
+    Utf32Bom,
+    /// A fixed order, no byte-order mark allowed: UTF-16 (`true` = LE).
+    Utf16(bool),
+    /// A fixed order, no byte-order mark allowed: UTF-32 (`true` = LE).
+    Utf32(bool),
+    /// A name git cannot read (`UTF-16BE-BOM`): content compared raw.
+    Fails,
+}
+
+/// git's `same_utf_encoding`: both start with `UTF` (any case), an
+/// optional dash after it, the rest compared case-insensitively.
+fn same_utf_encoding(a: &[u8], b: &[u8]) -> bool {
+    let strip = |s: &[u8]| -> Option<Vec<u8>> {
+        let rest = s
+            .get(..3)
+            .filter(|p| p.eq_ignore_ascii_case(b"utf"))
+            .map(|_| &s[3..])?;
+        Some(rest.strip_prefix(b"-").unwrap_or(rest).to_ascii_lowercase())
+    };
+    match (strip(a), strip(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => a.eq_ignore_ascii_case(b),
+    }
+}
+
+/// The encodings of the UTF-16/32 family, read here rather than by gix.
+pub fn git_read(label: &BStr) -> Option<GitRead> {
+    let l = label.as_bytes();
+    let is = |name: &str| same_utf_encoding(l, name.as_bytes());
+    Some(if is("UTF-16LE-BOM") || is("UTF-16") {
+        GitRead::Utf16Bom
+    } else if is("UTF-32") {
+        GitRead::Utf32Bom
+    } else if is("UTF-16LE") {
+        GitRead::Utf16(true)
+    } else if is("UTF-16BE") {
+        GitRead::Utf16(false)
+    } else if is("UTF-32LE") {
+        GitRead::Utf32(true)
+    } else if is("UTF-32BE") {
+        GitRead::Utf32(false)
+    } else if is("UTF-16BE-BOM") || is("UTF-32LE-BOM") || is("UTF-32BE-BOM") {
+        GitRead::Fails
+    } else {
+        return None;
+    })
+}
+
+/// The content git hashes for a file read under `how`, before its
+/// end-of-line conversion: the UTF-8 text, or the raw bytes when git
+/// reports an error.
+pub fn decode(how: GitRead, raw: &[u8]) -> Vec<u8> {
+    let decoded = match how {
+        GitRead::Fails => None,
+        GitRead::Utf16Bom => match raw {
+            [0xfe, 0xff, rest @ ..] => utf16(rest, false),
+            [0xff, 0xfe, rest @ ..] => utf16(rest, true),
+            _ => None,
+        },
+        GitRead::Utf32Bom => match raw {
+            [0x00, 0x00, 0xfe, 0xff, rest @ ..] => utf32(rest, false),
+            [0xff, 0xfe, 0x00, 0x00, rest @ ..] => utf32(rest, true),
+            _ => None,
+        },
+        GitRead::Utf16(le) => {
+            if raw.starts_with(&[0xfe, 0xff]) || raw.starts_with(&[0xff, 0xfe]) {
+                None
+            } else {
+                utf16(raw, le)
+            }
+        }
+        GitRead::Utf32(le) => {
+            if raw.starts_with(&[0x00, 0x00, 0xfe, 0xff]) || raw.starts_with(&[0xff, 0xfe, 0, 0]) {
+                None
+            } else {
+                utf32(raw, le)
+            }
+        }
+    };
+    decoded.unwrap_or_else(|| raw.to_vec())
+}
+
+fn utf16(bytes: &[u8], le: bool) -> Option<Vec<u8>> {
+    if !bytes.len().is_multiple_of(2) {
+        return None;
+    }
+    let units = bytes.chunks_exact(2).map(|c| {
+        let pair = [c[0], c[1]];
+        if le {
+            u16::from_le_bytes(pair)
+        } else {
+            u16::from_be_bytes(pair)
+        }
+    });
+    let text: String = char::decode_utf16(units).collect::<Result<_, _>>().ok()?;
+    Some(text.into_bytes())
+}
+
+fn utf32(bytes: &[u8], le: bool) -> Option<Vec<u8>> {
+    if !bytes.len().is_multiple_of(4) {
+        return None;
+    }
+    let mut text = String::with_capacity(bytes.len() / 4);
+    for c in bytes.chunks_exact(4) {
+        let quad = [c[0], c[1], c[2], c[3]];
+        let value = if le {
+            u32::from_le_bytes(quad)
+        } else {
+            u32::from_be_bytes(quad)
+        };
+        text.push(char::from_u32(value)?);
+    }
+    Some(text.into_bytes())
+}
+
+/// One index path whose encoding is read here, with what else decides its
+/// content.
+pub struct Special {
+    /// The path.
+    pub path: BString,
+    /// How git reads its encoding.
+    pub how: GitRead,
+    /// Whether every CRLF becomes LF (`text` set, or an `eol` attribute).
+    pub crlf_to_lf: bool,
+}
+
+/// What the attributes of the index say about encodings.
+pub struct Survey {
+    /// Paths read here (see [`Special`]).
+    pub special: Vec<Special>,
+    /// The first path under an encoding neither reader shares, or in a
+    /// combination not reproduced here, with its encoding.
+    pub unsupported: Option<(BString, BString)>,
+}
+
+/// Surveys the index's paths: which have an encoding read here, and the
+/// first one that cannot be judged. `autocrlf` is `core.autocrlf` as git
+/// sees it (true or input: on).
+pub fn survey(repo: &gix::Repository, index: &gix::index::State, autocrlf: bool) -> Result<Survey> {
     use gix::worktree::stack::state::attributes::Source;
     let mut attributes = repo
         .attributes_only(index, Source::WorktreeThenIdMapping)
         .context("cannot read the attributes")?;
-    let mut selection = attributes.selected_attribute_matches(["working-tree-encoding"]);
+    let mut selection = attributes.selected_attribute_matches([
+        "working-tree-encoding",
+        "text",
+        "eol",
+        "filter",
+        "ident",
+        "crlf",
+    ]);
+    let mut out = Survey {
+        special: Vec::new(),
+        unsupported: None,
+    };
     for entry in index.entries() {
         let path = entry.path(index);
         let platform = attributes
@@ -30,29 +200,157 @@ pub fn first_unsupported(
             .with_context(|| format!("cannot read the attributes of {path:?}"))?;
         selection.reset();
         platform.matching_attributes(&mut selection);
+        let mut encoding = None;
+        let (mut text, mut eol, mut other) = (None, false, false);
         for m in selection.iter_selected() {
-            if let gix::attrs::StateRef::Value(name) = m.assignment.state
-                && gix::filter::plumbing::worktree::encoding::for_label(name.as_bstr()).is_err()
-            {
-                return Ok(Some((path.to_owned(), name.as_bstr().to_owned())));
+            use gix::attrs::StateRef;
+            match (m.assignment.name.as_str(), m.assignment.state) {
+                ("working-tree-encoding", StateRef::Value(v)) => {
+                    encoding = Some(v.as_bstr().to_owned());
+                }
+                ("text", state) => text = Some(state.to_owned()),
+                ("eol", StateRef::Value(_)) => eol = true,
+                ("filter", StateRef::Value(_)) | ("ident", StateRef::Set) => other = true,
+                ("crlf", state) if !matches!(state, StateRef::Unspecified) => other = true,
+                _ => {}
+            }
+        }
+        let Some(encoding) = encoding else {
+            continue;
+        };
+        let unsupported = |out: &mut Survey| {
+            if out.unsupported.is_none() {
+                out.unsupported = Some((path.to_owned(), encoding.clone()));
+            }
+        };
+        match git_read(encoding.as_bstr()) {
+            Some(how) => {
+                use gix::attrs::State;
+                let crlf_to_lf = match (&text, eol) {
+                    (Some(State::Set), _) => Some(true),
+                    (Some(State::Unset), _) => Some(false),
+                    (None | Some(State::Unspecified), true) => Some(true),
+                    (None | Some(State::Unspecified), false) if !autocrlf => Some(false),
+                    _ => None,
+                };
+                match crlf_to_lf {
+                    Some(crlf_to_lf)
+                        if !other
+                            && (entry.mode == gix::index::entry::Mode::FILE
+                                || entry.mode == gix::index::entry::Mode::FILE_EXECUTABLE) =>
+                    {
+                        out.special.push(Special {
+                            path: path.to_owned(),
+                            how,
+                            crlf_to_lf,
+                        });
+                    }
+                    _ => unsupported(&mut out),
+                }
+            }
+            None => {
+                if gix::filter::plumbing::worktree::encoding::for_label(encoding.as_bstr()).is_err()
+                {
+                    unsupported(&mut out);
+                }
             }
         }
     }
-    Ok(None)
+    Ok(out)
 }
 
-/// The message for a path under an encoding gix cannot decode.
-pub fn refusal(path: &BString, encoding: &BString) -> String {
-    let suggestion = match encoding.to_ascii_uppercase().as_slice() {
-        b"UTF-16LE-BOM" => " (e.g. UTF-16LE, which git writes without a byte-order mark)",
-        b"UTF-16BE-BOM" => " (e.g. UTF-16BE, which git writes without a byte-order mark)",
-        _ => "",
+/// Whether the worktree file of `special` is what git calls unmodified
+/// against `entry`'s blob.
+pub fn unchanged(
+    work_dir: &std::path::Path,
+    special: &Special,
+    entry: &gix::index::Entry,
+    hash: gix::hash::Kind,
+) -> Result<bool> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = work_dir.join(std::ffi::OsStr::from_bytes(special.path.as_bytes()));
+    let meta = match std::fs::symlink_metadata(&path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e).with_context(|| format!("cannot stat {}", path.display())),
     };
+    if !meta.file_type().is_file() {
+        return Ok(false);
+    }
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let exec = meta.permissions().mode() & 0o111 != 0;
+        if exec != (entry.mode == gix::index::entry::Mode::FILE_EXECUTABLE) {
+            return Ok(false);
+        }
+    }
+    let raw = crate::fsutil::read_regular(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let mut content = decode(special.how, &raw);
+    if special.crlf_to_lf {
+        content = content.replace(b"\r\n", b"\n");
+    }
+    let id = gix::objs::compute_hash(hash, gix::objs::Kind::Blob, &content)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(id == entry.id)
+}
+
+/// The message for a path under an encoding grantguard cannot judge.
+pub fn refusal(path: &BString, encoding: &BString) -> String {
     format!(
-        "{path:?} has working-tree-encoding={encoding}, which grantguard cannot decode, so it \
-         cannot compare the file with its blob as git does. grantguard reads the encodings of \
-         the WHATWG Encoding Standard (UTF-16LE, UTF-16BE, Shift_JIS, EUC-JP, GBK, ISO-8859-*, \
-         windows-125*, ...), not git's -BOM variants, UTF-32 or other iconv-only names: declare \
-         an encoding both read{suggestion} in .gitattributes, or use a repository without it"
+        "{path:?} has working-tree-encoding={encoding}, which grantguard cannot read as git \
+         does here, so it cannot compare the file with its blob. grantguard reads the encodings \
+         of the WHATWG Encoding Standard (Shift_JIS, EUC-JP, GBK, ISO-8859-*, windows-125*, \
+         ...) and git's UTF-16/UTF-32 family (UTF-16LE-BOM, UTF-16, UTF-16LE/BE, UTF-32, \
+         UTF-32LE/BE), the latter with `text`, `-text` or `eol` but not with `text=auto`, \
+         core.autocrlf, a filter or ident: declare one of those in .gitattributes, or use a \
+         repository without it"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_compare_as_gits_same_utf_encoding() {
+        for name in [
+            "UTF-16LE-BOM",
+            "utf16le-bom",
+            "Utf-16le-Bom",
+            "UTF-16",
+            "utf16",
+        ] {
+            assert_eq!(git_read(name.into()), Some(GitRead::Utf16Bom), "{name}");
+        }
+        assert_eq!(git_read("UTF32".into()), Some(GitRead::Utf32Bom));
+        assert_eq!(git_read("utf-32le".into()), Some(GitRead::Utf32(true)));
+        assert_eq!(git_read("UTF16BE".into()), Some(GitRead::Utf16(false)));
+        assert_eq!(git_read("UTF-16BE-BOM".into()), Some(GitRead::Fails));
+        assert_eq!(git_read("UTF16-LE".into()), None);
+        assert_eq!(git_read("Shift_JIS".into()), None);
+    }
+
+    #[test]
+    fn decodes_as_git_and_falls_back_to_raw_bytes_on_its_errors() {
+        let le_bom = [0xff, 0xfe, b'h', 0, b'i', 0];
+        assert_eq!(decode(GitRead::Utf16Bom, &le_bom), b"hi");
+        assert_eq!(decode(GitRead::Utf16Bom, &[0xfe, 0xff, 0, b'h']), b"h");
+        // A mark required and missing, or prohibited and present: raw.
+        assert_eq!(decode(GitRead::Utf16Bom, &[b'h', 0]), [b'h', 0]);
+        assert_eq!(decode(GitRead::Utf16(true), &le_bom), le_bom);
+        assert_eq!(decode(GitRead::Utf16(true), &[b'h', 0]), b"h");
+        // An unpaired surrogate, an odd length: raw.
+        assert_eq!(decode(GitRead::Utf16(true), &[0x00, 0xd8]), [0x00, 0xd8]);
+        assert_eq!(decode(GitRead::Utf16(true), b"h"), b"h");
+        assert_eq!(
+            decode(GitRead::Utf32Bom, &[0xff, 0xfe, 0, 0, b'h', 0, 0, 0]),
+            b"h"
+        );
+        assert_eq!(
+            decode(GitRead::Utf32(false), &[0, 0x11, 0, 0]),
+            [0, 0x11, 0, 0]
+        );
+        assert_eq!(decode(GitRead::Fails, b"x"), b"x");
+    }
 }

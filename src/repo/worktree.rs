@@ -96,40 +96,54 @@ pub(super) fn dirt_at_depth(
         Some(adjusted) => adjusted,
         None => &index,
     };
-    let mut found = Collect::default();
-    let options = gix::status::index_worktree::Options {
-        sorting: None,
-        dirwalk_options: Some(
-            repo.dirwalk_options()
-                .context("cannot prepare the worktree status")?
-                .emit_untracked(gix::dir::walk::EmissionMode::Matching),
-        ),
-        rewrites: None,
-        thread_limit: None,
-    };
     // The plumbing call rather than `repo.status()`: its iterator swallows
     // the entries whose content gix compared and found equal, which an LFS
     // path must see (see `LfsCheck`). Submodules are read by
     // `submodule_dirt` below: gix would find them through `.gitmodules` only
     // and open them with their full config.
-    let status = repo.index_worktree_status(
-        status_index,
-        std::iter::empty::<&BStr>(),
-        &mut found,
-        FastEq,
-        NoSubmodules,
-        &mut gix::progress::Discard,
-        &AtomicBool::new(false),
-        options,
-    );
-    if let Err(e) = status {
-        // The likeliest cause an agent can act on: an encoding git knows
-        // and gix does not. Named precisely when that is it.
-        if let Ok(Some((path, encoding))) = super::encodings::first_unsupported(repo, status_index)
-        {
-            anyhow::bail!(super::encodings::refusal(&path, &encoding));
+    let mut found = Collect::default();
+    let mut encoded: Vec<(super::encodings::Special, usize)> = Vec::new();
+    let without_encoded: gix::index::State;
+    let status_index = match index_worktree_status(repo, status_index, &mut found) {
+        Ok(()) => status_index,
+        Err(e) => {
+            // The likeliest cause: an encoding gix does not read as git
+            // does (git's UTF-16/32 family). Those paths are judged here,
+            // the rest by gix again; anything else is refused by name.
+            let survey = super::encodings::survey(repo, status_index, autocrlf_on(repo))?;
+            if let Some((path, encoding)) = survey.unsupported {
+                anyhow::bail!(super::encodings::refusal(&path, &encoding));
+            }
+            if survey.special.is_empty() {
+                return Err(e.context("cannot compute the worktree status"));
+            }
+            let mut adjusted = status_index.clone();
+            for special in survey.special {
+                let Ok(at) = adjusted.entry_index_by_path(special.path.as_ref()) else {
+                    continue;
+                };
+                // gix does not look at the worktree file of such an entry.
+                adjusted.entries_mut()[at].flags |= gix::index::entry::Flags::SKIP_WORKTREE;
+                encoded.push((special, at));
+            }
+            without_encoded = adjusted;
+            found = Collect::default();
+            index_worktree_status(repo, &without_encoded, &mut found)
+                .context("cannot compute the worktree status")?;
+            &without_encoded
         }
-        return Err(e).context("cannot compute the worktree status");
+    };
+    if !encoded.is_empty() {
+        let work_dir = repo.workdir().context("the repository has no worktree")?;
+        for (special, at) in &encoded {
+            let entry = &status_index.entries()[*at];
+            if !super::encodings::unchanged(work_dir, special, entry, repo.object_hash())? {
+                out.push(Dirt {
+                    path: special.path.clone(),
+                    what: "unstaged",
+                });
+            }
+        }
     }
     let mut lfs: Option<LfsCheck<'_>> = None;
     for item in found.items {
@@ -179,6 +193,45 @@ pub(super) fn dirt_at_depth(
         later.path == earlier.path && earlier.what == "conflict" && later.what == "staged"
     });
     Ok(out)
+}
+
+/// gix's index-vs-worktree status of `index` into `found`.
+fn index_worktree_status<'index>(
+    repo: &gix::Repository,
+    index: &'index gix::index::State,
+    found: &mut Collect<'index>,
+) -> Result<()> {
+    let options = gix::status::index_worktree::Options {
+        sorting: None,
+        dirwalk_options: Some(
+            repo.dirwalk_options()
+                .context("cannot prepare the worktree status")?
+                .emit_untracked(gix::dir::walk::EmissionMode::Matching),
+        ),
+        rewrites: None,
+        thread_limit: None,
+    };
+    repo.index_worktree_status(
+        index,
+        std::iter::empty::<&BStr>(),
+        found,
+        FastEq,
+        NoSubmodules,
+        &mut gix::progress::Discard,
+        &AtomicBool::new(false),
+        options,
+    )?;
+    Ok(())
+}
+
+/// Whether `core.autocrlf` is on (`true` or `input`) as git reads it here.
+fn autocrlf_on(repo: &gix::Repository) -> bool {
+    let config = repo.config_snapshot();
+    match config.string("core.autocrlf") {
+        Some(v) if v.eq_ignore_ascii_case(b"input") => true,
+        Some(_) => config.boolean("core.autocrlf").unwrap_or(true),
+        None => false,
+    }
 }
 
 /// What the worktree status reports, borrowed from the index.

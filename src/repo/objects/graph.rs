@@ -17,10 +17,20 @@
 //!
 //! The parser is grantguard's own, a mirror of git's `commit-graph.c`
 //! (gix's reader does not read the generation-data chunks), and it is
-//! strict: an unknown chunk, or changed-path Bloom filters (`BIDX`/`BDAT`,
-//! which change what `git log -- <path>` lists and cannot be checked
-//! without a tree diff per commit), make the graph unverifiable. git works
-//! without a commit-graph, so the remedy is always to delete it.
+//! strict: an unknown chunk makes the graph unverifiable. git works without
+//! a commit-graph, so the remedy is always to delete it.
+//!
+//! Changed-path Bloom filters (`BIDX`/`BDAT`, written by `git gc`,
+//! `git maintenance` and `commit-graph write --changed-paths` once a graph
+//! has them) are checked for shape only: index offsets in order and inside
+//! the data, a known hash version. What git does with them cannot change
+//! what was accepted: a filter only lets a path-limited walk (`git log --
+//! <path>`, `blame`) skip a commit's tree diff; it gives no commit another
+//! tree, parent or id, moves no ref, and no transfer (push, bundle, clone,
+//! archive, `pack-objects`, `prune`) consults it. A forged filter can hide a
+//! commit from `git log -- <path>`; acceptance never reads git's log (see
+//! `docs/threat-model.md`, and
+//! `object_store::accepts_a_forged_bloom_filter_that_changes_nothing_git_transfers`).
 
 use std::path::Path;
 
@@ -79,10 +89,7 @@ impl Layer {
         let chunk = |id: u32| chunks.get(id);
         for id in chunks.ids() {
             match id {
-                BIDX | BDAT => {
-                    bail!("it carries changed-path Bloom filters, which grantguard cannot verify")
-                }
-                OIDF | OIDL | CDAT | EDGE | GDA2 | GDO2 | BASE => {}
+                OIDF | OIDL | CDAT | EDGE | GDA2 | GDO2 | BASE | BIDX | BDAT => {}
                 other => bail!(
                     "it has the chunk {:?}, which grantguard does not know",
                     String::from_utf8_lossy(&other.to_be_bytes())
@@ -99,6 +106,7 @@ impl Layer {
         if oidl_len != count * hash_len || cdat_len != count * (hash_len + 16) {
             bail!("its chunks disagree on the number of commits");
         }
+        check_bloom_shape(&data, chunk(BIDX), chunk(BDAT), count)?;
         let gda2 = match chunk(GDA2) {
             Some((s, l)) if l == count * 4 => Some(s),
             Some(_) => bail!("its GDA2 chunk has the wrong size"),
@@ -134,6 +142,43 @@ impl Layer {
         let size = self.hash_len + 16;
         &self.data[self.cdat + i * size..][..size]
     }
+}
+
+/// The shape of changed-path Bloom filters: both chunks or neither, the
+/// `BDAT` header with a hash version git knows, and the `BIDX` end offsets
+/// in order and inside the data (git's own bounds, so it never reads past
+/// them). Their bits are not checked: see the module comment.
+fn check_bloom_shape(
+    data: &[u8],
+    bidx: Option<(usize, usize)>,
+    bdat: Option<(usize, usize)>,
+    count: usize,
+) -> Result<()> {
+    let (bidx, bdat) = match (bidx, bdat) {
+        (None, None) => return Ok(()),
+        (Some(i), Some(d)) => (i, d),
+        _ => bail!("it has only one of the BIDX and BDAT chunks"),
+    };
+    if bidx.1 != count * 4 {
+        bail!("its BIDX chunk has the wrong size");
+    }
+    if bdat.1 < 12 {
+        bail!("its BDAT chunk is truncated");
+    }
+    let version = be32(&data[bdat.0..]);
+    if version != 1 && version != 2 {
+        bail!("its Bloom filters have the unknown hash version {version}");
+    }
+    let room = (bdat.1 - 12) as u64;
+    let mut last = 0u64;
+    for i in 0..count {
+        let end = u64::from(be32(&data[bidx.0 + i * 4..]));
+        if end < last || end > room {
+            bail!("its BIDX chunk has an offset out of order or range");
+        }
+        last = end;
+    }
+    Ok(())
 }
 
 /// A whole graph: its layers, base first, as git assembles them.
@@ -356,9 +401,9 @@ fn verify_graph(repo: &gix::Repository, graph: &Graph) -> Result<()> {
 /// date after the last `>` of the committer line (git's
 /// `parse_commit_date`). Anything off that shape is refused rather than
 /// guessed at.
-struct ParsedCommit {
-    tree: ObjectId,
-    parents: Vec<ObjectId>,
+pub(super) struct ParsedCommit {
+    pub(super) tree: ObjectId,
+    pub(super) parents: Vec<ObjectId>,
     date: u64,
 }
 
@@ -372,7 +417,7 @@ fn read_commit(repo: &gix::Repository, id: &ObjectId) -> Result<ParsedCommit> {
     parse_commit(&object.data).with_context(|| format!("commit {id} cannot be compared"))
 }
 
-fn parse_commit(data: &[u8]) -> Result<ParsedCommit> {
+pub(super) fn parse_commit(data: &[u8]) -> Result<ParsedCommit> {
     let mut lines = data.split(|&b| b == b'\n');
     let hex = |line: &[u8], key: &[u8]| -> Option<ObjectId> {
         line.strip_prefix(key)

@@ -8,12 +8,18 @@
 //! id at the same offset; the pack/index pair itself is proven (or unchanged
 //! since arm) separately, so the object at that offset hashes to the id.
 //!
-//! Only the plain file `git multi-pack-index write` produces is accepted:
-//! the chunks `PNAM`, `OIDF`, `OIDL`, `OOFF` and `LOFF`. A reverse index
-//! (`RIDX`) or bitmap (`BTMP`) chunk, incremental chains
-//! (`multi-pack-index.d/`) and `multi-pack-index-*.{rev,bitmap}` files order
-//! objects for bitmaps, which grantguard cannot verify; they are refused by
-//! the caller.
+//! The chunks git 2.47 writes are read: `PNAM`, `OIDF`, `OIDL`, `OOFF`,
+//! `LOFF`, and with `--bitmap` the reverse index `RIDX` and `BTMP`. The
+//! reverse index gives the pseudo-pack order in which the multi-pack
+//! bitmap's bits stand for objects: git orders objects by pack, the
+//! preferred pack first (git takes the pack of the first object in this
+//! order as the preferred one), then by offset, and it reuses the preferred
+//! pack's bytes verbatim for the first bits, so that pack's objects must all
+//! be taken from it. `BTMP` says where each pack's objects start in that
+//! order and how many there are (git reuses packs through it). All of this
+//! is recomputed from the entries and must be what the file says. Unknown
+//! chunks, incremental chains (`multi-pack-index.d/`) and
+//! `multi-pack-index-*.rev` files are refused by the caller.
 
 use std::path::Path;
 
@@ -28,6 +34,16 @@ const OIDF: u32 = u32::from_be_bytes(*b"OIDF");
 const OIDL: u32 = u32::from_be_bytes(*b"OIDL");
 const OOFF: u32 = u32::from_be_bytes(*b"OOFF");
 const LOFF: u32 = u32::from_be_bytes(*b"LOFF");
+const RIDX: u32 = u32::from_be_bytes(*b"RIDX");
+const BTMP: u32 = u32::from_be_bytes(*b"BTMP");
+
+/// What a proven multi-pack-index says, for its bitmap.
+pub struct Midx {
+    /// Its trailing checksum (the name of its bitmap).
+    pub checksum: Vec<u8>,
+    /// Bit order of the multi-pack bitmap, when it has a reverse index.
+    pub order: Option<super::bitmap::Order>,
+}
 const LARGE_OFFSET: u32 = 0x8000_0000;
 
 /// Verifies `pack_dir/multi-pack-index`. `proven(stem)` says whether the
@@ -37,7 +53,7 @@ pub fn verify(
     pack_dir: &Path,
     hash: gix::hash::Kind,
     proven: impl Fn(&[u8]) -> bool,
-) -> Result<()> {
+) -> Result<Midx> {
     let path = pack_dir.join("multi-pack-index");
     let data = crate::fsutil::read_regular(&path)
         .with_context(|| format!("cannot read {}", path.display()))?;
@@ -61,11 +77,10 @@ pub fn verify(
     let chunks = Chunks::read(&data, 12, chunks, end)?;
     if let Some(id) = chunks
         .ids()
-        .find(|id| ![PNAM, OIDF, OIDL, OOFF, LOFF].contains(id))
+        .find(|id| ![PNAM, OIDF, OIDL, OOFF, LOFF, RIDX, BTMP].contains(id))
     {
         bail!(
-            "it has the chunk {:?} (reverse index or bitmap order), which grantguard cannot \
-             verify",
+            "it has the chunk {:?}, which grantguard does not know",
             String::from_utf8_lossy(&id.to_be_bytes())
         );
     }
@@ -111,6 +126,8 @@ pub fn verify(
         indexes.push(index);
     }
 
+    let mut ids = Vec::with_capacity(count);
+    let mut places = Vec::with_capacity(count);
     for i in 0..count {
         let id = ObjectId::from_bytes_or_panic(&data[oidl + i * hash_len..][..hash_len]);
         let entry = &data[ooff + i * 8..][..8];
@@ -136,6 +153,78 @@ pub fn verify(
                 String::from_utf8_lossy(names[pack_id])
             );
         }
+        ids.push(id);
+        places.push((pack_id as u32, offset));
     }
-    Ok(())
+    let order = match chunk(RIDX) {
+        None => {
+            if chunk(BTMP).is_some() {
+                bail!("it has a BTMP chunk without a reverse index");
+            }
+            None
+        }
+        Some((start, len)) => {
+            if len != count * 4 {
+                bail!("its RIDX chunk has the wrong size");
+            }
+            let ridx: Vec<u32> = data[start..start + len].chunks_exact(4).map(be32).collect();
+            let preferred = match ridx.first() {
+                Some(&first) => {
+                    places
+                        .get(first as usize)
+                        .context("its RIDX chunk names an object out of range")?
+                        .0
+                }
+                None => 0,
+            };
+            let mut expected: Vec<u32> = (0..count as u32).collect();
+            expected.sort_unstable_by_key(|&i| {
+                let (pack, offset) = places[i as usize];
+                (pack != preferred, pack, offset)
+            });
+            if ridx != expected {
+                bail!("its reverse index (RIDX) is not the pseudo-pack order of its objects");
+            }
+            if count > 0 {
+                let taken = places.iter().filter(|p| p.0 == preferred).count();
+                if taken != indexes[preferred as usize].num_objects() as usize {
+                    bail!(
+                        "it takes only {taken} objects from its preferred pack {}, whose bytes \
+                         git reuses for all of them",
+                        String::from_utf8_lossy(names[preferred as usize])
+                    );
+                }
+            }
+            if let Some((start, len)) = chunk(BTMP) {
+                if len != num_packs * 8 {
+                    bail!("its BTMP chunk has the wrong size");
+                }
+                for pack in 0..num_packs {
+                    let first = expected
+                        .iter()
+                        .position(|&i| places[i as usize].0 == pack as u32);
+                    let nr = places.iter().filter(|p| p.0 == pack as u32).count();
+                    let at = &data[start + pack * 8..][..8];
+                    let want = (first.map_or(u32::MAX, |f| f as u32), nr as u32);
+                    if (be32(at), be32(&at[4..])) != want {
+                        bail!("its BTMP chunk misplaces the objects of pack {pack}");
+                    }
+                }
+            }
+            let mut by_index = vec![0u32; count];
+            let mut order_ids = Vec::with_capacity(count);
+            for (bit, &i) in expected.iter().enumerate() {
+                by_index[i as usize] = bit as u32;
+                order_ids.push(ids[i as usize]);
+            }
+            Some(super::bitmap::Order {
+                ids: order_ids,
+                by_index,
+            })
+        }
+    };
+    Ok(Midx {
+        checksum: data[end..].to_vec(),
+        order,
+    })
 }

@@ -17,8 +17,9 @@
 //! | `.idx` / `.pack` | every entry decoded and hashed against the index, both checksums ([`pack`]) |
 //! | `.rev` | a permutation of the index in pack order, naming the pack, own checksum |
 //! | commit-graph (file or chain) | every commit's tree, parents, date and generation equal the object's ([`graph`]) |
-//! | `multi-pack-index` (or any pack, while one exists) | every object's pack and offset equal that pack's index entry ([`midx`]) |
-//! | `multi-pack-index` `.rev`/`.bitmap`/chains, `.bitmap` | not verifiable here: rejected (delete them; git works without) |
+//! | `multi-pack-index` (or any pack, while one exists) | every object's pack and offset equal that pack's index entry; its reverse index (`RIDX`) and `BTMP` equal the order recomputed from them ([`midx`]) |
+//! | `.bitmap` of a pack, or `multi-pack-index-<checksum>.bitmap` | every bitmap equals the closure of a walk, in the order of the pack or of the proven `RIDX` ([`bitmap`]) |
+//! | `multi-pack-index` chains, `multi-pack-index-*.rev`, a bitmap of another multi-pack-index | not verified: rejected (delete them; git works without) |
 //! | `.keep`, `.promisor`, `.mtimes` | change nothing git reads: allowed |
 //!
 //! Removed files are fine: a missing object makes reading fail, it cannot
@@ -31,6 +32,7 @@
 //! file itself is protected metadata; a store shared with others is outside
 //! the checkout), and a writer who can set the clock or ctime back (root).
 
+mod bitmap;
 mod chunk_format;
 mod graph;
 pub mod inventory;
@@ -140,6 +142,7 @@ fn check_round(
     let mut stems: BTreeSet<&[u8]> = BTreeSet::new();
     let mut graph_file = false;
     let mut midx_changed = false;
+    let mut midx_extras_changed: Vec<&[u8]> = Vec::new();
     let mut graph_chain = false;
     for (path, entry) in &now {
         let shown = String::from_utf8_lossy(path);
@@ -182,11 +185,7 @@ fn check_round(
                 // .keep, .promisor and .mtimes change nothing git reads.
             }
             Kind::MultiPackIndex if path.as_slice() == MIDX => midx_changed = true,
-            Kind::MultiPackIndex => problems.push(format!(
-                ".git/objects/{shown} was written since arm; grantguard cannot verify \
-                 multi-pack-index bitmaps, reverse indexes or incremental chains, which git \
-                 believes: delete it (git works without it)"
-            )),
+            Kind::MultiPackIndex => midx_extras_changed.push(path.as_slice()),
             Kind::CommitGraph => graph_file = true,
             Kind::CommitGraphChain => graph_chain = true,
         }
@@ -194,7 +193,7 @@ fn check_round(
     let mut failed: BTreeSet<&[u8]> = BTreeSet::new();
     for &stem in &stems {
         let mut found = Vec::new();
-        if !check_pack(&objects, stem, &now, hash, &mut found) {
+        if !check_pack(repo, &objects, stem, &now, &mut found) {
             failed.insert(stem);
         }
         // A pack another writer is still writing (`.tmp-*`, `tmp_pack_*`,
@@ -218,30 +217,81 @@ fn check_round(
     // offsets it records: when it or any pack changed, it must agree with
     // the (proven) pack indexes.
     let packs_changed = !stems.is_empty();
-    if now.contains_key(MIDX) && (midx_changed || packs_changed) {
+    let midx_delete = "delete .git/objects/pack/multi-pack-index* (git works without them) or \
+                       rewrite them with `git multi-pack-index write --bitmap`";
+    let any_midx_change = midx_changed || packs_changed || !midx_extras_changed.is_empty();
+    let mut current_bitmap: Option<Vec<u8>> = None;
+    if now.contains_key(MIDX) && any_midx_change {
         let proven = |stem: &[u8]| !stems.contains(stem) || !failed.contains(stem);
-        if let Err(e) = guarded(|| midx::verify(&objects.join("pack"), hash, proven)) {
+        let mut midx = None;
+        if let Err(e) = guarded(|| {
+            midx = Some(midx::verify(&objects.join("pack"), hash, proven)?);
+            Ok(())
+        }) {
             problems.push(format!(
                 ".git/objects/pack/multi-pack-index does not agree with the packs it lists: \
-                 {e:#}; delete it (git works without it) or rewrite it with \
-                 `git multi-pack-index write`"
+                 {e:#}; {midx_delete}"
+            ));
+        }
+        if let Some(midx) = midx {
+            let name = format!(
+                "pack/multi-pack-index-{}.bitmap",
+                gix::ObjectId::from_bytes_or_panic(&midx.checksum).to_hex()
+            )
+            .into_bytes();
+            if now.contains_key(&name) {
+                let result = match &midx.order {
+                    None => Err(anyhow::anyhow!(
+                        "the multi-pack-index has no reverse index (RIDX), so git would order \
+                         its bits by a multi-pack-index-*.rev file, which grantguard does not \
+                         read"
+                    )),
+                    Some(order) => guarded(|| {
+                        bitmap::verify(
+                            repo,
+                            &objects.join(bytes_path(&name)),
+                            order,
+                            &midx.checksum,
+                        )
+                    }),
+                };
+                if let Err(e) = result {
+                    problems.push(format!(
+                        ".git/objects/{} does not say what the packs reach: {e:#}; \
+                         {midx_delete}",
+                        String::from_utf8_lossy(&name)
+                    ));
+                }
+                current_bitmap = Some(name);
+            }
+        }
+    }
+    // Everything else of the multi-pack-index family (a `.rev` file, an
+    // incremental chain, a bitmap of another multi-pack-index) is not
+    // verified: refused when written since arm, or present while what it
+    // would describe changed.
+    for (path, entry) in &now {
+        if entry.kind != Kind::MultiPackIndex
+            || path.as_slice() == MIDX
+            || current_bitmap.as_deref() == Some(path.as_slice())
+        {
+            continue;
+        }
+        let written = midx_extras_changed.contains(&path.as_slice());
+        let stale_bitmap =
+            path.ends_with(b".bitmap") && !path.starts_with(b"pack/multi-pack-index.d");
+        if written || (any_midx_change && !stale_bitmap) {
+            problems.push(format!(
+                ".git/objects/{} is a multi-pack-index reverse index, incremental chain or \
+                 bitmap of another multi-pack-index that grantguard does not verify, and it or \
+                 the packs changed since arm; {midx_delete}",
+                String::from_utf8_lossy(path)
             ));
         }
     }
-    let midx_extras = now
-        .iter()
-        .any(|(p, e)| e.kind == Kind::MultiPackIndex && p.as_slice() != MIDX);
-    if midx_extras && (midx_changed || packs_changed) {
-        problems.push(
-            "packs changed since arm while multi-pack-index bitmaps, reverse indexes or an \
-             incremental chain are present, which git believes and grantguard cannot verify: \
-             delete .git/objects/pack/multi-pack-index* (git works without them)"
-                .into(),
-        );
-    }
     let remedy = "delete the commit-graph (rm -f .git/objects/info/commit-graph; \
-                  rm -rf .git/objects/info/commit-graphs) or rewrite it with \
-                  `git commit-graph write --reachable`";
+                  rm -rf .git/objects/info/commit-graphs; git works without it) or rewrite it \
+                  with `git commit-graph write --reachable --changed-paths`";
     if graph_file {
         let path = objects.join("info/commit-graph");
         if let Err(e) = guarded(|| graph::verify_file(repo, &path)) {
@@ -281,12 +331,13 @@ const MIDX: &[u8] = b"pack/multi-pack-index";
 /// returns whether the pack/index pair itself holds (for the
 /// multi-pack-index).
 fn check_pack(
+    repo: &gix::Repository,
     objects: &Path,
     stem: &[u8],
     now: &Inventory,
-    hash: gix::hash::Kind,
     problems: &mut Vec<String>,
 ) -> bool {
+    let hash = repo.object_hash();
     let name = |suffix: &str| [stem, suffix.as_bytes()].concat();
     let shown = String::from_utf8_lossy(stem);
     let present = |suffix: &str| now.contains_key(&name(suffix));
@@ -296,13 +347,6 @@ fn check_pack(
         return true;
     }
     let idx = objects.join(bytes_path(&name(".idx")));
-    if present(".bitmap") {
-        problems.push(format!(
-            ".git/objects/{shown}.bitmap belongs to a pack written since arm; grantguard \
-             cannot verify reachability bitmaps, which git believes when it sends objects: \
-             delete it (git works without it) or repack without -b"
-        ));
-    }
     if present(".pack") {
         let data = objects.join(bytes_path(&name(".pack")));
         if let Err(e) = guarded(|| pack::verify_pair(&idx, &data, hash)) {
@@ -319,6 +363,22 @@ fn check_pack(
             problems.push(format!(
                 "the reverse index .git/objects/{shown}.rev was written since arm and does \
                  not match its pack index: {e:#}; delete it (git works without it)"
+            ));
+        }
+    }
+    if present(".bitmap") && present(".pack") {
+        let path = objects.join(bytes_path(&name(".bitmap")));
+        let result = guarded(|| {
+            let index = gix::odb::pack::index::File::at(&idx, hash)
+                .map_err(|e| anyhow::anyhow!("the index cannot be read: {e}"))?;
+            let order = bitmap::Order::of_pack(&index);
+            bitmap::verify(repo, &path, &order, index.pack_checksum().as_slice())
+        });
+        if let Err(e) = result {
+            problems.push(format!(
+                "the reachability bitmap .git/objects/{shown}.bitmap was written since arm and \
+                 does not say what the pack's commits reach: {e:#}; delete it (git works \
+                 without it) or rewrite it with `git repack -adb`"
             ));
         }
     }
