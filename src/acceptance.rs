@@ -1101,6 +1101,14 @@ fn compare_metadata(
         if old == new || expected.also.is_some_and(|also| also.get(name) == new) {
             continue;
         }
+        // Absent is inert for a file git consults only when it is there
+        // (`MERGE_MSG`), and for an entry a baseline recorded before it was
+        // protected: nothing there is nothing for git to read.
+        if new.map(String::as_str) == Some("absent")
+            && (old.is_none() || repo::inert_when_absent(name))
+        {
+            continue;
+        }
         if name == "worktrees"
             && let (Some(old), Some(new)) = (old, new)
             && same_worktrees(old, new, &expected.peer_worktrees)
@@ -1122,16 +1130,19 @@ fn compare_metadata(
         } else {
             format!(".git/{name}")
         };
-        findings.push(
-            Violation::new(
-                rule::PROTECTED_METADATA_CHANGED,
-                format!(
-                    "{shown} changed since arm; git metadata is not part of any grant \
-                     (restore it exactly)"
-                ),
+        let message = if repo::inert_when_absent(name) {
+            format!(
+                "{shown} is left over from a merge or squash and differs from arm's; git's next \
+                 commit reads it (a message template, or a stash it applies); finish the \
+                 operation or remove it (rm {shown})"
             )
-            .with_path(shown),
-        );
+        } else {
+            format!(
+                "{shown} changed since arm; git metadata is not part of any grant \
+                 (restore it exactly)"
+            )
+        };
+        findings.push(Violation::new(rule::PROTECTED_METADATA_CHANGED, message).with_path(shown));
     }
 }
 
@@ -1301,11 +1312,19 @@ fn check_worktree(
     tip: Option<ObjectId>,
     findings: &mut Findings,
 ) -> Result<()> {
-    for op in repo::in_progress_operations(&location.git_dir) {
-        findings.push(Violation::new(
-            rule::WORKTREE_NOT_CLEAN,
-            format!("a {op} is in progress; finish or abort it"),
-        ));
+    for found in repo::operations_in_progress(&location.git_dir) {
+        let message = match found.odd_kind {
+            None => format!("a {} is in progress; finish or abort it", found.op),
+            // Not what git writes, but what git reads: `git commit` fails
+            // on a dangling `MERGE_HEAD` link ("could not open MERGE_HEAD")
+            // while `git status` shows nothing.
+            Some(kind) => format!(
+                "git sees a {} in progress: its marker .git/{} is {kind}, which git's next \
+                 commit or merge consults (and fails on); remove it (rm .git/{})",
+                found.op, found.marker, found.marker
+            ),
+        };
+        findings.push(Violation::new(rule::WORKTREE_NOT_CLEAN, message));
     }
     let tree = repo::tree_id_of(repo, tip)?;
     let mut dirt = repo::worktree_dirt_against(repo, Some(tree))?;
