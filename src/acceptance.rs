@@ -1004,14 +1004,31 @@ fn evaluate(
     // as verify did. Only then, since it costs a few git processes and a
     // rejection needs no proof.
     if findings.is_empty() {
-        cross_check_with_git(baseline, &location, tip, refs, &in_flight, &facts, findings)?;
+        // The index as verify read it, against git's reading of the real
+        // file with the repository's reading config (issue 24).
+        let index = if std::fs::symlink_metadata(location.git_dir.join("index")).is_ok() {
+            let tree = repo::tree_id_of(&repo, tip)?;
+            Some(repo::git_view::IndexView::read(&repo, tree)?)
+        } else {
+            None
+        };
+        cross_check_with_git(
+            baseline, &location, tip, refs, &in_flight, &facts, index, findings,
+        )?;
     }
 
     Ok(Observed { facts, tip })
 }
 
+/// What the agent can do about an index git could read two ways: write a
+/// new one from the tip, as git does from scratch.
+const INDEX_ADVICE: &str = "Rebuild the index from the tip: remove the index file (`rm \
+     \"$(git rev-parse --git-path index)\"`) and run `git reset -q`; changes in the worktree \
+     stay, unstaged";
+
 /// Asks git for its view of the state (see [`repo::git_view`]) and turns
 /// every difference into a violation.
+#[allow(clippy::too_many_arguments)]
 fn cross_check_with_git(
     baseline: &Baseline,
     location: &repo::Location,
@@ -1019,9 +1036,11 @@ fn cross_check_with_git(
     refs: &RefMap,
     in_flight: &BTreeSet<BString>,
     facts: &HistoryFacts,
+    index: Option<repo::git_view::IndexView>,
     findings: &mut Findings,
 ) -> Result<()> {
     let decided = repo::git_view::Decided {
+        index,
         location,
         branch: baseline.branch.as_bstr(),
         tip,
@@ -1035,15 +1054,22 @@ fn cross_check_with_git(
         let id = match difference.area {
             repo::git_view::Area::Refs => rule::REF_STORE_INVALID,
             repo::git_view::Area::History => rule::OBJECT_STORE_INVALID,
+            repo::git_view::Area::Index => rule::WORKTREE_NOT_CLEAN,
         };
-        findings.push(Violation::new(
-            id,
+        let message = if difference.area == repo::git_view::Area::Index {
+            format!(
+                "{}; git reads the index differently from verify, so the state cannot be \
+                 accepted. {INDEX_ADVICE}",
+                difference.message
+            )
+        } else {
             format!(
                 "{}; the repository's storage reads differently to git than to verify, so \
                  the state cannot be accepted (restore the repository from the baseline)",
                 difference.message
-            ),
-        ));
+            )
+        };
+        findings.push(Violation::new(id, message));
     }
     Ok(())
 }
@@ -1059,6 +1085,10 @@ struct Expected<'a> {
     /// Linked worktrees other armed worktrees own, whose appearing or
     /// going is theirs (see [`crate::peers`]).
     peer_worktrees: crate::peers::PeerWorktrees,
+    /// An operation is under way in this worktree's git dir (reported as
+    /// such by the worktree check): its `MERGE_MSG` and the like are part
+    /// of it, not leftovers.
+    operation_in_progress: bool,
     /// The keys of the chained hooks (and the hooks directory at arm) that
     /// live in the worktree, outside the git dir: a build tool's generated
     /// directory such as husky's `.husky/_`, which `git clean -xdf` or a
@@ -1074,6 +1104,7 @@ impl<'a> Expected<'a> {
             metadata: baseline.expected_metadata(armed),
             also: (!armed && peers.any()).then_some(&baseline.metadata),
             peer_worktrees: peers.worktrees(&baseline.repo.common_dir),
+            operation_in_progress: !repo::operations_in_progress(&baseline.repo.git_dir).is_empty(),
             deletable_hooks: baseline
                 .hooks
                 .dir_at_arm
@@ -1107,6 +1138,9 @@ fn compare_metadata(
         if new.map(String::as_str) == Some("absent")
             && (old.is_none() || repo::inert_when_absent(name))
         {
+            continue;
+        }
+        if expected.operation_in_progress && repo::inert_when_absent(name) {
             continue;
         }
         if name == "worktrees"
@@ -1325,6 +1359,26 @@ fn check_worktree(
             ),
         };
         findings.push(Violation::new(rule::WORKTREE_NOT_CLEAN, message));
+    }
+    // The index file must read the same whichever way git reads it
+    // (`index.threads`, split index), and gix must read what git reads.
+    let index_path = location.git_dir.join("index");
+    let hash_len = repo.object_hash().len_in_bytes();
+    let layout = repo::index_layout::check_file(&index_path, &location.git_dir, hash_len).and_then(
+        |layout| match layout {
+            Some(layout) => {
+                let index = repo.index_or_empty().context("cannot read the index")?;
+                repo::index_layout::same_entries(&layout, &index)
+            }
+            None => Ok(()),
+        },
+    );
+    if let Err(e) = layout {
+        findings.push(Violation::new(
+            rule::WORKTREE_NOT_CLEAN,
+            format!("the index is not one git reads in one way only: {e:#}. {INDEX_ADVICE}"),
+        ));
+        return Ok(());
     }
     let tree = repo::tree_id_of(repo, tip)?;
     let mut dirt = repo::worktree_dirt_against(repo, Some(tree))?;

@@ -24,6 +24,7 @@ mod encodings;
 pub mod entry_trees;
 mod git_commit_tree;
 pub mod git_view;
+pub mod index_layout;
 pub mod layout;
 mod lfs;
 mod metadata;
