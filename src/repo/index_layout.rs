@@ -43,6 +43,10 @@ use std::path::Path;
 
 use anyhow::{Result, bail};
 
+/// The object hash kinds, for callers without gix of their own (the fuzz
+/// target).
+pub use gix::hash::Kind as HashKind;
+
 /// One entry as git decodes it: the fields a commit or a status reads.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RawEntry {
@@ -485,6 +489,19 @@ pub fn same_entries(layout: &Layout, index: &gix::index::State) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// [`same_entries`] for the index file at `path`, decoded by gix as verify
+/// decodes it (one thread, checksum not checked): `Ok` when gix reads the
+/// entries [`check`] found. For the fuzz target, which holds both against
+/// git's own readings.
+pub fn gix_agrees(path: &Path, layout: &Layout, hash: gix::hash::Kind) -> Result<()> {
+    let options = gix::index::decode::Options {
+        thread_limit: Some(1),
+        ..Default::default()
+    };
+    let file = gix::index::File::at(path, hash, true, options)?;
+    same_entries(layout, &file)
 }
 
 #[cfg(test)]
