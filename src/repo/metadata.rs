@@ -315,7 +315,9 @@ fn prunable(admin: &Path) -> bool {
     if admin.join("locked").exists() {
         return false;
     }
-    let Ok(gitdir) = crate::fsutil::read_regular(&admin.join("gitdir")) else {
+    let Ok(gitdir) =
+        crate::fsutil::read_regular_limited(&admin.join("gitdir"), crate::fsutil::MAX_SMALL_FILE)
+    else {
         return true;
     };
     let gitdir = gitdir.trim_ascii_end();
