@@ -474,7 +474,8 @@ fn warn_about(
 /// Where a symlink's target lands, when that is worth reporting.
 #[derive(Debug, PartialEq, Eq)]
 enum Escape {
-    /// Outside the worktree: absolute, past its root, or into `.git`.
+    /// Outside the worktree: absolute, past its root, into `.git`, or the
+    /// root itself (which holds `.git`).
     Outside(&'static str),
     /// Inside the worktree, on a path the grant does not cover.
     Ungranted(&'static str),
@@ -514,6 +515,15 @@ fn symlink_escape(link: &[u8], target: &[u8], matcher: &PathMatcher) -> Option<E
         }
     }
     let resolved = parts.join(&b'/');
+    // The worktree root itself (`docs/x -> ..`) holds `.git`: the granted
+    // path `docs/x/.git/config` is then the repository's config, the same
+    // escape as `docs/x -> ../.git` (issue 24, decided: refused alike).
+    if resolved.is_empty() {
+        return Some(Escape::Outside(
+            "the target is the worktree root, through which the link reaches .git (x/.git/...) \
+             as a link to ../.git would",
+        ));
+    }
     if has_dotgit_component(&resolved) {
         return Some(Escape::Outside("the target is inside a .git directory"));
     }
@@ -1420,6 +1430,11 @@ mod tests {
             b"../.git/config",
             b".git/hooks/pre-commit",
             b"../docs/.GIT/x",
+            // The worktree root, which holds .git.
+            b"..",
+            b"../",
+            b"./..",
+            b"../.",
         ] {
             assert!(
                 matches!(
@@ -1442,6 +1457,12 @@ mod tests {
             Some(Escape::Outside(_))
         ));
         assert_eq!(symlink_escape(b"docs/deep/a", b"../x", &m), None);
+        assert!(matches!(
+            symlink_escape(b"docs/deep/s", b"../..", &m),
+            Some(Escape::Outside(_))
+        ));
+        // Its own directory is fine.
+        assert_eq!(symlink_escape(b"docs/x", b".", &m), None);
         assert_eq!(symlink_escape(b"docs/deep/a", b"./s/./x", &m), None);
     }
 
