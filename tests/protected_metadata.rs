@@ -259,7 +259,6 @@ fn rejects_every_operation_marker_whatever_its_file_type() {
     let git_dir = sb.git_dir();
     let markers = [
         "MERGE_HEAD",
-        "AUTO_MERGE",
         "CHERRY_PICK_HEAD",
         "REVERT_HEAD",
         "rebase-merge",

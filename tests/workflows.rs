@@ -192,7 +192,7 @@ const WORKFLOWS: &[Workflow] = &[
     w("merge_autostash_ff", r#"git switch -q --detach; c docs/a.md; x=$(git rev-parse HEAD); git switch -q main; echo d >> README.md; git merge -q --autostash --ff-only "$x"; git commit -qam readme"#),
     w("merge_squash_autostash", r#"git switch -q --detach; c docs/a.md; x=$(git rev-parse HEAD); git switch -q main; echo d >> README.md; git -c merge.autoStash=true merge -q --squash "$x"; git commit -qm squash; git commit -qam readme"#),
     // Conflicts resolved and committed, or aborted: the operation's files
-    // (MERGE_HEAD, MERGE_MSG, AUTO_MERGE, SQUASH_MSG, CHERRY_PICK_HEAD,
+    // (MERGE_HEAD, MERGE_MSG, SQUASH_MSG, CHERRY_PICK_HEAD,
     // REVERT_HEAD) are gone when it ends. (A merge commit is refused on
     // purpose: the history must be linear.)
     w("merge_conflict_aborted", r#"git switch -q --detach; c docs/a.md one; x=$(git rev-parse HEAD); git switch -q main; c docs/a.md two; git merge -q "$x" >/dev/null 2>&1 || true; git merge --abort"#),

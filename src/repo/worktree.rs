@@ -298,11 +298,11 @@ pub fn hidden_index_entries(repo: &gix::Repository, git_dir: &Path) -> Result<Ve
 /// the name and fails or changes course when anything is there (a dangling
 /// `MERGE_HEAD` symlink leaves `git status` clean, yet `git commit` dies
 /// with "could not open MERGE_HEAD"). Every `BISECT_*` name is a bisect.
-/// (`REBASE_HEAD` and `ORIG_HEAD` are not markers: git leaves them behind
-/// when an operation ends, and consults them only when asked to.)
-pub const OPERATION_MARKERS: [(&str, &str); 10] = [
+/// (`REBASE_HEAD`, `AUTO_MERGE` and `ORIG_HEAD` are not markers: git leaves
+/// them behind when an operation ends, even a cherry-pick without conflict,
+/// and reads them only when asked to, as `git diff AUTO_MERGE`.)
+pub const OPERATION_MARKERS: [(&str, &str); 9] = [
     ("MERGE_HEAD", "merge"),
-    ("AUTO_MERGE", "merge"),
     ("rebase-merge", "rebase"),
     ("rebase-apply/applying", "am"),
     ("rebase-apply", "rebase"),
