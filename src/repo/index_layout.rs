@@ -87,10 +87,6 @@ const CE_EXTENDED: u16 = 0x4000;
 /// git's `CE_EXTENDED_FLAGS` (intent-to-add, skip-worktree), as stored in
 /// the second flags word.
 const KNOWN_EXTENDED: u16 = (1 << 13) | (1 << 14);
-/// git's `EOIE_SIZE`: the offset and a SHA-1-sized hash, whatever the
-/// repository's hash.
-const EOIE_SIZE: usize = 4 + 20;
-const EOIE_WITH_HEADER: usize = 8 + EOIE_SIZE;
 
 fn be32(b: &[u8], at: usize) -> Option<u32> {
     b.get(at..at + 4)
@@ -211,11 +207,14 @@ fn entry_at(
 /// must name the one offset that reads the same either way, whatever its
 /// hash says.
 fn eoie_offset(b: &[u8], hash_len: usize) -> Option<usize> {
-    if b.len() < HEADER + EOIE_WITH_HEADER + hash_len {
+    // The offset and a hash of the repository's kind (git 2.47 writes 36
+    // bytes in a SHA-256 repository).
+    let eoie_size = 4 + hash_len;
+    if b.len() < HEADER + 8 + eoie_size + hash_len {
         return None;
     }
-    let eoie = b.len() - EOIE_WITH_HEADER - hash_len;
-    if &b[eoie..eoie + 4] != b"EOIE" || be32(b, eoie + 4)? as usize != EOIE_SIZE {
+    let eoie = b.len() - 8 - eoie_size - hash_len;
+    if &b[eoie..eoie + 4] != b"EOIE" || be32(b, eoie + 4)? as usize != eoie_size {
         return None;
     }
     let offset = be32(b, eoie + 8)? as usize;
@@ -520,6 +519,48 @@ mod tests {
             let mut at = 0;
             assert_eq!(varint(bytes, &mut at), Some(want), "{bytes:?}");
             assert_eq!(at, bytes.len());
+        }
+    }
+
+    /// A one-entry index of `hash_len`-byte ids whose extensions are
+    /// `ZZZZ` (wrapping a `TREE`) then `EOIE` pointing at `eoie_at` (relative
+    /// to the end of the entries).
+    fn with_eoie(hash_len: usize, eoie_at: usize) -> Vec<u8> {
+        let mut b = b"DIRC".to_vec();
+        b.extend(2u32.to_be_bytes());
+        b.extend(1u32.to_be_bytes());
+        let start = b.len();
+        b.extend([0u8; 24]);
+        b.extend(0o100644u32.to_be_bytes());
+        b.extend([0u8; 12]);
+        b.extend(vec![7u8; hash_len]);
+        b.extend(1u16.to_be_bytes());
+        b.push(b'a');
+        let size = (b.len() - start + 8) & !7;
+        b.resize(start + size, 0);
+        let end = b.len();
+        let node = b"\0-1 0\n";
+        let tree = [&b"TREE"[..], &(node.len() as u32).to_be_bytes(), node].concat();
+        b.extend(b"ZZZZ");
+        b.extend((tree.len() as u32).to_be_bytes());
+        b.extend(&tree);
+        b.extend(b"EOIE");
+        b.extend(((4 + hash_len) as u32).to_be_bytes());
+        b.extend(((end + eoie_at) as u32).to_be_bytes());
+        b.extend(vec![0u8; hash_len]);
+        b.extend(vec![0u8; hash_len]);
+        b
+    }
+
+    #[test]
+    fn an_eoie_offset_other_than_the_entries_end_is_refused_in_both_hashes() {
+        for hash_len in [20, 32] {
+            assert!(
+                check(&with_eoie(hash_len, 0), hash_len).is_ok(),
+                "{hash_len}"
+            );
+            let e = check(&with_eoie(hash_len, 8), hash_len).unwrap_err();
+            assert!(e.to_string().contains("EOIE"), "{hash_len}: {e}");
         }
     }
 
