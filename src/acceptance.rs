@@ -474,7 +474,8 @@ fn warn_about(
 /// Where a symlink's target lands, when that is worth reporting.
 #[derive(Debug, PartialEq, Eq)]
 enum Escape {
-    /// Outside the worktree: absolute, past its root, or into `.git`.
+    /// Outside the worktree: absolute, past its root, into `.git`, or the
+    /// root itself (which holds `.git`).
     Outside(&'static str),
     /// Inside the worktree, on a path the grant does not cover.
     Ungranted(&'static str),
@@ -514,6 +515,15 @@ fn symlink_escape(link: &[u8], target: &[u8], matcher: &PathMatcher) -> Option<E
         }
     }
     let resolved = parts.join(&b'/');
+    // The worktree root itself (`docs/x -> ..`) holds `.git`: the granted
+    // path `docs/x/.git/config` is then the repository's config, the same
+    // escape as `docs/x -> ../.git` (issue 24, decided: refused alike).
+    if resolved.is_empty() {
+        return Some(Escape::Outside(
+            "the target is the worktree root, through which the link reaches .git (x/.git/...) \
+             as a link to ../.git would",
+        ));
+    }
     if has_dotgit_component(&resolved) {
         return Some(Escape::Outside("the target is inside a .git directory"));
     }
@@ -1013,14 +1023,31 @@ fn evaluate(
     // as verify did. Only then, since it costs a few git processes and a
     // rejection needs no proof.
     if findings.is_empty() {
-        cross_check_with_git(baseline, &location, tip, refs, &in_flight, &facts, findings)?;
+        // The index as verify read it, against git's reading of the real
+        // file with the repository's reading config (issue 24).
+        let index = if std::fs::symlink_metadata(location.git_dir.join("index")).is_ok() {
+            let tree = repo::tree_id_of(&repo, tip)?;
+            Some(repo::git_view::IndexView::read(&repo, tree)?)
+        } else {
+            None
+        };
+        cross_check_with_git(
+            baseline, &location, tip, refs, &in_flight, &facts, index, findings,
+        )?;
     }
 
     Ok(Observed { facts, tip })
 }
 
+/// What the agent can do about an index git could read two ways: write a
+/// new one from the tip, as git does from scratch.
+const INDEX_ADVICE: &str = "Rebuild the index from the tip: remove the index file (`rm \
+     \"$(git rev-parse --git-path index)\"`) and run `git reset -q`; changes in the worktree \
+     stay, unstaged";
+
 /// Asks git for its view of the state (see [`repo::git_view`]) and turns
 /// every difference into a violation.
+#[allow(clippy::too_many_arguments)]
 fn cross_check_with_git(
     baseline: &Baseline,
     location: &repo::Location,
@@ -1028,9 +1055,11 @@ fn cross_check_with_git(
     refs: &RefMap,
     in_flight: &BTreeSet<BString>,
     facts: &HistoryFacts,
+    index: Option<repo::git_view::IndexView>,
     findings: &mut Findings,
 ) -> Result<()> {
     let decided = repo::git_view::Decided {
+        index,
         location,
         branch: baseline.branch.as_bstr(),
         tip,
@@ -1044,15 +1073,22 @@ fn cross_check_with_git(
         let id = match difference.area {
             repo::git_view::Area::Refs => rule::REF_STORE_INVALID,
             repo::git_view::Area::History => rule::OBJECT_STORE_INVALID,
+            repo::git_view::Area::Index => rule::WORKTREE_NOT_CLEAN,
         };
-        findings.push(Violation::new(
-            id,
+        let message = if difference.area == repo::git_view::Area::Index {
+            format!(
+                "{}; git reads the index differently from verify, so the state cannot be \
+                 accepted. {INDEX_ADVICE}",
+                difference.message
+            )
+        } else {
             format!(
                 "{}; the repository's storage reads differently to git than to verify, so \
                  the state cannot be accepted (restore the repository from the baseline)",
                 difference.message
-            ),
-        ));
+            )
+        };
+        findings.push(Violation::new(id, message));
     }
     Ok(())
 }
@@ -1068,6 +1104,10 @@ struct Expected<'a> {
     /// Linked worktrees other armed worktrees own, whose appearing or
     /// going is theirs (see [`crate::peers`]).
     peer_worktrees: crate::peers::PeerWorktrees,
+    /// An operation is under way in this worktree's git dir (reported as
+    /// such by the worktree check): its `MERGE_MSG` and the like are part
+    /// of it, not leftovers.
+    operation_in_progress: bool,
     /// The keys of the chained hooks (and the hooks directory at arm) that
     /// live in the worktree, outside the git dir: a build tool's generated
     /// directory such as husky's `.husky/_`, which `git clean -xdf` or a
@@ -1116,6 +1156,7 @@ impl<'a> Expected<'a> {
             metadata: baseline.expected_metadata(armed),
             also: (!armed && peers.any()).then_some(&baseline.metadata),
             peer_worktrees: peers.worktrees(&baseline.repo.common_dir),
+            operation_in_progress: !repo::operations_in_progress(&baseline.repo.git_dir).is_empty(),
             deletable_hooks: baseline
                 .hooks
                 .dir_at_arm
@@ -1144,6 +1185,17 @@ fn compare_metadata(
         if old == new || expected.also.is_some_and(|also| also.get(name) == new) {
             continue;
         }
+        // Absent is inert for a file git consults only when it is there
+        // (`MERGE_MSG`), and for an entry a baseline recorded before it was
+        // protected: nothing there is nothing for git to read.
+        if new.map(String::as_str) == Some("absent")
+            && (old.is_none() || repo::inert_when_absent(name))
+        {
+            continue;
+        }
+        if expected.operation_in_progress && repo::inert_when_absent(name) {
+            continue;
+        }
         if name == "worktrees"
             && let (Some(old), Some(new)) = (old, new)
             && same_worktrees(old, new, &expected.peer_worktrees)
@@ -1168,16 +1220,19 @@ fn compare_metadata(
         let detail = old
             .and_then(|old| config_change(expected, name, old))
             .unwrap_or_default();
-        findings.push(
-            Violation::new(
-                rule::PROTECTED_METADATA_CHANGED,
-                format!(
-                    "{shown} changed since arm{detail}; git metadata is not part of any grant \
-                     (restore it exactly)"
-                ),
+        let message = if repo::inert_when_absent(name) {
+            format!(
+                "{shown} is left over from a merge or squash and differs from arm's; git's next \
+                 commit reads it (a message template, or a stash it applies); finish the \
+                 operation or remove it (rm {shown})"
             )
-            .with_path(shown),
-        );
+        } else {
+            format!(
+                "{shown} changed since arm{detail}; git metadata is not part of any grant \
+                 (restore it exactly)"
+            )
+        };
+        findings.push(Violation::new(rule::PROTECTED_METADATA_CHANGED, message).with_path(shown));
     }
 }
 
@@ -1510,11 +1565,39 @@ fn check_worktree(
     tip: Option<ObjectId>,
     findings: &mut Findings,
 ) -> Result<()> {
-    for op in repo::in_progress_operations(&location.git_dir) {
+    for found in repo::operations_in_progress(&location.git_dir) {
+        let message = match found.odd_kind {
+            None => format!("a {} is in progress; finish or abort it", found.op),
+            // Not what git writes, but what git reads: `git commit` fails
+            // on a dangling `MERGE_HEAD` link ("could not open MERGE_HEAD")
+            // while `git status` shows nothing.
+            Some(kind) => format!(
+                "git sees a {} in progress: its marker .git/{} is {kind}, which git's next \
+                 commit or merge consults (and fails on); remove it (rm .git/{})",
+                found.op, found.marker, found.marker
+            ),
+        };
+        findings.push(Violation::new(rule::WORKTREE_NOT_CLEAN, message));
+    }
+    // The index file must read the same whichever way git reads it
+    // (`index.threads`, split index), and gix must read what git reads.
+    let index_path = location.git_dir.join("index");
+    let hash_len = repo.object_hash().len_in_bytes();
+    let layout = repo::index_layout::check_file(&index_path, &location.git_dir, hash_len).and_then(
+        |layout| match layout {
+            Some(layout) => {
+                let index = repo.index_or_empty().context("cannot read the index")?;
+                repo::index_layout::same_entries(&layout, &index)
+            }
+            None => Ok(()),
+        },
+    );
+    if let Err(e) = layout {
         findings.push(Violation::new(
             rule::WORKTREE_NOT_CLEAN,
-            format!("a {op} is in progress; finish or abort it"),
+            format!("the index is not one git reads in one way only: {e:#}. {INDEX_ADVICE}"),
         ));
+        return Ok(());
     }
     let tree = repo::tree_id_of(repo, tip)?;
     let mut dirt = repo::worktree_dirt_against(repo, Some(tree))?;
@@ -1556,6 +1639,11 @@ mod tests {
             b"../.git/config",
             b".git/hooks/pre-commit",
             b"../docs/.GIT/x",
+            // The worktree root, which holds .git.
+            b"..",
+            b"../",
+            b"./..",
+            b"../.",
         ] {
             assert!(
                 matches!(
@@ -1578,6 +1666,15 @@ mod tests {
             Some(Escape::Outside(_))
         ));
         assert_eq!(symlink_escape(b"docs/deep/a", b"../x", &m), None);
+        assert!(matches!(
+            symlink_escape(b"docs/deep/s", b"../..", &m),
+            Some(Escape::Outside(_))
+        ));
+        // Its own directory holds no .git: at most a warning.
+        assert!(!matches!(
+            symlink_escape(b"docs/x", b".", &m),
+            Some(Escape::Outside(_))
+        ));
         assert_eq!(symlink_escape(b"docs/deep/a", b"./s/./x", &m), None);
     }
 

@@ -104,14 +104,21 @@ pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
 }
 
 /// `std::fs::read` through [`open_regular`]: never blocks on a FIFO, never
-/// reads a device.
+/// reads a device, and never reads more than [`MAX_READ`] (an agent's
+/// sparse 8 GiB file is an `InvalidData` error, not a read until memory
+/// runs out). Small files the agent can write are read with
+/// [`read_regular_limited`] and a bound of their own.
 pub fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let mut file = open_regular(path)?;
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes)?;
-    Ok(bytes)
+    read_regular_limited(path, MAX_READ)
 }
+
+/// The most [`read_regular`] reads: above the largest commit-graph,
+/// multi-pack index or reverse index of a very large repository.
+pub const MAX_READ: u64 = 4 * 1024 * 1024 * 1024;
+
+/// Bound for configs, gitfiles and other small metadata files an agent
+/// can write (they are bytes to kilobytes).
+pub const MAX_SMALL_FILE: u64 = 64 * 1024 * 1024;
 
 /// [`read_regular`] of at most `max` bytes: a larger file is an
 /// `InvalidData` error, read no further (an agent can plant a huge or

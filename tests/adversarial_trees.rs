@@ -149,6 +149,35 @@ fn granted_paths_turned_into_symlinks_out_of_the_repository_are_rejected() {
 }
 
 #[test]
+fn a_granted_symlink_to_the_worktree_root_is_rejected_like_one_to_dot_git() {
+    // docs/x -> .. makes docs/x/.git/config the repository's config: the
+    // same escape as docs/x -> ../.git (issue 24, decided and documented in
+    // docs/threat-model.md). git's own view: the path reaches .git.
+    for (link, target) in [
+        ("docs/x", ".."),
+        ("docs/deep/x", "../.."),
+        ("docs/y", "../.git"),
+    ] {
+        let sb = armed(&["docs/"]);
+        let (code, r) = attack(&sb, &[m("120000", link, target)]);
+        assert_eq!(code, 1, "{link} -> {target}: {r:#}");
+        assert!(
+            rules(&r).contains(&"symlink_escapes_repository".to_owned()),
+            "{link} -> {target}: {r:#}"
+        );
+        if target != "../.git" {
+            sb.git_nohooks(&["reset", "-q", "--hard"]);
+            let through = sb.repo.join(link).join(".git/config");
+            assert!(
+                through.exists(),
+                "git checked out {link} -> {target}, reaching {}",
+                through.display()
+            );
+        }
+    }
+}
+
+#[test]
 fn a_symlink_chain_that_escapes_through_a_symlinked_directory_is_rejected() {
     // docs/deep/s -> ../.. (the worktree root) and docs/deep/a -> s/../x:
     // read lexically a stays in docs/deep, resolved by the file system it is

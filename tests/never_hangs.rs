@@ -516,3 +516,66 @@ fn a_planted_hook_stub_never_hangs_status_verify_or_disarm() {
         assert!(stub.symlink_metadata().is_ok(), "{plant}: removed");
     }
 }
+
+/// Issue 24, item 3, the rest: a FIFO, a link to `/dev/zero` and an 8 GiB
+/// sparse file at every other path grantguard (or gix, for it) opens in
+/// the checkout: the config, `HEAD`, `packed-refs`, a loose ref, the
+/// index, `info/exclude`, a file the next commit reads (`MERGE_MSG`) and a
+/// worktree `.gitattributes`. `status`, `verify` and `disarm` each end
+/// within seconds, and verify never accepts.
+#[test]
+fn a_planted_file_at_every_path_read_never_hangs_status_verify_or_disarm() {
+    let paths = [
+        ".git/config",
+        ".git/HEAD",
+        ".git/packed-refs",
+        ".git/refs/heads/main",
+        ".git/index",
+        ".git/info/exclude",
+        ".git/MERGE_MSG",
+        "docs/.gitattributes",
+    ];
+    for rel in paths {
+        for plant in ["fifo", "dev-zero", "huge"] {
+            let sb = armed_with_commit();
+            if rel == ".git/packed-refs" {
+                sb.git(&["pack-refs", "--all"]);
+            }
+            let path = sb.repo.join(rel);
+            let _ = std::fs::remove_file(&path);
+            match plant {
+                "fifo" => mkfifo(&path),
+                "dev-zero" => std::os::unix::fs::symlink("/dev/zero", &path).unwrap(),
+                _ => {
+                    let f = std::fs::File::create(&path).unwrap();
+                    f.set_len(8 * 1024 * 1024 * 1024).unwrap();
+                }
+            }
+            for args in [
+                vec!["status", "--state", sb.state.to_str().unwrap()],
+                vec!["verify", "--state", sb.state.to_str().unwrap(), "--json"],
+                vec!["disarm", "--state", sb.state.to_str().unwrap(), "--json"],
+            ] {
+                let mut cmd = sb.command(env!("CARGO_BIN_EXE_grantguard"));
+                cmd.current_dir(&sb.repo).args(&args);
+                let (out, elapsed) = bounded(cmd);
+                let out =
+                    out.unwrap_or_else(|| panic!("{rel} {plant}: {args:?} hung for {elapsed:?}"));
+                assert!(
+                    elapsed < Duration::from_secs(20),
+                    "{rel} {plant}: {args:?} took {elapsed:?}"
+                );
+                if args[0] == "verify" {
+                    assert_ne!(
+                        out.status.code(),
+                        Some(0),
+                        "{rel} {plant}: accepted: {}",
+                        String::from_utf8_lossy(&out.stdout)
+                    );
+                }
+            }
+            // Nothing was replaced or emptied behind the agent's back.
+            assert!(path.symlink_metadata().is_ok(), "{rel} {plant}: removed");
+        }
+    }
+}

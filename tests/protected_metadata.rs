@@ -249,3 +249,140 @@ fn a_changed_config_is_reported_key_by_key_with_old_and_new_values() {
         assert!(message.contains("the same keys and values"), "{message}");
     }
 }
+
+// Issue 24, item 2: files git consults when it next commits, merges,
+// rebases or checks out, whatever their file type.
+
+#[test]
+fn rejects_a_dangling_merge_head_symlink_that_breaks_the_next_commit() {
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    std::os::unix::fs::symlink("nowhere", sb.git_dir().join("MERGE_HEAD")).unwrap();
+    // git's own view: status is clean, yet the next commit dies.
+    assert_eq!(sb.git(&["status", "--porcelain"]), "");
+    sb.write("docs/guide.md", "next\n");
+    sb.git_nohooks(&["add", "docs/guide.md"]);
+    let commit = sb.try_git(&["-c", "core.hooksPath=/dev/null", "commit", "-qm", "next"]);
+    assert!(!commit.status.success(), "git commit succeeded");
+    assert!(
+        String::from_utf8_lossy(&commit.stderr).contains("MERGE_HEAD"),
+        "{}",
+        String::from_utf8_lossy(&commit.stderr)
+    );
+    sb.git_nohooks(&["restore", "--staged", "--worktree", "docs/guide.md"]);
+    let (code, r) = sb.verify();
+    assert_eq!(code, 1, "{r:#}");
+    assert_eq!(common::rules(&r), ["worktree_not_clean"], "{r:#}");
+    let text = r.to_string();
+    assert!(
+        text.contains("MERGE_HEAD") && text.contains("dangling symlink"),
+        "{r:#}"
+    );
+}
+
+type Plant<'a> = &'a dyn Fn(&Path);
+
+#[test]
+fn rejects_every_operation_marker_whatever_its_file_type() {
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    let git_dir = sb.git_dir();
+    let markers = [
+        "MERGE_HEAD",
+        "CHERRY_PICK_HEAD",
+        "REVERT_HEAD",
+        "rebase-merge",
+        "rebase-apply",
+        "sequencer",
+        "BISECT_LOG",
+        "BISECT_START",
+        "BISECT_TERMS",
+    ];
+    for marker in markers {
+        let path = git_dir.join(marker);
+        let kinds: [(&str, Plant); 4] = [
+            ("file", &|p| std::fs::write(p, "").unwrap()),
+            ("directory", &|p| std::fs::create_dir(p).unwrap()),
+            ("dangling symlink", &|p| {
+                std::os::unix::fs::symlink("nowhere", p).unwrap()
+            }),
+            ("symlink to a directory", &|p| {
+                std::os::unix::fs::symlink("refs", p).unwrap()
+            }),
+        ];
+        for (kind, plant) in kinds {
+            plant(&path);
+            let (code, r) = sb.verify();
+            assert_eq!(code, 1, "{marker} as a {kind}: {r:#}");
+            assert_eq!(
+                common::rules(&r),
+                ["worktree_not_clean"],
+                "{marker} as a {kind}: {r:#}"
+            );
+            match std::fs::symlink_metadata(&path) {
+                Ok(m) if m.is_dir() => std::fs::remove_dir(&path).unwrap(),
+                _ => std::fs::remove_file(&path).unwrap(),
+            }
+        }
+    }
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
+#[test]
+fn rejects_leftover_files_the_next_commit_reads_and_accepts_them_removed() {
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    for name in ["MERGE_MSG", "SQUASH_MSG", "MERGE_MODE", "MERGE_AUTOSTASH"] {
+        let path = sb.git_dir().join(name);
+        std::fs::write(&path, "planted\n").unwrap();
+        let (code, r) = sb.verify();
+        assert_unsafe(code, &r, name);
+        std::fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink("nowhere", &path).unwrap();
+        let (code, r) = sb.verify();
+        assert_unsafe(code, &r, name);
+        std::fs::remove_file(&path).unwrap();
+    }
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
+#[test]
+fn rejects_legacy_remote_definitions_and_odd_shallow_or_grafts() {
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    let git_dir = sb.git_dir();
+    let plants: [(&str, &str); 4] = [
+        ("remotes/origin", "URL: /elsewhere\nPush: refs/heads/main\n"),
+        ("branches/origin", "/elsewhere#main\n"),
+        ("shallow", ""),
+        ("info/grafts", ""),
+    ];
+    for (rel, content) in plants {
+        let path = git_dir.join(rel);
+        let parent = path.parent().unwrap().to_owned();
+        let made_parent = !parent.exists();
+        std::fs::create_dir_all(&parent).unwrap();
+        std::fs::write(&path, content).unwrap();
+        let (code, r) = sb.verify();
+        assert_unsafe(code, &r, rel.split('/').next().unwrap());
+        std::fs::remove_file(&path).unwrap();
+        // A dangling symlink is not "absent" either.
+        std::os::unix::fs::symlink("nowhere", &path).unwrap();
+        let (code, r) = sb.verify();
+        assert_unsafe(code, &r, rel.split('/').next().unwrap());
+        std::fs::remove_file(&path).unwrap();
+        if made_parent {
+            std::fs::remove_dir(&parent).unwrap();
+        }
+    }
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}

@@ -191,6 +191,14 @@ const WORKFLOWS: &[Workflow] = &[
     w("merge_squash", r#"git switch -q --detach; c docs/a.md; c docs/b.md; x=$(git rev-parse HEAD); git switch -q main; git merge -q --squash "$x"; git commit -qm squashed"#),
     w("merge_autostash_ff", r#"git switch -q --detach; c docs/a.md; x=$(git rev-parse HEAD); git switch -q main; echo d >> README.md; git merge -q --autostash --ff-only "$x"; git commit -qam readme"#),
     w("merge_squash_autostash", r#"git switch -q --detach; c docs/a.md; x=$(git rev-parse HEAD); git switch -q main; echo d >> README.md; git -c merge.autoStash=true merge -q --squash "$x"; git commit -qm squash; git commit -qam readme"#),
+    // Conflicts resolved and committed, or aborted: the operation's files
+    // (MERGE_HEAD, MERGE_MSG, SQUASH_MSG, CHERRY_PICK_HEAD,
+    // REVERT_HEAD) are gone when it ends. (A merge commit is refused on
+    // purpose: the history must be linear.)
+    w("merge_conflict_aborted", r#"git switch -q --detach; c docs/a.md one; x=$(git rev-parse HEAD); git switch -q main; c docs/a.md two; git merge -q "$x" >/dev/null 2>&1 || true; git merge --abort"#),
+    w("merge_squash_conflict_resolved", r#"git switch -q --detach; c docs/a.md one; x=$(git rev-parse HEAD); git switch -q main; c docs/a.md two; git merge -q --squash "$x" >/dev/null 2>&1 || true; echo resolved > docs/a.md; git add docs/a.md; git commit -q --no-edit"#),
+    w("cherry_pick_conflict_resolved", r#"c docs/a.md one; x=$(git rev-parse HEAD); git reset -q --hard "$BASE"; c docs/a.md two; git cherry-pick "$x" >/dev/null 2>&1 || true; test -e .git/CHERRY_PICK_HEAD; echo resolved > docs/a.md; git add docs/a.md; git commit -q --no-edit"#),
+    w("revert_conflict_resolved", r#"c docs/a.md one; c docs/a.md two; git revert --no-edit HEAD~1 >/dev/null 2>&1 || true; test -e .git/REVERT_HEAD; echo resolved > docs/a.md; git add docs/a.md; git commit -q --no-edit"#),
     w("detach_experiment_and_return", r#"git switch -q --detach; c docs/try.md; git switch -q -; c docs/a.md"#),
     w("checkout_baseline_detached_and_back", r#"c docs/a.md; git checkout -q "$BASE"; git checkout -q main"#),
     // Patches.

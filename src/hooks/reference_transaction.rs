@@ -251,7 +251,8 @@ pub fn needs_grant(updates: &[Update]) -> bool {
 pub fn branch_value(common_dir: &Path, name: &[u8]) -> Result<Option<BString>> {
     use std::os::unix::ffi::OsStrExt;
     let path = common_dir.join(std::ffi::OsStr::from_bytes(name));
-    match crate::fsutil::read_regular(&path) {
+    // Bounded: the agent may have planted a huge or sparse file there.
+    match crate::fsutil::read_regular_limited(&path, crate::repo::refstore::MAX_LOOSE_BYTES) {
         Ok(bytes) => crate::repo::refstore::parse_loose(&bytes)
             .map(Some)
             .map_err(|why| anyhow::anyhow!("{}: {why}", path.display())),
@@ -270,11 +271,12 @@ pub fn resulting_value(update: &Update, common_dir: &Path) -> Result<Option<BStr
 
 fn packed_refs(common_dir: &Path) -> Result<BTreeMap<BString, BString>> {
     let path = common_dir.join("packed-refs");
-    let text = match crate::fsutil::read_regular(&path) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
-        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
-    };
+    let text =
+        match crate::fsutil::read_regular_limited(&path, crate::repo::refstore::MAX_PACKED_BYTES) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
+            Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+        };
     let parsed = crate::repo::packed_refs::parse(&text)
         .map_err(|why| anyhow::anyhow!("{}: {why}", path.display()))?;
     Ok(parsed

@@ -130,12 +130,16 @@ fn xdg_path(name: &str) -> Option<PathBuf> {
     Some(PathBuf::from(home).join(".config").join("git").join(name))
 }
 
-/// A missing file is empty, as git treats it; any other error is an error.
+/// Largest global excludes or attributes file read (they are kilobytes).
+const MAX_SETTINGS_FILE: u64 = 64 * 1024 * 1024;
+
+/// A missing file is empty, as git treats it; any other error is an error
+/// (a FIFO, a device or a file over [`MAX_SETTINGS_FILE`] too, never read).
 fn read_optional(path: Option<PathBuf>) -> Result<BString> {
     let Some(path) = path else {
         return Ok(BString::default());
     };
-    match std::fs::read(&path) {
+    match crate::fsutil::read_regular_limited(&path, MAX_SETTINGS_FILE) {
         Ok(bytes) => Ok(bytes.into()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BString::default()),
         Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),

@@ -74,7 +74,7 @@ pub fn included_files(config: &Path) -> Result<Vec<PathBuf>> {
 /// resolves them outside the repository, in the installation or another
 /// user's home.
 fn include_targets(file: &Path) -> Result<Vec<PathBuf>> {
-    let bytes = match crate::fsutil::read_regular(file) {
+    let bytes = match crate::fsutil::read_regular_limited(file, crate::fsutil::MAX_SMALL_FILE) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", file.display())),

@@ -55,6 +55,81 @@ pub struct Decided<'a> {
     pub commits: Vec<(ObjectId, ObjectId, Vec<ObjectId>)>,
     /// The paths each new commit changed against its first parent.
     pub changes: &'a [(ObjectId, Vec<ChangedPath>)],
+    /// The index as verify read it, to be held against git's reading of
+    /// the real index file; `None` when there is no index to compare.
+    pub index: Option<IndexView>,
+}
+
+/// The index as verify read it (see [`Decided::index`]).
+pub struct IndexView {
+    /// Each entry as `ls-files -s -v -z --sparse` prints it: tag, mode,
+    /// id, stage, path (`None`: not compared).
+    pub entries: Option<Vec<BString>>,
+    /// The tree the index must make (the tip's, when verify found it
+    /// clean): what git's next commit from this index would write.
+    pub tree: ObjectId,
+}
+
+impl IndexView {
+    /// The view of `repo`'s index, which must make `tree`: as git holds it
+    /// in memory, with the sparse directories it expands for files present
+    /// outside the cone (see `sparse_present`).
+    pub fn read(repo: &gix::Repository, tree: ObjectId) -> Result<IndexView> {
+        let index = repo.index_or_empty().context("cannot read the index")?;
+        let adjusted = match repo.workdir() {
+            Some(work_dir) => super::sparse_present::index_as_git_reads_it(repo, work_dir, &index)
+                .context("cannot read the sparse checkout's files")?,
+            None => None,
+        };
+        // A sparse index with files present under one of its directories:
+        // git expands every sparse directory in memory (`ensure_full_index`)
+        // where the adjusted index expands only the ones with files present.
+        // The entries are then left to the layout check (git's sequential
+        // and threaded readings, and gix's, agree) and the tree is compared.
+        if index.is_sparse() && adjusted.is_some() {
+            return Ok(IndexView {
+                entries: None,
+                tree,
+            });
+        }
+        Ok(IndexView::of(adjusted.as_ref().unwrap_or(&index), tree))
+    }
+
+    /// The view of `index`, which must make `tree`.
+    pub fn of(index: &gix::index::State, tree: ObjectId) -> IndexView {
+        use gix::index::entry::Flags;
+        let entries = index
+            .entries()
+            .iter()
+            .map(|entry| {
+                let assumed = entry.flags.contains(Flags::ASSUME_VALID);
+                let tag = if entry.stage_raw() != 0 {
+                    "M"
+                } else if entry.flags.contains(Flags::SKIP_WORKTREE) {
+                    "S"
+                } else {
+                    "H"
+                };
+                let tag = if assumed {
+                    tag.to_ascii_lowercase()
+                } else {
+                    tag.to_owned()
+                };
+                let mut line = BString::from(format!(
+                    "{tag} {:06o} {} {}\t",
+                    entry.mode.bits(),
+                    entry.id,
+                    entry.stage_raw()
+                ));
+                line.extend_from_slice(entry.path(index));
+                line
+            })
+            .collect();
+        IndexView {
+            entries: Some(entries),
+            tree,
+        }
+    }
 }
 
 /// Which part of the state git sees differently.
@@ -62,6 +137,8 @@ pub struct Decided<'a> {
 pub enum Area {
     /// Where the repository is, HEAD, the branch, its short name, the refs.
     Refs,
+    /// The index file: its entries and the tree a commit from it writes.
+    Index,
     /// The new commits, their trees, parents and changed paths.
     History,
 }
@@ -171,6 +248,11 @@ pub fn differences(decided: &Decided<'_>) -> Result<Vec<Difference>> {
         )?)
     };
 
+    let index_queries = match &decided.index {
+        Some(view) => Some((view, index_queries(decided.location, scratch.path(), &git)?)),
+        None => None,
+    };
+
     let mut out = Vec::new();
     let mut differ = |area, message: String| out.push(Difference { area, message });
 
@@ -221,11 +303,104 @@ pub fn differences(decided: &Decided<'_>) -> Result<Vec<Difference>> {
     if let Some(diff) = diff {
         compare_changes(decided.changes, &finish(diff)?, &mut differ);
     }
+    if let Some((view, (ls_files, write_tree))) = index_queries {
+        compare_index(view, &finish(ls_files)?, &finish(write_tree)?, &mut differ);
+    }
     Ok(out)
 }
 
+/// Starts git's two readings of a copy of the real index, with the
+/// repository's reading config (`index.threads`, split index, ...): its
+/// entries (`ls-files`, which reads no worktree), and the tree its next
+/// commit would write (`write-tree`: a valid cache-tree as it is, the rest
+/// from the entries). The copy keeps the real index untouched (write-tree
+/// rewrites an index whose cache-tree it completed; with
+/// `core.splitIndex=false` it writes no shared index either), and the trees
+/// it writes go to an object directory of our own, with the repository's
+/// objects as an alternate.
+fn index_queries(
+    location: &Location,
+    scratch: &Path,
+    git: &Git<'_>,
+) -> Result<(std::process::Child, std::process::Child)> {
+    let copy = scratch.join("index-copy");
+    let real = location.git_dir.join("index");
+    let bytes = crate::fsutil::read_regular_limited(&real, super::index_layout::MAX_INDEX_BYTES)
+        .with_context(|| format!("cannot read {}", real.display()))?;
+    std::fs::write(&copy, bytes).context("cannot copy the index for git")?;
+    let objects = scratch.join("objects");
+    std::fs::create_dir_all(&objects).context("cannot make a scratch object directory")?;
+    let alternates = location.common_dir.join("objects");
+    let with_copy = Git {
+        empty_index: &copy,
+        work_dir: git.work_dir,
+        explicit_git_dir: git.explicit_git_dir,
+    };
+    let ls_files = with_copy.spawn(&["ls-files", "-s", "-v", "-z", "--sparse"], None)?;
+    let mut write_tree =
+        with_copy.command(&["-c", "core.splitIndex=false", "write-tree", "--missing-ok"]);
+    write_tree
+        .env("GIT_OBJECT_DIRECTORY", &objects)
+        .env("GIT_ALTERNATE_OBJECT_DIRECTORIES", &alternates);
+    let write_tree = write_tree
+        .spawn()
+        .context("cannot run git for the cross-check (is git installed?)")?;
+    Ok((ls_files, write_tree))
+}
+
+fn compare_index(
+    view: &IndexView,
+    ls_files: &[u8],
+    write_tree: &[u8],
+    differ: &mut impl FnMut(Area, String),
+) {
+    if let Some(entries) = &view.entries {
+        let theirs: Vec<&[u8]> = ls_files
+            .split(|&c| c == 0)
+            .filter(|l| !l.is_empty())
+            .collect();
+        if theirs.len() != entries.len() {
+            differ(
+                Area::Index,
+                format!(
+                    "git reads {} index entries, verify {}",
+                    theirs.len(),
+                    entries.len()
+                ),
+            );
+        }
+        if let Some((ours, theirs)) = entries
+            .iter()
+            .zip(&theirs)
+            .find(|(ours, theirs)| ours.as_slice() != **theirs)
+        {
+            differ(
+                Area::Index,
+                format!(
+                    "git reads the index entry {:?} where verify reads {:?}",
+                    theirs.as_bstr(),
+                    ours.as_bstr()
+                ),
+            );
+        }
+    }
+    let tree = write_tree.trim_end_with(|c| c == '\n');
+    if tree != view.tree.to_string().as_bytes() {
+        differ(
+            Area::Index,
+            format!(
+                "git's next commit from this index would write the tree {:?}, not the tip's {}: \
+                 its cache-tree names another tree",
+                tree.as_bstr(),
+                view.tree
+            ),
+        );
+    }
+}
+
 struct Git<'a> {
-    /// `GIT_INDEX_FILE` for every command: a path that does not exist.
+    /// `GIT_INDEX_FILE` for every command: a path that does not exist, or
+    /// the copy of the real index the index queries read.
     empty_index: &'a Path,
     work_dir: &'a Path,
     /// The git dir, when the harness's git reaches the repository through
@@ -242,6 +417,27 @@ impl Git<'_> {
         args: &[S],
         stdin: Option<Vec<u8>>,
     ) -> Result<std::process::Child> {
+        let mut cmd = self.command(args);
+        cmd.stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        });
+        let mut child = cmd
+            .spawn()
+            .context("cannot run git for the cross-check (is git installed?)")?;
+        if let Some(bytes) = stdin {
+            let mut pipe = child.stdin.take().expect("stdin is piped");
+            // diff-tree reads all of its input before it answers; a few
+            // dozen lines fit in the pipe, so this cannot block.
+            std::thread::spawn(move || pipe.write_all(&bytes));
+        }
+        Ok(child)
+    }
+
+    /// `git --no-pager <args>` in the worktree with a scrubbed environment,
+    /// stdin closed, output piped; not started.
+    fn command<S: AsRef<OsStr>>(&self, args: &[S]) -> Command {
         let mut cmd = Command::new("git");
         cmd.env_clear();
         if let Some(path) = std::env::var_os("PATH") {
@@ -273,27 +469,14 @@ impl Git<'_> {
             .args(crate::hooks::events::configured_hooks_off())
             .args(args)
             .current_dir(self.work_dir)
-            .stdin(if stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
+            .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         if let Some(git_dir) = self.explicit_git_dir {
             cmd.env("GIT_DIR", git_dir)
                 .env("GIT_WORK_TREE", self.work_dir);
         }
-        let mut child = cmd
-            .spawn()
-            .context("cannot run git for the cross-check (is git installed?)")?;
-        if let Some(bytes) = stdin {
-            let mut pipe = child.stdin.take().expect("stdin is piped");
-            // diff-tree reads all of its input before it answers; a few
-            // dozen lines fit in the pipe, so this cannot block.
-            std::thread::spawn(move || pipe.write_all(&bytes));
-        }
-        Ok(child)
+        cmd
     }
 }
 

@@ -47,7 +47,31 @@ pub(super) const ENTRIES: &[(&str, Base)] = &[
     ("objects/info/http-alternates", Base::Common),
     ("shallow", Base::Common),
     ("commondir", Base::GitDir),
+    // git's older remote definitions, still read by `fetch`, `pull` and
+    // `push` (`git remote` names them too).
+    ("remotes", Base::Common),
+    ("branches", Base::Common),
 ];
+
+/// Files git's next `commit` (or `merge --continue`) consults in the git dir
+/// when they are there, without any operation marker
+/// ([`super::worktree::OPERATION_MARKERS`]): the message templates
+/// (`MERGE_MSG`, `SQUASH_MSG`), the merge mode, and the stash a merge set
+/// aside (`MERGE_AUTOSTASH`, which the next commit applies). Each must equal
+/// the baseline's or be absent, which is inert: git writes none of them
+/// except while an operation is under way, and removes them when it ends.
+/// Not mounted read-only by `run --isolate` (the agent's own merges write
+/// them).
+pub(super) const CONSULTED: &[&str] = &["MERGE_MSG", "SQUASH_MSG", "MERGE_MODE", "MERGE_AUTOSTASH"];
+
+/// Whether a metadata key names a [`CONSULTED`] file, which is inert when
+/// absent.
+pub fn inert_when_absent(key: &str) -> bool {
+    Path::new(key)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| CONSULTED.contains(&n))
+}
 
 /// Hook files outside the repository's own `hooks/` that git runs later,
 /// as `arm` found them. Recorded in the baseline, since after `arm` the
@@ -93,6 +117,12 @@ pub fn metadata_digests(
             .with_context(|| format!("cannot read protected metadata {name}"))?;
         out.insert((*name).to_owned(), digest);
     }
+    for name in CONSULTED {
+        let path = location.git_dir.join(name);
+        let digest =
+            digest_followed(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        out.insert(key_for(location, &path), digest);
+    }
     super::config_includes::include_digests(
         location,
         &location.common_dir.join("config"),
@@ -129,7 +159,10 @@ pub fn protected_paths(location: &Location, hooks: &HookPaths) -> Result<Vec<Pat
             out.push(path.to_path_buf());
             continue;
         }
-        if key == "modules" || path.file_name().is_some_and(|n| n == "worktrees") {
+        if key == "modules"
+            || path.file_name().is_some_and(|n| n == "worktrees")
+            || inert_when_absent(key)
+        {
             continue;
         }
         let base = ENTRIES
@@ -282,7 +315,9 @@ fn prunable(admin: &Path) -> bool {
     if admin.join("locked").exists() {
         return false;
     }
-    let Ok(gitdir) = crate::fsutil::read_regular(&admin.join("gitdir")) else {
+    let Ok(gitdir) =
+        crate::fsutil::read_regular_limited(&admin.join("gitdir"), crate::fsutil::MAX_SMALL_FILE)
+    else {
         return true;
     };
     let gitdir = gitdir.trim_ascii_end();

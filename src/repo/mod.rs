@@ -24,6 +24,7 @@ mod encodings;
 pub mod entry_trees;
 mod git_commit_tree;
 pub mod git_view;
+pub mod index_layout;
 pub mod layout;
 mod lfs;
 mod metadata;
@@ -50,12 +51,14 @@ pub use commits::{
     new_history, read_verified, tree_id_of,
 };
 pub use metadata::{
-    HookPaths, legacy_worktrees_digest, metadata_digests, protected_paths, worktree_names,
+    HookPaths, inert_when_absent, legacy_worktrees_digest, metadata_digests, protected_paths,
+    worktree_names,
 };
 pub use refs::{Head, RefMap, head, ref_snapshot};
 pub use staged::{CacheTreeUse, staged_changes};
 pub use worktree::{
-    Dirt, hidden_index_entries, in_progress_operations, worktree_dirt, worktree_dirt_against,
+    Dirt, InProgress, hidden_index_entries, in_progress_operations, operations_in_progress,
+    worktree_dirt, worktree_dirt_against,
 };
 
 /// Where a repository lives on disk, resolved to canonical absolute paths.

@@ -17,7 +17,7 @@ use anyhow::{Context, Result, bail};
 /// The object format of the repository whose common dir is `common_dir`.
 pub fn of_common_dir(common_dir: &Path) -> Result<gix::hash::Kind> {
     let path = common_dir.join("config");
-    let bytes = crate::fsutil::read_regular(&path)
+    let bytes = crate::fsutil::read_regular_limited(&path, crate::fsutil::MAX_SMALL_FILE)
         .with_context(|| format!("cannot read {}", path.display()))?;
     from_config(&bytes).with_context(|| format!("in {}", path.display()))
 }

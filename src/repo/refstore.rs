@@ -35,9 +35,9 @@ use super::refname::{component_problem, is_per_worktree, refname_problem, shown}
 
 /// Largest loose ref file read: a canonical one is `ref: ` and a name (or an
 /// id) and a newline.
-const MAX_LOOSE_BYTES: u64 = 4096;
+pub const MAX_LOOSE_BYTES: u64 = 4096;
 /// Largest `packed-refs` read (about 4 million refs).
-const MAX_PACKED_BYTES: u64 = 512 * 1024 * 1024;
+pub const MAX_PACKED_BYTES: u64 = 512 * 1024 * 1024;
 /// Most problems collected before the reader stops looking.
 const MAX_PROBLEMS: usize = 64;
 

@@ -32,6 +32,17 @@
 //!   status of a checked-out submodule: their `HEAD`, `index`, `config`):
 //!   every entry at any depth.
 //!
+//! - under `refs/` (loose refs, which gix reads when it resolves HEAD):
+//!   every entry at any depth.
+//!
+//! Besides types, sizes (`stat`, nothing opened): a file at the top of a
+//! git dir, in `info/` or under `refs/` larger than git ever writes there
+//! ([`MAX_SMALL_FILE`]; [`MAX_LARGE_FILE`] for the index, shared indexes,
+//! `packed-refs` and `FETCH_HEAD`), and a worktree `.gitignore`,
+//! `.gitattributes`, `.gitmodules` or `.mailmap` over [`MAX_SMALL_FILE`]:
+//! git and gix read those whole, and an agent's sparse 8 GiB file would
+//! exhaust memory (issue 24, item 3).
+//!
 //! Sockets are left alone: `open()` fails on one at once (`ENXIO`) rather
 //! than blocking, and git's own fsmonitor daemon keeps its socket in the git
 //! dir (`fsmonitor--daemon.ipc`).
@@ -145,6 +156,34 @@ pub fn in_git_dirs(location: &Location) -> Vec<String> {
             location.common_dir.join("modules").display()
         ));
     }
+    let mut own = vec![location.git_dir.clone(), location.git_dir.join("info")];
+    if location.common_dir != location.git_dir {
+        own.push(location.common_dir.clone());
+        own.push(location.common_dir.join("info"));
+    }
+    // Loose refs: gix reads one whole when it resolves HEAD or lists refs
+    // (the strict reader is bounded, but status and verify open gix too).
+    let mut refs = vec![location.common_dir.join("refs")];
+    if location.common_dir != location.git_dir {
+        refs.push(location.git_dir.join("refs"));
+    }
+    let mut visited_refs = 0usize;
+    while let Some(dir) = refs.pop() {
+        visited_refs += 1;
+        if visited_refs > MAX_DIRS {
+            break;
+        }
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                refs.push(entry.path());
+            }
+        }
+        dirs.push(dir.clone());
+        own.push(dir);
+    }
     for dir in dirs {
         for (path, what) in special_entries(&dir, None) {
             out.push(format!(
@@ -154,7 +193,60 @@ pub fn in_git_dirs(location: &Location) -> Vec<String> {
             ));
         }
     }
+    for dir in own {
+        out.extend(oversized_entries(&dir).into_iter().map(|(path, len, max)| {
+            format!(
+                "{} is {len} bytes, more than git ever writes there ({max} at most); reading it \
+                 would exhaust memory. Remove it and verify again",
+                path.display()
+            )
+        }));
+    }
     out.sort();
+    out
+}
+
+/// Largest file read whole at the top of a git dir or in `info/` (`HEAD`,
+/// `config`, `commondir`, `*_HEAD`, `MERGE_MSG`, `info/exclude`, ...): they
+/// are bytes to kilobytes.
+pub const MAX_SMALL_FILE: u64 = 64 * 1024 * 1024;
+
+/// Largest `index`, `sharedindex.*`, `packed-refs` or `FETCH_HEAD`, which
+/// grow with the repository (100,000 files: a 10 MiB index).
+pub const MAX_LARGE_FILE: u64 = 1024 * 1024 * 1024;
+
+/// Files directly in `dir` (symlinks followed) larger than git and gix read
+/// whole: an agent's sparse 8 GiB `config` or `index` would be read into
+/// memory by whatever opens the repository next. Judged by `lstat`/`stat`
+/// only, like [`special_entries`].
+fn oversized_entries(dir: &Path) -> Vec<(PathBuf, u64, u64)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Ok(meta) = std::fs::metadata(&path) else {
+            continue;
+        };
+        if !meta.is_file() {
+            continue;
+        }
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let max = if matches!(&*name, "index" | "packed-refs" | "FETCH_HEAD")
+            || name.starts_with("sharedindex.")
+            || name.starts_with("index.")
+            || name.starts_with("next-index")
+        {
+            MAX_LARGE_FILE
+        } else {
+            MAX_SMALL_FILE
+        };
+        if meta.len() > max {
+            out.push((path, meta.len(), max));
+        }
+    }
     out
 }
 
@@ -240,6 +332,21 @@ pub fn scan(work_dir: &Path) -> Result<Scan, String> {
                     out.push(format!(
                         "{} is {what}; git would hang reading it. Remove it and verify again",
                         shown.display()
+                    ));
+                } else if name != ".git"
+                    && let Ok(meta) = std::fs::metadata(entry.path())
+                    && meta.is_file()
+                    && meta.len() > MAX_SMALL_FILE
+                {
+                    // git and gix read these whole: a sparse 8 GiB
+                    // `.gitattributes` exhausts memory.
+                    let path = entry.path();
+                    let shown = path.strip_prefix(work_dir).unwrap_or(&path);
+                    out.push(format!(
+                        "{} is {} bytes (more than {MAX_SMALL_FILE}); git and grantguard read \
+                         it whole. Remove it and verify again",
+                        shown.display(),
+                        meta.len()
                     ));
                 }
                 if name == ".git" && dir != work_dir {

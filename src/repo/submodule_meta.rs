@@ -264,7 +264,7 @@ pub fn dot_git_entry(dot_git: &Path) -> Result<Option<(String, Option<PathBuf>)>
     if meta.len() > MAX_GITFILE_BYTES {
         return Ok(Some((own, None)));
     }
-    let text = crate::fsutil::read_regular(dot_git)
+    let text = crate::fsutil::read_regular_limited(dot_git, crate::fsutil::MAX_SMALL_FILE)
         .with_context(|| format!("cannot read {}", dot_git.display()))?;
     let digest = format!("gitfile:{}", crate::digest::sha256_hex(&text));
     Ok(Some((digest, resolve_gitfile(dot_git, &text))))

@@ -344,27 +344,104 @@ pub fn hidden_index_entries(repo: &gix::Repository, git_dir: &Path) -> Result<Ve
     Ok(out)
 }
 
+/// The files and directories whose presence in the git dir means that a
+/// git operation is half-way done, and the operation. Each is judged by
+/// `lstat`, whatever it is (regular file, directory, FIFO, symlink, dangling
+/// symlink): git's next `commit`, `merge`, `rebase` or `checkout` consults
+/// the name and fails or changes course when anything is there (a dangling
+/// `MERGE_HEAD` symlink leaves `git status` clean, yet `git commit` dies
+/// with "could not open MERGE_HEAD"). Every `BISECT_*` name is a bisect.
+/// (`REBASE_HEAD`, `AUTO_MERGE` and `ORIG_HEAD` are not markers: git leaves
+/// them behind when an operation ends, even a cherry-pick without conflict,
+/// and reads them only when asked to, as `git diff AUTO_MERGE`.)
+pub const OPERATION_MARKERS: [(&str, &str); 9] = [
+    ("MERGE_HEAD", "merge"),
+    ("rebase-merge", "rebase"),
+    ("rebase-apply/applying", "am"),
+    ("rebase-apply", "rebase"),
+    ("CHERRY_PICK_HEAD", "cherry-pick"),
+    ("REVERT_HEAD", "revert"),
+    ("sequencer", "sequencer"),
+    ("BISECT_LOG", "bisect"),
+    ("BISECT_START", "bisect"),
+];
+
+/// One operation left half-way in the git dir: which, and the entry that
+/// says so (relative to the git dir) with what kind of file it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InProgress {
+    /// `merge`, `rebase`, `am`, `cherry-pick`, `revert`, `bisect`,
+    /// `sequencer`.
+    pub op: &'static str,
+    /// The marker found, relative to the git dir.
+    pub marker: String,
+    /// `None` for what git itself writes (a regular file or a directory);
+    /// otherwise what it is instead (`a dangling symlink`, `a FIFO`, ...).
+    pub odd_kind: Option<&'static str>,
+}
+
 /// The git operations left half-way in the git dir: `merge`, `rebase`,
 /// `am`, `cherry-pick`, `revert`, `bisect`, `sequencer`.
 pub fn in_progress_operations(git_dir: &Path) -> Vec<&'static str> {
-    let markers: [(&str, &str); 8] = [
-        ("MERGE_HEAD", "merge"),
-        ("rebase-merge", "rebase"),
-        ("rebase-apply/applying", "am"),
-        ("rebase-apply", "rebase"),
-        ("CHERRY_PICK_HEAD", "cherry-pick"),
-        ("REVERT_HEAD", "revert"),
-        ("BISECT_LOG", "bisect"),
-        ("sequencer", "sequencer"),
-    ];
     let mut out: Vec<&'static str> = Vec::new();
-    for (file, op) in markers {
-        if git_dir.join(file).exists() && !out.contains(&op) {
-            if op == "rebase" && out.contains(&"am") {
-                continue;
-            }
-            out.push(op);
+    for found in operations_in_progress(git_dir) {
+        if !out.contains(&found.op) {
+            out.push(found.op);
         }
     }
     out
+}
+
+/// [`in_progress_operations`] with the marker behind each operation (the
+/// first one found per operation).
+pub fn operations_in_progress(git_dir: &Path) -> Vec<InProgress> {
+    let mut markers: Vec<(String, &'static str)> = OPERATION_MARKERS
+        .iter()
+        .map(|(name, op)| ((*name).to_owned(), *op))
+        .collect();
+    if let Ok(entries) = std::fs::read_dir(git_dir) {
+        let mut bisect: Vec<String> = entries
+            .filter_map(|e| e.ok())
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| n.starts_with("BISECT_"))
+            .collect();
+        bisect.sort();
+        markers.extend(bisect.into_iter().map(|n| (n, "bisect")));
+    }
+    let mut out: Vec<InProgress> = Vec::new();
+    for (marker, op) in markers {
+        let Ok(meta) = std::fs::symlink_metadata(git_dir.join(&marker)) else {
+            continue;
+        };
+        if out.iter().any(|f| f.op == op) || (op == "rebase" && out.iter().any(|f| f.op == "am")) {
+            continue;
+        }
+        out.push(InProgress {
+            op,
+            odd_kind: odd_kind(&git_dir.join(&marker), meta.file_type()),
+            marker,
+        });
+    }
+    out
+}
+
+/// What a git-dir entry is when it is not what git writes there (a regular
+/// file or a directory).
+fn odd_kind(path: &Path, kind: std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_file() || kind.is_dir() {
+        None
+    } else if kind.is_symlink() {
+        Some(if std::fs::metadata(path).is_ok() {
+            "a symlink"
+        } else {
+            "a dangling symlink"
+        })
+    } else if kind.is_fifo() {
+        Some("a FIFO")
+    } else if kind.is_socket() {
+        Some("a socket")
+    } else {
+        Some("a device")
+    }
 }

@@ -293,7 +293,12 @@ impl Workspace {
         }
         if let Ok(entries) = std::fs::read_dir(common.join("worktrees")) {
             for entry in entries.flatten() {
-                let Ok(text) = std::fs::read_to_string(entry.path().join("gitdir")) else {
+                // Bounded and regular only: the agent writes this tree.
+                let Some(text) =
+                    crate::fsutil::read_regular_limited(&entry.path().join("gitdir"), 1 << 20)
+                        .ok()
+                        .and_then(|b| String::from_utf8(b).ok())
+                else {
                     continue;
                 };
                 if let Some(worktree) = Path::new(text.trim_end_matches('\n')).parent()
@@ -448,7 +453,11 @@ pub(crate) fn alternates(objects: &Path) -> Vec<PathBuf> {
         if depth > 5 {
             continue;
         }
-        let Ok(text) = std::fs::read_to_string(store.join("info").join("alternates")) else {
+        let Some(text) =
+            crate::fsutil::read_regular_limited(&store.join("info").join("alternates"), 1 << 20)
+                .ok()
+                .and_then(|b| String::from_utf8(b).ok())
+        else {
             continue;
         };
         for line in text

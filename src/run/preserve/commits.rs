@@ -68,7 +68,12 @@ pub(super) fn snapshot(
     );
     let index_copy = scratch.join("index");
     if index.exists() {
-        std::fs::copy(&index, &index_copy)
+        // Read only when regular and bounded: the agent may have planted a
+        // FIFO or a huge file there.
+        let bytes =
+            crate::fsutil::read_regular_limited(&index, crate::repo::index_layout::MAX_INDEX_BYTES)
+                .with_context(|| format!("cannot copy the index {}", index.display()))?;
+        std::fs::write(&index_copy, bytes)
             .with_context(|| format!("cannot copy the index {}", index.display()))?;
     }
     // write-tree runs in the checkout (a split index names its shared part

@@ -74,8 +74,9 @@ pub(super) fn raw_blob_id(path: &Path, meta: &Metadata, sha256: bool) -> Result<
         hasher.update(bytes);
         return Ok(hasher.hex());
     }
-    let mut file =
-        std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    // Never a plain open: the agent can swap a FIFO in after the lstat.
+    let mut file = crate::fsutil::open_regular(path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
     let len = file.metadata()?.len();
     hasher.update(format!("blob {len}\0").as_bytes());
     let mut buf = vec![0u8; 64 * 1024];
@@ -185,8 +186,8 @@ fn copy_tree(src: &Path, dst: &Path) -> Result<u64> {
             .with_context(|| format!("cannot write {}", dst.display()))?;
         Ok(1)
     } else if t.is_file() {
-        let mut input =
-            std::fs::File::open(src).with_context(|| format!("cannot read {}", src.display()))?;
+        let mut input = crate::fsutil::open_regular(src)
+            .with_context(|| format!("cannot read {}", src.display()))?;
         let mut output = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
