@@ -195,3 +195,43 @@ fn accepts_every_index_git_writes_under_its_reading_settings() {
         assert_accepted(code, &r);
     }
 }
+
+#[test]
+fn refuses_a_split_index_whose_shared_index_is_gone() {
+    let sb = Sandbox::new();
+    sb.git(&["config", "core.splitIndex", "true"]);
+    sb.git(&["update-index", "--split-index"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 2));
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    let shared: Vec<_> = std::fs::read_dir(sb.git_dir())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("sharedindex."))
+        .collect();
+    assert!(!shared.is_empty(), "git wrote no shared index");
+    for e in shared {
+        std::fs::remove_file(e.path()).unwrap();
+    }
+    // git's reading: it cannot read the index at all.
+    let out = sb
+        .command("git")
+        .current_dir(&sb.repo)
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .args(["status", "--porcelain"])
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success(),
+        "git read the index without its shared part"
+    );
+    // Refused before the index check: the submodule scan of the protected
+    // metadata reads the index first, and says which file is missing.
+    let (code, r) = sb.verify();
+    assert_eq!(code, 1, "{r:#}");
+    assert!(
+        r["violations"].to_string().contains("sharedindex."),
+        "{r:#}"
+    );
+}

@@ -579,3 +579,47 @@ fn a_planted_file_at_every_path_read_never_hangs_status_verify_or_disarm() {
         }
     }
 }
+
+/// The same plants under `run --on-reject restore`: the agent commits its
+/// granted change, edits an ungranted file (so that the run is rejected
+/// and restore runs), then leaves a FIFO, a `/dev/zero` link or an 8 GiB
+/// sparse file where git and grantguard read (the index, an untracked
+/// file restore would preserve, a `.gitattributes`). `run` ends within
+/// its bound with a terminal record, never accepting.
+#[test]
+fn a_planted_file_never_hangs_run_with_restore() {
+    for (rel, plant) in [
+        (".git/index", "fifo"),
+        (".git/index", "huge"),
+        ("docs/new.md", "fifo"),
+        ("docs/new.md", "dev-zero"),
+        ("docs/.gitattributes", "huge"),
+    ] {
+        let sb = Sandbox::new();
+        let make = match plant {
+            "fifo" => format!("rm -f {rel}; mkfifo {rel}"),
+            "dev-zero" => format!("rm -f {rel}; ln -s /dev/zero {rel}"),
+            _ => format!("rm -f {rel}; truncate -s 8G {rel}"),
+        };
+        let a = agent(
+            &sb,
+            &format!("{DOCS_COMMIT}\necho ungranted >> README.md\n{make}"),
+        );
+        let cmd = run_cmd(
+            &sb,
+            &["--on-reject", "restore", "--run-id", "plant"],
+            &a,
+            None,
+        );
+        let (out, elapsed) = bounded(cmd);
+        let out = out.unwrap_or_else(|| panic!("{rel} {plant}: run hung for {elapsed:?}"));
+        let (code, r) = parse(&out);
+        assert_ne!(code, 0, "{rel} {plant}: accepted: {r:#}");
+        assert!(
+            elapsed < Duration::from_secs(25),
+            "{rel} {plant}: took {elapsed:?}"
+        );
+        let record = terminal_record(&sb);
+        assert_ne!(record["status"], "succeeded", "{rel} {plant}: {record:#}");
+    }
+}

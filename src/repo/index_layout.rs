@@ -307,15 +307,10 @@ pub fn check(bytes: &[u8], hash_len: usize) -> Result<Layout> {
     let split = extensions.iter().any(|&(sig, data, size)| {
         &sig == b"link" && size >= hash_len && b[data..data + hash_len].iter().any(|&c| c != 0)
     });
-    let named: Vec<RawEntry> = entries
-        .iter()
-        .filter(|e| !e.path.is_empty())
-        .cloned()
-        .collect();
-    if !split && named.len() != entries.len() {
+    if !split && entries.iter().any(|e| e.path.is_empty()) {
         bail!("the index has an entry with an empty name");
     }
-    check_order(&named)?;
+    check_order(entries.iter().filter(|e| !e.path.is_empty()))?;
     let shared_index = extensions
         .iter()
         .find(|(sig, ..)| sig == b"link")
@@ -397,18 +392,25 @@ fn check_ieot(
 
 /// git keeps entries sorted by path, then stage, with no repeats, and never
 /// a merged entry beside unmerged ones of the same path.
-fn check_order(entries: &[RawEntry]) -> Result<()> {
-    for pair in entries.windows(2) {
-        let (a, b) = (&pair[0], &pair[1]);
+fn check_order<'a>(entries: impl Iterator<Item = &'a RawEntry>) -> Result<()> {
+    let mut previous: Option<&RawEntry> = None;
+    for b in entries {
+        let Some(a) = previous.replace(b) else {
+            continue;
+        };
         let order = a.path.cmp(&b.path).then(a.stage().cmp(&b.stage()));
-        let shown = String::from_utf8_lossy(&b.path);
         if order != std::cmp::Ordering::Less {
             bail!(
-                "the index lists {shown:?} out of order or twice: git and grantguard could read different entries for it"
+                "the index lists {:?} out of order or twice: git and grantguard could read \
+                 different entries for it",
+                String::from_utf8_lossy(&b.path)
             );
         }
         if a.path == b.path && a.stage() == 0 {
-            bail!("the index lists {shown:?} both merged and unmerged");
+            bail!(
+                "the index lists {:?} both merged and unmerged",
+                String::from_utf8_lossy(&b.path)
+            );
         }
     }
     Ok(())
