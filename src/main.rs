@@ -117,6 +117,12 @@ Example (a harness, once per task; the result is the only thing on stdout):
     --isolate --json -- agent --task-file task.md
 
 Docs: docs/guide/harness.md; the steps: docs/guide/run-and-isolation.md";
+    pub const PUBLISH: &str = "\
+Example (after the harness's own arm, agent and verify):
+  grantguard publish --state ../agent-state --publication publication.json \\
+    --run-id run-42 --json
+
+Docs: docs/reference/publication.md";
 }
 
 #[derive(Parser)]
@@ -240,6 +246,38 @@ enum Command {
     /// run, verify, disarm, journal, measure.
     #[command(after_help = help::RUN)]
     Run(Box<RunArgs>),
+    /// Publish the accepted commits under a repository_publication
+    /// contract, after verifying again (for a harness that armed, ran and
+    /// verified on its own).
+    #[command(after_help = help::PUBLISH)]
+    Publish {
+        /// The state directory given to `arm`.
+        #[arg(long)]
+        state: PathBuf,
+        /// The repository_publication contract (JSON or TOML).
+        #[arg(long, value_name = "FILE")]
+        publication: PathBuf,
+        /// The repository; must be the armed one.
+        #[arg(long)]
+        repo: Option<PathBuf>,
+        /// The value of {run_id} in the contract's target ref.
+        #[arg(long)]
+        run_id: Option<String>,
+        /// The value of {task_id} in the contract's target ref.
+        #[arg(long)]
+        task_id: Option<String>,
+        /// Seconds each git transport step may take (1 to 3600).
+        #[arg(
+            long,
+            value_name = "SECONDS",
+            default_value_t = grantguard::publication::DEFAULT_TIMEOUT_SECS,
+            value_parser = clap::value_parser!(u64).range(1..=3600)
+        )]
+        timeout: u64,
+        /// Print the ToolResult as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+    },
     /// Internal: `run`'s watchdog (ends the command if run dies).
     #[command(name = "__watchdog", hide = true)]
     Watchdog,
@@ -381,6 +419,26 @@ fn main() -> ExitCode {
         } => admit(&plan, catalog.as_deref(), registry.as_deref(), json),
         Command::Catalog(command) => catalog(command),
         Command::Run(args) => run_command(*args),
+        Command::Publish {
+            state,
+            publication,
+            repo,
+            run_id,
+            task_id,
+            timeout,
+            json,
+        } => {
+            let result =
+                grantguard::publication::command::run(&grantguard::publication::command::Request {
+                    state,
+                    publication,
+                    repo,
+                    run_id,
+                    task_id,
+                    timeout: std::time::Duration::from_secs(timeout),
+                });
+            report(&result, json)
+        }
         Command::Watchdog => grantguard::run::watchdog::serve(),
     };
     exit_code(code)
@@ -855,6 +913,11 @@ struct RunArgs {
     /// itself, its protected metadata read-only.
     #[arg(long, value_enum, requires = "isolate", value_name = "MODE")]
     workspace: Option<WorkspaceArg>,
+    /// A repository_publication contract: once the run is accepted,
+    /// grantguard (never the agent) pushes the accepted tip to the
+    /// contract's remote ref. Refused without a grant or for another grant.
+    #[arg(long, value_name = "FILE")]
+    publication: Option<PathBuf>,
     /// The agent's command and its arguments.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     command: Vec<std::ffi::OsString>,
@@ -911,6 +974,7 @@ fn run_command(args: RunArgs) -> i32 {
             Some(WorkspaceArg::InPlace) => run::WorkspaceMode::InPlace,
             Some(WorkspaceArg::Sealed) | None => run::WorkspaceMode::Sealed,
         },
+        publication: args.publication,
     };
     let result = run::run(&request);
     let refused_file = result.evidence.contains_key(run::result_file::REFUSED);

@@ -1,0 +1,195 @@
+//! `run --publication FILE`: the accepted tip published by grantguard,
+//! after acceptance and outside the agent's reach.
+//!
+//! Its own module because it stands between the verdict and the record:
+//! the contract is checked against the run's grant before anything runs
+//! ([`prepare`]), the credentials are kept from the agent's environment
+//! ([`hidden_env`]), and once the run is accepted the tip is published
+//! ([`after_acceptance`]) before the terminal record, whose result carries
+//! the publication's evidence. The publication journals itself in
+//! `<journal>/<run id>/publication/`: a run killed between its intent and
+//! the terminal record is finished by its replay ([`resume`]), which
+//! reconciles with the remote and never pushes twice.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::admission::Admitted;
+use super::places::Places;
+use super::{Request, TOOL};
+use crate::grant::Grant;
+use crate::publication::command::{expand_target, hold_to_grant, parse};
+use crate::publication::flow::{Target, publish};
+use crate::publication::records::PublicationJournal;
+use crate::publication::target::Names;
+use crate::publication::transport::CREDENTIAL_ENV;
+use crate::publication::{DEFAULT_TIMEOUT_SECS, Publication};
+use crate::result::{FailureClass, ToolResult, Violation};
+use crate::workspace::trusted_git::TrustedGit;
+
+/// A publication checked before the run: contract, expanded ref, and the
+/// git resolved before the agent's command could plant another on `PATH`.
+pub(super) struct Plan {
+    contract: Publication,
+    refname: String,
+    git: TrustedGit,
+}
+
+/// Checks `--publication` before anything is written or run: a valid
+/// contract, for this run's grant, whose target expands to a valid ref.
+#[allow(clippy::result_large_err)]
+pub(super) fn prepare(
+    request: &Request,
+    admitted: &Admitted,
+    grant: Option<&Grant>,
+) -> Result<Option<Plan>, ToolResult> {
+    let Some(file) = &request.publication else {
+        return Ok(None);
+    };
+    let contract = parse(file, TOOL)?;
+    hold_to_grant(&contract, grant.map(Grant::id).as_deref(), TOOL)?;
+    let names = Names {
+        run_id: Some(&admitted.run_id),
+        task_id: Some(&admitted.spec.id),
+    };
+    let refname = expand_target(&contract, names, TOOL)?;
+    let git = TrustedGit::resolve().map_err(|e| {
+        ToolResult::rejected(
+            TOOL,
+            FailureClass::Dependency,
+            Violation::new(
+                crate::publication::rule::PUBLICATION_FAILED,
+                format!("--publication needs git: {e:#}; nothing was run"),
+            ),
+        )
+    })?;
+    Ok(Some(Plan {
+        contract,
+        refname,
+        git,
+    }))
+}
+
+/// The environment variables the agent's command must not see when the
+/// run publishes: the credentials the publication uses, and git's
+/// environment-given config (which may carry a token or a credential
+/// helper). The agent never gets a transport.
+pub(super) fn hidden_env() -> Vec<String> {
+    let mut out: Vec<String> = CREDENTIAL_ENV.iter().map(|v| (*v).to_owned()).collect();
+    out.push("GIT_CONFIG_COUNT".into());
+    out.extend(
+        std::env::vars_os()
+            .filter_map(|(k, _)| k.into_string().ok())
+            .filter(|k| k.starts_with("GIT_CONFIG_KEY_") || k.starts_with("GIT_CONFIG_VALUE_")),
+    );
+    out
+}
+
+/// The publication's journal directory of a run.
+fn journal_dir(places: &Places, run_id: &str) -> PathBuf {
+    places.journal.join(run_id).join("publication")
+}
+
+/// Publishes the accepted tip of `result` (an accepted run's) and folds
+/// the outcome into it.
+pub(super) fn after_acceptance(
+    result: &mut ToolResult,
+    plan: &Plan,
+    places: &Places,
+    run_id: &str,
+) {
+    let Some(tip) = result
+        .evidence
+        .get("commits")
+        .and_then(|c| c.get("tip"))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+    else {
+        result
+            .warnings
+            .push("the accepted run names no tip commit; nothing was published".into());
+        return;
+    };
+    let objects_dir = match objects_of(&places.work_dir) {
+        Ok(dir) => dir,
+        Err(e) => {
+            result
+                .warnings
+                .push(format!("cannot find the repository's objects ({e:#})"));
+            return;
+        }
+    };
+    let target = Target {
+        contract: &plan.contract,
+        refname: plan.refname.clone(),
+        tip,
+        objects_dir,
+        scratch: places.state.clone(),
+        journal_dir: journal_dir(places, run_id),
+        accepted: Some(result.clone()),
+        limit: Duration::from_secs(DEFAULT_TIMEOUT_SECS),
+    };
+    publish(&target, plan.git.clone()).apply_to(result);
+}
+
+/// The accepted result a run killed mid-publication left in its intent,
+/// published (reconciled) now; `None` when the run has no such intent (an
+/// ordinary unfinished run).
+pub(super) fn resume(plan: &Plan, places: &Places, run_id: &str) -> Option<ToolResult> {
+    let journal = PublicationJournal::existing(&journal_dir(places, run_id))?;
+    let mut accepted = journal.intent().ok()??.accepted?;
+    after_acceptance(&mut accepted, plan, places, run_id);
+    accepted
+        .warnings
+        .push("grantguard stopped while publishing; this replay finished the run".into());
+    Some(accepted)
+}
+
+/// On a replay of a recorded run whose publication failed retryably (the
+/// network), the publication is attempted again (reconciled with its
+/// journal and the remote, so nothing is pushed twice); the recorded
+/// result is answered with the new publication evidence.
+pub(super) fn retry_on_replay(
+    recorded: &mut ToolResult,
+    plan: &Plan,
+    places: &Places,
+    run_id: &str,
+) {
+    let failed_retryably = recorded
+        .evidence
+        .get("publication")
+        .and_then(|p| p.get("status"))
+        .and_then(Value::as_str)
+        == Some("failed")
+        && recorded.retryable;
+    if !failed_retryably {
+        return;
+    }
+    // Back to the accepted result, then publish again.
+    recorded
+        .violations
+        .retain(|v| !v.rule.starts_with("publication_"));
+    let ok = ToolResult::succeeded(&recorded.tool);
+    recorded.status = ok.status;
+    recorded.failure_class = None;
+    recorded.retryable = false;
+    recorded.evidence.remove("next_step");
+    after_acceptance(recorded, plan, places, run_id);
+}
+
+/// The objects directory of the repository at `work_dir`.
+fn objects_of(work_dir: &Path) -> anyhow::Result<PathBuf> {
+    let repo = crate::repo::open(work_dir)?;
+    Ok(crate::repo::location(&repo)?.common_dir.join("objects"))
+}
+
+/// The metrics line's summary of the result's publication, if any.
+pub(super) fn metrics_summary(
+    result: &ToolResult,
+) -> Option<crate::publication::evidence::MetricsSummary> {
+    let evidence: crate::publication::evidence::PublicationEvidence =
+        serde_json::from_value(result.evidence.get("publication")?.clone()).ok()?;
+    Some(evidence.summary())
+}
