@@ -54,6 +54,17 @@ pub fn of(result: &ToolResult, state: Option<&std::path::Path>) -> Option<Value>
         }
     } else if has("lease_expired") {
         "claim_again"
+    } else if has("publication_unreachable") {
+        // The accepted run is recorded; the same call (a replay) tries the
+        // publication again, reconciled with the remote.
+        "retry_same_call"
+    } else if has("publication_conflict") {
+        // Someone else moved the remote ref: a person decides.
+        "inspect"
+    } else if has("publication_rejected") || has("publication_unauthorized") {
+        // Not the agent's work: the contract, the remote or the
+        // credentials need changing.
+        "fix_input"
     } else if has("interrupted") && result.tool == "run" {
         // Cancelled by a signal (its class is target_rejection): the task
         // did not fail, it was stopped; re-queueing it can help.

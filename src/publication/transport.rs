@@ -53,6 +53,12 @@ pub const CREDENTIAL_ENV: &[&str] = &[
 /// prompts.
 pub const DEFAULT_SSH_COMMAND: &str = "ssh -F /dev/null -o BatchMode=yes";
 
+/// The programs the transport may need besides git's own (`ssh`; a
+/// `file://` remote's hooks run locally, as this user): the system's
+/// directories, after git's exec path, never the caller's `PATH` (where an
+/// agent of the same user could have put its own `ssh` or `git`).
+pub const SYSTEM_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
 /// Most environment-given config entries passed through
 /// (`GIT_CONFIG_COUNT`).
 const MAX_CONFIG_ENTRIES: usize = 32;
@@ -153,7 +159,9 @@ impl Transport {
     /// A git command in the scratch repository, with the harness's
     /// credential environment and only `scheme` allowed.
     fn command(&self, scheme: Scheme) -> Command {
-        let mut cmd = self.git.command(self.dir.path());
+        let mut cmd = self
+            .git
+            .command_with(self.dir.path(), Some(Path::new(SYSTEM_PATH)));
         cmd.args([
             "-c",
             "protocol.allow=never",

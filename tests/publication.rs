@@ -1,0 +1,805 @@
+//! Sanctioned publication (issue 28) over real transports: `file://`, `git
+//! daemon` (`git://`) and smart HTTP (`git http-backend` behind a small
+//! server on the loopback, `tests/support/git_http_server.py`). Every
+//! remote is a real bare repository; pushes are counted by a real
+//! `pre-receive` hook on it, so "never pushed twice" is counted, not
+//! assumed.
+
+mod common;
+
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Sandbox, agent_script, docs_run_command, docs_task, tool_result};
+use serde_json::{Value, json};
+
+/// The agent: one granted commit, different on every run.
+const AGENT: &str = "echo \"run $(date +%s%N)\" > docs/guide.md && git commit -qam docs";
+
+/// The grant id of the docs task.
+fn grant_id(sb: &Sandbox) -> String {
+    grantguard::grant::Grant::load_file(&docs_task(sb))
+        .unwrap()
+        .unwrap()
+        .id()
+}
+
+/// Writes a publication contract; returns its path.
+fn contract(sb: &Sandbox, grant: &str, remote: &str, target: &str, mode: &str) -> PathBuf {
+    contract_value(
+        sb,
+        json!({"repository_publication": {"version": "1", "grant_id": grant, "remote": remote,
+            "target_ref": target, "mode": mode, "allow_tags_and_notes": false}}),
+    )
+}
+
+fn contract_value(sb: &Sandbox, doc: Value) -> PathBuf {
+    let path = sb.root.join("publication.json");
+    std::fs::write(&path, doc.to_string()).unwrap();
+    path
+}
+
+/// A bare remote `<name>.git` in `dir` whose `pre-receive` counts pushes
+/// (one line per ref update) in `<name>.pushes`.
+fn remote(sb: &Sandbox, dir: &Path, name: &str) -> PathBuf {
+    let bare = dir.join(format!("{name}.git"));
+    sb.run_git(dir, &["init", "-q", "--bare", bare.to_str().unwrap()]);
+    sb.run_git(&bare, &["config", "http.receivepack", "true"]);
+    let log = dir.join(format!("{name}.pushes"));
+    hook(&bare, &format!("cat >> '{}'", log.display()));
+    bare
+}
+
+fn hook(bare: &Path, body: &str) {
+    common::script(&bare.join("hooks/pre-receive"), body);
+}
+
+fn pushes(dir: &Path, name: &str) -> usize {
+    common::read_or_empty(&dir.join(format!("{name}.pushes")))
+        .lines()
+        .count()
+}
+
+/// The value of `name` in the bare repository, if any.
+fn ref_in(sb: &Sandbox, bare: &Path, name: &str) -> Option<String> {
+    let out = sb.try_git_in(bare, &["rev-parse", "--verify", "-q", name]);
+    out.status
+        .success()
+        .then(|| String::from_utf8(out.stdout).unwrap().trim().to_owned())
+}
+
+fn file_url(bare: &Path) -> String {
+    format!("file://{}", bare.display())
+}
+
+/// `grantguard run --json --publication FILE --run-id ID` of the docs task
+/// with `agent` as the command.
+fn run_with(sb: &Sandbox, publication: &Path, run_id: &str, agent: &str) -> Output {
+    let agent = agent_script(sb, agent);
+    docs_run_command(
+        sb,
+        &sb.state,
+        &[
+            "--run-id",
+            run_id,
+            "--publication",
+            publication.to_str().unwrap(),
+        ],
+        &agent,
+    )
+    .output()
+    .unwrap()
+}
+
+fn run_published(sb: &Sandbox, publication: &Path, run_id: &str) -> Value {
+    tool_result(&run_with(sb, publication, run_id, AGENT))
+}
+
+fn rules(result: &Value) -> Vec<String> {
+    common::rules(result)
+}
+
+/// A server child process, killed when dropped.
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Smart HTTP over `git http-backend` for the repositories in `root`.
+fn http_server(sb: &Sandbox, root: &Path, mode: &str, credentials: Option<&str>) -> Server {
+    use std::io::BufRead;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/git_http_server.py");
+    let mut cmd = sb.command("python3");
+    cmd.arg(script).arg(root).arg(mode);
+    if let Some(c) = credentials {
+        cmd.arg(c);
+    }
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port = line.trim().parse().unwrap();
+    Server { child, port }
+}
+
+/// A free loopback port (bound then released).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `git daemon` serving (and accepting pushes to) the repositories in
+/// `root`.
+fn git_daemon(sb: &Sandbox, root: &Path) -> Server {
+    let port = free_port();
+    let child = sb
+        .command("git")
+        .args([
+            "daemon",
+            "--reuseaddr",
+            "--export-all",
+            "--enable=receive-pack",
+            "--listen=127.0.0.1",
+        ])
+        .arg(format!("--port={port}"))
+        .arg(format!("--base-path={}", root.display()))
+        .arg(root)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "git daemon did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Server { child, port }
+}
+
+/// The evidence every successful publication carries.
+#[track_caller]
+fn assert_published(sb: &Sandbox, result: &Value, bare: &Path, refname: &str) -> String {
+    assert_eq!(result["status"], "succeeded", "{result:#}");
+    let p = &result["evidence"]["publication"];
+    let tip = result["evidence"]["commits"]["tip"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(p["ref"], refname, "{p:#}");
+    assert_eq!(p["commit"], tip.as_str());
+    assert_eq!(p["accepted"], true);
+    assert_eq!(p["after"]["read"], tip.as_str(), "{p:#}");
+    if p["status"] == "published" {
+        // What the push reported; a reconciled answer never saw a report.
+        assert_eq!(p["after"]["reported"], tip.as_str(), "{p:#}");
+    }
+    assert!(p["contract"]["id"].as_str().unwrap().starts_with("rp1:"));
+    assert!(
+        p["contract"]["digest"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
+    assert_eq!(ref_in(sb, bare, refname).as_deref(), Some(tip.as_str()));
+    assert_eq!(
+        sb.git(&["rev-parse", "HEAD"]),
+        tip,
+        "the checkout holds the tip"
+    );
+    tip
+}
+
+#[test]
+fn file_transport_creates_a_templated_ref_with_evidence_in_result_journal_and_metrics() {
+    let sb = Sandbox::new();
+    let bare = remote(&sb, &sb.root, "pub");
+    let file = contract(
+        &sb,
+        &grant_id(&sb),
+        &file_url(&bare),
+        "refs/heads/agent/{task_id}/{run_id}",
+        "create",
+    );
+    let result = run_published(&sb, &file, "pub-1");
+    let refname = "refs/heads/agent/edit-docs/pub-1";
+    let tip = assert_published(&sb, &result, &bare, refname);
+    let p = &result["evidence"]["publication"];
+    assert_eq!(p["status"], "published");
+    assert_eq!(p["before"], json!({"reported": null, "read": null}));
+    assert_eq!(p["reconciled"], false);
+    assert_eq!(pushes(&sb.root, "pub"), 1);
+    // The journal: intent before, outcome after, the terminal result.
+    let dir = sb.state.join("journal/pub-1");
+    let intent: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("publication/intent.json")).unwrap())
+            .unwrap();
+    assert_eq!(intent["commit"], tip.as_str());
+    assert_eq!(intent["remote_before"], Value::Null);
+    let outcome: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("publication/outcome.json")).unwrap())
+            .unwrap();
+    assert_eq!(outcome["publication"], *p);
+    let terminal: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("terminal.json")).unwrap()).unwrap();
+    assert_eq!(terminal["result"]["evidence"]["publication"], *p);
+    // The metrics line.
+    let line: Value = serde_json::from_str(
+        std::fs::read_to_string(sb.state.join("metrics.jsonl"))
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(line["publication"]["status"], "published");
+    assert_eq!(line["publication"]["ref"], refname);
+    assert_eq!(line["publication"]["remote_after"], tip.as_str());
+
+    // A replay of the run answers the record and pushes nothing.
+    let replay = run_published(&sb, &file, "pub-1");
+    assert_eq!(replay["evidence"]["reconciliation"], "exact", "{replay:#}");
+    assert_eq!(replay["evidence"]["publication"], *p);
+    assert_eq!(pushes(&sb.root, "pub"), 1, "a replay never pushes again");
+}
+
+#[test]
+fn fast_forward_publishes_onto_the_baseline_and_refuses_a_moved_remote_ref() {
+    let sb = Sandbox::new();
+    let baseline = sb.git(&["rev-parse", "HEAD"]);
+    let origin = sb.origin.clone();
+    let file = contract(
+        &sb,
+        &grant_id(&sb),
+        &file_url(&origin),
+        "refs/heads/main",
+        "fast-forward",
+    );
+    let result = run_published(&sb, &file, "ff-1");
+    assert_published(&sb, &result, &origin, "refs/heads/main");
+    let p = &result["evidence"]["publication"];
+    assert_eq!(p["before"]["read"], baseline.as_str());
+    assert_eq!(p["before"]["reported"], baseline.as_str());
+
+    // Someone else moves the remote branch off the line: not a fast-forward.
+    let other = sb.root.join("other");
+    sb.run_git(&sb.root, &["clone", "-q", "origin.git", "other"]);
+    sb.run_git(&other, &["reset", "-q", "--hard", &baseline]);
+    std::fs::write(other.join("README.md"), "elsewhere\n").unwrap();
+    sb.run_git(&other, &["commit", "-qam", "elsewhere"]);
+    sb.run_git(&other, &["push", "-q", "-f", "origin", "HEAD:main"]);
+    let moved = ref_in(&sb, &origin, "refs/heads/main").unwrap();
+    let result = run_published(&sb, &file, "ff-2");
+    assert_eq!(result["failure_class"], "target_rejection", "{result:#}");
+    assert_eq!(rules(&result), ["publication_rejected"]);
+    assert_eq!(
+        result["evidence"]["verify"], "accepted",
+        "acceptance stands"
+    );
+    assert_eq!(result["evidence"]["publication"]["status"], "failed");
+    assert_eq!(result["evidence"]["publication"]["accepted"], true);
+    assert_eq!(ref_in(&sb, &origin, "refs/heads/main"), Some(moved));
+}
+
+#[test]
+fn create_refuses_an_existing_ref_and_a_pre_receive_refusal_is_a_target_rejection() {
+    let sb = Sandbox::new();
+    let bare = remote(&sb, &sb.root, "pub");
+    let grant = grant_id(&sb);
+    let baseline = sb.git(&["rev-parse", "HEAD"]);
+    sb.git(&[
+        "push",
+        "-q",
+        bare.to_str().unwrap(),
+        "HEAD:refs/heads/agent/taken",
+    ]);
+    let file = contract(
+        &sb,
+        &grant,
+        &file_url(&bare),
+        "refs/heads/agent/taken",
+        "create",
+    );
+    let result = run_published(&sb, &file, "exists-1");
+    assert_eq!(result["status"], "failed_permanent", "{result:#}");
+    assert_eq!(result["failure_class"], "target_rejection");
+    assert_eq!(rules(&result), ["publication_rejected"]);
+    assert!(
+        result["violations"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("already exists")
+    );
+    assert_eq!(
+        result["evidence"]["publication"]["before"]["read"],
+        baseline.as_str()
+    );
+    assert_eq!(ref_in(&sb, &bare, "refs/heads/agent/taken"), Some(baseline));
+
+    // A protected namespace: the remote's own pre-receive refuses.
+    hook(&bare, "echo 'refs/heads/agent/* is protected' >&2; exit 1");
+    let file = contract(
+        &sb,
+        &grant,
+        &file_url(&bare),
+        "refs/heads/agent/{run_id}",
+        "create",
+    );
+    let result = run_published(&sb, &file, "hooked-1");
+    assert_eq!(result["failure_class"], "target_rejection", "{result:#}");
+    assert_eq!(rules(&result), ["publication_rejected"]);
+    let message = result["violations"][0]["message"].as_str().unwrap();
+    assert!(message.contains("pre-receive hook declined"), "{message}");
+    assert_eq!(ref_in(&sb, &bare, "refs/heads/agent/hooked-1"), None);
+    // The work was accepted and stays on the local branch.
+    assert_eq!(result["evidence"]["verify"], "accepted");
+    assert_eq!(
+        sb.git(&["rev-parse", "HEAD"]),
+        result["evidence"]["commits"]["tip"].as_str().unwrap()
+    );
+}
+
+#[test]
+fn a_lost_response_is_reconciled_and_never_pushed_twice() {
+    let sb = Sandbox::new();
+    let bare = remote(&sb, &sb.root, "pub");
+    let file = contract(
+        &sb,
+        &grant_id(&sb),
+        &file_url(&bare),
+        "refs/heads/agent/{run_id}",
+        "create",
+    );
+    // grantguard dies right after git push returned: the answer is lost.
+    let agent = agent_script(&sb, AGENT);
+    let out = docs_run_command(
+        &sb,
+        &sb.state,
+        &[
+            "--run-id",
+            "lost-1",
+            "--publication",
+            file.to_str().unwrap(),
+        ],
+        &agent,
+    )
+    .env("GRANTGUARD_TEST_CRASH_AT", "publication_pushed")
+    .output()
+    .unwrap();
+    assert!(out.stdout.is_empty(), "killed before printing");
+    assert_eq!(pushes(&sb.root, "pub"), 1);
+    let run_dir = sb.state.join("journal/lost-1");
+    assert!(run_dir.join("publication/intent.json").exists());
+    assert!(!run_dir.join("publication/outcome.json").exists());
+    assert!(!run_dir.join("terminal.json").exists());
+    // The replay reads the remote ref, finds the tip, records it.
+    let result = run_published(&sb, &file, "lost-1");
+    assert_published(&sb, &result, &bare, "refs/heads/agent/lost-1");
+    let p = &result["evidence"]["publication"];
+    assert_eq!(p["status"], "already_published", "{p:#}");
+    assert_eq!(p["reconciled"], true);
+    assert_eq!(pushes(&sb.root, "pub"), 1, "never pushed twice");
+    assert!(
+        run_dir.join("terminal.json").exists(),
+        "the run is finished"
+    );
+    assert_eq!(
+        std::fs::read_to_string(sb.state.join("metrics.jsonl"))
+            .unwrap()
+            .lines()
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn a_remote_ref_moved_after_the_intent_is_a_conflict_naming_both_values() {
+    let sb = Sandbox::new();
+    let bare = remote(&sb, &sb.root, "pub");
+    let baseline = sb.git(&["rev-parse", "HEAD"]);
+    let file = contract(
+        &sb,
+        &grant_id(&sb),
+        &file_url(&bare),
+        "refs/heads/agent/{run_id}",
+        "create",
+    );
+    // Killed after the intent, before the push.
+    let agent = agent_script(&sb, AGENT);
+    let out = docs_run_command(
+        &sb,
+        &sb.state,
+        &[
+            "--run-id",
+            "moved-1",
+            "--publication",
+            file.to_str().unwrap(),
+        ],
+        &agent,
+    )
+    .env("GRANTGUARD_TEST_CRASH_AT", "publication_intent")
+    .output()
+    .unwrap();
+    assert!(out.stdout.is_empty());
+    assert_eq!(pushes(&sb.root, "pub"), 0);
+    // Meanwhile someone else creates the ref.
+    sb.git(&[
+        "push",
+        "-q",
+        bare.to_str().unwrap(),
+        &format!("{baseline}:refs/heads/agent/moved-1"),
+    ]);
+    let result = run_published(&sb, &file, "moved-1");
+    assert_eq!(result["failure_class"], "conflict", "{result:#}");
+    assert_eq!(result["retryable"], true);
+    assert_eq!(rules(&result), ["publication_conflict"]);
+    let message = result["violations"][0]["message"].as_str().unwrap();
+    let tip = result["evidence"]["commits"]["tip"].as_str().unwrap();
+    assert!(
+        message.contains(&baseline) && message.contains(tip),
+        "{message}"
+    );
+    assert_eq!(
+        result["evidence"]["publication"]["after"]["read"],
+        baseline.as_str()
+    );
+    assert_eq!(
+        ref_in(&sb, &bare, "refs/heads/agent/moved-1"),
+        Some(baseline)
+    );
+    assert_eq!(pushes(&sb.root, "pub"), 1, "only the other party's push");
+}
+
+#[test]
+fn git_daemon_transport_publishes_and_a_refused_connection_is_transient() {
+    let sb = Sandbox::new();
+    let served = sb.root.join("served");
+    std::fs::create_dir(&served).unwrap();
+    let bare = remote(&sb, &served, "pub");
+    let daemon = git_daemon(&sb, &served);
+    let grant = grant_id(&sb);
+    let url = format!("git://127.0.0.1:{}/pub.git", daemon.port);
+    let file = contract(&sb, &grant, &url, "refs/heads/agent/{run_id}", "create");
+    let result = run_published(&sb, &file, "daemon-1");
+    assert_published(&sb, &result, &bare, "refs/heads/agent/daemon-1");
+    assert_eq!(
+        result["evidence"]["publication"]["contract"]["remote"],
+        url.as_str()
+    );
+    // Nobody listens there: the network failed, retryable.
+    let closed = format!("git://127.0.0.1:{}/pub.git", free_port());
+    let file = contract(&sb, &grant, &closed, "refs/heads/agent/{run_id}", "create");
+    let out = run_with(&sb, &file, "daemon-2", AGENT);
+    let result = tool_result(&out);
+    assert_eq!(result["failure_class"], "transient_provider", "{result:#}");
+    assert_eq!(result["status"], "failed_retryable");
+    assert_eq!(rules(&result), ["publication_unreachable"]);
+    assert_eq!(out.status.code(), Some(75));
+    assert_eq!(result["evidence"]["verify"], "accepted");
+}
+
+#[test]
+fn smart_http_publishes_and_never_records_the_urls_credentials() {
+    let sb = Sandbox::new();
+    let served = sb.root.join("served");
+    std::fs::create_dir(&served).unwrap();
+    let bare = remote(&sb, &served, "pub");
+    let server = http_server(&sb, &served, "serve", Some("bot:s3cr3t-t0ken"));
+    let grant = grant_id(&sb);
+    let url = format!("http://bot:s3cr3t-t0ken@127.0.0.1:{}/pub.git", server.port);
+    let file = contract(&sb, &grant, &url, "refs/heads/agent/{run_id}", "create");
+    let out = run_with(&sb, &file, "http-1", AGENT);
+    let result = tool_result(&out);
+    assert_published(&sb, &result, &bare, "refs/heads/agent/http-1");
+    assert_eq!(
+        result["evidence"]["publication"]["contract"]["remote"],
+        format!("http://127.0.0.1:{}/pub.git", server.port)
+    );
+    // Wrong credentials: an authorization failure, not retried.
+    let wrong = format!("http://bot:wr0ng-pass@127.0.0.1:{}/pub.git", server.port);
+    let file = contract(&sb, &grant, &wrong, "refs/heads/agent/{run_id}", "create");
+    let denied = run_with(&sb, &file, "http-2", AGENT);
+    let result = tool_result(&denied);
+    assert_eq!(result["failure_class"], "authorization", "{result:#}");
+    assert_eq!(rules(&result), ["publication_unauthorized"]);
+    assert_eq!(result["retryable"], false);
+    assert_eq!(ref_in(&sb, &bare, "refs/heads/agent/http-2"), None);
+    // Neither secret anywhere: output, journal, metrics, state.
+    let mut seen = String::new();
+    for o in [&out, &denied] {
+        seen.push_str(&String::from_utf8_lossy(&o.stdout));
+        seen.push_str(&String::from_utf8_lossy(&o.stderr));
+    }
+    for entry in walk(&sb.state) {
+        seen.push_str(&String::from_utf8_lossy(
+            &std::fs::read(entry).unwrap_or_default(),
+        ));
+    }
+    assert!(!seen.contains("s3cr3t-t0ken"), "the credential leaked");
+    assert!(!seen.contains("wr0ng-pass"), "the credential leaked");
+    assert!(!seen.contains("bot:"), "the userinfo leaked");
+}
+
+#[test]
+fn smart_http_dropped_connection_is_transient_and_the_retry_publishes_once() {
+    let sb = Sandbox::new();
+    let served = sb.root.join("served");
+    std::fs::create_dir(&served).unwrap();
+    let bare = remote(&sb, &served, "pub");
+    let dropping = http_server(&sb, &served, "drop", None);
+    let grant = grant_id(&sb);
+    let url = format!("http://127.0.0.1:{}/pub.git", dropping.port);
+    let file = contract(&sb, &grant, &url, "refs/heads/agent/{run_id}", "create");
+    let result = run_published(&sb, &file, "drop-1");
+    assert_eq!(result["failure_class"], "transient_provider", "{result:#}");
+    assert_eq!(rules(&result), ["publication_unreachable"]);
+    assert_eq!(result["evidence"]["next_step"]["action"], "retry_same_call");
+    // The network is back on the same address: the same call publishes.
+    let port = dropping.port;
+    drop(dropping);
+    let server = http_server_on(&sb, &served, port);
+    let result = run_published(&sb, &file, "drop-1");
+    assert_eq!(result["evidence"]["reconciliation"], "exact", "{result:#}");
+    assert_published(&sb, &result, &bare, "refs/heads/agent/drop-1");
+    assert_eq!(pushes(&served, "pub"), 1);
+    let again = run_published(&sb, &file, "drop-1");
+    assert_eq!(again["evidence"]["publication"]["status"], "published");
+    assert_eq!(pushes(&served, "pub"), 1, "never pushed twice");
+    drop(server);
+}
+
+/// [`http_server`] again on a given port (the server binds port 0 by
+/// default; this one is given the port through a wrapper).
+fn http_server_on(sb: &Sandbox, root: &Path, port: u16) -> Server {
+    use std::io::BufRead;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/git_http_server.py");
+    let mut child = sb
+        .command("python3")
+        .arg(script)
+        .arg(root)
+        .arg("serve")
+        .env("GIT_HTTP_TEST_PORT", port.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), port.to_string());
+    Server { child, port }
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() && !p.is_symlink() {
+                todo.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_contract_for_another_grant_or_a_grantless_task_is_refused_before_anything_runs() {
+    let sb = Sandbox::new();
+    let bare = remote(&sb, &sb.root, "pub");
+    let other = format!("rg1:{}", "0".repeat(64));
+    let file = contract(
+        &sb,
+        &other,
+        &file_url(&bare),
+        "refs/heads/agent/{run_id}",
+        "create",
+    );
+    let ran = sb.root.join("ran");
+    let body = format!("touch '{}'; {AGENT}", ran.display());
+    let result = tool_result(&run_with(&sb, &file, "other-1", &body));
+    assert_eq!(result["failure_class"], "authorization", "{result:#}");
+    assert_eq!(rules(&result), ["publication_grant_mismatch"]);
+    assert!(!ran.exists(), "nothing ran");
+    assert_eq!(pushes(&sb.root, "pub"), 0);
+    // A task without a grant.
+    let task = sb.root.join("plain.json");
+    let mut spec: Value = serde_json::from_slice(&std::fs::read(docs_task(&sb)).unwrap()).unwrap();
+    spec.as_object_mut().unwrap().remove("repository_grant");
+    std::fs::write(&task, spec.to_string()).unwrap();
+    let agent = agent_script(&sb, &body);
+    let out = sb
+        .command(env!("CARGO_BIN_EXE_grantguard"))
+        .current_dir(&sb.root)
+        .args(["run", "--task", task.to_str().unwrap()])
+        .args(["--repo", sb.repo.to_str().unwrap()])
+        .args(["--state", sb.state.to_str().unwrap()])
+        .args(["--capability", "repo.read", "--json"])
+        .args(["--publication", file.to_str().unwrap(), "--"])
+        .arg(&agent)
+        .output()
+        .unwrap();
+    let result = tool_result(&out);
+    assert_eq!(rules(&result), ["publication_without_grant"], "{result:#}");
+    assert!(!ran.exists(), "nothing ran");
+}
+
+#[test]
+fn wildcards_head_tags_force_and_unknown_fields_are_refused_at_parse_time() {
+    let sb = Sandbox::new();
+    let bare = remote(&sb, &sb.root, "pub");
+    let grant = grant_id(&sb);
+    let url = file_url(&bare);
+    let base = json!({"version": "1", "grant_id": grant, "remote": url,
+        "target_ref": "refs/heads/agent/{run_id}", "mode": "create",
+        "allow_tags_and_notes": false});
+    let with = |key: &str, value: Value| {
+        let mut b = base.clone();
+        b[key] = value;
+        json!({ "repository_publication": b })
+    };
+    let cases = [
+        (with("target_ref", json!("refs/heads/agent/*")), "wildcard"),
+        (with("target_ref", json!("HEAD")), "HEAD"),
+        (
+            with("target_ref", json!("refs/tags/v1")),
+            "allow_tags_and_notes",
+        ),
+        (with("mode", json!("force")), "never force"),
+        (with("surprise", json!(true)), "unknown field"),
+        (with("remote", json!("origin")), "remote name"),
+        (
+            with("target_ref", json!("refs/heads/{user}")),
+            "only variables",
+        ),
+    ];
+    for (i, (doc, says)) in cases.into_iter().enumerate() {
+        let file = contract_value(&sb, doc);
+        let result = tool_result(&run_with(&sb, &file, &format!("bad-{i}"), AGENT));
+        assert_eq!(result["failure_class"], "validation", "{says}: {result:#}");
+        assert_eq!(rules(&result), ["publication_invalid"], "{says}");
+        let messages: String = result["violations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["message"].as_str().unwrap())
+            .collect();
+        assert!(messages.contains(says), "{says}: {messages}");
+    }
+    assert_eq!(pushes(&sb.root, "pub"), 0);
+    assert_eq!(sb.git(&["rev-list", "--count", "HEAD"]), "1", "nothing ran");
+}
+
+#[test]
+fn the_agent_cannot_publish_itself_and_never_sees_the_credentials() {
+    let sb = Sandbox::new();
+    let bare = remote(&sb, &sb.root, "pub");
+    let file = contract(
+        &sb,
+        &grant_id(&sb),
+        &file_url(&bare),
+        "refs/heads/agent/{run_id}",
+        "create",
+    );
+    let log = sb.root.join("agent.log");
+    let url = file_url(&bare);
+    let body = format!(
+        "{AGENT}\n\
+         echo \"sock=${{SSH_AUTH_SOCK:-none}} cfg=${{GIT_CONFIG_COUNT:-none}}\" >> '{log}'\n\
+         {}\n{}",
+        common::attempt(
+            &log,
+            "push",
+            &format!("git push -q '{url}' HEAD:refs/heads/mine")
+        ),
+        common::attempt(
+            &log,
+            "bypass",
+            &format!(
+                "git -c core.hooksPath=/dev/null push -q --no-verify '{url}' HEAD:refs/heads/mine2"
+            )
+        ),
+        log = log.display()
+    );
+    let agent = agent_script(&sb, &body);
+    let out = docs_run_command(
+        &sb,
+        &sb.state,
+        &[
+            "--run-id",
+            "self-1",
+            "--publication",
+            file.to_str().unwrap(),
+        ],
+        &agent,
+    )
+    .env("SSH_AUTH_SOCK", "/nonexistent/agent.sock")
+    .env("GIT_CONFIG_COUNT", "1")
+    .env("GIT_CONFIG_KEY_0", "http.extraHeader")
+    .env("GIT_CONFIG_VALUE_0", "Authorization: Bearer xyz")
+    .output()
+    .unwrap();
+    let result = tool_result(&out);
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert!(log.contains("sock=none cfg=none"), "{log}");
+    assert!(
+        log.contains("push refused") && log.contains("bypass refused"),
+        "{log}"
+    );
+    assert_eq!(ref_in(&sb, &bare, "refs/heads/mine"), None);
+    assert_eq!(ref_in(&sb, &bare, "refs/heads/mine2"), None);
+    // grantguard itself published the accepted tip.
+    assert_published(&sb, &result, &bare, "refs/heads/agent/self-1");
+    assert_eq!(pushes(&sb.root, "pub"), 1);
+}
+
+#[test]
+fn publish_verifies_again_then_publishes_once() {
+    let sb = Sandbox::new();
+    let bare = remote(&sb, &sb.root, "pub");
+    let task = docs_task(&sb);
+    sb.arm(&task);
+    sb.commit_file("docs/guide.md", "better\n", "docs");
+    let file = contract(
+        &sb,
+        &grant_id(&sb),
+        &file_url(&bare),
+        "refs/heads/agent/{run_id}",
+        "create",
+    );
+    let publish = |extra: &[&str]| {
+        let mut args = vec![
+            "publish",
+            "--state",
+            sb.state.to_str().unwrap(),
+            "--publication",
+            file.to_str().unwrap(),
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        sb.grantguard(&args)
+    };
+    // The template needs a run id.
+    let result = tool_result(&publish(&[]));
+    assert_eq!(rules(&result), ["publication_invalid"], "{result:#}");
+    let out = publish(&["--run-id", "h-1"]);
+    let result = tool_result(&out);
+    assert_eq!(result["tool"], "publish");
+    assert_published(&sb, &result, &bare, "refs/heads/agent/h-1");
+    let again = tool_result(&publish(&["--run-id", "h-1"]));
+    assert_eq!(
+        again["evidence"]["publication"]["reconciled"], true,
+        "{again:#}"
+    );
+    assert_eq!(pushes(&sb.root, "pub"), 1, "never pushed twice");
+    // Work that verify rejects is never published.
+    sb.commit_file("src/lib.rs", "pub fn g() {}\n", "ungranted");
+    let result = tool_result(&publish(&["--run-id", "h-2"]));
+    assert_eq!(result["failure_class"], "verification", "{result:#}");
+    assert!(rules(&result).contains(&"publication_not_accepted".to_owned()));
+    assert_eq!(ref_in(&sb, &bare, "refs/heads/agent/h-2"), None);
+}
