@@ -101,6 +101,25 @@ fn rules(result: &Value) -> Vec<String> {
     common::rules(result)
 }
 
+/// Panics unless `value` validates against `schemas/<name>`.
+#[track_caller]
+fn assert_schema(name: &str, value: &Value) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("schemas")
+        .join(name);
+    let schema: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(value)
+        .map(|e| format!("{}: {e}", e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{name}: {}\n{value:#}",
+        errors.join("\n")
+    );
+}
+
 /// A server child process, killed when dropped.
 struct Server {
     child: Child,
@@ -254,6 +273,10 @@ fn file_transport_creates_a_templated_ref_with_evidence_in_result_journal_and_me
     assert_eq!(line["publication"]["status"], "published");
     assert_eq!(line["publication"]["ref"], refname);
     assert_eq!(line["publication"]["remote_after"], tip.as_str());
+    assert_schema("metrics_record.schema.json", &line);
+    assert_schema("publication_record.schema.json", &intent);
+    assert_schema("publication_record.schema.json", &outcome);
+    assert_schema("journal_record.schema.json", &terminal);
 
     // A replay of the run answers the record and pushes nothing.
     let replay = run_published(&sb, &file, "pub-1");
@@ -510,6 +533,7 @@ fn smart_http_publishes_and_never_records_the_urls_credentials() {
     let out = run_with(&sb, &file, "http-1", AGENT);
     let result = tool_result(&out);
     assert_published(&sb, &result, &bare, "refs/heads/agent/http-1");
+    assert_like_the_documented_evidence(&result["evidence"]["publication"]);
     assert_eq!(
         result["evidence"]["publication"]["contract"]["remote"],
         format!("http://127.0.0.1:{}/pub.git", server.port)
@@ -802,4 +826,66 @@ fn publish_verifies_again_then_publishes_once() {
     assert_eq!(result["failure_class"], "verification", "{result:#}");
     assert!(rules(&result).contains(&"publication_not_accepted".to_owned()));
     assert_eq!(ref_in(&sb, &bare, "refs/heads/agent/h-2"), None);
+}
+
+/// The fenced block after `marker` in docs/reference/publication.md.
+fn documented(marker: &str) -> String {
+    let page = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/reference/publication.md"),
+    )
+    .unwrap();
+    let at = page.find(marker).unwrap_or_else(|| panic!("no {marker}"));
+    let rest = &page[at..];
+    let start = rest.find("\n").unwrap() + 1;
+    let body = &rest[start..];
+    let body = &body[body.find('\n').unwrap() + 1..];
+    body[..body.find("```").unwrap()].to_owned()
+}
+
+/// The page's evidence sample has exactly the shape of a real one (same
+/// keys at every level, same constant values); only ids, ports and
+/// commits differ from run to run.
+fn assert_like_the_documented_evidence(real: &Value) {
+    let sample: Value =
+        serde_json::from_str(&documented("<!-- sample: publication-evidence")).unwrap();
+    fn shape(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => {
+                Value::Object(m.iter().map(|(k, v)| (k.clone(), shape(v))).collect())
+            }
+            Value::String(s)
+                if s.len() == 40 || s.contains(':') || s.starts_with("refs/heads/agent/h") =>
+            {
+                json!("VARIES")
+            }
+            other => other.clone(),
+        }
+    }
+    assert_eq!(
+        shape(&sample),
+        shape(real),
+        "docs/reference/publication.md is stale"
+    );
+}
+
+#[test]
+fn the_documented_contract_parses_the_same_in_json_and_toml() {
+    use grantguard::document::{Format, parse};
+    use grantguard::publication::Publication;
+    let page = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/reference/publication.md"),
+    )
+    .unwrap();
+    let block = |fence: &str| {
+        let at = page.find(fence).unwrap() + fence.len();
+        page[at..at + page[at..].find("```").unwrap()].to_owned()
+    };
+    let from_json =
+        Publication::from_document(&parse(&block("```json\n"), Format::Json).unwrap()).unwrap();
+    let from_toml =
+        Publication::from_document(&parse(&block("```toml\n"), Format::Toml).unwrap()).unwrap();
+    assert_eq!(from_json.id(), from_toml.id());
+    // The page's grant id is the docs task's.
+    let sb = Sandbox::new();
+    assert_eq!(from_json.grant_id(), grant_id(&sb));
 }
