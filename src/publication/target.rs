@@ -101,6 +101,12 @@ impl RefTemplate {
             };
             out = out.replace(var, value);
         }
+        if out.ends_with("/HEAD") {
+            return Err(format!(
+                "the target ref expands to {out:?}, whose last component is HEAD; a run or task \
+                 id named HEAD cannot be published under this template"
+            ));
+        }
         match refname_problem(out.as_bytes()) {
             Some(problem) => Err(format!(
                 "the target ref expands to {out:?}, which is not a valid ref name: it {problem}"
@@ -153,6 +159,12 @@ mod tests {
             task_id: Some("x"),
         };
         assert!(t.expand(bad).unwrap_err().contains("not a valid ref name"));
+        // Found by tests/publication_props.rs: a run id may be `HEAD`.
+        let head = Names {
+            run_id: Some("HEAD"),
+            task_id: Some("x"),
+        };
+        assert!(t.expand(head).unwrap_err().contains("HEAD"));
     }
 
     #[test]
