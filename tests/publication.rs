@@ -283,6 +283,25 @@ fn file_transport_creates_a_templated_ref_with_evidence_in_result_journal_and_me
     assert_eq!(replay["evidence"]["reconciliation"], "exact", "{replay:#}");
     assert_eq!(replay["evidence"]["publication"], *p);
     assert_eq!(pushes(&sb.root, "pub"), 1, "a replay never pushes again");
+    // The human summary names what was published.
+    let out = run_with(&sb, &file, "pub-1", AGENT);
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        summary.contains(&format!("publication: published {tip} -> {refname}")),
+        "{summary}"
+    );
+    // A replay under another contract is not this run.
+    let other = contract(
+        &sb,
+        &grant_id(&sb),
+        &file_url(&bare),
+        "refs/heads/elsewhere/{run_id}",
+        "create",
+    );
+    let mismatch = run_published(&sb, &other, "pub-1");
+    assert_eq!(rules(&mismatch), ["evidence_mismatch"], "{mismatch:#}");
+    assert_eq!(mismatch["evidence"]["differing"], json!(["publication"]));
+    assert_eq!(pushes(&sb.root, "pub"), 1);
 }
 
 #[test]
@@ -888,4 +907,43 @@ fn the_documented_contract_parses_the_same_in_json_and_toml() {
     // The page's grant id is the docs task's.
     let sb = Sandbox::new();
     assert_eq!(from_json.grant_id(), grant_id(&sb));
+}
+
+#[test]
+fn a_sealed_run_publishes_the_tip_it_imported_into_the_host() {
+    let sb = Sandbox::new();
+    let bare = remote(&sb, &sb.root, "pub");
+    let file = contract(
+        &sb,
+        &grant_id(&sb),
+        &file_url(&bare),
+        "refs/heads/agent/{run_id}",
+        "create",
+    );
+    let agent = agent_script(&sb, AGENT);
+    let out = docs_run_command(
+        &sb,
+        &sb.state,
+        &[
+            "--isolate",
+            "--run-id",
+            "sealed-1",
+            "--publication",
+            file.to_str().unwrap(),
+        ],
+        &agent,
+    )
+    .output()
+    .unwrap();
+    let result = tool_result(&out);
+    if result["failure_class"] == "dependency" {
+        eprintln!("skipped: namespaces are unavailable here: {result:#}");
+        return;
+    }
+    assert_eq!(
+        result["evidence"]["workspace"]["mode"], "sealed",
+        "{result:#}"
+    );
+    assert_published(&sb, &result, &bare, "refs/heads/agent/sealed-1");
+    assert_eq!(pushes(&sb.root, "pub"), 1);
 }

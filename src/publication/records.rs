@@ -4,6 +4,7 @@
 //! ```text
 //! <dir>/intent.json    before git push runs: contract, ref, commit, the remote ref as read
 //! <dir>/outcome.json   after: the evidence, success or typed failure
+//! <dir>/lock           held while an attempt runs
 //! ```
 //!
 //! `<dir>` is `<journal>/<run id>/publication/` under `run --publication`,
@@ -66,26 +67,45 @@ pub struct OutcomeRecord {
     pub recorded_at: u64,
 }
 
-/// A publication's journal directory.
-#[derive(Clone, Debug)]
+/// File name of the advisory lock held while a publication is attempted.
+pub const LOCK_FILE: &str = "lock";
+
+/// A publication's journal directory, locked: two `publish` calls for the
+/// same publication take turns, and the second answers what the first
+/// recorded.
+#[derive(Debug)]
 pub struct PublicationJournal {
     dir: PathBuf,
+    _lock: Option<std::fs::File>,
 }
 
 impl PublicationJournal {
-    /// Opens (creating, private) the directory.
+    /// Opens (creating, private) the directory and takes its lock,
+    /// waiting for another attempt of the same publication to end (a
+    /// crashed one holds none).
     pub fn open(dir: &Path) -> Result<PublicationJournal> {
         crate::fsutil::create_private_dir(dir)?;
+        let path = dir.join(LOCK_FILE);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .with_context(|| format!("cannot open the lock {}", path.display()))?;
+        file.lock()
+            .with_context(|| format!("cannot lock {}", path.display()))?;
         Ok(PublicationJournal {
             dir: dir.to_owned(),
+            _lock: Some(file),
         })
     }
 
-    /// The journal at `dir` if it holds an intent, without creating
-    /// anything.
+    /// The journal at `dir` if it holds an intent, read without creating
+    /// or locking anything.
     pub fn existing(dir: &Path) -> Option<PublicationJournal> {
         dir.join(INTENT_FILE).exists().then(|| PublicationJournal {
             dir: dir.to_owned(),
+            _lock: None,
         })
     }
 

@@ -444,6 +444,17 @@ fn run_steps(request: &Request) -> ToolResult {
     match journal::reconcile(lock.existing(), &identity) {
         Reconciliation::Fresh => {}
         Reconciliation::Exact(terminal) => {
+            if let Some(plan) = &publication
+                && publish_step::replays_another_publication(&terminal.result, plan)
+            {
+                return conflict_result(
+                    &Reconciliation::EvidenceConflict {
+                        differing: vec!["publication"],
+                    },
+                    &identity,
+                    &places,
+                );
+            }
             let mut result = replay(*terminal, &places);
             if let Some(plan) = &publication {
                 publish_step::retry_on_replay(&mut result, plan, &places, &identity.run_id);
@@ -519,7 +530,6 @@ fn run_steps(request: &Request) -> ToolResult {
     if let Some(plan) = &publication
         && result.is_success()
     {
-        crash_point("accepted");
         publish_step::after_acceptance(&mut result, plan, &places, &identity.run_id);
         if let Some(m) = measured.as_mut() {
             m.publication = publish_step::metrics_summary(&result);

@@ -179,6 +179,22 @@ pub(super) fn retry_on_replay(
     after_acceptance(recorded, plan, places, run_id);
 }
 
+/// Whether a recorded run answers another publication than `plan`'s: it
+/// was published under another contract or ref, or accepted without one.
+/// (A run that was not accepted published nothing under any contract.)
+pub(super) fn replays_another_publication(recorded: &ToolResult, plan: &Plan) -> bool {
+    match recorded.evidence.get("publication") {
+        Some(p) => {
+            p.get("contract")
+                .and_then(|c| c.get("id"))
+                .and_then(Value::as_str)
+                != Some(plan.contract.id().as_str())
+                || p.get("ref").and_then(Value::as_str) != Some(plan.refname.as_str())
+        }
+        None => recorded.is_success(),
+    }
+}
+
 /// The objects directory of the repository at `work_dir`.
 fn objects_of(work_dir: &Path) -> anyhow::Result<PathBuf> {
     let repo = crate::repo::open(work_dir)?;
