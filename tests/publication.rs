@@ -947,3 +947,54 @@ fn a_sealed_run_publishes_the_tip_it_imported_into_the_host() {
     assert_published(&sb, &result, &bare, "refs/heads/agent/sealed-1");
     assert_eq!(pushes(&sb.root, "pub"), 1);
 }
+
+#[test]
+fn the_checkouts_and_the_users_config_cannot_redirect_the_push() {
+    let sb = Sandbox::new();
+    let bare = remote(&sb, &sb.root, "pub");
+    let decoy = remote(&sb, &sb.root, "decoy");
+    let url = file_url(&bare);
+    let decoy_url = file_url(&decoy);
+    // Both the checkout's config (recorded at arm, so verify accepts it)
+    // and the user's ~/.gitconfig would send the contract's URL elsewhere.
+    for scope in ["--local", "--global"] {
+        sb.git(&["config", scope, &format!("url.{decoy_url}.insteadOf"), &url]);
+    }
+    let file = contract(
+        &sb,
+        &grant_id(&sb),
+        &url,
+        "refs/heads/agent/{run_id}",
+        "create",
+    );
+    let result = run_published(&sb, &file, "redirect-1");
+    assert_published(&sb, &result, &bare, "refs/heads/agent/redirect-1");
+    assert_eq!(
+        pushes(&sb.root, "decoy"),
+        0,
+        "the push went where the contract says"
+    );
+    assert_eq!(ref_in(&sb, &decoy, "refs/heads/agent/redirect-1"), None);
+}
+
+#[test]
+fn a_rejected_run_publishes_nothing() {
+    let sb = Sandbox::new();
+    let bare = remote(&sb, &sb.root, "pub");
+    let file = contract(
+        &sb,
+        &grant_id(&sb),
+        &file_url(&bare),
+        "refs/heads/agent/{run_id}",
+        "create",
+    );
+    let ungranted = "echo x > README.md && git commit -qam readme";
+    let result = tool_result(&run_with(&sb, &file, "rejected-1", ungranted));
+    assert_eq!(result["failure_class"], "verification", "{result:#}");
+    assert!(
+        result["evidence"].get("publication").is_none(),
+        "{result:#}"
+    );
+    assert_eq!(pushes(&sb.root, "pub"), 0);
+    assert!(!sb.state.join("journal/rejected-1/publication").exists());
+}
