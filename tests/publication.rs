@@ -1,6 +1,8 @@
 //! Sanctioned publication (issue 28) over real transports: `file://`, `git
-//! daemon` (`git://`) and smart HTTP (`git http-backend` behind a small
-//! server on the loopback, `tests/support/git_http_server.py`). Every
+//! daemon` (`git://`), smart HTTP (`git http-backend` behind a small
+//! server on the loopback, `tests/support/git_http_server.py`) and ssh (the
+//! distribution's `sshd` on a loopback port with throwaway keys; skipped
+//! where none can run). Every
 //! remote is a real bare repository; pushes are counted by a real
 //! `pre-receive` hook on it, so "never pushed twice" is counted, not
 //! assumed.
@@ -997,4 +999,136 @@ fn a_rejected_run_publishes_nothing() {
     );
     assert_eq!(pushes(&sb.root, "pub"), 0);
     assert!(!sb.state.join("journal/rejected-1/publication").exists());
+}
+
+/// An `sshd` from the distribution on a loopback port with a throwaway
+/// host key, accepting only `client_key` for the current user; `None`
+/// (the test is skipped) when there is no sshd or it cannot start here.
+fn sshd(sb: &Sandbox, client_key: &Path) -> Option<Server> {
+    let program = ["/usr/sbin/sshd", "/usr/bin/sshd"]
+        .into_iter()
+        .map(Path::new)
+        .find(|p| p.exists())?;
+    let dir = sb.root.join("sshd");
+    std::fs::create_dir_all(&dir).unwrap();
+    let host_key = dir.join("host_key");
+    keygen(sb, &host_key);
+    let authorized = dir.join("authorized_keys");
+    std::fs::copy(client_key.with_extension("pub"), &authorized).unwrap();
+    // OpenSSH's privilege separation directory; root may make it.
+    if !Path::new("/run/sshd").exists() && std::fs::create_dir_all("/run/sshd").is_err() {
+        return None;
+    }
+    let port = free_port();
+    let config = dir.join("sshd_config");
+    std::fs::write(
+        &config,
+        format!(
+            "Port {port}\nListenAddress 127.0.0.1\nHostKey {}\nAuthorizedKeysFile {}\n\
+             PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n\
+             StrictModes no\nPermitRootLogin prohibit-password\nPidFile {}\n",
+            host_key.display(),
+            authorized.display(),
+            dir.join("pid").display()
+        ),
+    )
+    .unwrap();
+    let child = sb
+        .command(program)
+        .args(["-D", "-e", "-f"])
+        .arg(&config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let mut server = Server { child, port };
+    let started = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if started.elapsed() > Duration::from_secs(10) || server.child.try_wait().ok()?.is_some() {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The client trusts exactly this host key.
+    let public = std::fs::read_to_string(host_key.with_extension("pub")).unwrap();
+    std::fs::write(
+        sb.root.join("known_hosts"),
+        format!("[127.0.0.1]:{port} {public}"),
+    )
+    .unwrap();
+    server.port = port;
+    Some(server)
+}
+
+/// A fresh ed25519 key pair at `path` (and `path.pub`).
+fn keygen(sb: &Sandbox, path: &Path) {
+    let out = sb
+        .command("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+}
+
+fn ssh_command(sb: &Sandbox, key: &Path) -> String {
+    format!(
+        "ssh -F /dev/null -i {} -o IdentitiesOnly=yes -o UserKnownHostsFile={} \
+         -o StrictHostKeyChecking=yes -o BatchMode=yes",
+        key.display(),
+        sb.root.join("known_hosts").display()
+    )
+}
+
+#[test]
+fn ssh_transport_publishes_with_the_harness_key_and_refuses_a_wrong_one() {
+    let sb = Sandbox::new();
+    let key = sb.root.join("harness_key");
+    keygen(&sb, &key);
+    let Some(server) = sshd(&sb, &key) else {
+        eprintln!("skipped: no sshd can run here");
+        return;
+    };
+    let bare = remote(&sb, &sb.root, "pub");
+    let user = String::from_utf8(sb.command("id").arg("-un").output().unwrap().stdout).unwrap();
+    let url = format!(
+        "ssh://{}@127.0.0.1:{}{}",
+        user.trim(),
+        server.port,
+        bare.display()
+    );
+    let file = contract(
+        &sb,
+        &grant_id(&sb),
+        &url,
+        "refs/heads/agent/{run_id}",
+        "create",
+    );
+    let run = |run_id: &str, key: &Path| {
+        let agent = agent_script(&sb, AGENT);
+        docs_run_command(
+            &sb,
+            &sb.state,
+            &["--run-id", run_id, "--publication", file.to_str().unwrap()],
+            &agent,
+        )
+        .env("GIT_SSH_COMMAND", ssh_command(&sb, key))
+        .output()
+        .unwrap()
+    };
+    let result = tool_result(&run("ssh-1", &key));
+    assert_published(&sb, &result, &bare, "refs/heads/agent/ssh-1");
+    assert_eq!(
+        result["evidence"]["publication"]["contract"]["remote"],
+        format!("ssh://127.0.0.1:{}{}", server.port, bare.display()),
+        "no user name in the evidence"
+    );
+    // A key the server does not know: an authorization failure.
+    let stranger = sb.root.join("stranger_key");
+    keygen(&sb, &stranger);
+    let result = tool_result(&run("ssh-2", &stranger));
+    assert_eq!(result["failure_class"], "authorization", "{result:#}");
+    assert_eq!(rules(&result), ["publication_unauthorized"]);
+    assert_eq!(ref_in(&sb, &bare, "refs/heads/agent/ssh-2"), None);
+    assert_eq!(pushes(&sb.root, "pub"), 1);
 }
