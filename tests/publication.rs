@@ -1132,3 +1132,258 @@ fn ssh_transport_publishes_with_the_harness_key_and_refuses_a_wrong_one() {
     assert_eq!(ref_in(&sb, &bare, "refs/heads/agent/ssh-2"), None);
     assert_eq!(pushes(&sb.root, "pub"), 1);
 }
+
+/// One transport of the matrix: how to name a repository of `served`, the
+/// environment that carries the harness's credentials, and, where the
+/// transport has them, a wrong credential and an address where the
+/// connection drops.
+struct Transport {
+    name: &'static str,
+    url: Box<dyn Fn(&str) -> String>,
+    env: Vec<(String, String)>,
+    wrong: Option<(String, Vec<(String, String)>)>,
+    dropped: Option<String>,
+    _servers: Vec<Server>,
+}
+
+fn transports(sb: &Sandbox, served: &Path) -> Vec<Transport> {
+    let mut out = Vec::new();
+    let root = served.to_path_buf();
+    out.push(Transport {
+        name: "file",
+        url: Box::new(move |repo| format!("file://{}/{repo}", root.display())),
+        env: Vec::new(),
+        wrong: None,
+        dropped: None,
+        _servers: Vec::new(),
+    });
+    let daemon = git_daemon(sb, served);
+    let port = daemon.port;
+    out.push(Transport {
+        name: "git",
+        url: Box::new(move |repo| format!("git://127.0.0.1:{port}/{repo}")),
+        env: Vec::new(),
+        wrong: None,
+        dropped: Some(format!("git://127.0.0.1:{}/pub.git", free_port())),
+        _servers: vec![daemon],
+    });
+    let http = http_server(sb, served, "serve", Some("bot:pw"));
+    let drop = http_server(sb, served, "drop", None);
+    let (port, drop_port) = (http.port, drop.port);
+    out.push(Transport {
+        name: "http",
+        url: Box::new(move |repo| format!("http://bot:pw@127.0.0.1:{port}/{repo}")),
+        env: Vec::new(),
+        wrong: Some((
+            format!("http://bot:bad@127.0.0.1:{port}/pub.git"),
+            Vec::new(),
+        )),
+        dropped: Some(format!("http://127.0.0.1:{drop_port}/pub.git")),
+        _servers: vec![http, drop],
+    });
+    let key = sb.root.join("matrix_key");
+    keygen(sb, &key);
+    if let Some(server) = sshd(sb, &key) {
+        let stranger = sb.root.join("matrix_stranger");
+        keygen(sb, &stranger);
+        let user = String::from_utf8(sb.command("id").arg("-un").output().unwrap().stdout)
+            .unwrap()
+            .trim()
+            .to_owned();
+        let (port, root) = (server.port, served.to_path_buf());
+        let url =
+            move |repo: &str| format!("ssh://{user}@127.0.0.1:{port}{}/{repo}", root.display());
+        let wrong_url = url("pub.git");
+        out.push(Transport {
+            name: "ssh",
+            url: Box::new(url),
+            env: vec![("GIT_SSH_COMMAND".into(), ssh_command(sb, &key))],
+            wrong: Some((
+                wrong_url,
+                vec![("GIT_SSH_COMMAND".into(), ssh_command(sb, &stranger))],
+            )),
+            dropped: Some(format!(
+                "ssh://127.0.0.1:{}{}/pub.git",
+                free_port(),
+                served.display()
+            )),
+            _servers: vec![server],
+        });
+    } else {
+        eprintln!("ssh skipped: no sshd can run here");
+    }
+    out
+}
+
+#[test]
+fn every_transport_gives_the_same_outcomes_and_a_replay_never_publishes_twice() {
+    let sb = Sandbox::new();
+    let served = sb.root.join("served");
+    std::fs::create_dir(&served).unwrap();
+    let bare = served.join("pub.git");
+    sb.run_git(&served, &["init", "-q", "--bare", "pub.git"]);
+    sb.run_git(&bare, &["config", "http.receivepack", "true"]);
+    let attempts_log = sb.root.join("attempts");
+    hook(
+        &bare,
+        &format!(
+            "while read old new ref; do echo \"$ref\" >> '{}'\n\
+             case \"$ref\" in refs/heads/protected/*) echo 'protected ref' >&2; exit 1;; esac\n\
+             done",
+            attempts_log.display()
+        ),
+    );
+    let attempts = || common::read_or_empty(&attempts_log).lines().count();
+    let baseline = sb.git(&["rev-parse", "HEAD"]);
+    let unrelated = sb.git(&["commit-tree", "HEAD^{tree}", "-m", "unrelated"]);
+    sb.arm(&docs_task(&sb));
+    sb.commit_file("docs/guide.md", "matrix\n", "docs");
+    let tip = sb.git(&["rev-parse", "HEAD"]);
+    let grant = grant_id(&sb);
+    let place = |commit: &str, refname: &str| {
+        sb.git_nohooks(&[
+            "-c",
+            "protocol.file.allow=always",
+            "push",
+            "-q",
+            "-f",
+            bare.to_str().unwrap(),
+            &format!("{commit}:{refname}"),
+        ]);
+    };
+    let publish = |url: &str, target: &str, mode: &str, run_id: &str, env: &[(String, String)]| {
+        let file = contract(&sb, &grant, url, target, mode);
+        let mut cmd = sb.command(env!("CARGO_BIN_EXE_grantguard"));
+        cmd.current_dir(&sb.repo).args([
+            "publish",
+            "--state",
+            sb.state.to_str().unwrap(),
+            "--publication",
+            file.to_str().unwrap(),
+            "--run-id",
+            run_id,
+            "--timeout",
+            "20",
+            "--json",
+        ]);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        tool_result(&cmd.output().unwrap())
+    };
+    // Each case twice: the second call must answer the same without any
+    // new push attempt reaching the remote.
+    let twice = |url: &str, target: &str, mode: &str, run_id: &str, env: &[(String, String)]| {
+        let first = publish(url, target, mode, run_id, env);
+        let before = attempts();
+        let second = publish(url, target, mode, run_id, env);
+        assert_eq!(
+            attempts(),
+            before,
+            "{run_id}: the replay reached the remote"
+        );
+        assert_eq!(first["failure_class"], second["failure_class"], "{run_id}");
+        first
+    };
+    for t in transports(&sb, &served) {
+        let n = t.name;
+        let url = (t.url)("pub.git");
+        // create
+        let r = twice(
+            &url,
+            "refs/heads/new/{run_id}",
+            "create",
+            &format!("{n}-c"),
+            &t.env,
+        );
+        assert_eq!(r["status"], "succeeded", "{n} create: {r:#}");
+        assert_eq!(r["evidence"]["publication"]["after"]["read"], tip.as_str());
+        // fast-forward from the baseline
+        place(&baseline, &format!("refs/heads/ff/{n}-f"));
+        let r = twice(
+            &url,
+            "refs/heads/ff/{run_id}",
+            "fast-forward",
+            &format!("{n}-f"),
+            &t.env,
+        );
+        assert_eq!(r["status"], "succeeded", "{n} fast-forward: {r:#}");
+        assert_eq!(
+            r["evidence"]["publication"]["before"]["read"],
+            baseline.as_str()
+        );
+        assert_eq!(
+            r["evidence"]["publication"]["before"]["reported"],
+            baseline.as_str()
+        );
+        // an existing ref
+        place(&baseline, &format!("refs/heads/ex/{n}-e"));
+        let r = twice(
+            &url,
+            "refs/heads/ex/{run_id}",
+            "create",
+            &format!("{n}-e"),
+            &t.env,
+        );
+        assert_eq!(rules(&r), ["publication_rejected"], "{n} exists: {r:#}");
+        // a moved remote ref (not an ancestor)
+        place(&unrelated, &format!("refs/heads/nf/{n}-n"));
+        let r = twice(
+            &url,
+            "refs/heads/nf/{run_id}",
+            "fast-forward",
+            &format!("{n}-n"),
+            &t.env,
+        );
+        assert_eq!(rules(&r), ["publication_rejected"], "{n} non-ff: {r:#}");
+        // a protected ref: the remote's pre-receive refuses
+        let r = twice(
+            &url,
+            "refs/heads/protected/{run_id}",
+            "create",
+            &format!("{n}-p"),
+            &t.env,
+        );
+        assert_eq!(rules(&r), ["publication_rejected"], "{n} protected: {r:#}");
+        assert!(
+            r["violations"][0]["message"]
+                .as_str()
+                .unwrap()
+                .contains("pre-receive")
+        );
+        // wrong credentials
+        if let Some((wrong, env)) = &t.wrong {
+            let r = twice(
+                wrong,
+                "refs/heads/auth/{run_id}",
+                "create",
+                &format!("{n}-a"),
+                env,
+            );
+            assert_eq!(rules(&r), ["publication_unauthorized"], "{n} auth: {r:#}");
+            assert_eq!(r["failure_class"], "authorization");
+        }
+        // a dropped connection
+        if let Some(dropped) = &t.dropped {
+            let r = publish(
+                dropped,
+                "refs/heads/drop/{run_id}",
+                "create",
+                &format!("{n}-d"),
+                &t.env,
+            );
+            assert_eq!(rules(&r), ["publication_unreachable"], "{n} dropped: {r:#}");
+            assert_eq!(r["status"], "failed_retryable");
+        }
+        for (name, value) in [
+            (format!("refs/heads/new/{n}-c"), Some(tip.clone())),
+            (format!("refs/heads/ff/{n}-f"), Some(tip.clone())),
+            (format!("refs/heads/ex/{n}-e"), Some(baseline.clone())),
+            (format!("refs/heads/nf/{n}-n"), Some(unrelated.clone())),
+            (format!("refs/heads/protected/{n}-p"), None),
+            (format!("refs/heads/auth/{n}-a"), None),
+        ] {
+            assert_eq!(ref_in(&sb, &bare, &name), value, "{n}: {name}");
+        }
+    }
+}
