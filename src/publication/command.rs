@@ -2,8 +2,9 @@
 //! harness that armed, ran and verified on its own.
 //!
 //! It decides nothing on the harness's word: it runs final acceptance
-//! again ([`crate::acceptance::verify`], which works armed and after a
-//! clean disarm) and publishes only the tip that verdict accepted, under a
+//! again (`grantguard verify`, which works armed and after a clean disarm,
+//! in a child process bounded by its deadline as under `run`) and
+//! publishes only the tip that verdict accepted, under a
 //! contract for the grant that verdict judged. Its journal is
 //! `<state>/publications/<key>/`, the key a digest of the contract id, the
 //! ref and the tip: the same publication asked for twice is answered from
@@ -135,7 +136,33 @@ pub fn run(request: &Request) -> ToolResult {
         Ok(p) => p,
         Err(refusal) => return refusal,
     };
-    let verdict = crate::acceptance::verify(&request.state, request.repo.as_deref());
+    let baseline = match crate::baseline::Baseline::read_live_or_retired(&request.state) {
+        Ok((baseline, _, _)) => baseline,
+        Err(e) => {
+            return ToolResult::rejected(
+                TOOL,
+                FailureClass::Validation,
+                Violation::new(
+                    rule::PUBLICATION_NOT_ACCEPTED,
+                    format!(
+                        "{} holds no baseline ({e:#}); publish needs the state directory of an \
+                         armed (or cleanly disarmed) repository; nothing was pushed",
+                        request.state.display()
+                    ),
+                ),
+            );
+        }
+    };
+    let work_dir = request
+        .repo
+        .clone()
+        .unwrap_or(baseline.repo.work_dir.clone());
+    let verdict = crate::run::verify_child::verify(
+        &request.state,
+        &work_dir,
+        Duration::from_secs(crate::deadline::DEFAULT_VERIFY_TIMEOUT_SECS),
+        None,
+    );
     if !verdict.is_success() {
         let mut r = ToolResult::failed(
             TOOL,
@@ -173,19 +200,7 @@ pub fn run(request: &Request) -> ToolResult {
             ),
         );
     };
-    let objects_dir = match crate::baseline::Baseline::read_live_or_retired(&request.state) {
-        Ok((baseline, _, _)) => baseline.repo.common_dir.join("objects"),
-        Err(e) => {
-            return ToolResult::rejected(
-                TOOL,
-                FailureClass::UnsafeState,
-                Violation::new(
-                    rule::PUBLICATION_FAILED,
-                    format!("cannot read the baseline: {e:#}; nothing was pushed"),
-                ),
-            );
-        }
-    };
+    let objects_dir = baseline.repo.common_dir.join("objects");
     let key = sha256_hex(format!("{}\n{refname}\n{tip}", publication.id()).as_bytes());
     let target = Target {
         contract: &publication,

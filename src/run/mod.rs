@@ -62,7 +62,7 @@ pub mod result_file;
 mod sealed;
 mod summary;
 pub mod survivors;
-mod verify_child;
+pub(crate) mod verify_child;
 pub mod watchdog;
 
 use std::ffi::OsString;
