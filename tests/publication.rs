@@ -1387,3 +1387,45 @@ fn every_transport_gives_the_same_outcomes_and_a_replay_never_publishes_twice() 
         }
     }
 }
+
+#[test]
+fn an_intent_that_does_not_hold_up_is_not_resumed() {
+    let sb = Sandbox::new();
+    let bare = remote(&sb, &sb.root, "pub");
+    let file = contract(
+        &sb,
+        &grant_id(&sb),
+        &file_url(&bare),
+        "refs/heads/agent/{run_id}",
+        "create",
+    );
+    let agent = agent_script(&sb, AGENT);
+    let out = docs_run_command(
+        &sb,
+        &sb.state,
+        &[
+            "--run-id",
+            "forged-1",
+            "--publication",
+            file.to_str().unwrap(),
+        ],
+        &agent,
+    )
+    .env("GRANTGUARD_TEST_CRASH_AT", "publication_intent")
+    .output()
+    .unwrap();
+    assert!(out.stdout.is_empty());
+    // Whoever can write the journal rewrites the accepted result's grant.
+    let intent_path = sb.state.join("journal/forged-1/publication/intent.json");
+    let mut intent: Value = serde_json::from_slice(&std::fs::read(&intent_path).unwrap()).unwrap();
+    intent["accepted"]["evidence"]["grant"]["id"] = json!(format!("rg1:{}", "0".repeat(64)));
+    std::fs::write(&intent_path, intent.to_string()).unwrap();
+    let result = run_published(&sb, &file, "forged-1");
+    assert_eq!(rules(&result), ["run_unfinished"], "{result:#}");
+    assert_eq!(
+        pushes(&sb.root, "pub"),
+        0,
+        "nothing published on a forged record"
+    );
+    assert!(!sb.state.join("journal/forged-1/terminal.json").exists());
+}

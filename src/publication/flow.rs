@@ -223,7 +223,13 @@ pub fn publish(target: &Target<'_>, git: TrustedGit) -> Published {
     match pushed {
         Ok(report) => {
             record_report(&mut attempt.evidence, &report);
-            attempt.evidence.status = Status::Published;
+            // `=`: git found the ref at the tip already (moved there since
+            // it was read); nothing was pushed.
+            attempt.evidence.status = if report.flag == '=' {
+                Status::AlreadyPublished
+            } else {
+                Status::Published
+            };
             if let Ok(read) = &after
                 && read.as_deref() != Some(target.tip.as_str())
             {

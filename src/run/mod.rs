@@ -466,7 +466,7 @@ fn run_steps(request: &Request) -> ToolResult {
         } => {
             // Killed while publishing: the replay finishes the run.
             if let Some(plan) = &publication
-                && let Some(result) = publish_step::resume(plan, &places, &identity.run_id)
+                && let Some(result) = publish_step::resume(plan, &places, &identity)
                 && let Some(started) = lock.resume()
             {
                 let measured = grant

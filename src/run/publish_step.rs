@@ -20,6 +20,7 @@ use super::admission::Admitted;
 use super::places::Places;
 use super::{Request, TOOL};
 use crate::grant::Grant;
+use crate::journal::RunIdentity;
 use crate::publication::command::{expand_target, hold_to_grant, parse};
 use crate::publication::flow::{Target, publish};
 use crate::publication::records::PublicationJournal;
@@ -136,10 +137,27 @@ pub(super) fn after_acceptance(
 
 /// The accepted result a run killed mid-publication left in its intent,
 /// published (reconciled) now; `None` when the run has no such intent (an
-/// ordinary unfinished run).
-pub(super) fn resume(plan: &Plan, places: &Places, run_id: &str) -> Option<ToolResult> {
+/// ordinary unfinished run), or the intent does not hold up.
+///
+/// Not on the word of a record alone: the recorded result must be an
+/// acceptance of this run's grant whose tip is the intent's commit, and the
+/// checkout's branch must hold that commit now (what `run` left it at).
+pub(super) fn resume(plan: &Plan, places: &Places, identity: &RunIdentity) -> Option<ToolResult> {
+    let run_id = identity.run_id.as_str();
     let journal = PublicationJournal::existing(&journal_dir(places, run_id))?;
-    let mut accepted = journal.intent().ok()??.accepted?;
+    let intent = journal.intent().ok()??;
+    let mut accepted = intent.accepted?;
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_owned);
+    let tip = text(accepted.evidence.get("commits").and_then(|c| c.get("tip")));
+    let grant = text(accepted.evidence.get("grant").and_then(|g| g.get("id")));
+    let holds = accepted.is_success()
+        && tip.as_deref() == Some(intent.commit.as_str())
+        && grant.is_some()
+        && grant == identity.grant_id
+        && branch_holds(&places.work_dir, &intent.commit);
+    if !holds {
+        return None;
+    }
     after_acceptance(&mut accepted, plan, places, run_id);
     accepted
         .warnings
@@ -193,6 +211,18 @@ pub(super) fn replays_another_publication(recorded: &ToolResult, plan: &Plan) ->
         }
         None => recorded.is_success(),
     }
+}
+
+/// Whether the branch HEAD points to in the checkout at `work_dir` is at
+/// `commit`.
+fn branch_holds(work_dir: &Path, commit: &str) -> bool {
+    let Ok(repo) = crate::repo::open(work_dir) else {
+        return false;
+    };
+    matches!(
+        crate::repo::head(&repo),
+        Ok(crate::repo::Head::Branch { commit: Some(c), .. }) if c == commit
+    )
 }
 
 /// The objects directory of the repository at `work_dir`.
