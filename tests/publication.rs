@@ -1429,3 +1429,27 @@ fn an_intent_that_does_not_hold_up_is_not_resumed() {
     );
     assert!(!sb.state.join("journal/forged-1/terminal.json").exists());
 }
+
+#[test]
+fn records_planted_before_the_run_publishes_are_refused() {
+    let sb = Sandbox::new();
+    let bare = remote(&sb, &sb.root, "pub");
+    let file = contract(
+        &sb,
+        &grant_id(&sb),
+        &file_url(&bare),
+        "refs/heads/agent/{run_id}",
+        "create",
+    );
+    // The agent (same user, no --isolate) plants an outcome for its run.
+    let planted = sb.state.join("journal/planted-1/publication");
+    let body = format!(
+        "{AGENT}\nmkdir -p '{dir}' && echo '{{}}' > '{dir}/outcome.json'",
+        dir = planted.display()
+    );
+    let result = tool_result(&run_with(&sb, &file, "planted-1", &body));
+    assert_eq!(result["failure_class"], "unsafe_state", "{result:#}");
+    assert_eq!(rules(&result), ["publication_unrecorded"]);
+    assert_eq!(result["evidence"]["verify"], "accepted");
+    assert_eq!(pushes(&sb.root, "pub"), 0);
+}

@@ -74,7 +74,8 @@ pub mod rule {
     /// neither at the tip nor where that attempt found it: someone else
     /// moved it (`conflict`; both values in the message and evidence).
     pub const PUBLICATION_CONFLICT: &str = "publication_conflict";
-    /// The publication's journal cannot be used, so nothing was pushed
+    /// The publication's journal cannot be used, or a fresh run found
+    /// records there it did not write, so nothing was pushed
     /// (`unsafe_state`).
     pub const PUBLICATION_UNRECORDED: &str = "publication_unrecorded";
     /// git's transport could not be prepared or run at all

@@ -530,7 +530,7 @@ fn run_steps(request: &Request) -> ToolResult {
     if let Some(plan) = &publication
         && result.is_success()
     {
-        publish_step::after_acceptance(&mut result, plan, &places, &identity.run_id);
+        publish_step::first_attempt(&mut result, plan, &places, &identity.run_id);
         if let Some(m) = measured.as_mut() {
             m.publication = publish_step::metrics_summary(&result);
         }

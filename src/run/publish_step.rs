@@ -93,6 +93,33 @@ fn journal_dir(places: &Places, run_id: &str) -> PathBuf {
     places.journal.join(run_id).join("publication")
 }
 
+/// A fresh run's publication: [`after_acceptance`], unless its journal
+/// directory already holds records. Nothing of this run wrote there yet,
+/// so records there were planted (an agent that could write the journal,
+/// without `--isolate`, making grantguard answer "published" without
+/// pushing): refused, nothing pushed.
+pub(super) fn first_attempt(result: &mut ToolResult, plan: &Plan, places: &Places, run_id: &str) {
+    let dir = journal_dir(places, run_id);
+    let planted = std::fs::read_dir(&dir).is_ok_and(|mut entries| entries.next().is_some());
+    if planted {
+        let failed = ToolResult::failed(TOOL, FailureClass::UnsafeState);
+        result.status = failed.status;
+        result.failure_class = failed.failure_class;
+        result.retryable = failed.retryable;
+        result.violations.push(Violation::new(
+            crate::publication::rule::PUBLICATION_UNRECORDED,
+            format!(
+                "{} holds publication records this run did not write; nothing was pushed. \
+                 Inspect the journal (run agents with --isolate, where it is read-only), then \
+                 publish with grantguard publish",
+                dir.display()
+            ),
+        ));
+        return;
+    }
+    after_acceptance(result, plan, places, run_id);
+}
+
 /// Publishes the accepted tip of `result` (an accepted run's) and folds
 /// the outcome into it.
 pub(super) fn after_acceptance(
