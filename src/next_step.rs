@@ -132,6 +132,27 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_publication_is_not_the_agents_work_to_redo() {
+        let run = |class, rule| action(&failed("run", class, rule));
+        assert_eq!(
+            run(FailureClass::TransientProvider, "publication_unreachable").as_deref(),
+            Some("retry_same_call")
+        );
+        assert_eq!(
+            run(FailureClass::TargetRejection, "publication_rejected").as_deref(),
+            Some("fix_input")
+        );
+        assert_eq!(
+            run(FailureClass::Authorization, "publication_unauthorized").as_deref(),
+            Some("fix_input")
+        );
+        assert_eq!(
+            run(FailureClass::Conflict, "publication_conflict").as_deref(),
+            Some("inspect")
+        );
+    }
+
+    #[test]
     fn a_success_has_no_next_step_unless_metrics_are_pending() {
         let mut r = ToolResult::succeeded("run");
         assert_eq!(action(&r), None);
