@@ -117,6 +117,11 @@ Example (a harness, once per task; the result is the only thing on stdout):
     --isolate --json -- agent --task-file task.md
 
 Docs: docs/guide/harness.md; the steps: docs/guide/run-and-isolation.md";
+    pub const PUBLICATION: &str = "\
+Example:
+  grantguard publication check fixtures/publications/review-branch.json --json
+
+Docs: docs/reference/publication.md";
     pub const PUBLISH: &str = "\
 Example (after the harness's own arm, agent and verify):
   grantguard publish --state ../agent-state --publication publication.json \\
@@ -246,6 +251,9 @@ enum Command {
     /// run, verify, disarm, journal, measure.
     #[command(after_help = help::RUN)]
     Run(Box<RunArgs>),
+    /// Work with repository_publication contracts.
+    #[command(subcommand, after_help = help::PUBLICATION)]
+    Publication(PublicationCommand),
     /// Publish the accepted commits under a repository_publication
     /// contract, after verifying again (for a harness that armed, ran and
     /// verified on its own).
@@ -281,6 +289,19 @@ enum Command {
     /// Internal: `run`'s watchdog (ends the command if run dies).
     #[command(name = "__watchdog", hide = true)]
     Watchdog,
+}
+
+#[derive(Subcommand)]
+enum PublicationCommand {
+    /// Validate a publication contract (JSON or TOML) and print its id.
+    #[command(after_help = help::PUBLICATION)]
+    Check {
+        /// The contract file.
+        file: PathBuf,
+        /// Print a JSON report on stdout.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -369,6 +390,9 @@ fn main() -> ExitCode {
     };
     let code = match cli.command {
         Command::Grant(GrantCommand::Check { file, json }) => grant_check(&file, json),
+        Command::Publication(PublicationCommand::Check { file, json }) => {
+            publication_check(&file, json)
+        }
         Command::Arm {
             repo,
             grant,
@@ -534,6 +558,61 @@ struct ValidReport {
 struct InvalidReport<'a> {
     valid: bool,
     errors: &'a [GrantError],
+}
+
+/// `publication check --json` for a valid contract (field order kept, the
+/// canonical text byte for byte, as for grants).
+#[derive(Serialize)]
+struct ValidPublicationReport {
+    valid: bool,
+    publication_id: String,
+    canonical: Box<RawValue>,
+    evidence: grantguard::publication::ContractEvidence,
+}
+
+fn publication_check(file: &std::path::Path, as_json: bool) -> i32 {
+    match grantguard::publication::Publication::load_file(file) {
+        Ok(p) => {
+            if as_json {
+                let report = ValidPublicationReport {
+                    valid: true,
+                    publication_id: p.id(),
+                    canonical: p.canonical_json(),
+                    evidence: p.evidence(),
+                };
+                outln!("{}", to_json(&report));
+            } else {
+                outln!("valid publication contract {}", p.id());
+                outln!(
+                    "  for grant {}; {} {} at {}",
+                    p.grant_id(),
+                    p.mode().name(),
+                    p.target_ref().as_str(),
+                    p.remote()
+                );
+            }
+            exit::SUCCESS
+        }
+        Err(errors) => {
+            for e in &errors {
+                if e.path.is_empty() {
+                    errln!("{}", e.message);
+                } else {
+                    errln!("{e}");
+                }
+            }
+            if as_json {
+                outln!(
+                    "{}",
+                    to_json(&InvalidReport {
+                        valid: false,
+                        errors: &errors
+                    })
+                );
+            }
+            exit::PERMANENT
+        }
+    }
 }
 
 fn to_json(report: &impl Serialize) -> String {

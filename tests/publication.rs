@@ -1453,3 +1453,49 @@ fn records_planted_before_the_run_publishes_are_refused() {
     assert_eq!(result["evidence"]["verify"], "accepted");
     assert_eq!(pushes(&sb.root, "pub"), 0);
 }
+
+#[test]
+fn the_documented_check_runs_as_shown_on_the_documented_contract() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let fixture = "fixtures/publications/review-branch.json";
+    let page = std::fs::read_to_string(root.join("docs/reference/publication.md")).unwrap();
+    let json_block = page
+        .split("```json\n")
+        .nth(1)
+        .unwrap()
+        .split("```")
+        .next()
+        .unwrap();
+    assert_eq!(
+        json_block,
+        std::fs::read_to_string(root.join(fixture)).unwrap(),
+        "the page shows the fixture"
+    );
+    let shown = documented("<!-- sample: publication-check");
+    let (command, expected) = shown.split_once('\n').unwrap();
+    assert_eq!(command, format!("$ grantguard publication check {fixture}"));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_grantguard"))
+        .args(["publication", "check", fixture])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), expected);
+    // Invalid: every error with its path, exit 1.
+    let sb = Sandbox::new();
+    let bad = contract_value(
+        &sb,
+        json!({"repository_publication": {"version": "1", "mode": "force"}}),
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_grantguard"))
+        .args(["publication", "check", bad.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["valid"], false);
+    assert!(
+        report["errors"].as_array().unwrap().len() >= 5,
+        "{report:#}"
+    );
+}

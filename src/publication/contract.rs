@@ -250,6 +250,13 @@ impl Publication {
         &self.canonical
     }
 
+    /// The canonical text as a raw JSON value, for embedding byte for byte
+    /// (whoever re-hashes it gets [`Publication::id`]).
+    pub fn canonical_json(&self) -> Box<serde_json::value::RawValue> {
+        serde_json::value::RawValue::from_string(self.canonical.clone())
+            .expect("canonical text is JSON")
+    }
+
     /// `rp1:` + lowercase hex SHA-256 of the canonical form.
     pub fn id(&self) -> String {
         format!("rp1:{}", sha256_hex(self.canonical.as_bytes()))
