@@ -123,5 +123,48 @@ fn checkout_status(state: &Path) -> Result<Value> {
         } else {
             "removed (disarmed)"
         },
+        "configured_hooks": configured_hooks(&location),
     }))
 }
+
+/// For each of grantguard's events, the hooks git 2.54 and newer run from
+/// the configuration before the hooks directory's (see
+/// [`crate::hooks::configured`]). Unreadable config is reported, not fatal:
+/// status is advice.
+fn configured_hooks(location: &repo::Location) -> Value {
+    let scopes = match crate::hooks::scopes::Scopes::read(location) {
+        Ok(scopes) => scopes,
+        Err(e) => return json!({"error": format!("{e:#}")}),
+    };
+    let events: serde_json::Map<String, Value> = crate::hooks::GUARDED
+        .iter()
+        .map(|event| {
+            let found = crate::hooks::configured::for_event(&scopes.all, event);
+            let hooks: Vec<Value> = found
+                .hooks
+                .iter()
+                .map(|h| {
+                    json!({
+                        "name": h.name,
+                        "from": h.from,
+                        "runs": h.enabled && !found.event_disabled,
+                    })
+                })
+                .collect();
+            (
+                (*event).to_owned(),
+                json!({"before_grantguard": hooks, "event_disabled": found.event_disabled}),
+            )
+        })
+        .collect();
+    json!({
+        "note": CONFIGURED_HOOKS_NOTE,
+        "events": events,
+    })
+}
+
+/// What `configured_hooks` in the status means.
+pub const CONFIGURED_HOOKS_NOTE: &str = "git 2.54 and newer run hooks named in the config \
+     (hook.<name>.command with hook.<name>.event) before the hooks directory's hook; older gits \
+     ignore them. grantguard's own hook always runs after them: hook.<event>.enabled=false \
+     switches off only the configured ones.";

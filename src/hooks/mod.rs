@@ -16,6 +16,8 @@
 
 pub mod arm_lock;
 pub mod committer;
+pub mod configured;
+pub mod events;
 pub mod hub;
 pub mod install;
 pub mod pre_commit;

@@ -268,6 +268,9 @@ impl Git<'_> {
             // adversarial config test plants one for every key that names a
             // program.
             .args(["-c", "core.fsmonitor=false"])
+            // None of these commands fires a hook today; should one start
+            // to, no hook the repository configures (git ≥ 2.54) runs.
+            .args(crate::hooks::events::configured_hooks_off())
             .args(args)
             .current_dir(self.work_dir)
             .stdin(if stdin.is_some() {

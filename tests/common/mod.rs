@@ -162,6 +162,16 @@ impl Sandbox {
         String::from_utf8(out.stdout).unwrap().trim_end().to_owned()
     }
 
+    /// The (major, minor) version of the git on `PATH`.
+    pub fn git_version(&self) -> (u32, u32) {
+        let text = self.git(&["version"]);
+        let mut numbers = text
+            .trim_start_matches("git version ")
+            .split('.')
+            .map(|n| n.parse::<u32>().unwrap_or(0));
+        (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0))
+    }
+
     /// Writes a file in the worktree, creating directories.
     pub fn write(&self, rel: &str, content: &str) {
         let p = self.repo.join(rel);

@@ -18,30 +18,6 @@ const HARDENING: &[&str] = &[
     "diff.external=",
     "-c",
     "core.pager=cat",
-    // git 2.54 and newer also run hooks named in the config
-    // (`hook.<name>.command`/`.event`), whatever `core.hooksPath` says:
-    // every event these commands could fire is switched off (older gits
-    // ignore the keys).
-    "-c",
-    "hook.reference-transaction.enabled=false",
-    "-c",
-    "hook.post-index-change.enabled=false",
-    "-c",
-    "hook.post-checkout.enabled=false",
-    "-c",
-    "hook.post-merge.enabled=false",
-    "-c",
-    "hook.post-rewrite.enabled=false",
-    "-c",
-    "hook.pre-auto-gc.enabled=false",
-    "-c",
-    "hook.post-commit.enabled=false",
-    "-c",
-    "hook.pre-commit.enabled=false",
-    "-c",
-    "hook.pre-push.enabled=false",
-    "-c",
-    "hook.push-to-checkout.enabled=false",
 ];
 
 /// Environment variables removed from every git invocation (the
@@ -79,7 +55,12 @@ pub(crate) fn git(dir: &Path) -> Command {
 /// [`crate::workspace::trusted_git`]).
 pub(crate) fn git_at(program: &Path, search_path: Option<&OsStr>, dir: &Path) -> Command {
     let mut cmd = Command::new(program);
-    cmd.current_dir(dir).args(HARDENING).env_clear();
+    cmd.current_dir(dir)
+        .args(HARDENING)
+        // git 2.54 and newer also run hooks named in the config
+        // (`hook.<name>.command`/`.event`), whatever `core.hooksPath` says.
+        .args(crate::hooks::events::configured_hooks_off())
+        .env_clear();
     for var in KEPT_ENV {
         if let Some(value) = std::env::var_os(var) {
             cmd.env(var, value);
