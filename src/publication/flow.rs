@@ -110,21 +110,20 @@ pub fn publish(target: &Target<'_>, git: TrustedGit) -> Published {
     if let Some(intent) = &intent
         && !attempt.same(&intent.contract_id, &intent.refname, &intent.commit)
     {
-        return attempt.finish(
-            &journal,
-            Some(Failure::new(
-                FailureClass::Conflict,
-                rule::PUBLICATION_CONFLICT,
-                format!(
-                    "{} holds the intent of another publication ({} of {} with {}); nothing was \
+        // Not recorded: the directory's records are the other
+        // publication's, and stay as they are.
+        return attempt.unrecorded_failure(Failure::new(
+            FailureClass::Conflict,
+            rule::PUBLICATION_CONFLICT,
+            format!(
+                "{} holds the intent of another publication ({} of {} with {}); nothing was \
                      pushed",
-                    journal.dir().display(),
-                    intent.refname,
-                    intent.commit,
-                    intent.contract_id
-                ),
-            )),
-        );
+                journal.dir().display(),
+                intent.refname,
+                intent.commit,
+                intent.contract_id
+            ),
+        ));
     }
     let transport = match Transport::new(
         git,
@@ -367,6 +366,16 @@ impl<'a> Attempt<'a> {
         }
     }
 
+    /// A refusal that is not recorded (the journal is another's).
+    fn unrecorded_failure(mut self, failure: Failure) -> Published {
+        self.evidence.status = Status::Failed;
+        Published {
+            evidence: self.evidence,
+            failure: Some(failure),
+            warnings: self.warnings,
+        }
+    }
+
     /// The journal cannot be used: nothing is pushed.
     fn unrecorded(self, why: &str) -> Published {
         Published {
@@ -381,5 +390,59 @@ impl<'a> Attempt<'a> {
             evidence: self.evidence,
             warnings: self.warnings,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn contract() -> Publication {
+        Publication::from_document(&serde_json::json!({"repository_publication": {
+            "version": "1", "grant_id": format!("rg1:{}", "a".repeat(64)),
+            "remote": "file:///nonexistent/remote.git", "target_ref": "refs/heads/agent/x",
+            "mode": "create", "allow_tags_and_notes": false}}))
+        .unwrap()
+    }
+
+    #[test]
+    fn another_publications_records_are_neither_used_nor_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal_dir = dir.path().join("publication");
+        let contract = contract();
+        let foreign = IntentRecord {
+            schema: INTENT_SCHEMA.into(),
+            contract_id: format!("rp1:{}", "f".repeat(64)),
+            refname: "refs/heads/agent/x".into(),
+            commit: "c".repeat(40),
+            remote_before: None,
+            accepted: None,
+            recorded_at: 0,
+        };
+        PublicationJournal::open(&journal_dir)
+            .unwrap()
+            .write_intent(&foreign)
+            .unwrap();
+        let before = std::fs::read(journal_dir.join("intent.json")).unwrap();
+        let target = Target {
+            contract: &contract,
+            refname: "refs/heads/agent/x".into(),
+            tip: "c".repeat(40),
+            objects_dir: dir.path().join("objects"),
+            scratch: dir.path().to_path_buf(),
+            journal_dir: journal_dir.clone(),
+            accepted: None,
+            limit: Duration::from_secs(5),
+        };
+        let published = publish(&target, TrustedGit::resolve().unwrap());
+        let failure = published.failure.unwrap();
+        assert_eq!(failure.class, FailureClass::Conflict);
+        assert_eq!(failure.violation.rule, rule::PUBLICATION_CONFLICT);
+        assert_eq!(published.evidence.status, Status::Failed);
+        assert_eq!(
+            std::fs::read(journal_dir.join("intent.json")).unwrap(),
+            before
+        );
+        assert!(!journal_dir.join("outcome.json").exists());
     }
 }
