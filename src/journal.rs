@@ -274,6 +274,20 @@ impl RunLock {
         Ok(StartedRun { lock: self, record })
     }
 
+    /// The run as its started record left it, when it started and never
+    /// ended: how a replay finishes a run killed while it published (see
+    /// [`crate::run`]'s publication step). `None` when there is no started
+    /// record alone.
+    pub fn resume(&self) -> Option<StartedRun<'_>> {
+        match self.existing() {
+            Existing::Started(record) => Some(StartedRun {
+                lock: self,
+                record: *record,
+            }),
+            _ => None,
+        }
+    }
+
     /// The path of the terminal record.
     pub fn terminal_path(&self) -> PathBuf {
         self.dir.join(TERMINAL_FILE)

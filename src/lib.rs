@@ -43,6 +43,7 @@ pub mod journal;
 pub mod metrics;
 pub mod next_step;
 pub mod peers;
+pub mod publication;
 pub mod repo;
 pub mod result;
 pub mod run;

@@ -117,6 +117,17 @@ Example (a harness, once per task; the result is the only thing on stdout):
     --isolate --json -- agent --task-file task.md
 
 Docs: docs/guide/harness.md; the steps: docs/guide/run-and-isolation.md";
+    pub const PUBLICATION: &str = "\
+Example:
+  grantguard publication check fixtures/publications/review-branch.json --json
+
+Docs: docs/reference/publication.md";
+    pub const PUBLISH: &str = "\
+Example (after the harness's own arm, agent and verify):
+  grantguard publish --state ../agent-state --publication publication.json \\
+    --run-id run-42 --json
+
+Docs: docs/reference/publication.md";
 }
 
 #[derive(Parser)]
@@ -240,9 +251,57 @@ enum Command {
     /// run, verify, disarm, journal, measure.
     #[command(after_help = help::RUN)]
     Run(Box<RunArgs>),
+    /// Work with repository_publication contracts.
+    #[command(subcommand, after_help = help::PUBLICATION)]
+    Publication(PublicationCommand),
+    /// Publish the accepted commits under a repository_publication
+    /// contract, after verifying again (for a harness that armed, ran and
+    /// verified on its own).
+    #[command(after_help = help::PUBLISH)]
+    Publish {
+        /// The state directory given to `arm`.
+        #[arg(long)]
+        state: PathBuf,
+        /// The repository_publication contract (JSON or TOML).
+        #[arg(long, value_name = "FILE")]
+        publication: PathBuf,
+        /// The repository; must be the armed one.
+        #[arg(long)]
+        repo: Option<PathBuf>,
+        /// The value of {run_id} in the contract's target ref.
+        #[arg(long)]
+        run_id: Option<String>,
+        /// The value of {task_id} in the contract's target ref.
+        #[arg(long)]
+        task_id: Option<String>,
+        /// Seconds each git transport step may take (1 to 3600).
+        #[arg(
+            long,
+            value_name = "SECONDS",
+            default_value_t = grantguard::publication::DEFAULT_TIMEOUT_SECS,
+            value_parser = clap::value_parser!(u64).range(1..=3600)
+        )]
+        timeout: u64,
+        /// Print the ToolResult as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+    },
     /// Internal: `run`'s watchdog (ends the command if run dies).
     #[command(name = "__watchdog", hide = true)]
     Watchdog,
+}
+
+#[derive(Subcommand)]
+enum PublicationCommand {
+    /// Validate a publication contract (JSON or TOML) and print its id.
+    #[command(after_help = help::PUBLICATION)]
+    Check {
+        /// The contract file.
+        file: PathBuf,
+        /// Print a JSON report on stdout.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -331,6 +390,9 @@ fn main() -> ExitCode {
     };
     let code = match cli.command {
         Command::Grant(GrantCommand::Check { file, json }) => grant_check(&file, json),
+        Command::Publication(PublicationCommand::Check { file, json }) => {
+            publication_check(&file, json)
+        }
         Command::Arm {
             repo,
             grant,
@@ -381,6 +443,26 @@ fn main() -> ExitCode {
         } => admit(&plan, catalog.as_deref(), registry.as_deref(), json),
         Command::Catalog(command) => catalog(command),
         Command::Run(args) => run_command(*args),
+        Command::Publish {
+            state,
+            publication,
+            repo,
+            run_id,
+            task_id,
+            timeout,
+            json,
+        } => {
+            let result =
+                grantguard::publication::command::run(&grantguard::publication::command::Request {
+                    state,
+                    publication,
+                    repo,
+                    run_id,
+                    task_id,
+                    timeout: std::time::Duration::from_secs(timeout),
+                });
+            report(&result, json)
+        }
         Command::Watchdog => grantguard::run::watchdog::serve(),
     };
     exit_code(code)
@@ -476,6 +558,61 @@ struct ValidReport {
 struct InvalidReport<'a> {
     valid: bool,
     errors: &'a [GrantError],
+}
+
+/// `publication check --json` for a valid contract (field order kept, the
+/// canonical text byte for byte, as for grants).
+#[derive(Serialize)]
+struct ValidPublicationReport {
+    valid: bool,
+    publication_id: String,
+    canonical: Box<RawValue>,
+    evidence: grantguard::publication::ContractEvidence,
+}
+
+fn publication_check(file: &std::path::Path, as_json: bool) -> i32 {
+    match grantguard::publication::Publication::load_file(file) {
+        Ok(p) => {
+            if as_json {
+                let report = ValidPublicationReport {
+                    valid: true,
+                    publication_id: p.id(),
+                    canonical: p.canonical_json(),
+                    evidence: p.evidence(),
+                };
+                outln!("{}", to_json(&report));
+            } else {
+                outln!("valid publication contract {}", p.id());
+                outln!(
+                    "  for grant {}; {} {} at {}",
+                    p.grant_id(),
+                    p.mode().name(),
+                    p.target_ref().as_str(),
+                    p.remote()
+                );
+            }
+            exit::SUCCESS
+        }
+        Err(errors) => {
+            for e in &errors {
+                if e.path.is_empty() {
+                    errln!("{}", e.message);
+                } else {
+                    errln!("{e}");
+                }
+            }
+            if as_json {
+                outln!(
+                    "{}",
+                    to_json(&InvalidReport {
+                        valid: false,
+                        errors: &errors
+                    })
+                );
+            }
+            exit::PERMANENT
+        }
+    }
 }
 
 fn to_json(report: &impl Serialize) -> String {
@@ -855,6 +992,11 @@ struct RunArgs {
     /// itself, its protected metadata read-only.
     #[arg(long, value_enum, requires = "isolate", value_name = "MODE")]
     workspace: Option<WorkspaceArg>,
+    /// A repository_publication contract: once the run is accepted,
+    /// grantguard (never the agent) pushes the accepted tip to the
+    /// contract's remote ref. Refused without a grant or for another grant.
+    #[arg(long, value_name = "FILE")]
+    publication: Option<PathBuf>,
     /// The agent's command and its arguments.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     command: Vec<std::ffi::OsString>,
@@ -911,6 +1053,7 @@ fn run_command(args: RunArgs) -> i32 {
             Some(WorkspaceArg::InPlace) => run::WorkspaceMode::InPlace,
             Some(WorkspaceArg::Sealed) | None => run::WorkspaceMode::Sealed,
         },
+        publication: args.publication,
     };
     let result = run::run(&request);
     let refused_file = result.evidence.contains_key(run::result_file::REFUSED);

@@ -78,10 +78,14 @@ pub struct MetricsRecord {
     pub changed_paths: ChangedPaths,
     /// Durations.
     pub durations_ms: Durations,
-    /// Always `succeeded`: only accepted runs are measured.
+    /// Always `succeeded`: only accepted runs are measured (a run whose
+    /// publication failed was accepted; `publication.status` says so).
     pub status: String,
     /// Seconds since the Unix epoch.
     pub recorded_at: u64,
+    /// `run --publication`: what was published (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publication: Option<crate::publication::evidence::MetricsSummary>,
 }
 
 /// Appends `record` as one line to `file`, creating the file (0600) and its
@@ -210,6 +214,7 @@ mod tests {
             },
             status: "succeeded".into(),
             recorded_at: 0,
+            publication: None,
         }
     }
 

@@ -54,6 +54,17 @@ pub fn of(result: &ToolResult, state: Option<&std::path::Path>) -> Option<Value>
         }
     } else if has("lease_expired") {
         "claim_again"
+    } else if has("publication_unreachable") {
+        // The accepted run is recorded; the same call (a replay) tries the
+        // publication again, reconciled with the remote.
+        "retry_same_call"
+    } else if has("publication_conflict") {
+        // Someone else moved the remote ref: a person decides.
+        "inspect"
+    } else if has("publication_rejected") || has("publication_unauthorized") {
+        // Not the agent's work: the contract, the remote or the
+        // credentials need changing.
+        "fix_input"
     } else if has("interrupted") && result.tool == "run" {
         // Cancelled by a signal (its class is target_rejection): the task
         // did not fail, it was stopped; re-queueing it can help.
@@ -118,6 +129,27 @@ mod tests {
 
     fn action(r: &ToolResult) -> Option<String> {
         of(r, Some(std::path::Path::new("/s"))).map(|v| v["action"].as_str().unwrap().to_owned())
+    }
+
+    #[test]
+    fn a_failed_publication_is_not_the_agents_work_to_redo() {
+        let run = |class, rule| action(&failed("run", class, rule));
+        assert_eq!(
+            run(FailureClass::TransientProvider, "publication_unreachable").as_deref(),
+            Some("retry_same_call")
+        );
+        assert_eq!(
+            run(FailureClass::TargetRejection, "publication_rejected").as_deref(),
+            Some("fix_input")
+        );
+        assert_eq!(
+            run(FailureClass::Authorization, "publication_unauthorized").as_deref(),
+            Some("fix_input")
+        );
+        assert_eq!(
+            run(FailureClass::Conflict, "publication_conflict").as_deref(),
+            Some("inspect")
+        );
     }
 
     #[test]

@@ -23,6 +23,9 @@ const COMMANDS: &[&[&str]] = &[
     &["catalog", "check"],
     &["catalog", "can-run"],
     &["run"],
+    &["publication"],
+    &["publication", "check"],
+    &["publish"],
 ];
 
 fn help(command: &[&str]) -> String {
@@ -97,6 +100,7 @@ fn the_help_examples_on_fixtures_succeed() {
         &["admit"],
         &["catalog", "check"],
         &["catalog", "can-run"],
+        &["publication", "check"],
     ] {
         let line = example(&help(command));
         let args = line.strip_prefix("grantguard ").unwrap();

@@ -300,3 +300,118 @@ fn every_record_of_a_run_validates_against_its_schema() {
     line["status"] = json!("failed_permanent");
     assert!(!metrics.is_valid(&line));
 }
+
+#[test]
+fn publication_contract_schema_accepts_what_the_parser_accepts_and_refuses_the_rest() {
+    let v = validator("repository_publication.schema.json");
+    let grant = format!("rg1:{}", "a".repeat(64));
+    let good = json!({"repository_publication": {"version": "1", "grant_id": grant,
+        "remote": "https://git.example.com/team/repo.git",
+        "target_ref": "refs/heads/agent/{task_id}/{run_id}", "mode": "fast-forward",
+        "allow_tags_and_notes": false}});
+    assert_valid(&v, &good);
+    assert!(grantguard::publication::Publication::from_document(&good).is_ok());
+    let doc = std::fs::read_to_string("docs/reference/publication.md").unwrap();
+    let sample = doc
+        .split("```json\n")
+        .nth(1)
+        .unwrap()
+        .split("```")
+        .next()
+        .unwrap();
+    let documented: Value = serde_json::from_str(sample).unwrap();
+    assert_valid(&v, &documented);
+    let with = |key: &str, value: Value| {
+        let mut d = good.clone();
+        d["repository_publication"][key] = value;
+        d
+    };
+    let mut missing = good.clone();
+    missing["repository_publication"]
+        .as_object_mut()
+        .unwrap()
+        .remove("mode");
+    let mut beside_a_task = good.clone();
+    beside_a_task["id"] = json!("task-1");
+    for bad in [
+        with("target_ref", json!("refs/heads/*")),
+        with("target_ref", json!("HEAD")),
+        with("target_ref", json!("refs/heads/HEAD")),
+        with("target_ref", json!("refs/heads/{user}")),
+        with("target_ref", json!("main")),
+        with("mode", json!("force")),
+        with("version", json!(1)),
+        with("remote", json!("origin")),
+        with("remote", json!("ext::sh -c x")),
+        with("remote", json!("https://h/r?token=x")),
+        with("surprise", json!(true)),
+        missing,
+        beside_a_task,
+    ] {
+        assert!(!v.is_valid(&bad), "the schema accepted {bad}");
+        assert!(
+            grantguard::publication::Publication::from_document(&bad).is_err(),
+            "the parser accepted {bad}"
+        );
+    }
+}
+
+#[test]
+fn publication_records_validate_against_their_schemas() {
+    use grantguard::publication::evidence::{Failure, PublicationEvidence, RefValue, Status};
+    use grantguard::publication::records::{IntentRecord, OutcomeRecord};
+    let records = validator("publication_record.schema.json");
+    let result = validator("tool_result.schema.json");
+    let grant = format!("rg1:{}", "b".repeat(64));
+    let contract = grantguard::publication::Publication::from_document(&json!({
+        "repository_publication": {"version": "1", "grant_id": grant,
+        "remote": "ssh://git@git.example.com/team/repo.git",
+        "target_ref": "refs/heads/agent/{run_id}", "mode": "create",
+        "allow_tags_and_notes": false}}))
+    .unwrap();
+    let tip = "c".repeat(40);
+    let evidence = PublicationEvidence {
+        contract: contract.evidence(),
+        refname: "refs/heads/agent/r1".into(),
+        commit: tip.clone(),
+        status: Status::Failed,
+        before: RefValue::default(),
+        after: RefValue {
+            reported: None,
+            read: Some("d".repeat(40)),
+        },
+        reconciled: true,
+        accepted: true,
+    };
+    let intent = IntentRecord {
+        schema: grantguard::publication::records::INTENT_SCHEMA.into(),
+        contract_id: contract.id(),
+        refname: "refs/heads/agent/r1".into(),
+        commit: tip,
+        remote_before: None,
+        accepted: Some(ToolResult::succeeded("run")),
+        recorded_at: 1,
+    };
+    let failure = Failure::new(FailureClass::Conflict, "publication_conflict", "moved");
+    let outcome = OutcomeRecord {
+        schema: grantguard::publication::records::OUTCOME_SCHEMA.into(),
+        publication: evidence.clone(),
+        failure: Some(failure),
+        recorded_at: 2,
+    };
+    assert_valid(&records, &serde_json::to_value(&intent).unwrap());
+    assert_valid(&records, &serde_json::to_value(&outcome).unwrap());
+    let mut r = ToolResult::failed("run", FailureClass::Conflict);
+    r.evidence.insert(
+        "publication".into(),
+        serde_json::to_value(&evidence).unwrap(),
+    );
+    assert_valid(&result, &serde_json::to_value(&r).unwrap());
+    let text = serde_json::to_string(&outcome).unwrap();
+    assert!(!text.contains("git@"), "userinfo recorded: {text}");
+    // The evidence schema is strict.
+    let mut leaked = serde_json::to_value(&r).unwrap();
+    leaked["evidence"]["publication"]["contract"]["remote"] =
+        json!("https://bot:secret@h.example/r.git");
+    assert!(!result.is_valid(&leaked), "a URL with userinfo passed");
+}

@@ -81,7 +81,9 @@ pub struct GrantError {
 }
 
 impl GrantError {
-    fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+    /// An error at `path` (shared by the other strict contracts, such as
+    /// [`crate::publication`]).
+    pub(crate) fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
         GrantError {
             path: path.into(),
             message: message.into(),
@@ -298,7 +300,8 @@ impl Grant {
     }
 }
 
-fn describe(v: &Value) -> String {
+/// A value as error messages show it (`the string "x"`, `an integer 3`).
+pub(crate) fn describe(v: &Value) -> String {
     match v {
         Value::String(s) => format!("the string {s:?}"),
         Value::Number(n) => format!("{} {n}", type_name(v)),
@@ -307,7 +310,14 @@ fn describe(v: &Value) -> String {
     }
 }
 
-fn check_keys(table: &Map<String, Value>, at: &str, known: &[&str], errors: &mut Vec<GrantError>) {
+/// Reports every unknown and every missing field of `table` (at `at`):
+/// all fields of a strict contract are required.
+pub(crate) fn check_keys(
+    table: &Map<String, Value>,
+    at: &str,
+    known: &[&str],
+    errors: &mut Vec<GrantError>,
+) {
     for key in table.keys().filter(|k| !known.contains(&k.as_str())) {
         errors.push(GrantError::new(
             format!("{at}.{key}"),

@@ -55,13 +55,14 @@ mod places;
 pub mod preserve;
 mod private_dirs;
 pub mod process;
+mod publish_step;
 mod reconcile;
 mod record;
 pub mod result_file;
 mod sealed;
 mod summary;
 pub mod survivors;
-mod verify_child;
+pub(crate) mod verify_child;
 pub mod watchdog;
 
 use std::ffi::OsString;
@@ -233,6 +234,9 @@ pub struct Request {
     /// Under `--isolate`: a sealed workspace (the default) or the checkout
     /// itself (see [`crate::workspace`]).
     pub workspace: WorkspaceMode,
+    /// `--publication FILE`: publish the accepted tip under this
+    /// `repository_publication` contract ([`crate::publication`]).
+    pub publication: Option<PathBuf>,
 }
 
 /// Where an isolated command works (`--workspace`).
@@ -328,6 +332,11 @@ fn run_steps(request: &Request) -> ToolResult {
         Err(refusal) => return refusal,
     };
     let grant = admitted.spec.repository_grant.clone();
+    // `--publication`: checked against the grant before anything is written.
+    let publication = match publish_step::prepare(request, &admitted, grant.as_ref()) {
+        Ok(p) => p,
+        Err(refusal) => return refusal,
+    };
 
     // Where everything is, checked before anything is created.
     if let Some(refusal) =
@@ -434,7 +443,44 @@ fn run_steps(request: &Request) -> ToolResult {
     };
     match journal::reconcile(lock.existing(), &identity) {
         Reconciliation::Fresh => {}
-        Reconciliation::Exact(terminal) => return replay(*terminal, &places),
+        Reconciliation::Exact(terminal) => {
+            if let Some(plan) = &publication
+                && publish_step::replays_another_publication(&terminal.result, plan)
+            {
+                return conflict_result(
+                    &Reconciliation::EvidenceConflict {
+                        differing: vec!["publication"],
+                    },
+                    &identity,
+                    &places,
+                );
+            }
+            let mut result = replay(*terminal, &places);
+            if let Some(plan) = &publication {
+                publish_step::retry_on_replay(&mut result, plan, &places, &identity.run_id);
+            }
+            return result;
+        }
+        other @ Reconciliation::StateConflict {
+            started: Some(_), ..
+        } => {
+            // Killed while publishing: the replay finishes the run.
+            if let Some(plan) = &publication
+                && let Some(result) = publish_step::resume(plan, &places, &identity)
+                && let Some(started) = lock.resume()
+            {
+                let measured = grant
+                    .as_ref()
+                    .and_then(|g| metrics_record(&identity, &admitted.spec.id, g, &result))
+                    .map(|mut m| {
+                        m.publication = publish_step::metrics_summary(&result);
+                        m
+                    });
+                let result = crate::next_step::attach(result, Some(&places.state));
+                return finish(started, result, measured, places.metrics.as_deref());
+            }
+            return conflict_result(&other, &identity, &places);
+        }
         other => return conflict_result(&other, &identity, &places),
     }
 
@@ -475,10 +521,20 @@ fn run_steps(request: &Request) -> ToolResult {
             }),
         )
         .with_evidence("journal", lock.terminal_path().display().to_string());
-    let measured = grant
+    // Measured on the local acceptance, which a failed publication leaves
+    // standing (the line says how the publication ended).
+    let mut measured = grant
         .as_ref()
         .filter(|_| result.is_success())
         .and_then(|g| metrics_record(&identity, &admitted.spec.id, g, &result));
+    if let Some(plan) = &publication
+        && result.is_success()
+    {
+        publish_step::first_attempt(&mut result, plan, &places, &identity.run_id);
+        if let Some(m) = measured.as_mut() {
+            m.publication = publish_step::metrics_summary(&result);
+        }
+    }
     if let Some(file) = measured.as_ref().and(places.metrics.as_ref()) {
         result = result.with_evidence("metrics_file", file.display().to_string());
     }

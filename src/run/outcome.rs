@@ -109,10 +109,16 @@ pub(super) fn execute(
                 if let Some(sealed) = &sealed {
                     env.extend(sealed.env());
                 }
+                let hidden = if request.publication.is_some() {
+                    super::publish_step::hidden_env()
+                } else {
+                    Vec::new()
+                };
                 match process::run(
                     &request.command,
                     &places.work_dir,
                     &env,
+                    &hidden,
                     request.timeout,
                     plan.as_ref(),
                 ) {

@@ -224,7 +224,8 @@ pub struct Outcome {
 }
 
 /// Runs `argv` in `cwd` in a new process group with stdin and stderr
-/// inherited, stdout sent to grantguard's stderr, and `env` added, until it
+/// inherited, stdout sent to grantguard's stderr, `hidden_env` removed and
+/// `env` added, until it
 /// exits, the timeout runs out, or grantguard is interrupted. The group is
 /// gone when this returns, and so is every other descendant when grantguard
 /// is a subreaper. An error means the command could not be started.
@@ -232,6 +233,7 @@ pub fn run(
     argv: &[OsString],
     cwd: &Path,
     env: &[(&str, &Path)],
+    hidden_env: &[String],
     timeout: Option<Duration>,
     isolation: Option<&super::isolate::Plan>,
 ) -> std::io::Result<Outcome> {
@@ -244,6 +246,9 @@ pub fn run(
         .current_dir(cwd)
         .process_group(0)
         .stdout(stdout_to_stderr());
+    for key in hidden_env {
+        command.env_remove(key);
+    }
     for (key, value) in env {
         command.env(key, value);
     }
@@ -462,7 +467,7 @@ mod tests {
 
     fn sh(script: &str, timeout: Option<Duration>) -> Outcome {
         let argv: Vec<OsString> = ["sh", "-c", script].iter().map(OsString::from).collect();
-        run(&argv, Path::new("/"), &[], timeout, None).unwrap()
+        run(&argv, Path::new("/"), &[], &[], timeout, None).unwrap()
     }
 
     #[test]
@@ -496,7 +501,7 @@ mod tests {
     #[test]
     fn a_missing_program_is_an_error() {
         let argv = vec![OsString::from("/nonexistent/agent")];
-        assert!(run(&argv, Path::new("/"), &[], None, None).is_err());
-        assert!(run(&[], Path::new("/"), &[], None, None).is_err());
+        assert!(run(&argv, Path::new("/"), &[], &[], None, None).is_err());
+        assert!(run(&[], Path::new("/"), &[], &[], None, None).is_err());
     }
 }

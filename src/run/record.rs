@@ -119,5 +119,6 @@ pub(super) fn metrics_record(
         },
         status: "succeeded".to_owned(),
         recorded_at: journal::now_secs(),
+        publication: None,
     })
 }

@@ -76,6 +76,19 @@ pub fn summary(result: &ToolResult) -> String {
             _ => out.push_str("  restore did not complete (see violations)\n"),
         }
     }
+    if let Some(p) = e.get("publication") {
+        out.push_str(&format!(
+            "  publication: {} {} -> {} at {} (remote now {})\n",
+            text(p.get("status")),
+            text(p.get("commit")),
+            text(p.get("ref")),
+            text(p.get("contract").and_then(|c| c.get("remote"))),
+            p.get("after")
+                .and_then(|a| a.get("read"))
+                .and_then(Value::as_str)
+                .unwrap_or("absent")
+        ));
+    }
     if let Some(j) = e.get("journal").and_then(Value::as_str) {
         out.push_str(&format!("  journal: {j}\n"));
     }

@@ -118,6 +118,33 @@ pub(crate) fn run_git_within<S: AsRef<OsStr>>(
     args: &[S],
     limit: std::time::Duration,
 ) -> Result<Vec<u8>> {
+    let Some(out) = capture_within(cmd, args, limit)? else {
+        bail!(
+            "git {} did not finish within {} s and was killed",
+            shown(args),
+            limit.as_secs()
+        );
+    };
+    if !out.status.success() {
+        bail!(
+            "git {} failed ({}): {}",
+            shown(args),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(out.stdout)
+}
+
+/// Runs git with a deadline as [`run_git_within`] does, and returns its
+/// whole output whatever its exit status (`None`: killed at the deadline).
+/// For a caller that reads what git printed on failure too (`push
+/// --porcelain` reports a rejected ref on stdout and exits 1).
+pub(crate) fn capture_within<S: AsRef<OsStr>>(
+    cmd: &mut Command,
+    args: &[S],
+    limit: std::time::Duration,
+) -> Result<Option<std::process::Output>> {
     use std::io::Read;
     use std::os::unix::process::CommandExt;
     let mut child = cmd
@@ -164,27 +191,15 @@ pub(crate) fn run_git_within<S: AsRef<OsStr>>(
         // SAFETY: a signal to the process group git leads.
         unsafe { libc::kill(-group, libc::SIGKILL) };
     }
-    let status = match status {
-        Some(status) => status,
-        None => {
-            let _ = child.wait();
-            bail!(
-                "git {} did not finish within {} s and was killed",
-                shown(args),
-                limit.as_secs()
-            );
-        }
+    let Some(status) = status else {
+        let _ = child.wait();
+        return Ok(None);
     };
-    let out = stdout.join().unwrap_or_default();
-    let err = stderr.join().unwrap_or_default();
-    if !status.success() {
-        bail!(
-            "git {} failed ({status}): {}",
-            shown(args),
-            String::from_utf8_lossy(&err).trim()
-        );
-    }
-    Ok(out)
+    Ok(Some(std::process::Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    }))
 }
 
 fn shown<S: AsRef<OsStr>>(args: &[S]) -> String {

@@ -1,0 +1,268 @@
+//! `run --publication FILE`: the accepted tip published by grantguard,
+//! after acceptance and outside the agent's reach.
+//!
+//! Its own module because it stands between the verdict and the record:
+//! the contract is checked against the run's grant before anything runs
+//! ([`prepare`]), the credentials are kept from the agent's environment
+//! ([`hidden_env`]), and once the run is accepted the tip is published
+//! ([`after_acceptance`]) before the terminal record, whose result carries
+//! the publication's evidence. The publication journals itself in
+//! `<journal>/<run id>/publication/`: a run killed between its intent and
+//! the terminal record is finished by its replay ([`resume`]), which
+//! reconciles with the remote and never pushes twice.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::admission::Admitted;
+use super::places::Places;
+use super::{Request, TOOL};
+use crate::grant::Grant;
+use crate::journal::RunIdentity;
+use crate::publication::command::{expand_target, hold_to_grant, parse};
+use crate::publication::flow::{Target, publish};
+use crate::publication::records::PublicationJournal;
+use crate::publication::target::Names;
+use crate::publication::transport::CREDENTIAL_ENV;
+use crate::publication::{DEFAULT_TIMEOUT_SECS, Publication};
+use crate::result::{FailureClass, ToolResult, Violation};
+use crate::workspace::trusted_git::TrustedGit;
+
+/// A publication checked before the run: contract, expanded ref, and the
+/// git resolved before the agent's command could plant another on `PATH`.
+pub(super) struct Plan {
+    contract: Publication,
+    refname: String,
+    git: TrustedGit,
+}
+
+/// Checks `--publication` before anything is written or run: a valid
+/// contract, for this run's grant, whose target expands to a valid ref.
+#[allow(clippy::result_large_err)]
+pub(super) fn prepare(
+    request: &Request,
+    admitted: &Admitted,
+    grant: Option<&Grant>,
+) -> Result<Option<Plan>, ToolResult> {
+    let Some(file) = &request.publication else {
+        return Ok(None);
+    };
+    let contract = parse(file, TOOL)?;
+    hold_to_grant(&contract, grant.map(Grant::id).as_deref(), TOOL)?;
+    let names = Names {
+        run_id: Some(&admitted.run_id),
+        task_id: Some(&admitted.spec.id),
+    };
+    let refname = expand_target(&contract, names, TOOL)?;
+    let git = TrustedGit::resolve().map_err(|e| {
+        ToolResult::rejected(
+            TOOL,
+            FailureClass::Dependency,
+            Violation::new(
+                crate::publication::rule::PUBLICATION_FAILED,
+                format!("--publication needs git: {e:#}; nothing was run"),
+            ),
+        )
+    })?;
+    Ok(Some(Plan {
+        contract,
+        refname,
+        git,
+    }))
+}
+
+/// The environment variables the agent's command must not see when the
+/// run publishes: the credentials the publication uses, and git's
+/// environment-given config (which may carry a token or a credential
+/// helper). The agent never gets a transport.
+pub(super) fn hidden_env() -> Vec<String> {
+    let mut out: Vec<String> = CREDENTIAL_ENV.iter().map(|v| (*v).to_owned()).collect();
+    out.push("GIT_CONFIG_COUNT".into());
+    out.extend(
+        std::env::vars_os()
+            .filter_map(|(k, _)| k.into_string().ok())
+            .filter(|k| k.starts_with("GIT_CONFIG_KEY_") || k.starts_with("GIT_CONFIG_VALUE_")),
+    );
+    out
+}
+
+/// The publication's journal directory of a run.
+fn journal_dir(places: &Places, run_id: &str) -> PathBuf {
+    places.journal.join(run_id).join("publication")
+}
+
+/// A fresh run's publication: [`after_acceptance`], unless its journal
+/// directory already holds records. Nothing of this run wrote there yet,
+/// so records there were planted (an agent that could write the journal,
+/// without `--isolate`, making grantguard answer "published" without
+/// pushing): refused, nothing pushed.
+pub(super) fn first_attempt(result: &mut ToolResult, plan: &Plan, places: &Places, run_id: &str) {
+    let dir = journal_dir(places, run_id);
+    let planted = std::fs::read_dir(&dir).is_ok_and(|mut entries| entries.next().is_some());
+    if planted {
+        let failed = ToolResult::failed(TOOL, FailureClass::UnsafeState);
+        result.status = failed.status;
+        result.failure_class = failed.failure_class;
+        result.retryable = failed.retryable;
+        result.violations.push(Violation::new(
+            crate::publication::rule::PUBLICATION_UNRECORDED,
+            format!(
+                "{} holds publication records this run did not write; nothing was pushed. \
+                 Inspect the journal (run agents with --isolate, where it is read-only), then \
+                 publish with grantguard publish",
+                dir.display()
+            ),
+        ));
+        return;
+    }
+    after_acceptance(result, plan, places, run_id);
+}
+
+/// Publishes the accepted tip of `result` (an accepted run's) and folds
+/// the outcome into it.
+pub(super) fn after_acceptance(
+    result: &mut ToolResult,
+    plan: &Plan,
+    places: &Places,
+    run_id: &str,
+) {
+    let Some(tip) = result
+        .evidence
+        .get("commits")
+        .and_then(|c| c.get("tip"))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+    else {
+        result
+            .warnings
+            .push("the accepted run names no tip commit; nothing was published".into());
+        return;
+    };
+    let objects_dir = match objects_of(&places.work_dir) {
+        Ok(dir) => dir,
+        Err(e) => {
+            result
+                .warnings
+                .push(format!("cannot find the repository's objects ({e:#})"));
+            return;
+        }
+    };
+    let target = Target {
+        contract: &plan.contract,
+        refname: plan.refname.clone(),
+        tip,
+        objects_dir,
+        scratch: places.state.clone(),
+        journal_dir: journal_dir(places, run_id),
+        accepted: Some(result.clone()),
+        limit: Duration::from_secs(DEFAULT_TIMEOUT_SECS),
+    };
+    publish(&target, plan.git.clone()).apply_to(result);
+}
+
+/// The accepted result a run killed mid-publication left in its intent,
+/// published (reconciled) now; `None` when the run has no such intent (an
+/// ordinary unfinished run), or the intent does not hold up.
+///
+/// Not on the word of a record alone: the recorded result must be an
+/// acceptance of this run's grant whose tip is the intent's commit, and the
+/// checkout's branch must hold that commit now (what `run` left it at).
+pub(super) fn resume(plan: &Plan, places: &Places, identity: &RunIdentity) -> Option<ToolResult> {
+    let run_id = identity.run_id.as_str();
+    let journal = PublicationJournal::existing(&journal_dir(places, run_id))?;
+    let intent = journal.intent().ok()??;
+    let mut accepted = intent.accepted?;
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_owned);
+    let tip = text(accepted.evidence.get("commits").and_then(|c| c.get("tip")));
+    let grant = text(accepted.evidence.get("grant").and_then(|g| g.get("id")));
+    let holds = accepted.is_success()
+        && tip.as_deref() == Some(intent.commit.as_str())
+        && grant.is_some()
+        && grant == identity.grant_id
+        && branch_holds(&places.work_dir, &intent.commit);
+    if !holds {
+        return None;
+    }
+    after_acceptance(&mut accepted, plan, places, run_id);
+    accepted
+        .warnings
+        .push("grantguard stopped while publishing; this replay finished the run".into());
+    Some(accepted)
+}
+
+/// On a replay of a recorded run whose publication failed retryably (the
+/// network), the publication is attempted again (reconciled with its
+/// journal and the remote, so nothing is pushed twice); the recorded
+/// result is answered with the new publication evidence.
+pub(super) fn retry_on_replay(
+    recorded: &mut ToolResult,
+    plan: &Plan,
+    places: &Places,
+    run_id: &str,
+) {
+    let failed_retryably = recorded
+        .evidence
+        .get("publication")
+        .and_then(|p| p.get("status"))
+        .and_then(Value::as_str)
+        == Some("failed")
+        && recorded.retryable;
+    if !failed_retryably {
+        return;
+    }
+    // Back to the accepted result, then publish again.
+    recorded
+        .violations
+        .retain(|v| !v.rule.starts_with("publication_"));
+    let ok = ToolResult::succeeded(&recorded.tool);
+    recorded.status = ok.status;
+    recorded.failure_class = None;
+    recorded.retryable = false;
+    recorded.evidence.remove("next_step");
+    after_acceptance(recorded, plan, places, run_id);
+}
+
+/// Whether a recorded run answers another publication than `plan`'s: it
+/// was published under another contract or ref, or accepted without one.
+/// (A run that was not accepted published nothing under any contract.)
+pub(super) fn replays_another_publication(recorded: &ToolResult, plan: &Plan) -> bool {
+    match recorded.evidence.get("publication") {
+        Some(p) => {
+            p.get("contract")
+                .and_then(|c| c.get("id"))
+                .and_then(Value::as_str)
+                != Some(plan.contract.id().as_str())
+                || p.get("ref").and_then(Value::as_str) != Some(plan.refname.as_str())
+        }
+        None => recorded.is_success(),
+    }
+}
+
+/// Whether the branch HEAD points to in the checkout at `work_dir` is at
+/// `commit`.
+fn branch_holds(work_dir: &Path, commit: &str) -> bool {
+    let Ok(repo) = crate::repo::open(work_dir) else {
+        return false;
+    };
+    matches!(
+        crate::repo::head(&repo),
+        Ok(crate::repo::Head::Branch { commit: Some(c), .. }) if c == commit
+    )
+}
+
+/// The objects directory of the repository at `work_dir`.
+fn objects_of(work_dir: &Path) -> anyhow::Result<PathBuf> {
+    let repo = crate::repo::open(work_dir)?;
+    Ok(crate::repo::location(&repo)?.common_dir.join("objects"))
+}
+
+/// The metrics line's summary of the result's publication, if any.
+pub(super) fn metrics_summary(
+    result: &ToolResult,
+) -> Option<crate::publication::evidence::MetricsSummary> {
+    let evidence: crate::publication::evidence::PublicationEvidence =
+        serde_json::from_value(result.evidence.get("publication")?.clone()).ok()?;
+    Some(evidence.summary())
+}
