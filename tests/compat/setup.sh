@@ -4,6 +4,10 @@
 # than imitations of them:
 #
 #   git-lfs                               Debian package (apt-get)
+#   sshd (openssh-server)                 Debian package, for the publication
+#                                         suite's ssh transport; where it cannot
+#                                         be installed (no root, no apt-get)
+#                                         that one test says so and skips
 #   pre-commit, pygit2, dulwich, GitPython  PyPI, into a virtualenv
 #   husky, lefthook, isomorphic-git       npm, into a local prefix
 #
@@ -48,6 +52,15 @@ if ! command -v git-lfs >/dev/null 2>&1; then
     fi
 fi
 ln -sfn "$(command -v git-lfs)" "$dir/bin/git-lfs"
+
+# sshd for tests/publication.rs's ssh transport (best effort, see above).
+if [ ! -x /usr/sbin/sshd ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing openssh-server from Debian" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -q openssh-server >/dev/null 2>&1 \
+        || { apt-get update -q >/dev/null && apt-get install -y -q openssh-server >/dev/null; } \
+        || echo "setup: openssh-server could not be installed; the ssh publication test will skip" >&2
+fi
 
 # Python tools: a virtualenv, reinstalled only when requirements.txt changed.
 venv="$dir/venv"
