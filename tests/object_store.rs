@@ -288,6 +288,17 @@ fn plant_lying_pack(sb: &Sandbox, victim: &str, content: &[u8]) {
     let dir = objects(sb).join("pack");
     std::fs::write(dir.join(format!("pack-{name}.pack")), &pack).unwrap();
     std::fs::write(dir.join(format!("pack-{name}.idx")), &idx).unwrap();
+    // The newest pack by mtime, whatever the second it was written in: git
+    // (2.47 and 2.55 alike) searches the most recent packs first.
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(60);
+    for suffix in ["pack", "idx"] {
+        std::fs::File::options()
+            .write(true)
+            .open(dir.join(format!("pack-{name}.{suffix}")))
+            .unwrap()
+            .set_modified(later)
+            .unwrap();
+    }
 }
 
 fn crc32(bytes: &[u8]) -> u32 {
@@ -312,11 +323,15 @@ fn rejects_a_new_pack_whose_entry_is_not_the_object_its_index_names() {
     sb.commit_file("docs/a.md", "a\n", "one");
     let victim = sb.git(&["rev-parse", "HEAD:src/lib.rs"]);
     plant_lying_pack(&sb, &victim, b"pub fn evil() {}\n");
-    // git finds the newest pack first and does not re-hash the entry.
-    assert_eq!(
-        sb.git(&["cat-file", "-p", "HEAD:src/lib.rs"]),
-        "pub fn evil() {}"
-    );
+    // git 2.47 finds the newest pack first and does not re-hash the entry
+    // (2.55 happens to look in the clone's pack first; either way the
+    // store holds two answers, and verify must not pick one).
+    let shown = sb.git(&["cat-file", "-p", "HEAD:src/lib.rs"]);
+    if sb.git_version() <= (2, 47) {
+        assert_eq!(shown, "pub fn evil() {}");
+    } else {
+        assert!(["pub fn evil() {}", "pub fn f() {}"].contains(&shown.as_str()));
+    }
     assert!(!sb.try_git(&["fsck"]).status.success(), "git fsck sees it");
     let (code, r) = sb.verify();
     assert_rejected(code, &r, &[INVALID]);
@@ -595,6 +610,11 @@ fn rejects_a_multi_pack_index_that_points_an_id_at_another_object() {
 /// A few granted commits on top of the baseline, so that bitmaps have
 /// several commits to select.
 fn armed_with_commits(sb: &Sandbox) {
+    // No background maintenance racing the repacks below: git 2.55's
+    // `maintenance run --auto --detach` after a commit may repack while a
+    // test's own repack runs ("could not find pack").
+    sb.git(&["config", "maintenance.auto", "false"]);
+    sb.git(&["config", "gc.auto", "0"]);
     sb.arm(&sb.grant(&["docs/"], 1, 8));
     for i in 0..4 {
         sb.commit_file(&format!("docs/{i}.md"), &format!("{i}\n"), &format!("c{i}"));
