@@ -1180,6 +1180,9 @@ fn compare_metadata(
 ) {
     let before = expected.metadata;
     let names: BTreeSet<&String> = before.keys().chain(now.keys()).collect();
+    // Generated hooks removed together (husky's `.husky/_` holds a dozen):
+    // one warning naming them all.
+    let mut removed_hooks: Vec<&str> = Vec::new();
     for name in names {
         let (old, new) = (before.get(name), now.get(name));
         if old == new || expected.also.is_some_and(|also| also.get(name) == new) {
@@ -1203,11 +1206,7 @@ fn compare_metadata(
             continue;
         }
         if new.map(String::as_str) == Some("absent") && expected.deletable_hooks.contains(name) {
-            findings.warnings.insert(format!(
-                "{name} was removed since arm (a build tool's generated hooks, say `git clean \
-                 -xdf` or `npm install`); git runs no hook that is not there, so this is \
-                 accepted. Regenerate it to have the team's hooks run again"
-            ));
+            removed_hooks.push(name);
             continue;
         }
         // Keys are relative to the common dir, or absolute paths
@@ -1233,6 +1232,22 @@ fn compare_metadata(
             )
         };
         findings.push(Violation::new(rule::PROTECTED_METADATA_CHANGED, message).with_path(shown));
+    }
+    if !removed_hooks.is_empty() {
+        let count = removed_hooks.len();
+        let shown: Vec<&str> = removed_hooks.into_iter().take(MAX_LISTED).collect();
+        let more = count.saturating_sub(shown.len());
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        findings.warnings.insert(format!(
+            "{count} hook file(s) removed since arm: {}{more} (a build tool's generated hooks, \
+             say `git clean -xdf` or `npm install`); git runs no hook that is not there, so this \
+             is accepted. Regenerate them to have the team's hooks run again",
+            shown.join(", ")
+        ));
     }
 }
 

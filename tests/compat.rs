@@ -1048,6 +1048,14 @@ fn accepts_husky_generated_hooks_removed_by_git_clean_with_a_warning() {
     let (code, r) = c.sb.verify();
     common::assert_accepted(code, &r);
     assert!(r["warnings"].to_string().contains(".husky/_"), "{r:#}");
+    // One warning for all of them, however many files husky generated.
+    let removed = r["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w.as_str().unwrap_or_default().contains("removed since arm"))
+        .count();
+    assert_eq!(removed, 1, "{r:#}");
     // Put back as it was: accepted; put back changed: refused.
     cp(&saved, &generated);
     let (code, r) = c.sb.verify();
