@@ -123,7 +123,7 @@ fn checkout_status(state: &Path) -> Result<Value> {
         } else {
             "removed (disarmed)"
         },
-        "configured_hooks": configured_hooks(&location),
+        "configured_hooks": configured_hooks(&location, state, armed),
     }))
 }
 
@@ -131,10 +131,34 @@ fn checkout_status(state: &Path) -> Result<Value> {
 /// the configuration before the hooks directory's (see
 /// [`crate::hooks::configured`]). Unreadable config is reported, not fatal:
 /// status is advice.
-fn configured_hooks(location: &repo::Location) -> Value {
+fn configured_hooks(location: &repo::Location, state: &Path, armed: bool) -> Value {
     let scopes = match crate::hooks::scopes::Scopes::read(location) {
         Ok(scopes) => scopes,
         Err(e) => return json!({"error": format!("{e:#}")}),
+    };
+    // Whether git, reading every scope, runs grantguard's stub for the
+    // event: the effective hooks directory is the hub's, and the stub is an
+    // executable file there.
+    let stubs = match crate::hooks::hub::Link::read(state) {
+        Ok(Some(link)) => Some(crate::hooks::hub::Hub::at(&link.hub).stubs()),
+        _ => None,
+    };
+    let effective = crate::hooks::install::effective_hooks_dir(location).ok();
+    let grantguard_hook = |event: &str| -> &'static str {
+        use std::os::unix::fs::PermissionsExt;
+        if !armed {
+            return "not installed (disarmed)";
+        }
+        match (&stubs, &effective) {
+            (Some(stubs), Some(effective)) if stubs == effective => {
+                match std::fs::symlink_metadata(stubs.join(event)) {
+                    Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => "runs",
+                    _ => "missing: git runs no grantguard hook for this event",
+                }
+            }
+            (_, None) => "unknown: core.hooksPath cannot be read",
+            _ => "not run: core.hooksPath names another directory than grantguard's",
+        }
     };
     let events: serde_json::Map<String, Value> = crate::hooks::GUARDED
         .iter()
@@ -153,7 +177,11 @@ fn configured_hooks(location: &repo::Location) -> Value {
                 .collect();
             (
                 (*event).to_owned(),
-                json!({"before_grantguard": hooks, "event_disabled": found.event_disabled}),
+                json!({
+                    "grantguard_hook": grantguard_hook(event),
+                    "before_grantguard": hooks,
+                    "event_disabled": found.event_disabled,
+                }),
             )
         })
         .collect();

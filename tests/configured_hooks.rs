@@ -206,6 +206,12 @@ fn configured_and_chained_team_hooks_keep_running_while_armed() {
     sb.arm(&grant);
     let status = sb.grantguard(&["status", "--state", sb.state.to_str().unwrap(), "--json"]);
     let report: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    for event in grantguard::hooks::GUARDED {
+        assert_eq!(
+            report["configured_hooks"]["events"][event]["grantguard_hook"], "runs",
+            "{report:#}"
+        );
+    }
     let listed = &report["configured_hooks"]["events"]["pre-commit"]["before_grantguard"];
     assert_eq!(listed[0]["name"], "lint", "{report:#}");
     assert_eq!(listed[0]["runs"], true, "{report:#}");
@@ -214,4 +220,41 @@ fn configured_and_chained_team_hooks_keep_running_while_armed() {
     assert_eq!(read(&log), "configured\nhooks-dir\n");
     let (code, result) = sb.verify();
     common::assert_accepted(code, &result);
+}
+
+#[test]
+fn status_says_when_git_would_not_run_grantguards_hooks() {
+    // Under every git: status reads the hooks directory git resolves from
+    // all scopes, and the stubs in it.
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    let events = |sb: &Sandbox| -> serde_json::Value {
+        let out = sb.grantguard(&["status", "--state", sb.state.to_str().unwrap(), "--json"]);
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        report["configured_hooks"]["events"].clone()
+    };
+    assert_eq!(events(&sb)["pre-push"]["grantguard_hook"], "runs");
+    let stub = sb.stubs().join("pre-push");
+    std::fs::remove_file(&stub).unwrap();
+    assert!(
+        events(&sb)["pre-push"]["grantguard_hook"]
+            .as_str()
+            .unwrap()
+            .starts_with("missing"),
+        "{}",
+        events(&sb)
+    );
+    sb.git(&["config", "extensions.worktreeConfig", "true"]);
+    sb.git(&["config", "--worktree", "core.hooksPath", "/dev/null"]);
+    let now = events(&sb);
+    assert!(
+        now["pre-commit"]["grantguard_hook"]
+            .as_str()
+            .unwrap()
+            .starts_with("not run"),
+        "{now}"
+    );
+    // verify, the authority, rejects either change.
+    let (code, _) = sb.verify();
+    assert_ne!(code, 0);
 }
