@@ -22,7 +22,7 @@
 //! Replace refs, grafts and the commit-graph are deliberately *not* turned
 //! off: the point is to see what the harness's plain git will see.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
@@ -549,18 +549,14 @@ fn compare_refs(
     output: &[u8],
     differ: &mut impl FnMut(Area, String),
 ) {
-    let raw: BTreeMap<&BStr, &BStr> = ours
+    // One sorted list of borrowed pairs, searched by name: a 100,000-ref
+    // store is compared without building maps of it (issue 29).
+    let mut raw: Vec<(&BStr, &BStr)> = ours
         .iter()
         .map(|(n, v)| (n.as_bstr(), v.as_bstr()))
         .collect();
-    // Our view, resolved the way for-each-ref shows it.
-    let mut expected = BTreeMap::new();
-    for name in raw.keys() {
-        if let Some((id, target)) = resolve(&raw, name) {
-            expected.insert(name.to_owned(), (id, target));
-        }
-    }
-    let mut seen = BTreeSet::new();
+    raw.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let mut seen = vec![false; raw.len()];
     for line in output.lines() {
         let mut fields = line.splitn(3, |&b| b == 0);
         let (Some(name), Some(id), Some(symref)) = (fields.next(), fields.next(), fields.next())
@@ -572,13 +568,16 @@ fn compare_refs(
             continue;
         };
         let name = name.as_bstr();
-        seen.insert(name);
+        let at = raw.binary_search_by(|(n, _)| (*n).cmp(name)).ok();
+        if let Some(at) = at {
+            seen[at] = true;
+        }
         if in_flight.contains(name) {
             continue;
         }
         let target = (!symref.is_empty()).then(|| symref.as_bstr());
-        match expected.get(name) {
-            Some((our_id, our_target)) if *our_id == id.as_bstr() && *our_target == target => {}
+        match at.and_then(|_| resolve(&raw, name)) {
+            Some((our_id, our_target)) if our_id == id.as_bstr() && our_target == target => {}
             Some((our_id, _)) => differ(
                 Area::Refs,
                 format!(
@@ -595,25 +594,27 @@ fn compare_refs(
             ),
         }
     }
-    for name in expected
-        .keys()
-        .filter(|n| !seen.contains(*n) && !in_flight.contains(**n))
-    {
-        differ(
-            Area::Refs,
-            format!("verify sees a ref {name:?} that git does not list"),
-        );
+    for (at, (name, _)) in raw.iter().enumerate() {
+        if !seen[at] && !in_flight.contains(*name) && resolve(&raw, name).is_some() {
+            differ(
+                Area::Refs,
+                format!("verify sees a ref {name:?} that git does not list"),
+            );
+        }
     }
 }
 
-/// Follows a ref in `refs` to an object id, as for-each-ref shows it: the id
-/// and, for a symbolic ref, its immediate target. `None` for a symbolic ref
-/// that resolves to nothing (git leaves those out).
-fn resolve<'a>(
-    refs: &BTreeMap<&'a BStr, &'a BStr>,
-    name: &BStr,
-) -> Option<(&'a BStr, Option<&'a BStr>)> {
-    let mut value = *refs.get(name)?;
+/// Follows a ref in `refs` (sorted by name) to an object id, as
+/// for-each-ref shows it: the id and, for a symbolic ref, its immediate
+/// target. `None` for a symbolic ref that resolves to nothing (git leaves
+/// those out).
+fn resolve<'a>(refs: &[(&'a BStr, &'a BStr)], name: &BStr) -> Option<(&'a BStr, Option<&'a BStr>)> {
+    let get = |name: &BStr| {
+        refs.binary_search_by(|(n, _)| (*n).cmp(name))
+            .ok()
+            .map(|at| refs[at].1)
+    };
+    let mut value = get(name)?;
     let mut first_target = None;
     // git follows at most 5 levels of symbolic refs (SYMREF_MAXDEPTH).
     for _ in 0..=5 {
@@ -621,7 +622,7 @@ fn resolve<'a>(
             Some(target) => {
                 let target = target.trim_start().as_bstr();
                 first_target.get_or_insert(target);
-                value = refs.get(target)?;
+                value = get(target)?;
             }
             None => return Some((value, first_target)),
         }
