@@ -33,6 +33,7 @@ pub mod packed_refs;
 pub mod refname;
 mod refs;
 pub mod refstore;
+pub mod reftable;
 mod sparse_dir;
 mod sparse_present;
 pub mod special_files;
