@@ -13,7 +13,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use common::Sandbox;
+use common::{Sandbox, assert_accepted, assert_rejected, rules};
 use grantguard::repo::reftable;
 
 /// `PATH` with `GRANTGUARD_TEST_GIT` first, when set.
@@ -286,4 +286,379 @@ fn reads_large_tables_with_indexes() {
     assert!(view.refs.len() > 12_000);
     git_in(&sb, &sb.repo, &["pack-refs", "--all"]);
     assert_same_as_git(&sb, &sb.repo, "sha1");
+}
+
+/// Runs grantguard in `dir` with the test's git first on `PATH`.
+fn gg(sb: &Sandbox, dir: &Path, args: &[&str]) -> std::process::Output {
+    sb.command(env!("CARGO_BIN_EXE_grantguard"))
+        .env("PATH", path_env())
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn arm(sb: &Sandbox, dir: &Path, paths: &[&str], max: u32) {
+    let grant = sb.grant(paths, 1, max);
+    let out = gg(
+        sb,
+        dir,
+        &[
+            "arm",
+            "--repo",
+            dir.to_str().unwrap(),
+            "--grant",
+            grant.to_str().unwrap(),
+            "--state",
+            sb.state.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "arm failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn verify(sb: &Sandbox, dir: &Path) -> (i32, serde_json::Value) {
+    let out = gg(
+        sb,
+        dir,
+        &["verify", "--state", sb.state.to_str().unwrap(), "--json"],
+    );
+    let r = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "verify printed no JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap(), r)
+}
+
+fn disarm(sb: &Sandbox, dir: &Path) {
+    let out = gg(sb, dir, &["disarm", "--state", sb.state.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "disarm failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn commit(sb: &Sandbox, dir: &Path, rel: &str, content: &str) -> std::process::Output {
+    std::fs::write(dir.join(rel), content).unwrap();
+    git_in(sb, dir, &["add", rel]);
+    sb.command("git")
+        .env("PATH", path_env())
+        .current_dir(dir)
+        .args(["commit", "-q", "-m", "change"])
+        .output()
+        .unwrap()
+}
+
+/// A granted commit on a reftable repository: arm, the hooks, verify,
+/// status and disarm all work, in SHA-1 and SHA-256.
+fn granted_commit_is_accepted(format: &str) {
+    let Some(sb) = reftable_sandbox(format) else {
+        return;
+    };
+    git_in(&sb, &sb.repo, &["tag", "-a", "-m", "release", "v1"]);
+    arm(&sb, &sb.repo, &["docs/"], 2);
+    let out = gg(
+        &sb,
+        &sb.repo,
+        &["status", "--state", sb.state.to_str().unwrap()],
+    );
+    assert!(
+        out.status.success(),
+        "status: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = commit(&sb, &sb.repo, "docs/guide.md", "new guide\n");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Compaction while armed changes no ref.
+    git_in(&sb, &sb.repo, &["pack-refs", "--all"]);
+    git_in(&sb, &sb.repo, &["gc", "-q"]);
+    let (code, r) = verify(&sb, &sb.repo);
+    assert_accepted(code, &r);
+    disarm(&sb, &sb.repo);
+    let (code, r) = verify(&sb, &sb.repo);
+    assert_accepted(code, &r);
+}
+
+#[test]
+fn accepts_a_granted_commit_sha1() {
+    granted_commit_is_accepted("sha1");
+}
+
+#[test]
+fn accepts_a_granted_commit_sha256() {
+    granted_commit_is_accepted("sha256");
+}
+
+#[test]
+fn hooks_refuse_ungranted_commits_and_ref_changes() {
+    let Some(sb) = reftable_sandbox("sha1") else {
+        return;
+    };
+    arm(&sb, &sb.repo, &["docs/"], 1);
+    // pre-commit: a path outside the grant.
+    let out = commit(&sb, &sb.repo, "src/lib.rs", "pub fn g() {}\n");
+    assert!(!out.status.success(), "an ungranted commit went through");
+    git_in(&sb, &sb.repo, &["reset", "-q", "--hard"]);
+    // reference-transaction: a new tag, a new branch, a deleted remote ref.
+    for args in [
+        &["tag", "sneaky"][..],
+        &["branch", "other"],
+        &["update-ref", "-d", "refs/remotes/origin/main"],
+    ] {
+        let out = sb
+            .command("git")
+            .env("PATH", path_env())
+            .current_dir(&sb.repo)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "git {args:?} went through");
+    }
+    let out = commit(&sb, &sb.repo, "docs/guide.md", "ok\n");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (code, r) = verify(&sb, &sb.repo);
+    assert_accepted(code, &r);
+}
+
+#[test]
+fn verify_rejects_ref_changes_made_around_the_hooks() {
+    let Some(sb) = reftable_sandbox("sha1") else {
+        return;
+    };
+    git_in(&sb, &sb.repo, &["tag", "keep"]);
+    arm(&sb, &sb.repo, &["docs/"], 1);
+    commit(&sb, &sb.repo, "docs/guide.md", "ok\n");
+    let nohooks = |args: &[&str]| {
+        let mut all = vec!["-c", "core.hooksPath=/dev/null"];
+        all.extend_from_slice(args);
+        git_in(&sb, &sb.repo, &all);
+    };
+    // A deletion record shadowing the tag, then a new table moving a
+    // remote-tracking ref: both are ordinary tables git wrote.
+    nohooks(&["tag", "-d", "keep"]);
+    nohooks(&["update-ref", "refs/remotes/origin/main", "HEAD"]);
+    let (code, r) = verify(&sb, &sb.repo);
+    assert_rejected(code, &r, &["ref_changed", "remote_tracking_ref_changed"]);
+}
+
+/// The last table of the common stack, its bytes and its range.
+fn last_table(sb: &Sandbox) -> (PathBuf, Vec<u8>) {
+    let name = tables(sb).pop().unwrap();
+    let path = sb.repo.join(".git/reftable").join(name);
+    let bytes = std::fs::read(&path).unwrap();
+    (path, bytes)
+}
+
+fn append_table(sb: &Sandbox, name: &str, bytes: &[u8]) {
+    let dir = sb.repo.join(".git/reftable");
+    std::fs::write(dir.join(name), bytes).unwrap();
+    let mut list = std::fs::read_to_string(dir.join("tables.list")).unwrap();
+    list.push_str(name);
+    list.push('\n');
+    std::fs::write(dir.join("tables.list"), list).unwrap();
+}
+
+fn max_update_index(sb: &Sandbox) -> u64 {
+    let (_, bytes) = last_table(sb);
+    reftable::table::parse_header(&bytes)
+        .unwrap()
+        .max_update_index
+}
+
+fn id_bytes(hex: &str) -> Vec<u8> {
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+#[test]
+fn rejects_a_forged_table_shadowing_a_ref() {
+    let Some(sb) = reftable_sandbox("sha1") else {
+        return;
+    };
+    let baseline = git_in(&sb, &sb.repo, &["rev-parse", "HEAD"]);
+    arm(&sb, &sb.repo, &["docs/"], 1);
+    commit(&sb, &sb.repo, "docs/guide.md", "ok\n");
+    // A well-formed table written by hand that moves the remote-tracking
+    // ref back: the reader takes it as git does, and verify sees the move.
+    let next = max_update_index(&sb) + 1;
+    let forged = reftable::table::encode_simple(
+        1,
+        reftable::Hash::Sha1,
+        next,
+        next,
+        &[(
+            b"refs/remotes/origin/forged".to_vec(),
+            next,
+            reftable::RefValue::Id(id_bytes(baseline.trim())),
+        )],
+    );
+    append_table(
+        &sb,
+        &format!("0x{next:012x}-0x{next:012x}-0badf00d.ref"),
+        &forged,
+    );
+    assert!(git_in(&sb, &sb.repo, &["for-each-ref"]).contains("refs/remotes/origin/forged"));
+    let (code, r) = verify(&sb, &sb.repo);
+    assert_rejected(code, &r, &["remote_tracking_ref_changed"]);
+}
+
+#[test]
+fn refuses_stacks_git_could_read_differently() {
+    let Some(sb) = reftable_sandbox("sha1") else {
+        return;
+    };
+    arm(&sb, &sb.repo, &["docs/"], 1);
+    commit(&sb, &sb.repo, "docs/guide.md", "ok\n");
+    let dir = sb.repo.join(".git/reftable");
+    let list = std::fs::read_to_string(dir.join("tables.list")).unwrap();
+    let (last, bytes) = last_table(&sb);
+    let restore = |sb: &Sandbox| {
+        std::fs::write(dir.join("tables.list"), &list).unwrap();
+        std::fs::write(&last, &bytes).unwrap();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            if name != "tables.list" && !list.contains(&name) {
+                std::fs::remove_file(dir.join(name)).unwrap();
+            }
+        }
+        let (code, r) = verify(sb, &sb.repo);
+        assert_accepted(code, &r);
+    };
+    restore(&sb);
+    let expect_invalid = |what: &str| {
+        let (code, r) = verify(&sb, &sb.repo);
+        assert_eq!(code, 1, "{what}: {r:#}");
+        assert!(
+            rules(&r).contains(&"ref_store_invalid".to_owned()),
+            "{what}: {r:#}"
+        );
+    };
+    // tables.list naming a missing table.
+    std::fs::write(
+        dir.join("tables.list"),
+        format!("{list}0x00000000ffff-0x00000000ffff-00000000.ref\n"),
+    )
+    .unwrap();
+    expect_invalid("a missing table");
+    restore(&sb);
+    // A table whose update indices overlap the previous one's.
+    let max = max_update_index(&sb);
+    let overlapping = reftable::table::encode_simple(
+        1,
+        reftable::Hash::Sha1,
+        max,
+        max,
+        &[(
+            b"refs/tags/late".to_vec(),
+            max,
+            reftable::RefValue::Deletion,
+        )],
+    );
+    append_table(
+        &sb,
+        &format!("0x{max:012x}-0x{max:012x}-00000001.ref"),
+        &overlapping,
+    );
+    expect_invalid("overlapping update indices");
+    restore(&sb);
+    // Trailing garbage after the footer.
+    let mut longer = bytes.clone();
+    longer.extend_from_slice(b"\0\0\0\0");
+    std::fs::write(&last, &longer).unwrap();
+    expect_invalid("trailing bytes");
+    restore(&sb);
+    // One flipped bit in the footer's CRC.
+    let mut flipped = bytes.clone();
+    let n = flipped.len();
+    flipped[n - 1] ^= 1;
+    std::fs::write(&last, &flipped).unwrap();
+    expect_invalid("a bad CRC");
+    restore(&sb);
+    // A table symlinked in.
+    let copy = sb.root.join("elsewhere.ref");
+    std::fs::write(&copy, &bytes).unwrap();
+    std::fs::remove_file(&last).unwrap();
+    std::os::unix::fs::symlink(&copy, &last).unwrap();
+    expect_invalid("a symlinked table");
+    std::fs::remove_file(&last).unwrap();
+    restore(&sb);
+    // A loose ref file planted for other readers.
+    std::fs::create_dir_all(sb.repo.join(".git/refs/tags")).unwrap();
+    std::fs::write(
+        sb.repo.join(".git/refs/tags/loose"),
+        format!("{}\n", "1".repeat(40)),
+    )
+    .unwrap();
+    expect_invalid("a loose ref");
+    std::fs::remove_dir_all(sb.repo.join(".git/refs/tags")).unwrap();
+    restore(&sb);
+}
+
+#[test]
+fn compaction_during_a_run_is_accepted() {
+    let Some(sb) = reftable_sandbox("sha1") else {
+        return;
+    };
+    let agent = common::agent_script(
+        &sb,
+        "echo more >> docs/guide.md\ngit add docs/guide.md\ngit commit -q -m docs\n\
+         git pack-refs --all\ngit gc -q\n",
+    );
+    let mut cmd = common::docs_run_command(&sb, &sb.state, &[], &agent);
+    cmd.env("PATH", path_env());
+    let r = common::run_result(cmd);
+    assert_eq!(r["status"], "succeeded", "{r:#}");
+    assert_eq!(
+        git_in(&sb, &sb.repo, &["log", "-1", "--format=%s"]).trim(),
+        "docs"
+    );
+}
+
+#[test]
+fn a_linked_worktree_is_guarded() {
+    let Some(sb) = reftable_sandbox("sha1") else {
+        return;
+    };
+    let wt = sb.root.join("wt");
+    git_in(
+        &sb,
+        &sb.repo,
+        &["worktree", "add", "-q", wt.to_str().unwrap(), "-b", "side"],
+    );
+    arm(&sb, &wt, &["docs/"], 1);
+    let out = commit(&sb, &wt, "docs/guide.md", "from the worktree\n");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The main worktree's branch may not move.
+    let out = sb
+        .command("git")
+        .env("PATH", path_env())
+        .current_dir(&wt)
+        .args(["update-ref", "refs/heads/main", "side"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "moving main went through");
+    let (code, r) = verify(&sb, &wt);
+    assert_accepted(code, &r);
+    disarm(&sb, &wt);
 }

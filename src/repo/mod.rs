@@ -53,7 +53,7 @@ pub use commits::{
 pub use metadata::{
     HookPaths, legacy_worktrees_digest, metadata_digests, protected_paths, worktree_names,
 };
-pub use refs::{Head, RefMap, head, ref_snapshot};
+pub use refs::{Head, RefMap, head, head_tree_id_or_empty, ref_snapshot};
 pub use staged::{CacheTreeUse, staged_changes};
 pub use worktree::{
     Dirt, hidden_index_entries, in_progress_operations, worktree_dirt, worktree_dirt_against,
@@ -149,9 +149,8 @@ fn discover(dir: &Path) -> Result<gix::Repository> {
     .to_thread_local())
 }
 
-/// [`open`] for reading objects only: a repository whose refs are in the
-/// reftable format is opened too (gix cannot read its refs, and nothing
-/// here asks it to). The sealed workspace's import checks the commits git
+/// [`open`] for reading objects only: the repository's refs are never read
+/// through it. The sealed workspace's import checks the commits git
 /// received into the host with it, whatever the host's ref format.
 pub fn open_for_objects(dir: &Path) -> Result<gix::Repository> {
     harden_refs_unread(discover(dir)?)
@@ -221,13 +220,24 @@ fn open_git_dir(git_dir: &Path) -> Result<gix::Repository> {
 const OBJECT_CACHE_BYTES: usize = 4 * 1024 * 1024;
 
 fn harden(repo: gix::Repository) -> Result<gix::Repository> {
-    if repo.git_dir().join("reftable").is_dir() || repo.common_dir().join("reftable").is_dir() {
+    // A reftable repository is read by [`reftable`], in process; its
+    // config and its `reftable` directory must agree, so that every reader
+    // picks the same backend. A `reftable` directory in a linked worktree's
+    // git dir of a files repository is refused too: git ignores it.
+    let reftable = reftable::configured(&repo)?;
+    if !reftable && repo.git_dir().join("reftable").symlink_metadata().is_ok() {
         bail!(
-            "this repository uses the reftable ref format, which grantguard cannot read in \
-             place; `grantguard run --isolate` (a sealed workspace) guards it"
+            "{} exists in a repository whose refs are in files; git ignores it while other \
+             readers may not. Remove it",
+            repo.git_dir().join("reftable").display()
         );
     }
     harden_refs_unread(repo)
+}
+
+/// Whether the opened (hardened) repository keeps its refs in reftable.
+pub fn is_reftable(repo: &gix::Repository) -> bool {
+    repo.common_dir().join("reftable").is_dir()
 }
 
 /// [`harden`] for a handle whose refs are never read.

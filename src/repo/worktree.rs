@@ -61,10 +61,7 @@ pub(super) fn dirt_at_depth(
     let links = super::submodule::gitlinks_of(&index);
     let head_tree = match tree {
         Some(tree) => tree,
-        None => repo
-            .head_tree_id_or_empty()
-            .context("cannot read HEAD's tree")?
-            .detach(),
+        None => super::head_tree_id_or_empty(repo)?,
     };
     let mut out: Vec<Dirt> =
         super::staged_changes(repo, Some(head_tree), &index, super::CacheTreeUse::Ignore)

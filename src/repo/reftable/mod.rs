@@ -424,6 +424,48 @@ pub fn read(git_dir: &Path, common_dir: &Path, hash: gix::hash::Kind) -> Result<
     Ok(view)
 }
 
+/// [`read`] for a caller without the repository at hand: the object format
+/// is the one the first table of the common stack declares (every table
+/// must then share it). The caller checks the ids' lengths against the
+/// repository's format ([`super::refstore::prove`] does).
+pub fn read_own_format(git_dir: &Path, common_dir: &Path) -> Result<View, Error> {
+    read(git_dir, common_dir, own_format(common_dir)?)
+}
+
+/// The object format the first table of the common stack declares (SHA-1
+/// for an empty stack).
+fn own_format(common_dir: &Path) -> Result<gix::hash::Kind, Error> {
+    let dir = common_dir.join("reftable");
+    let list = stack::read_regular(&dir.join("tables.list"), 1 << 20)?.unwrap_or_default();
+    let first = list.split(|&b| b == b'\n').next().unwrap_or_default();
+    if !first.is_empty()
+        && let Some(bytes) = stack::read_regular(&dir.join(first.to_str_lossy().as_ref()), 1 << 30)?
+        && let Ok(header) = table::parse_header(&bytes)
+        && header.hash == Hash::Sha256
+    {
+        return Ok(gix::hash::Kind::Sha256);
+    }
+    Ok(gix::hash::Kind::Sha1)
+}
+
+/// The raw value of the shared ref `name` in the common stack (`None`:
+/// absent), read strictly: what a hook needs while a transaction holds the
+/// stack's lock.
+pub fn shared_ref(common_dir: &Path, name: &[u8]) -> Result<Option<BString>, Error> {
+    let hash = Hash::of(own_format(common_dir)?)
+        .ok_or_else(|| Error::new(common_dir, Problem::HashMismatch))?;
+    let merged = read_stack(&common_dir.join("reftable"), hash)?;
+    Ok(merged.get(name.as_bstr()).and_then(|v| match v {
+        RefValue::Deletion => None,
+        RefValue::Id(id) | RefValue::Peeled { id, .. } => Some(hex(id).into()),
+        RefValue::Symbolic(target) => {
+            let mut out = BString::from("ref:");
+            out.extend_from_slice(target);
+            Some(out)
+        }
+    }))
+}
+
 /// Whether the repository keeps its refs in reftable, as its config says
 /// (`extensions.refStorage`); an error for a value git does not know, or
 /// when the config and the `reftable` directory disagree.
