@@ -129,7 +129,7 @@ fn git_view(sb: &Sandbox, dir: &Path) -> (String, BTreeMap<String, String>) {
         .command("git")
         .env("PATH", path_env())
         .current_dir(dir)
-        .args(["symbolic-ref", "-q", "HEAD"])
+        .args(["symbolic-ref", "-q", "--no-recurse", "HEAD"])
         .output()
         .unwrap();
     let head = if symbolic.status.success() {
@@ -661,4 +661,154 @@ fn a_linked_worktree_is_guarded() {
     let (code, r) = verify(&sb, &wt);
     assert_accepted(code, &r);
     disarm(&sb, &wt);
+}
+
+mod props {
+    //! Stacks of hand-written tables (random refs, deletions, peeled tags,
+    //! symbolic refs, over several tables that shadow each other) placed on
+    //! top of a table git wrote: whenever grantguard's strict store proof
+    //! accepts one, its view is exactly `git for-each-ref`'s and git's HEAD.
+
+    use super::*;
+    use proptest::prelude::*;
+    use reftable::RefValue;
+
+    const NAMES: &[&str] = &[
+        "refs/heads/a",
+        "refs/heads/b",
+        "refs/heads/main",
+        "refs/heads/x-y",
+        "refs/notes/n",
+        "refs/remotes/origin/HEAD",
+        "refs/remotes/origin/main",
+        "refs/tags/t1",
+        "refs/tags/t2",
+    ];
+
+    /// 0 deletion, 1 the commit, 2 the tag (peeled), 3 the tag unpeeled,
+    /// 4 the commit claimed peeled, 5 a symbolic ref to a name.
+    fn value() -> impl Strategy<Value = (u8, usize)> {
+        let kind = prop_oneof![
+            4 => Just(1u8),
+            2 => Just(0u8),
+            2 => Just(2u8),
+            1 => Just(3u8),
+            1 => Just(4u8),
+            1 => Just(5u8),
+        ];
+        (kind, 0..NAMES.len())
+    }
+
+    fn tables() -> impl Strategy<Value = Vec<Vec<(usize, (u8, usize))>>> {
+        prop::collection::vec(
+            prop::collection::btree_map(0..NAMES.len(), value(), 0..6)
+                .prop_map(|m| m.into_iter().collect::<Vec<_>>()),
+            1..4,
+        )
+    }
+
+    struct Fixture {
+        sb: Sandbox,
+        base_list: String,
+        base_max: u64,
+        commit: Vec<u8>,
+        tag: Vec<u8>,
+    }
+
+    fn fixture() -> Option<Fixture> {
+        let sb = reftable_sandbox("sha1")?;
+        git_in(&sb, &sb.repo, &["tag", "-a", "-m", "t", "annotated"]);
+        git_in(&sb, &sb.repo, &["pack-refs", "--all"]);
+        let commit = id_bytes(git_in(&sb, &sb.repo, &["rev-parse", "HEAD"]).trim());
+        let tag = id_bytes(git_in(&sb, &sb.repo, &["rev-parse", "annotated"]).trim());
+        let base_list = std::fs::read_to_string(sb.repo.join(".git/reftable/tables.list")).unwrap();
+        let base_max = max_update_index(&sb);
+        Some(Fixture {
+            sb,
+            base_list,
+            base_max,
+            commit,
+            tag,
+        })
+    }
+
+    fn write_stack(f: &Fixture, stack: &[Vec<(usize, (u8, usize))>]) {
+        let dir = f.sb.repo.join(".git/reftable");
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            if name.starts_with("0x") && !f.base_list.contains(&name) {
+                std::fs::remove_file(dir.join(name)).unwrap();
+            }
+        }
+        let mut list = f.base_list.clone();
+        for (i, records) in stack.iter().enumerate() {
+            let index = f.base_max + 1 + i as u64;
+            let refs: Vec<_> = records
+                .iter()
+                .map(|&(name, (kind, target))| {
+                    let value = match kind {
+                        0 => RefValue::Deletion,
+                        1 => RefValue::Id(f.commit.clone()),
+                        2 => RefValue::Peeled {
+                            id: f.tag.clone(),
+                            peeled: f.commit.clone(),
+                        },
+                        3 => RefValue::Id(f.tag.clone()),
+                        4 => RefValue::Peeled {
+                            id: f.commit.clone(),
+                            peeled: f.commit.clone(),
+                        },
+                        _ => RefValue::Symbolic(NAMES[target].into()),
+                    };
+                    (NAMES[name].as_bytes().to_vec(), index, value)
+                })
+                .collect();
+            let bytes = reftable::table::encode_simple(
+                1 + (i % 2) as u8,
+                reftable::Hash::Sha1,
+                index,
+                index,
+                &refs,
+            );
+            let name = format!("0x{index:012x}-0x{index:012x}-{i:08x}.ref");
+            std::fs::write(dir.join(&name), bytes).unwrap();
+            list.push_str(&name);
+            list.push('\n');
+        }
+        std::fs::write(dir.join("tables.list"), list).unwrap();
+    }
+
+    thread_local! {
+        static FIXTURE: Option<Fixture> = fixture();
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+        #[test]
+        fn accepted_stacks_are_what_git_reads(stack in tables()) {
+            FIXTURE.with(|f| {
+                let Some(f) = f else { return };
+                write_stack(f, &stack);
+                let repo = grantguard::repo::open(&f.sb.repo).unwrap();
+                let Ok(proven) = grantguard::repo::refstore::prove(&repo).unwrap() else {
+                    return;
+                };
+                let (head, refs) = git_view(&f.sb, &f.sb.repo);
+                // A remote's dangling HEAD is kept (and held to its
+                // baseline) where git's listing skips it (issue 25).
+                let ours: BTreeMap<String, String> = proven
+                    .refs
+                    .iter()
+                    .filter(|(_, v)| {
+                        v.strip_prefix(b"ref:")
+                            .is_none_or(|t| proven.refs.contains_key(t))
+                    })
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect();
+                assert_eq!(ours, refs, "{stack:?}");
+                assert_eq!(proven.head.to_string(), head);
+            });
+        }
+    }
 }

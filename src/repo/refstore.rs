@@ -146,6 +146,10 @@ pub fn read(git_dir: &Path, common_dir: &Path) -> Result<StrictRefs, Invalid> {
 /// under `fully-peeled` (git writes a peeled id for exactly the refs that
 /// point at a tag, and trusts it), so that [`prove`] checks each claim
 /// against the objects as it does for `packed-refs`.
+/// Marks the `packed` of a reftable view (never a trait of a parsed
+/// `packed-refs`: the parser refuses unknown traits).
+const REFTABLE_TRAIT: &str = "reftable";
+
 fn read_reftable(git_dir: &Path, common_dir: &Path) -> Result<StrictRefs, Invalid> {
     let mut invalid = Invalid::default();
     let view = match super::reftable::read_own_format(git_dir, common_dir) {
@@ -164,7 +168,7 @@ fn read_reftable(git_dir: &Path, common_dir: &Path) -> Result<StrictRefs, Invali
         return Err(invalid);
     }
     let packed = PackedRefs {
-        traits: vec!["fully-peeled".into()],
+        traits: vec!["fully-peeled".into(), REFTABLE_TRAIT.into()],
         refs: view
             .peels
             .into_iter()
@@ -702,8 +706,13 @@ fn check_peeled(repo: &gix::Repository, packed: &PackedRefs, invalid: &mut Inval
         };
         if actual != record.peeled {
             invalid.push(format!(
-                "packed-refs says {} peels to {}, but its object peels to {}; git would trust \
+                "{} says {} peels to {}, but its object peels to {}; git would trust \
                  the file. Rewrite it with git pack-refs --all",
+                if packed.traits.iter().any(|t| t == REFTABLE_TRAIT) {
+                    "the reftable stack"
+                } else {
+                    "packed-refs"
+                },
                 shown(&record.name),
                 record.peeled.as_deref().unwrap_or("itself"),
                 actual.as_deref().unwrap_or("itself")
