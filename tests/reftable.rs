@@ -812,3 +812,37 @@ mod props {
         }
     }
 }
+
+/// CHERRY_PICK_HEAD is a ref of the worktree's stack in reftable, not a
+/// file: a cherry-pick left half-way is still an operation in progress.
+#[test]
+fn rejects_a_cherry_pick_in_progress() {
+    let Some(sb) = reftable_sandbox("sha1") else {
+        return;
+    };
+    arm(&sb, &sb.repo, &["docs/"], 2);
+    let nohooks = |args: &[&str]| {
+        let mut all = vec!["-c", "core.hooksPath=/dev/null"];
+        all.extend_from_slice(args);
+        sb.command("git")
+            .env("PATH", path_env())
+            .current_dir(&sb.repo)
+            .args(&all)
+            .output()
+            .unwrap()
+    };
+    nohooks(&["checkout", "-q", "-b", "side"]);
+    commit(&sb, &sb.repo, "docs/guide.md", "side\n");
+    let side = git_in(&sb, &sb.repo, &["rev-parse", "HEAD"]);
+    nohooks(&["checkout", "-q", "main"]);
+    commit(&sb, &sb.repo, "docs/guide.md", "main\n");
+    assert!(!nohooks(&["cherry-pick", side.trim()]).status.success());
+    assert!(
+        !sb.repo.join(".git/CHERRY_PICK_HEAD").exists(),
+        "a ref, not a file"
+    );
+    nohooks(&["branch", "-q", "-D", "side"]);
+    let (code, r) = verify(&sb, &sb.repo);
+    assert_rejected(code, &r, &["worktree_not_clean"]);
+    assert!(r["violations"].to_string().contains("cherry-pick"), "{r:#}");
+}

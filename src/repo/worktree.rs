@@ -302,8 +302,21 @@ pub fn in_progress_operations(git_dir: &Path) -> Vec<&'static str> {
         ("sequencer", "sequencer"),
     ];
     let mut out: Vec<&'static str> = Vec::new();
+    // A reftable repository keeps CHERRY_PICK_HEAD and REVERT_HEAD as refs
+    // of the worktree's stack, not as files (MERGE_HEAD stays a file). A
+    // stack that cannot be read counts as an operation in progress: verify
+    // refuses the store anyway, and nothing is accepted on a guess.
+    let root_refs: Vec<Vec<u8>> = if git_dir.join("reftable").is_dir() {
+        match super::reftable::root_refs(git_dir) {
+            Ok(names) => names.into_iter().map(Vec::from).collect(),
+            Err(_) => vec![b"CHERRY_PICK_HEAD".to_vec()],
+        }
+    } else {
+        Vec::new()
+    };
     for (file, op) in markers {
-        if git_dir.join(file).exists() && !out.contains(&op) {
+        let as_ref = root_refs.iter().any(|r| r.as_slice() == file.as_bytes());
+        if (as_ref || git_dir.join(file).exists()) && !out.contains(&op) {
             if op == "rebase" && out.contains(&"am") {
                 continue;
             }

@@ -429,13 +429,29 @@ pub fn read(git_dir: &Path, common_dir: &Path, hash: gix::hash::Kind) -> Result<
 /// must then share it). The caller checks the ids' lengths against the
 /// repository's format ([`super::refstore::prove`] does).
 pub fn read_own_format(git_dir: &Path, common_dir: &Path) -> Result<View, Error> {
-    read(git_dir, common_dir, own_format(common_dir)?)
+    read(
+        git_dir,
+        common_dir,
+        own_format(&common_dir.join("reftable"))?,
+    )
 }
 
-/// The object format the first table of the common stack declares (SHA-1
-/// for an empty stack).
-fn own_format(common_dir: &Path) -> Result<gix::hash::Kind, Error> {
-    let dir = common_dir.join("reftable");
+/// The names of the root refs (`CHERRY_PICK_HEAD`, `REVERT_HEAD`,
+/// `ORIG_HEAD`...) in the stack of the worktree whose git dir is `git_dir`:
+/// a reftable repository keeps them there, not as files.
+pub fn root_refs(git_dir: &Path) -> Result<Vec<BString>, Error> {
+    let dir = git_dir.join("reftable");
+    let hash =
+        Hash::of(own_format(&dir)?).ok_or_else(|| Error::new(&dir, Problem::HashMismatch))?;
+    Ok(read_stack(&dir, hash)?
+        .into_keys()
+        .filter(|name| name != "HEAD" && is_root_name(name))
+        .collect())
+}
+
+/// The object format the first table of the stack in `dir` declares
+/// (SHA-1 for an empty stack).
+fn own_format(dir: &Path) -> Result<gix::hash::Kind, Error> {
     let list = stack::read_regular(&dir.join("tables.list"), 1 << 20)?.unwrap_or_default();
     let first = list.split(|&b| b == b'\n').next().unwrap_or_default();
     if !first.is_empty()
@@ -452,7 +468,7 @@ fn own_format(common_dir: &Path) -> Result<gix::hash::Kind, Error> {
 /// absent), read strictly: what a hook needs while a transaction holds the
 /// stack's lock.
 pub fn shared_ref(common_dir: &Path, name: &[u8]) -> Result<Option<BString>, Error> {
-    let hash = Hash::of(own_format(common_dir)?)
+    let hash = Hash::of(own_format(&common_dir.join("reftable"))?)
         .ok_or_else(|| Error::new(common_dir, Problem::HashMismatch))?;
     let merged = read_stack(&common_dir.join("reftable"), hash)?;
     Ok(merged.get(name.as_bstr()).and_then(|v| match v {
