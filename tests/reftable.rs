@@ -900,3 +900,35 @@ fn reads_consistently_while_git_compacts() {
     assert!(writes > 3 && reads > 10, "{writes} writes, {reads} reads");
     assert_same_as_git(&sb, &sb.repo, "sha1");
 }
+
+/// `run --on-reject restore` on a reftable repository: the rejected work
+/// is preserved and the checkout reset to the baseline, its refs untouched.
+#[test]
+fn restore_resets_a_rejected_run_to_the_baseline() {
+    let Some(sb) = reftable_sandbox("sha1") else {
+        return;
+    };
+    let baseline = git_in(&sb, &sb.repo, &["rev-parse", "HEAD"]);
+    let refs_before = git_view(&sb, &sb.repo);
+    let agent = common::agent_script(
+        &sb,
+        "echo one > docs/guide.md && git commit -q -am one\n\
+         echo two > src/lib.rs && git -c core.hooksPath=/dev/null commit -q -am two\n",
+    );
+    let mut cmd = common::docs_run_command(&sb, &sb.state, &["--on-reject", "restore"], &agent);
+    cmd.env("PATH", path_env());
+    let r = common::run_result(cmd);
+    assert_eq!(r["status"], "failed_permanent", "{r:#}");
+    assert_eq!(r["evidence"]["compensation"]["done"], true, "{r:#}");
+    assert_eq!(git_in(&sb, &sb.repo, &["rev-parse", "HEAD"]), baseline);
+    assert_eq!(
+        git_in(
+            &sb,
+            &sb.repo,
+            &["status", "--porcelain", "--untracked-files=all"]
+        ),
+        ""
+    );
+    assert_eq!(git_view(&sb, &sb.repo), refs_before);
+    assert!(sb.repo.join(".git/reftable").is_dir());
+}
