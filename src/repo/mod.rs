@@ -9,7 +9,8 @@
 //! is read, so a `clean` filter planted by the agent cannot execute (git-lfs's
 //! clean filter, whose output is specified, is computed in process instead,
 //! see `lfs.rs`). gix does not implement `core.fsmonitor`, hooks or external
-//! diff drivers at all.
+//! diff drivers at all. Refs in the reftable format, which gix does not
+//! read, are read by [`reftable`], a strict reader of its own.
 //! grantguard runs `git` in two places only: [`git_view`], verify's
 //! cross-check with git's own view (plumbing that runs no configured
 //! program, in a scrubbed environment), and `run`'s compensation

@@ -287,18 +287,17 @@ fn is_worktree_name(name: &[u8]) -> bool {
 }
 
 fn hex(id: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(id.len() * 2);
-    for b in id {
-        s.push_str(&format!("{b:02x}"));
+    for &b in id {
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 15)]));
     }
     s
 }
 
 /// Reads `dir`'s stack and checks every record's name and value.
-fn read_stack(
-    dir: &Path,
-    hash: Hash,
-) -> Result<std::collections::BTreeMap<BString, RefValue>, Error> {
+fn read_stack(dir: &Path, hash: Hash) -> Result<Vec<(BString, RefValue)>, Error> {
     let stack = stack::read(dir, hash)?;
     for (name, table) in &stack.tables {
         let path = dir.join(name);
@@ -322,7 +321,7 @@ fn read_stack(
             }
         }
     }
-    Ok(stack.merged())
+    Ok(stack.into_merged())
 }
 
 /// The files git leaves in a reftable git dir for older readers: `HEAD`
@@ -382,7 +381,9 @@ pub fn read(git_dir: &Path, common_dir: &Path, hash: gix::hash::Kind) -> Result<
             }
             merged.push((name, value));
         }
+        merged.sort_by(|a, b| a.0.cmp(&b.0));
     }
+    let mut refs: Vec<(BString, BString)> = Vec::with_capacity(merged.len());
     for (name, value) in merged {
         let raw: BString = match &value {
             RefValue::Deletion => continue,
@@ -414,13 +415,14 @@ pub fn read(git_dir: &Path, common_dir: &Path, hash: gix::hash::Kind) -> Result<
             }),
             _ => {}
         }
-        view.refs.insert(name, raw);
+        refs.push((name, raw));
     }
+    // Sorted and unique already: the map is built in one pass.
+    view.refs = refs.into_iter().collect();
     if view.head.is_empty() {
         let dir = git_dir.join("reftable");
         return Err(Error::new(&dir, Problem::BadHead));
     }
-    view.peels.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(view)
 }
 
@@ -444,7 +446,8 @@ pub fn root_refs(git_dir: &Path) -> Result<Vec<BString>, Error> {
     let hash =
         Hash::of(own_format(&dir)?).ok_or_else(|| Error::new(&dir, Problem::HashMismatch))?;
     Ok(read_stack(&dir, hash)?
-        .into_keys()
+        .into_iter()
+        .map(|(name, _)| name)
         .filter(|name| name != "HEAD" && is_root_name(name))
         .collect())
 }
@@ -471,7 +474,11 @@ pub fn shared_ref(common_dir: &Path, name: &[u8]) -> Result<Option<BString>, Err
     let hash = Hash::of(own_format(&common_dir.join("reftable"))?)
         .ok_or_else(|| Error::new(common_dir, Problem::HashMismatch))?;
     let merged = read_stack(&common_dir.join("reftable"), hash)?;
-    Ok(merged.get(name.as_bstr()).and_then(|v| match v {
+    let found = merged
+        .binary_search_by(|(n, _)| n.as_slice().cmp(name))
+        .ok()
+        .map(|i| &merged[i].1);
+    Ok(found.and_then(|v| match v {
         RefValue::Deletion => None,
         RefValue::Id(id) | RefValue::Peeled { id, .. } => Some(hex(id).into()),
         RefValue::Symbolic(target) => {

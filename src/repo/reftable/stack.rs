@@ -180,17 +180,39 @@ fn check(
 }
 
 impl Stack {
-    /// The merged view: for each name, the newest table's record; names
-    /// whose newest record is a deletion are absent.
-    pub fn merged(&self) -> std::collections::BTreeMap<gix::bstr::BString, super::RefValue> {
-        let mut out = std::collections::BTreeMap::new();
-        for (_, table) in self.tables.iter().rev() {
-            for r in &table.refs {
-                out.entry(r.name.clone()).or_insert_with(|| r.value.clone());
+    /// The merged view, sorted by name: for each name, the newest table's
+    /// record; names whose newest record is a deletion are absent. Each
+    /// table is sorted, so the tables merge pairwise, oldest first, in
+    /// linear time.
+    pub fn into_merged(self) -> Vec<(gix::bstr::BString, super::RefValue)> {
+        let mut merged: Vec<(gix::bstr::BString, super::RefValue)> = Vec::new();
+        for (_, table) in self.tables {
+            let newer = table.refs.into_iter().map(|r| (r.name, r.value));
+            if merged.is_empty() {
+                merged = newer.collect();
+                continue;
             }
+            let older = std::mem::take(&mut merged);
+            let mut out = Vec::with_capacity(older.len());
+            let mut older = older.into_iter().peekable();
+            for (name, value) in newer {
+                while let Some((o, _)) = older.peek() {
+                    if *o < name {
+                        out.push(older.next().expect("peeked"));
+                    } else {
+                        if *o == name {
+                            older.next();
+                        }
+                        break;
+                    }
+                }
+                out.push((name, value));
+            }
+            out.extend(older);
+            merged = out;
         }
-        out.retain(|_, v| *v != super::RefValue::Deletion);
-        out
+        merged.retain(|(_, v)| *v != super::RefValue::Deletion);
+        merged
     }
 }
 

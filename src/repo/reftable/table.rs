@@ -376,13 +376,13 @@ fn sections(
     if ref_section_present && refs[0].offset != 0 {
         return Err(Problem::SectionLayout("ref blocks after other blocks"));
     }
-    let ref_blocks = decode_run(refs, header, 0)?;
-    for b in &ref_blocks {
-        if let Decoded::Refs(r) = &b.records {
-            table.refs.extend(r.iter().cloned());
+    let mut ref_blocks = decode_run(refs, header, 0)?;
+    index_section(blocks, &mut i, &ref_blocks, footer.ref_index, header)?;
+    for b in ref_blocks.iter_mut() {
+        if let Decoded::Refs(r) = &mut b.records {
+            table.refs.append(r);
         }
     }
-    index_section(blocks, &mut i, &ref_blocks, footer.ref_index, header)?;
     // The object index.
     let objs = run(blocks, &mut i, OBJ);
     if objs.is_empty() {
