@@ -874,7 +874,9 @@ fn evaluate(
     // the end: a state that moved while we looked is never accepted.
     // The ref store first: unless gix provably reads the refs git reads,
     // nothing decided on them would hold for git.
-    let head = repo::head(&repo)?;
+    // (The ref store is proven before HEAD is read: a reftable store that
+    // does not parse is a finding about the store, not an unreadable
+    // repository.)
     let strict = match refstore::prove_settled(&repo, REF_STORE_PATIENCE)? {
         Ok(strict) => strict,
         Err(invalid) => {
@@ -884,6 +886,7 @@ fn evaluate(
             return Ok(Observed::default());
         }
     };
+    let head = repo::head(&repo)?;
     let refs = &strict.refs;
     let shadows = refstore::shadows(
         &location.git_dir,

@@ -30,10 +30,7 @@ pub fn staged_paths(repo: &gix::Repository) -> Result<Vec<BString>> {
 
 /// [`staged_paths`] for the client `view` names.
 pub fn staged_paths_as(repo: &gix::Repository, view: repo::CacheTreeUse) -> Result<Vec<BString>> {
-    let head_tree = repo
-        .head_tree_id_or_empty()
-        .context("cannot read HEAD's tree")?
-        .detach();
+    let head_tree = repo::head_tree_id_or_empty(repo)?;
     let index = repo.index_or_empty().context("cannot read the index")?;
     repo::staged_changes(repo, Some(head_tree), &index, view)
         .context("cannot compare the index with HEAD")

@@ -250,6 +250,9 @@ pub fn needs_grant(updates: &[Update]) -> bool {
 /// locks in it, so this reads only the one ref).
 pub fn branch_value(common_dir: &Path, name: &[u8]) -> Result<Option<BString>> {
     use std::os::unix::ffi::OsStrExt;
+    if common_dir.join("reftable").is_dir() {
+        return Ok(crate::repo::reftable::shared_ref(common_dir, name)?);
+    }
     let path = common_dir.join(std::ffi::OsStr::from_bytes(name));
     // Bounded: the agent may have planted a huge or sparse file there.
     match crate::fsutil::read_regular_limited(&path, crate::repo::refstore::MAX_LOOSE_BYTES) {
@@ -304,6 +307,8 @@ fn effect(
             v.extend_from_slice(target);
             Some(v)
         }
+        // reftable has no second copy of a ref: a deletion deletes.
+        RefValue::Zero if common_dir.join("reftable").is_dir() => None,
         RefValue::Zero => {
             if common_dir.join("packed-refs.lock").exists() {
                 None

@@ -9,7 +9,8 @@
 //! is read, so a `clean` filter planted by the agent cannot execute (git-lfs's
 //! clean filter, whose output is specified, is computed in process instead,
 //! see `lfs.rs`). gix does not implement `core.fsmonitor`, hooks or external
-//! diff drivers at all.
+//! diff drivers at all. Refs in the reftable format, which gix does not
+//! read, are read by [`reftable`], a strict reader of its own.
 //! grantguard runs `git` in two places only: [`git_view`], verify's
 //! cross-check with git's own view (plumbing that runs no configured
 //! program, in a scrubbed environment), and `run`'s compensation
@@ -34,6 +35,7 @@ pub mod packed_refs;
 pub mod refname;
 mod refs;
 pub mod refstore;
+pub mod reftable;
 mod sparse_dir;
 mod sparse_present;
 pub mod special_files;
@@ -54,7 +56,7 @@ pub use metadata::{
     HookPaths, inert_when_absent, legacy_worktrees_digest, metadata_digests, protected_paths,
     worktree_names,
 };
-pub use refs::{Head, RefMap, head, ref_snapshot};
+pub use refs::{Head, RefMap, head, head_tree_id_or_empty, ref_snapshot};
 pub use staged::{CacheTreeUse, staged_changes};
 pub use worktree::{
     Dirt, InProgress, hidden_index_entries, in_progress_operations, operations_in_progress,
@@ -151,9 +153,8 @@ fn discover(dir: &Path) -> Result<gix::Repository> {
     .to_thread_local())
 }
 
-/// [`open`] for reading objects only: a repository whose refs are in the
-/// reftable format is opened too (gix cannot read its refs, and nothing
-/// here asks it to). The sealed workspace's import checks the commits git
+/// [`open`] for reading objects only: the repository's refs are never read
+/// through it. The sealed workspace's import checks the commits git
 /// received into the host with it, whatever the host's ref format.
 pub fn open_for_objects(dir: &Path) -> Result<gix::Repository> {
     harden_refs_unread(discover(dir)?)
@@ -223,13 +224,24 @@ fn open_git_dir(git_dir: &Path) -> Result<gix::Repository> {
 const OBJECT_CACHE_BYTES: usize = 4 * 1024 * 1024;
 
 fn harden(repo: gix::Repository) -> Result<gix::Repository> {
-    if repo.git_dir().join("reftable").is_dir() || repo.common_dir().join("reftable").is_dir() {
+    // A reftable repository is read by [`reftable`], in process; its
+    // config and its `reftable` directory must agree, so that every reader
+    // picks the same backend. A `reftable` directory in a linked worktree's
+    // git dir of a files repository is refused too: git ignores it.
+    let reftable = reftable::configured(&repo)?;
+    if !reftable && repo.git_dir().join("reftable").symlink_metadata().is_ok() {
         bail!(
-            "this repository uses the reftable ref format, which grantguard cannot read in \
-             place; `grantguard run --isolate` (a sealed workspace) guards it"
+            "{} exists in a repository whose refs are in files; git ignores it while other \
+             readers may not. Remove it",
+            repo.git_dir().join("reftable").display()
         );
     }
     harden_refs_unread(repo)
+}
+
+/// Whether the opened (hardened) repository keeps its refs in reftable.
+pub fn is_reftable(repo: &gix::Repository) -> bool {
+    repo.common_dir().join("reftable").is_dir()
 }
 
 /// [`harden`] for a handle whose refs are never read.

@@ -29,6 +29,9 @@ pub enum Head {
 
 /// Reads HEAD without following anything but its own symref.
 pub fn head(repo: &gix::Repository) -> Result<Head> {
+    if super::is_reftable(repo) {
+        return super::reftable::head_of(&reftable_view(repo)?);
+    }
     let head = repo.head().context("cannot read HEAD")?;
     Ok(match head.kind {
         gix::head::Kind::Symbolic(r) => Head::Branch {
@@ -43,8 +46,44 @@ pub fn head(repo: &gix::Repository) -> Result<Head> {
     })
 }
 
+/// The strict reftable view of the worktree `repo` is opened in.
+fn reftable_view(repo: &gix::Repository) -> Result<super::reftable::View> {
+    Ok(super::reftable::read(
+        repo.git_dir(),
+        repo.common_dir(),
+        repo.object_hash(),
+    )?)
+}
+
+/// The tree of HEAD's commit, or the empty tree while the branch is unborn
+/// (gix's `head_tree_id_or_empty`, which cannot read a reftable HEAD).
+pub fn head_tree_id_or_empty(repo: &gix::Repository) -> Result<gix::ObjectId> {
+    if !super::is_reftable(repo) {
+        return Ok(repo
+            .head_tree_id_or_empty()
+            .context("cannot read HEAD's tree")?
+            .detach());
+    }
+    let commit = match head(repo)? {
+        Head::Branch { commit, .. } => commit,
+        Head::Detached(id) => Some(id),
+    };
+    match commit {
+        None => Ok(gix::ObjectId::empty_tree(repo.object_hash())),
+        Some(id) => Ok(repo
+            .find_commit(id)
+            .context("cannot read HEAD's commit")?
+            .tree_id()
+            .context("cannot read HEAD's tree")?
+            .detach()),
+    }
+}
+
 /// Snapshots every ref under `refs/` with its raw value.
 pub fn ref_snapshot(repo: &gix::Repository) -> Result<RefMap> {
+    if super::is_reftable(repo) {
+        return Ok(reftable_view(repo)?.refs);
+    }
     let platform = repo.references().context("cannot list refs")?;
     let mut out = RefMap::new();
     for reference in platform.all().context("cannot list refs")? {

@@ -93,6 +93,9 @@ pub struct StrictRefs {
 /// and whose common dir is `common_dir` (the same for the main worktree),
 /// exactly as git does, or says why it is not canonical.
 pub fn read(git_dir: &Path, common_dir: &Path) -> Result<StrictRefs, Invalid> {
+    if common_dir.join("reftable").is_dir() {
+        return read_reftable(git_dir, common_dir);
+    }
     let mut invalid = Invalid::default();
     let linked = git_dir != common_dir;
     let head = read_head(git_dir, &mut invalid);
@@ -136,6 +139,51 @@ pub fn read(git_dir: &Path, common_dir: &Path) -> Result<StrictRefs, Invalid> {
     } else {
         Err(invalid)
     }
+}
+
+/// [`read`] of a repository whose refs are in reftable: the strict
+/// reader's view, with every non-symbolic ref's peel claim in `packed`
+/// under `fully-peeled` (git writes a peeled id for exactly the refs that
+/// point at a tag, and trusts it), so that [`prove`] checks each claim
+/// against the objects as it does for `packed-refs`.
+/// Marks the `packed` of a reftable view (never a trait of a parsed
+/// `packed-refs`: the parser refuses unknown traits).
+const REFTABLE_TRAIT: &str = "reftable";
+
+fn read_reftable(git_dir: &Path, common_dir: &Path) -> Result<StrictRefs, Invalid> {
+    let mut invalid = Invalid::default();
+    let view = match super::reftable::read_own_format(git_dir, common_dir) {
+        Ok(view) => view,
+        Err(e) => {
+            if e.is_transient() {
+                invalid.push_transient(e.to_string());
+            } else {
+                invalid.push(e.to_string());
+            }
+            return Err(invalid);
+        }
+    };
+    check_view(&view.refs, &mut invalid);
+    if !invalid.problems.is_empty() {
+        return Err(invalid);
+    }
+    let packed = PackedRefs {
+        traits: vec!["fully-peeled".into(), REFTABLE_TRAIT.into()],
+        refs: view
+            .peels
+            .into_iter()
+            .map(|p| packed_refs::PackedRef {
+                name: p.name,
+                id: p.id,
+                peeled: p.peeled,
+            })
+            .collect(),
+    };
+    Ok(StrictRefs {
+        head: view.head,
+        refs: view.refs,
+        packed,
+    })
 }
 
 /// In a linked worktree's git dir, `refs/` may hold only the per-worktree
@@ -513,6 +561,16 @@ pub fn prove(repo: &gix::Repository) -> anyhow::Result<Result<StrictRefs, Invali
     if !invalid.problems.is_empty() {
         return Ok(Err(invalid));
     }
+    if super::is_reftable(repo) {
+        // The strict reader is the in-process reader here (gix reads no
+        // reftable): what is left to prove is every peeled id it trusts.
+        check_peeled(repo, &strict.packed, &mut invalid);
+        return Ok(if invalid.problems.is_empty() {
+            Ok(strict)
+        } else {
+            Err(invalid)
+        });
+    }
     let gix_refs = match super::ref_snapshot(repo) {
         Ok(refs) => refs,
         Err(e) => {
@@ -648,8 +706,13 @@ fn check_peeled(repo: &gix::Repository, packed: &PackedRefs, invalid: &mut Inval
         };
         if actual != record.peeled {
             invalid.push(format!(
-                "packed-refs says {} peels to {}, but its object peels to {}; git would trust \
+                "{} says {} peels to {}, but its object peels to {}; git would trust \
                  the file. Rewrite it with git pack-refs --all",
+                if packed.traits.iter().any(|t| t == REFTABLE_TRAIT) {
+                    "the reftable stack"
+                } else {
+                    "packed-refs"
+                },
                 shown(&record.name),
                 record.peeled.as_deref().unwrap_or("itself"),
                 actual.as_deref().unwrap_or("itself")

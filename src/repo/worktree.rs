@@ -61,10 +61,7 @@ pub(super) fn dirt_at_depth(
     let links = super::submodule::gitlinks_of(&index);
     let head_tree = match tree {
         Some(tree) => tree,
-        None => repo
-            .head_tree_id_or_empty()
-            .context("cannot read HEAD's tree")?
-            .detach(),
+        None => super::head_tree_id_or_empty(repo)?,
     };
     let mut out: Vec<Dirt> =
         super::staged_changes(repo, Some(head_tree), &index, super::CacheTreeUse::Ignore)
@@ -408,17 +405,34 @@ pub fn operations_in_progress(git_dir: &Path) -> Vec<InProgress> {
         bisect.sort();
         markers.extend(bisect.into_iter().map(|n| (n, "bisect")));
     }
+    // A reftable repository keeps CHERRY_PICK_HEAD and REVERT_HEAD as refs
+    // of the worktree's stack, not as files (MERGE_HEAD stays a file). A
+    // stack that cannot be read counts as an operation in progress: verify
+    // refuses the store anyway, and nothing is accepted on a guess.
+    let root_refs: Vec<Vec<u8>> = if git_dir.join("reftable").is_dir() {
+        match super::reftable::root_refs(git_dir) {
+            Ok(names) => names.into_iter().map(Vec::from).collect(),
+            Err(_) => vec![b"CHERRY_PICK_HEAD".to_vec()],
+        }
+    } else {
+        Vec::new()
+    };
     let mut out: Vec<InProgress> = Vec::new();
     for (marker, op) in markers {
-        let Ok(meta) = std::fs::symlink_metadata(git_dir.join(&marker)) else {
-            continue;
-        };
         if out.iter().any(|f| f.op == op) || (op == "rebase" && out.iter().any(|f| f.op == "am")) {
             continue;
         }
+        let odd_kind = if root_refs.iter().any(|r| r.as_slice() == marker.as_bytes()) {
+            None
+        } else {
+            let Ok(meta) = std::fs::symlink_metadata(git_dir.join(&marker)) else {
+                continue;
+            };
+            odd_kind(&git_dir.join(&marker), meta.file_type())
+        };
         out.push(InProgress {
             op,
-            odd_kind: odd_kind(&git_dir.join(&marker), meta.file_type()),
+            odd_kind,
             marker,
         });
     }

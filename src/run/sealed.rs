@@ -58,32 +58,7 @@ impl Sealed {
             step,
             seal,
         };
-        if crate::repo::uses_reftable(&location) {
-            sealed.files_refs()?;
-        }
         Ok(sealed)
-    }
-
-    /// Converts the workspace's refs (never the host's) from reftable to
-    /// files with git's own `git refs migrate`: grantguard reads a files
-    /// ref store in process, and the import writes the host's refs through
-    /// git, whatever their format.
-    fn files_refs(&self) -> anyhow::Result<()> {
-        use std::os::unix::process::CommandExt;
-        let mut cmd = self.workspace.git(&self.workspace.host().work_dir);
-        let plan = self.step.clone();
-        // SAFETY: `enter` makes only system calls (see its doc).
-        unsafe {
-            cmd.pre_exec(move || plan.enter());
-        }
-        crate::run::preserve::git::run_git(&mut cmd, &["refs", "migrate", "--ref-format=files"])
-            .map_err(|e| {
-                anyhow::anyhow!(
-                    "the host keeps its refs in the reftable format, and git could not give the \
-                     workspace a copy in the files format ({e:#}); git 2.48 or newer migrates a repository with reflogs"
-                )
-            })?;
-        Ok(())
     }
 
     /// The environment of grantguard's steps in the workspace and of the

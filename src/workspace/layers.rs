@@ -28,7 +28,8 @@ pub(super) fn make(layer: &Layer) -> Result<()> {
 /// another run imports into the host meanwhile.
 ///
 /// Copied: `HEAD`, `packed-refs`, `refs/` and `reftable/` of the common
-/// dir, and `HEAD` and `refs/` of every linked worktree's git dir.
+/// dir, and `HEAD`, `refs/` and `reftable/` of every linked worktree's git
+/// dir.
 pub(super) fn snapshot_refs(ws: &Workspace) -> Result<()> {
     let common = &ws.host.common_dir;
     let mut items: Vec<PathBuf> = ["HEAD", "packed-refs", "refs", "reftable"]
@@ -39,6 +40,7 @@ pub(super) fn snapshot_refs(ws: &Workspace) -> Result<()> {
         for entry in entries.flatten() {
             items.push(entry.path().join("HEAD"));
             items.push(entry.path().join("refs"));
+            items.push(entry.path().join("reftable"));
         }
     }
     for item in items {

@@ -1,0 +1,240 @@
+//! A stack: `reftable/tables.list` names the tables, oldest first; a newer
+//! table's record for a name shadows every older one, and a deletion record
+//! removes the name.
+//!
+//! git appends a table per transaction and compacts ranges of adjacent
+//! tables into one (`git pack-refs`, and automatically after writes),
+//! replacing `tables.list` atomically and deleting the old tables after.
+//! A reader can therefore find `tables.list` naming a table that is
+//! already gone: it reads the list, the tables, then the list again, and
+//! starts over while the list keeps changing.
+//!
+//! Strictness: the list is one canonical name per line
+//! (`0x<min:012x>-0x<max:012x>-<8 hex>.ref`, as git names them) whose
+//! update-index range is the table's own header's; each table's range
+//! begins after the previous table's ends (git assigns update indices in
+//! order); every table parses strictly; tables and the list are regular
+//! files, never followed through a symlink.
+
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use super::table::{self, Hash, Table};
+use super::{Error, Problem};
+
+/// Largest table read (a table of 100,000 refs is a few MiB).
+const MAX_TABLE_BYTES: u64 = 1 << 30;
+/// Largest `tables.list` read.
+const MAX_LIST_BYTES: u64 = 1 << 20;
+/// How many times the stack is read again while git keeps rewriting it.
+const ATTEMPTS: usize = 50;
+
+/// The tables of a stack, oldest first, each with its file name.
+#[derive(Clone, Debug, Default)]
+pub struct Stack {
+    /// `(file name, parsed table)`, in `tables.list` order.
+    pub tables: Vec<(String, Table)>,
+}
+
+fn io_error(path: &Path, e: &std::io::Error) -> Error {
+    Error::new(path, Problem::Io(e.to_string()))
+}
+
+/// Reads a regular file (never through a symlink) of at most `limit` bytes;
+/// `Ok(None)` when it does not exist.
+pub(super) fn read_regular(path: &Path, limit: u64) -> Result<Option<Vec<u8>>, Error> {
+    let meta = match path.symlink_metadata() {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_error(path, &e)),
+    };
+    if !meta.file_type().is_file() {
+        return Err(Error::new(path, Problem::NotARegularFile));
+    }
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_error(path, &e)),
+    };
+    let mut bytes = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| io_error(path, &e))?;
+    if bytes.len() as u64 > limit {
+        return Err(Error::new(path, Problem::TooLarge));
+    }
+    Ok(Some(bytes))
+}
+
+/// Parses `tables.list`: one table name per line, each line ending in a
+/// newline; returns the names with the update-index range each claims.
+pub fn parse_list(bytes: &[u8]) -> Result<Vec<(String, u64, u64)>, Problem> {
+    if bytes.is_empty() {
+        return Ok(Vec::new());
+    }
+    let Some(body) = bytes.strip_suffix(b"\n") else {
+        return Err(Problem::TablesList("does not end with a newline"));
+    };
+    let mut out: Vec<(String, u64, u64)> = Vec::new();
+    for line in body.split(|&b| b == b'\n') {
+        let (min, max) = parse_name(line).ok_or(Problem::TablesList(
+            "a line that is not a table name git writes (0x<min>-0x<max>-<random>.ref)",
+        ))?;
+        let name = String::from_utf8(line.to_vec()).expect("checked ASCII");
+        if out.iter().any(|(n, ..)| *n == name) {
+            return Err(Problem::TablesList("a table listed twice"));
+        }
+        out.push((name, min, max));
+    }
+    Ok(out)
+}
+
+/// `0x<min:012x>-0x<max:012x>-<8 hex>.ref`, lowercase, as git's
+/// `format_name` writes it; the range it names.
+fn parse_name(line: &[u8]) -> Option<(u64, u64)> {
+    let s = std::str::from_utf8(line).ok()?;
+    let rest = s.strip_prefix("0x")?;
+    let (min, rest) = rest.split_once("-0x")?;
+    let (max, rest) = rest.split_once('-')?;
+    let random = rest.strip_suffix(".ref")?;
+    let hex = |h: &str| h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    if !(hex(min) && hex(max) && hex(random) && random.len() == 8) {
+        return None;
+    }
+    let min = u64::from_str_radix(min, 16).ok()?;
+    let max = u64::from_str_radix(max, 16).ok()?;
+    // The canonical width: at least 12 digits, no more than the value needs.
+    let canonical = format!("0x{min:012x}-0x{max:012x}-{random}.ref");
+    (canonical == s).then_some((min, max))
+}
+
+/// Reads the stack in `dir` (a `reftable` directory) strictly, retrying
+/// while git rewrites it.
+pub fn read(dir: &Path, hash: Hash) -> Result<Stack, Error> {
+    match dir.symlink_metadata() {
+        Ok(m) if m.file_type().is_dir() => {}
+        Ok(_) => return Err(Error::new(dir, Problem::NotADirectory)),
+        Err(e) => return Err(io_error(dir, &e)),
+    }
+    let list_path = dir.join("tables.list");
+    let mut last_error = None;
+    for attempt in 0..ATTEMPTS {
+        if attempt > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(5 * attempt.min(10) as u64));
+        }
+        let Some(list) = read_regular(&list_path, MAX_LIST_BYTES)? else {
+            return Err(Error::new(&list_path, Problem::MissingList));
+        };
+        let names = parse_list(&list).map_err(|p| Error::new(&list_path, p))?;
+        let mut tables = Vec::with_capacity(names.len());
+        let mut missing = None;
+        for (name, _, _) in &names {
+            let path = dir.join(name);
+            match read_regular(&path, MAX_TABLE_BYTES)? {
+                Some(bytes) => tables.push((name.clone(), path, bytes)),
+                None => {
+                    missing = Some(path);
+                    break;
+                }
+            }
+        }
+        let again = read_regular(&list_path, MAX_LIST_BYTES)?;
+        if again.as_deref() != Some(&list[..]) {
+            // git replaced the list meanwhile (a transaction or a
+            // compaction): read the new stack.
+            last_error = Some(Error::new(&list_path, Problem::Unstable));
+            continue;
+        }
+        if let Some(path) = missing {
+            return Err(Error::new(&path, Problem::MissingTable));
+        }
+        return check(names, tables, hash);
+    }
+    Err(last_error.unwrap_or_else(|| Error::new(&list_path, Problem::Unstable)))
+}
+
+fn check(
+    names: Vec<(String, u64, u64)>,
+    files: Vec<(String, PathBuf, Vec<u8>)>,
+    hash: Hash,
+) -> Result<Stack, Error> {
+    let mut stack = Stack::default();
+    let mut previous_max: Option<u64> = None;
+    for ((_, min, max), (name, path, bytes)) in names.into_iter().zip(files) {
+        let table = table::parse(&bytes, hash).map_err(|p| Error::new(&path, p))?;
+        if (table.header.min_update_index, table.header.max_update_index) != (min, max) {
+            return Err(Error::new(&path, Problem::TableNameMismatch));
+        }
+        if previous_max.is_some_and(|prev| min <= prev) {
+            return Err(Error::new(&path, Problem::UpdateIndexOrder));
+        }
+        previous_max = Some(max);
+        stack.tables.push((name, table));
+    }
+    Ok(stack)
+}
+
+impl Stack {
+    /// The merged view, sorted by name: for each name, the newest table's
+    /// record; names whose newest record is a deletion are absent. Each
+    /// table is sorted, so the tables merge pairwise, oldest first, in
+    /// linear time.
+    pub fn into_merged(self) -> Vec<(gix::bstr::BString, super::RefValue)> {
+        let mut merged: Vec<(gix::bstr::BString, super::RefValue)> = Vec::new();
+        for (_, table) in self.tables {
+            let newer = table.refs.into_iter().map(|r| (r.name, r.value));
+            if merged.is_empty() {
+                merged = newer.collect();
+                continue;
+            }
+            let older = std::mem::take(&mut merged);
+            let mut out = Vec::with_capacity(older.len());
+            let mut older = older.into_iter().peekable();
+            for (name, value) in newer {
+                while let Some((o, _)) = older.peek() {
+                    if *o < name {
+                        out.push(older.next().expect("peeked"));
+                    } else {
+                        if *o == name {
+                            older.next();
+                        }
+                        break;
+                    }
+                }
+                out.push((name, value));
+            }
+            out.extend(older);
+            merged = out;
+        }
+        merged.retain(|(_, v)| *v != super::RefValue::Deletion);
+        merged
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_names_must_be_canonical() {
+        let ok = b"0x000000000001-0x000000000003-31ef4cf0.ref\n0x000000000004-0x000000000004-0000abcd.ref\n";
+        assert_eq!(parse_list(ok).unwrap().len(), 2);
+        assert_eq!(parse_list(b"").unwrap().len(), 0);
+        for bad in [
+            &b"0x000000000001-0x000000000003-31ef4cf0.ref"[..],
+            b"0x000000000001-0x000000000003-31ef4cf0.ref\n\n",
+            b"0x1-0x3-31ef4cf0.ref\n",
+            b"0x000000000001-0x000000000003-31EF4CF0.ref\n",
+            b"0x000000000001-0x000000000003-31ef4cf0.ref \n",
+            b"../x.ref\n",
+            b"0x000000000001-0x000000000003-31ef4cf0.ref\n0x000000000001-0x000000000003-31ef4cf0.ref\n",
+        ] {
+            assert!(parse_list(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+}

@@ -1,0 +1,667 @@
+//! One table: header, blocks in their sections, and footer, checked as a
+//! whole.
+//!
+//! Layout: `header | ref blocks | ref index | obj blocks | obj index | log
+//! blocks | log index | footer`, every section optional. The header is 24
+//! bytes (version 1, SHA-1) or 28 (version 2, with a hash id); the footer
+//! repeats it, then gives the positions of the ref index, the obj section
+//! (shifted left 5, with the object id prefix length in the low bits), the
+//! obj index, the log section and the log index, then a CRC-32 of all that.
+//!
+//! The whole file is walked block by block as git's reader would step
+//! through it (an aligned block is followed by zero padding up to the block
+//! size; a block followed directly by a non-zero byte is unaligned), so
+//! every byte is accounted for, and then each index is rebuilt from the
+//! blocks it indexes and compared with what the file holds: git seeks a
+//! single ref through the index and lists refs by a scan, so both must give
+//! the same answer.
+
+use super::Problem;
+use super::block::{self, INDEX, LOG, OBJ, REF, be24, be32, be64};
+use super::record::{self, RefRecord};
+
+/// The object format a table's ids are in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hash {
+    /// SHA-1, 20 bytes (version 1, or hash id `sha1`).
+    Sha1,
+    /// SHA-256, 32 bytes (version 2 with hash id `s256`).
+    Sha256,
+}
+
+impl Hash {
+    /// Bytes in an id.
+    pub fn id_len(self) -> usize {
+        match self {
+            Hash::Sha1 => 20,
+            Hash::Sha256 => 32,
+        }
+    }
+
+    /// The hash of a gix object format.
+    pub fn of(kind: gix::hash::Kind) -> Option<Hash> {
+        match kind {
+            gix::hash::Kind::Sha1 => Some(Hash::Sha1),
+            gix::hash::Kind::Sha256 => Some(Hash::Sha256),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+
+const MAGIC: &[u8; 4] = b"REFT";
+const SHA1_ID: u32 = 0x7368_6131; // "sha1"
+const SHA256_ID: u32 = 0x7332_3536; // "s256"
+/// git's reader guesses a block is this long when the table does not say.
+const DEFAULT_BLOCK_SIZE: usize = 4096;
+
+/// A table's header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// 1 or 2.
+    pub version: u8,
+    /// Alignment of blocks (0: unaligned).
+    pub block_size: u32,
+    /// The first update index the table covers.
+    pub min_update_index: u64,
+    /// The last update index the table covers.
+    pub max_update_index: u64,
+    /// The object format of its ids.
+    pub hash: Hash,
+}
+
+impl Header {
+    fn len(&self) -> usize {
+        header_len(self.version)
+    }
+}
+
+fn header_len(version: u8) -> usize {
+    if version == 1 { 24 } else { 28 }
+}
+
+fn footer_len(version: u8) -> usize {
+    if version == 1 { 68 } else { 72 }
+}
+
+/// A parsed, fully checked table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Table {
+    /// Its header (equal to the footer's copy).
+    pub header: Header,
+    /// Its ref records, sorted by name.
+    pub refs: Vec<RefRecord>,
+    /// How many log records it holds.
+    pub logs: usize,
+}
+
+/// Parses the header at the start of `bytes`.
+pub fn parse_header(bytes: &[u8]) -> Result<Header, Problem> {
+    if bytes.len() < 24 {
+        return Err(Problem::Truncated("a table shorter than its header"));
+    }
+    if &bytes[..4] != MAGIC {
+        return Err(Problem::BadMagic);
+    }
+    let version = bytes[4];
+    if version != 1 && version != 2 {
+        return Err(Problem::UnsupportedVersion(version));
+    }
+    let hash = if version == 1 {
+        Hash::Sha1
+    } else {
+        if bytes.len() < 28 {
+            return Err(Problem::Truncated("a table shorter than its header"));
+        }
+        match be32(&bytes[24..]) {
+            SHA1_ID => Hash::Sha1,
+            SHA256_ID => Hash::Sha256,
+            other => return Err(Problem::UnknownHashId(other)),
+        }
+    };
+    let header = Header {
+        version,
+        block_size: be24(&bytes[5..]),
+        min_update_index: be64(&bytes[8..]),
+        max_update_index: be64(&bytes[16..]),
+        hash,
+    };
+    if header.min_update_index > header.max_update_index {
+        return Err(Problem::UpdateRangeInverted);
+    }
+    Ok(header)
+}
+
+/// The footer's positions.
+struct Footer {
+    ref_index: u64,
+    obj: u64,
+    obj_id_len: usize,
+    obj_index: u64,
+    log: u64,
+    log_index: u64,
+}
+
+/// One block as it was walked.
+struct Walked {
+    offset: u64,
+    typ: u8,
+    /// The block's bytes up to the end of its restart table (inflated for
+    /// a log block).
+    data: Vec<u8>,
+    header_off: usize,
+}
+
+/// Parses and checks a whole table. `expected` is the repository's object
+/// format; a table in another is refused (git refuses to merge it).
+pub fn parse(bytes: &[u8], expected: Hash) -> Result<Table, Problem> {
+    let header = parse_header(bytes)?;
+    if header.hash != expected {
+        return Err(Problem::HashMismatch);
+    }
+    let hlen = header.len();
+    let flen = footer_len(header.version);
+    if bytes.len() < hlen + flen {
+        return Err(Problem::Truncated(
+            "a table shorter than its header and footer",
+        ));
+    }
+    let end = bytes.len() - flen;
+    let footer = parse_footer(&bytes[end..], &bytes[..hlen], header.hash)?;
+    let blocks = walk(bytes, end, &header)?;
+    let mut table = Table {
+        header,
+        refs: Vec::new(),
+        logs: 0,
+    };
+    sections(&blocks, &footer, &header, &mut table)?;
+    Ok(table)
+}
+
+fn parse_footer(footer: &[u8], header: &[u8], hash: Hash) -> Result<Footer, Problem> {
+    let hlen = header.len();
+    if &footer[..hlen] != header {
+        return Err(Problem::HeaderMismatch);
+    }
+    let body = footer.len() - 4;
+    let stored = be32(&footer[body..]);
+    let computed = crc32fast::hash(&footer[..body]);
+    if stored != computed {
+        return Err(Problem::FooterCrc);
+    }
+    let f = &footer[hlen..];
+    let obj = be64(&f[8..]);
+    let out = Footer {
+        ref_index: be64(f),
+        obj: obj >> 5,
+        obj_id_len: (obj & 0x1f) as usize,
+        obj_index: be64(&f[16..]),
+        log: be64(&f[24..]),
+        log_index: be64(&f[32..]),
+    };
+    if out.obj_id_len > hash.id_len() {
+        return Err(Problem::SectionLayout(
+            "an object id prefix longer than an id",
+        ));
+    }
+    Ok(out)
+}
+
+/// Steps through every block of `bytes[..end]` as git's reader does.
+fn walk(bytes: &[u8], end: usize, header: &Header) -> Result<Vec<Walked>, Problem> {
+    let block_size = header.block_size as usize;
+    let mut out = Vec::new();
+    let mut off = 0usize;
+    // An empty table is its header and footer only.
+    if end == header.len() {
+        return Ok(out);
+    }
+    let mut inflate = gix::zlib::Inflate::default();
+    while off < end {
+        let header_off = if off == 0 { header.len() } else { 0 };
+        if off + header_off + 4 > end {
+            return Err(Problem::Truncated(
+                "a block header past the end of the blocks",
+            ));
+        }
+        let typ = bytes[off + header_off];
+        if ![REF, OBJ, LOG, INDEX].contains(&typ) {
+            return Err(Problem::BadBlockType(typ));
+        }
+        let len = be24(&bytes[off + header_off + 1..]) as usize;
+        if len < header_off + 4 + 2 {
+            return Err(Problem::Truncated("a block shorter than its header"));
+        }
+        let (data, next) = if typ == LOG {
+            let skip = header_off + 4;
+            let input = &bytes[off + skip..end];
+            let mut data = vec![0u8; len];
+            data[..skip].copy_from_slice(&bytes[off..off + skip]);
+            inflate.reset();
+            let (status, used, written) = inflate
+                .once(input, &mut data[skip..])
+                .map_err(|_| Problem::Zlib)?;
+            if status != gix::zlib::Status::StreamEnd || written != len - skip {
+                return Err(Problem::Zlib);
+            }
+            // git reads at most the larger of the block size and the
+            // inflated length before inflating.
+            let guess = if block_size == 0 {
+                DEFAULT_BLOCK_SIZE
+            } else {
+                block_size
+            };
+            if skip + used > guess.max(len) {
+                return Err(Problem::Zlib);
+            }
+            (data, off + skip + used)
+        } else {
+            if off + len > end || (block_size != 0 && len > block_size) {
+                return Err(Problem::BlockTooLarge);
+            }
+            let data = bytes[off..off + len].to_vec();
+            let after = off + len;
+            let next =
+                if block_size == 0 || len >= block_size || bytes[after..end].first() != Some(&0) {
+                    after
+                } else {
+                    let padded = off + block_size;
+                    // git never pads the block before the footer.
+                    if padded > end || bytes[after..padded].iter().any(|&b| b != 0) {
+                        return Err(Problem::BadPadding);
+                    }
+                    padded
+                };
+            (data, next)
+        };
+        out.push(Walked {
+            offset: off as u64,
+            typ,
+            data,
+            header_off,
+        });
+        off = next;
+    }
+    Ok(out)
+}
+
+/// One block's records, decoded by kind.
+enum Decoded {
+    Refs(Vec<RefRecord>),
+    Logs(usize),
+    Objs(Vec<(Vec<u8>, Vec<u64>)>),
+    Index(Vec<(Vec<u8>, u64)>),
+}
+
+/// A decoded block: where it is, its last key, its records.
+struct Decoded1 {
+    offset: u64,
+    first_key: Vec<u8>,
+    last_key: Vec<u8>,
+    records: Decoded,
+}
+
+fn decode(b: &Walked, header: &Header, id_len: usize) -> Result<Decoded1, Problem> {
+    let hash_len = header.hash.id_len();
+    let (min, max) = (header.min_update_index, header.max_update_index);
+    let keys = |recs: &[block::Record<()>]| -> (Vec<u8>, Vec<u8>) {
+        (
+            recs.first().map(|r| r.key.clone()).unwrap_or_default(),
+            recs.last().map(|r| r.key.clone()).unwrap_or_default(),
+        )
+    };
+    let (first_key, last_key, records) = match b.typ {
+        REF => {
+            let recs = block::records(&b.data, b.header_off, |k, t, rest| {
+                record::ref_value(k, t, rest, hash_len, min, max)
+            })?;
+            let first = recs[0].key.clone();
+            let last = recs[recs.len() - 1].key.clone();
+            (
+                first,
+                last,
+                Decoded::Refs(recs.into_iter().map(|r| r.value).collect()),
+            )
+        }
+        LOG => {
+            let recs = block::records(&b.data, b.header_off, |k, t, rest| {
+                record::log_value(k, t, rest, hash_len, max).map(|(_, used)| ((), used))
+            })?;
+            let (first, last) = keys(&recs);
+            (first, last, Decoded::Logs(recs.len()))
+        }
+        OBJ => {
+            let recs = block::records(&b.data, b.header_off, |k, t, rest| {
+                record::obj_value(k, t, rest, id_len)
+            })?;
+            let first = recs[0].key.clone();
+            let last = recs[recs.len() - 1].key.clone();
+            (
+                first,
+                last,
+                Decoded::Objs(recs.into_iter().map(|r| (r.key, r.value)).collect()),
+            )
+        }
+        _ => {
+            let recs = block::records(&b.data, b.header_off, record::index_value)?;
+            let first = recs[0].key.clone();
+            let last = recs[recs.len() - 1].key.clone();
+            (
+                first,
+                last,
+                Decoded::Index(recs.into_iter().map(|r| (r.key, r.value)).collect()),
+            )
+        }
+    };
+    Ok(Decoded1 {
+        offset: b.offset,
+        first_key,
+        last_key,
+        records,
+    })
+}
+
+/// Splits the walked blocks into their sections at the footer's positions,
+/// decodes them and checks each section and its index.
+fn sections(
+    blocks: &[Walked],
+    footer: &Footer,
+    header: &Header,
+    table: &mut Table,
+) -> Result<(), Problem> {
+    let mut i = 0;
+    // Refs, from the first block.
+    let refs = run(blocks, &mut i, REF);
+    let ref_section_present = !refs.is_empty();
+    if ref_section_present && refs[0].offset != 0 {
+        return Err(Problem::SectionLayout("ref blocks after other blocks"));
+    }
+    let mut ref_blocks = decode_run(refs, header, 0)?;
+    index_section(blocks, &mut i, &ref_blocks, footer.ref_index, header)?;
+    for b in ref_blocks.iter_mut() {
+        if let Decoded::Refs(r) = &mut b.records {
+            table.refs.append(r);
+        }
+    }
+    // The object index.
+    let objs = run(blocks, &mut i, OBJ);
+    if objs.is_empty() {
+        if footer.obj != 0 || footer.obj_index != 0 || !matches!(footer.obj_id_len, 0 | 2) {
+            return Err(Problem::SectionLayout(
+                "an object section the footer names but the file lacks",
+            ));
+        }
+    } else {
+        if objs[0].offset != footer.obj || footer.obj_id_len < 2 {
+            return Err(Problem::SectionLayout(
+                "object blocks not where the footer says",
+            ));
+        }
+        let obj_blocks = decode_run(objs, header, footer.obj_id_len)?;
+        let ref_positions: std::collections::BTreeSet<u64> =
+            ref_blocks.iter().map(|b| b.offset).collect();
+        for b in &obj_blocks {
+            if let Decoded::Objs(records) = &b.records
+                && records
+                    .iter()
+                    .flat_map(|(_, p)| p)
+                    .any(|p| !ref_positions.contains(p))
+            {
+                return Err(Problem::BadObjRecord("a position that is not a ref block"));
+            }
+        }
+        index_section(blocks, &mut i, &obj_blocks, footer.obj_index, header)?;
+    }
+    // Logs.
+    let logs = run(blocks, &mut i, LOG);
+    if logs.is_empty() {
+        if footer.log != 0 || footer.log_index != 0 {
+            return Err(Problem::SectionLayout(
+                "a log section the footer names but the file lacks",
+            ));
+        }
+    } else {
+        if logs[0].offset != footer.log {
+            return Err(Problem::SectionLayout(
+                "log blocks not where the footer says",
+            ));
+        }
+        let log_blocks = decode_run(logs, header, 0)?;
+        for b in &log_blocks {
+            if let Decoded::Logs(n) = b.records {
+                table.logs += n;
+            }
+        }
+        index_section(blocks, &mut i, &log_blocks, footer.log_index, header)?;
+    }
+    if i != blocks.len() {
+        return Err(Problem::SectionLayout("blocks after the last section"));
+    }
+    Ok(())
+}
+
+/// The blocks of type `typ` from `*i` on.
+fn run<'a>(blocks: &'a [Walked], i: &mut usize, typ: u8) -> &'a [Walked] {
+    let start = *i;
+    while *i < blocks.len() && blocks[*i].typ == typ {
+        *i += 1;
+    }
+    &blocks[start..*i]
+}
+
+/// Decodes a section's blocks and checks that keys keep increasing across
+/// them.
+fn decode_run(blocks: &[Walked], header: &Header, id_len: usize) -> Result<Vec<Decoded1>, Problem> {
+    let mut out: Vec<Decoded1> = Vec::with_capacity(blocks.len());
+    for b in blocks {
+        let d = decode(b, header, id_len)?;
+        if let Some(prev) = out.last()
+            && prev.last_key >= d.first_key
+        {
+            return Err(Problem::KeysNotSorted);
+        }
+        out.push(d);
+    }
+    Ok(out)
+}
+
+/// Checks the (possibly multi-level) index of `indexed`: absent when the
+/// footer says 0; otherwise level 1 holds one record per indexed block
+/// (its last key and position), each further level one per block of the
+/// level below, and the footer points at the first block of the last level.
+fn index_section(
+    blocks: &[Walked],
+    i: &mut usize,
+    indexed: &[Decoded1],
+    position: u64,
+    header: &Header,
+) -> Result<(), Problem> {
+    let available = run(blocks, i, INDEX);
+    if position == 0 {
+        if !available.is_empty() {
+            return Err(Problem::BadIndex("an index the footer does not name"));
+        }
+        return Ok(());
+    }
+    if available.is_empty() || indexed.is_empty() {
+        return Err(Problem::BadIndex(
+            "the footer names an index the file lacks",
+        ));
+    }
+    let mut below: Vec<(Vec<u8>, u64)> = indexed
+        .iter()
+        .map(|b| (b.last_key.clone(), b.offset))
+        .collect();
+    let mut j = 0;
+    let mut last_level_start;
+    loop {
+        last_level_start = available
+            .get(j)
+            .map(|b| b.offset)
+            .ok_or(Problem::BadIndex("an index level with too few records"))?;
+        let mut level: Vec<(Vec<u8>, u64)> = Vec::new();
+        let mut got: Vec<(Vec<u8>, u64)> = Vec::new();
+        while got.len() < below.len() {
+            let b = available
+                .get(j)
+                .ok_or(Problem::BadIndex("an index level with too few records"))?;
+            let d = decode(b, header, 0)?;
+            if let Decoded::Index(records) = d.records {
+                got.extend(records);
+            }
+            level.push((d.last_key, d.offset));
+            j += 1;
+        }
+        if got != below {
+            return Err(Problem::BadIndex(
+                "an index record that does not match its block",
+            ));
+        }
+        if j == available.len() {
+            break;
+        }
+        below = level;
+    }
+    if last_level_start != position {
+        return Err(Problem::BadIndex(
+            "the footer does not point at the top index level",
+        ));
+    }
+    Ok(())
+}
+
+/// Writes a table as git's writer would, unaligned (block size 0), with
+/// one ref block and no index, object or log section: for tests, the
+/// proptest and the fuzzer's seed inputs.
+pub fn encode_simple(
+    version: u8,
+    hash: Hash,
+    min: u64,
+    max: u64,
+    refs: &[(Vec<u8>, u64, record::RefValue)],
+) -> Vec<u8> {
+    let mut header = Vec::new();
+    header.extend_from_slice(MAGIC);
+    header.push(version);
+    header.extend_from_slice(&[0, 0, 0]);
+    header.extend_from_slice(&min.to_be_bytes());
+    header.extend_from_slice(&max.to_be_bytes());
+    if version == 2 {
+        let id = if hash == Hash::Sha1 {
+            SHA1_ID
+        } else {
+            SHA256_ID
+        };
+        header.extend_from_slice(&id.to_be_bytes());
+    }
+    let records: Vec<(Vec<u8>, u8, Vec<u8>)> = refs
+        .iter()
+        .map(|(name, update, value)| {
+            let mut v = Vec::new();
+            block::put_varint(&mut v, update - min);
+            let t = match value {
+                record::RefValue::Deletion => 0,
+                record::RefValue::Id(id) => {
+                    v.extend_from_slice(id);
+                    1
+                }
+                record::RefValue::Peeled { id, peeled } => {
+                    v.extend_from_slice(id);
+                    v.extend_from_slice(peeled);
+                    2
+                }
+                record::RefValue::Symbolic(target) => {
+                    block::put_varint(&mut v, target.len() as u64);
+                    v.extend_from_slice(target);
+                    3
+                }
+            };
+            (name.clone(), t, v)
+        })
+        .collect();
+    let mut out = if records.is_empty() {
+        header.clone()
+    } else {
+        block::encode(REF, &header, &records)
+    };
+    let mut footer = header;
+    footer.extend_from_slice(&[0u8; 40]);
+    let crc = crc32fast::hash(&footer);
+    footer.extend_from_slice(&crc.to_be_bytes());
+    out.extend_from_slice(&footer);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::record::RefValue;
+    use super::*;
+
+    fn sample(version: u8) -> Vec<u8> {
+        encode_simple(
+            version,
+            Hash::Sha1,
+            1,
+            3,
+            &[
+                (
+                    b"HEAD".to_vec(),
+                    1,
+                    RefValue::Symbolic("refs/heads/main".into()),
+                ),
+                (b"refs/heads/main".to_vec(), 2, RefValue::Id(vec![0x11; 20])),
+                (b"refs/heads/old".to_vec(), 3, RefValue::Deletion),
+            ],
+        )
+    }
+
+    #[test]
+    fn parses_both_versions() {
+        for v in [1, 2] {
+            let t = parse(&sample(v), Hash::Sha1).unwrap();
+            assert_eq!(t.refs.len(), 3);
+            assert_eq!(t.refs[2].update_index, 3);
+            assert_eq!(t.header.version, v);
+        }
+        let t = encode_simple(
+            2,
+            Hash::Sha256,
+            4,
+            4,
+            &[(b"refs/x/y".to_vec(), 4, RefValue::Id(vec![9; 32]))],
+        );
+        assert_eq!(parse(&t, Hash::Sha256).unwrap().refs.len(), 1);
+        assert_eq!(parse(&t, Hash::Sha1), Err(Problem::HashMismatch));
+    }
+
+    #[test]
+    fn refuses_damaged_tables() {
+        let good = sample(1);
+        let mut bad = good.clone();
+        bad[0] = b'X';
+        assert_eq!(parse(&bad, Hash::Sha1), Err(Problem::BadMagic));
+        let mut bad = good.clone();
+        bad[4] = 3;
+        assert_eq!(parse(&bad, Hash::Sha1), Err(Problem::UnsupportedVersion(3)));
+        let mut bad = good.clone();
+        let n = bad.len();
+        bad[n - 1] ^= 1;
+        assert_eq!(parse(&bad, Hash::Sha1), Err(Problem::FooterCrc));
+        // Trailing garbage between the blocks and the footer.
+        let mut bad = good[..good.len() - 68].to_vec();
+        bad.extend_from_slice(b"zz");
+        bad.extend_from_slice(&good[good.len() - 68..]);
+        assert!(parse(&bad, Hash::Sha1).is_err());
+        // A footer naming an index that is not there (CRC recomputed).
+        let mut bad = good.clone();
+        let f = bad.len() - 68;
+        bad[f + 24 + 7] = 5;
+        let crc = crc32fast::hash(&bad[f..bad.len() - 4]);
+        let n = bad.len();
+        bad[n - 4..].copy_from_slice(&crc.to_be_bytes());
+        assert!(parse(&bad, Hash::Sha1).is_err());
+        for cut in 0..good.len() {
+            assert!(parse(&good[..cut], Hash::Sha1).is_err(), "{cut}");
+        }
+    }
+}
