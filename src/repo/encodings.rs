@@ -12,15 +12,28 @@
 //!
 //! - names compare as git's `same_utf_encoding` does: case-insensitive,
 //!   the dash after `UTF` optional (`utf16le-bom` is `UTF-16LE-BOM`);
-//! - `UTF-16LE-BOM` is read as iconv's `UTF-16`; `UTF-16` and `UTF-32`
-//!   need a byte-order mark (git reports an error otherwise), which picks
-//!   the byte order and is dropped;
+//! - `UTF-16LE-BOM` is read as iconv's `UTF-16` without any check of the
+//!   byte-order mark (`is_missing_required_utf_bom` names `UTF-16` and
+//!   `UTF-32` only): a mark picks the byte order and is dropped, and
+//!   without one glibc reads the host's order (little-endian on x86 and
+//!   arm64);
+//! - `UTF-16` and `UTF-32` need a byte-order mark (git reports an error
+//!   otherwise), which picks the byte order and is dropped;
 //! - `UTF-16LE`, `UTF-16BE`, `UTF-32LE`, `UTF-32BE` must not start with a
 //!   byte-order mark (an error otherwise);
 //! - `UTF-16BE-BOM` is a name iconv does not know: git fails to read it;
 //! - on any error, and on bytes iconv cannot decode (an odd length, an
 //!   unpaired surrogate, a code point past U+10FFFF), git leaves the
 //!   content as it is and goes on, so the raw bytes are compared.
+//!
+//! gix decodes `UTF-16`, `UTF-16LE` and `UTF-16BE` itself (`encoding_rs`
+//! sniffs and strips a byte-order mark and accepts a missing one, where git
+//! reports an error and compares raw bytes), so every path of the family is
+//! judged here, never by gix; the other labels `encoding_rs` reads as
+//! UTF-16 (`unicode`, `ucs-2`, `csunicode`, ...) are names iconv reads
+//! otherwise, and are refused. As in git's `ie_modified`, a file whose size
+//! differs from the index's (when that is not 0) is modified whatever its
+//! content decodes to.
 //!
 //! Then git's end-of-line conversion applies. Only its unambiguous cases
 //! are reproduced: `text` set or an `eol` attribute (every CRLF becomes
@@ -35,6 +48,9 @@ use gix::bstr::{BStr, BString, ByteSlice};
 /// How git reads one of the encodings handled here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GitRead {
+    /// `UTF-16LE-BOM`, read as iconv's `UTF-16` with no check of the mark:
+    /// a mark picks the order, none means the host's (glibc).
+    Utf16LeBom,
     /// iconv's `UTF-16`: a byte-order mark required, picks the order.
     Utf16Bom,
     /// iconv's `UTF-32`: a byte-order mark required, picks the order.
@@ -67,7 +83,9 @@ fn same_utf_encoding(a: &[u8], b: &[u8]) -> bool {
 pub fn git_read(label: &BStr) -> Option<GitRead> {
     let l = label.as_bytes();
     let is = |name: &str| same_utf_encoding(l, name.as_bytes());
-    Some(if is("UTF-16LE-BOM") || is("UTF-16") {
+    Some(if is("UTF-16LE-BOM") {
+        GitRead::Utf16LeBom
+    } else if is("UTF-16") {
         GitRead::Utf16Bom
     } else if is("UTF-32") {
         GitRead::Utf32Bom
@@ -86,12 +104,28 @@ pub fn git_read(label: &BStr) -> Option<GitRead> {
     })
 }
 
+/// The byte order in which glibc's iconv reads `UTF-16` without a
+/// byte-order mark: the host's (`gconv`'s `utf-16.c` swaps only on a
+/// reversed mark). git on Linux uses glibc's iconv; elsewhere (GNU
+/// libiconv reads big-endian, others differ) it is not modelled.
+const UNMARKED_UTF16_LE: Option<bool> = if cfg!(target_os = "linux") {
+    Some(cfg!(target_endian = "little"))
+} else {
+    None
+};
+
 /// The content git hashes for a file read under `how`, before its
 /// end-of-line conversion: the UTF-8 text, or the raw bytes when git
-/// reports an error.
-pub fn decode(how: GitRead, raw: &[u8]) -> Vec<u8> {
+/// reports an error. `None` when git's reading is not modelled here (a
+/// `UTF-16LE-BOM` file without a mark where git's iconv is not glibc's).
+pub fn decode(how: GitRead, raw: &[u8]) -> Option<Vec<u8>> {
     let decoded = match how {
         GitRead::Fails => None,
+        GitRead::Utf16LeBom => match raw {
+            [0xfe, 0xff, rest @ ..] => utf16(rest, false),
+            [0xff, 0xfe, rest @ ..] => utf16(rest, true),
+            _ => utf16(raw, UNMARKED_UTF16_LE?),
+        },
         GitRead::Utf16Bom => match raw {
             [0xfe, 0xff, rest @ ..] => utf16(rest, false),
             [0xff, 0xfe, rest @ ..] => utf16(rest, true),
@@ -117,7 +151,7 @@ pub fn decode(how: GitRead, raw: &[u8]) -> Vec<u8> {
             }
         }
     };
-    decoded.unwrap_or_else(|| raw.to_vec())
+    Some(decoded.unwrap_or_else(|| raw.to_vec()))
 }
 
 fn utf16(bytes: &[u8], le: bool) -> Option<Vec<u8>> {
@@ -248,10 +282,13 @@ pub fn survey(repo: &gix::Repository, index: &gix::index::State, autocrlf: bool)
                     _ => unsupported(&mut out),
                 }
             }
+            // gix must not decode what it reads as UTF-16 under a name
+            // iconv reads otherwise (`unicode`, `ucs-2`, ...), nor what it
+            // cannot read at all.
             None => {
-                if gix::filter::plumbing::worktree::encoding::for_label(encoding.as_bstr()).is_err()
-                {
-                    unsupported(&mut out);
+                match gix::filter::plumbing::worktree::encoding::for_label(encoding.as_bstr()) {
+                    Ok(read) if !read.name().starts_with("UTF-16") => {}
+                    _ => unsupported(&mut out),
                 }
             }
         }
@@ -284,9 +321,23 @@ pub fn unchanged(
             return Ok(false);
         }
     }
+    // git's `ie_modified`: a size other than the index's is a change
+    // without looking further, unless the index's is 0 (as after
+    // `read-tree` or `update-index --cacheinfo`, or a racily clean entry).
+    let indexed = entry.stat.size;
+    if indexed != 0 && indexed != meta.len() as u32 {
+        return Ok(false);
+    }
     let raw = crate::fsutil::read_regular(&path)
         .with_context(|| format!("cannot read {}", path.display()))?;
-    let mut content = decode(special.how, &raw);
+    let Some(mut content) = decode(special.how, &raw) else {
+        anyhow::bail!(
+            "{:?} has working-tree-encoding=UTF-16LE-BOM and no byte-order mark: git reads \
+             it in its iconv's default byte order, which grantguard knows for glibc only \
+             (this is not Linux), so it cannot compare the file with its blob",
+            special.path
+        );
+    };
     if special.crlf_to_lf {
         content = content.replace(b"\r\n", b"\n");
     }
@@ -301,7 +352,7 @@ pub fn refusal(path: &BString, encoding: &BString) -> String {
         "{path:?} has working-tree-encoding={encoding}, which grantguard cannot read as git \
          does here, so it cannot compare the file with its blob. grantguard reads the encodings \
          of the WHATWG Encoding Standard (Shift_JIS, EUC-JP, GBK, ISO-8859-*, windows-125*, \
-         ...) and git's UTF-16/UTF-32 family (UTF-16LE-BOM, UTF-16, UTF-16LE/BE, UTF-32, \
+         ...; not its other names for UTF-16, such as unicode or ucs-2) and git's UTF-16/UTF-32 family (UTF-16LE-BOM, UTF-16, UTF-16LE/BE, UTF-32, \
          UTF-32LE/BE), the latter with `text`, `-text` or `eol` but not with `text=auto`, \
          core.autocrlf, a filter or ident: declare one of those in .gitattributes, or use a \
          repository without it"
@@ -314,43 +365,66 @@ mod tests {
 
     #[test]
     fn names_compare_as_gits_same_utf_encoding() {
-        for name in [
-            "UTF-16LE-BOM",
-            "utf16le-bom",
-            "Utf-16le-Bom",
-            "UTF-16",
-            "utf16",
-        ] {
+        for name in ["UTF-16LE-BOM", "utf16le-bom", "Utf-16le-Bom"] {
+            assert_eq!(git_read(name.into()), Some(GitRead::Utf16LeBom), "{name}");
+        }
+        for name in ["UTF-16", "utf16", "Utf-16"] {
             assert_eq!(git_read(name.into()), Some(GitRead::Utf16Bom), "{name}");
         }
         assert_eq!(git_read("UTF32".into()), Some(GitRead::Utf32Bom));
         assert_eq!(git_read("utf-32le".into()), Some(GitRead::Utf32(true)));
         assert_eq!(git_read("UTF16BE".into()), Some(GitRead::Utf16(false)));
+        assert_eq!(git_read("utf-16le".into()), Some(GitRead::Utf16(true)));
         assert_eq!(git_read("UTF-16BE-BOM".into()), Some(GitRead::Fails));
         assert_eq!(git_read("UTF16-LE".into()), None);
         assert_eq!(git_read("Shift_JIS".into()), None);
     }
 
+    fn dec(how: GitRead, raw: &[u8]) -> Vec<u8> {
+        decode(how, raw).expect("modelled here")
+    }
+
     #[test]
     fn decodes_as_git_and_falls_back_to_raw_bytes_on_its_errors() {
         let le_bom = [0xff, 0xfe, b'h', 0, b'i', 0];
-        assert_eq!(decode(GitRead::Utf16Bom, &le_bom), b"hi");
-        assert_eq!(decode(GitRead::Utf16Bom, &[0xfe, 0xff, 0, b'h']), b"h");
+        assert_eq!(dec(GitRead::Utf16Bom, &le_bom), b"hi");
+        assert_eq!(dec(GitRead::Utf16Bom, &[0xfe, 0xff, 0, b'h']), b"h");
         // A mark required and missing, or prohibited and present: raw.
-        assert_eq!(decode(GitRead::Utf16Bom, &[b'h', 0]), [b'h', 0]);
-        assert_eq!(decode(GitRead::Utf16(true), &le_bom), le_bom);
-        assert_eq!(decode(GitRead::Utf16(true), &[b'h', 0]), b"h");
-        // An unpaired surrogate, an odd length: raw.
-        assert_eq!(decode(GitRead::Utf16(true), &[0x00, 0xd8]), [0x00, 0xd8]);
-        assert_eq!(decode(GitRead::Utf16(true), b"h"), b"h");
+        assert_eq!(dec(GitRead::Utf16Bom, &[b'h', 0]), [b'h', 0]);
+        assert_eq!(dec(GitRead::Utf16(true), &le_bom), le_bom);
         assert_eq!(
-            decode(GitRead::Utf32Bom, &[0xff, 0xfe, 0, 0, b'h', 0, 0, 0]),
+            dec(GitRead::Utf16(false), &[0xfe, 0xff, 0, b'h']),
+            [0xfe, 0xff, 0, b'h']
+        );
+        assert_eq!(dec(GitRead::Utf16(true), &[b'h', 0]), b"h");
+        // An unpaired surrogate, an odd length: raw.
+        assert_eq!(dec(GitRead::Utf16(true), &[0x00, 0xd8]), [0x00, 0xd8]);
+        assert_eq!(dec(GitRead::Utf16(true), b"h"), b"h");
+        assert_eq!(
+            dec(GitRead::Utf32Bom, &[0xff, 0xfe, 0, 0, b'h', 0, 0, 0]),
             b"h"
         );
         assert_eq!(
-            decode(GitRead::Utf32(false), &[0, 0x11, 0, 0]),
+            dec(GitRead::Utf32(false), &[0, 0x11, 0, 0]),
             [0, 0x11, 0, 0]
         );
-        assert_eq!(decode(GitRead::Fails, b"x"), b"x");
+        assert_eq!(dec(GitRead::Fails, b"x"), b"x");
+    }
+
+    #[test]
+    #[cfg(all(target_os = "linux", target_endian = "little"))]
+    fn utf16le_bom_needs_no_mark_as_in_git() {
+        // git checks no mark for UTF-16LE-BOM: glibc's UTF-16 reads the
+        // host's order without one (F1: "hello\n" in UTF-8 is not itself).
+        assert_eq!(dec(GitRead::Utf16LeBom, &[b'h', 0, b'i', 0]), b"hi");
+        assert_eq!(dec(GitRead::Utf16LeBom, &[0xff, 0xfe, b'h', 0]), b"h");
+        assert_eq!(dec(GitRead::Utf16LeBom, &[0xfe, 0xff, 0, b'h']), b"h");
+        assert_eq!(
+            dec(GitRead::Utf16LeBom, b"hello\n"),
+            "\u{6568}\u{6c6c}\u{0a6f}".as_bytes()
+        );
+        // Undecodable: raw.
+        assert_eq!(dec(GitRead::Utf16LeBom, b"hi!"), b"hi!");
+        assert_eq!(dec(GitRead::Utf16LeBom, &[0, 0xdc]), [0, 0xdc]);
     }
 }
