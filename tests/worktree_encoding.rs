@@ -488,3 +488,35 @@ fn refuses_other_names_for_utf16_naming_path_and_encoding() {
         }
     }
 }
+
+/// git converts CRLF on the way in for `text`, `text=input`, `eol=lf` and
+/// `eol=crlf` only, spelled so: `eol=CRLF`, `eol=bogus` and a bare `eol`
+/// are no `eol` to it, and CRLF then stays in the content it compares.
+#[test]
+fn converts_line_endings_for_exactly_the_attributes_git_honours() {
+    let lf = encoded("UTF-16LE-BOM", "one\ntwo\n");
+    let crlf = encoded("UTF-16LE-BOM", "one\r\ntwo\r\n");
+    let mut verdicts = Vec::new();
+    for eol in [
+        "eol=CRLF",
+        "eol=Lf",
+        "eol=bogus",
+        "eol",
+        "eol=crlf",
+        "eol=lf",
+        "text=input",
+        "text",
+    ] {
+        let sb = armed_with(&format!("{eol} working-tree-encoding=UTF-16LE-BOM"), &lf);
+        assert_eq!(sb.git(&["cat-file", "-p", "HEAD:data/t.txt"]), "one\ntwo");
+        let status = judge(&sb, &lf, &crlf, Entry::SizeZero, eol);
+        let converts = ["eol=crlf", "eol=lf", "text=input", "text"].contains(&eol);
+        assert_eq!(status.is_empty(), converts, "{eol}: git says {status:?}");
+        verdicts.push(judge(&sb, &lf, &crlf, Entry::Stat, eol));
+        assert_eq!(judge(&sb, &lf, &lf, Entry::SizeZero, eol), "", "{eol}");
+    }
+    assert!(
+        verdicts.iter().all(|v| v == " M data/t.txt"),
+        "{verdicts:?}"
+    );
+}

@@ -36,8 +36,10 @@
 //! content decodes to.
 //!
 //! Then git's end-of-line conversion applies. Only its unambiguous cases
-//! are reproduced: `text` set or an `eol` attribute (every CRLF becomes
-//! LF), and `-text` or no `text`/`eol` with `core.autocrlf` off (nothing).
+//! are reproduced: `text` set, `text=input` or an `eol` attribute of `lf`
+//! or `crlf` (every CRLF becomes LF), and `-text` or no `text`/`eol` with
+//! `core.autocrlf` off (nothing). git matches those values case-sensitively
+//! and ignores any other `eol` (`eol=CRLF` is no `eol`), and so does this.
 //! `text=auto`, `core.autocrlf` on, a `filter` or `ident` with such an
 //! encoding, and every encoding neither reader shares, stay refused with
 //! the path and the encoding named (fail closed).
@@ -243,7 +245,11 @@ pub fn survey(repo: &gix::Repository, index: &gix::index::State, autocrlf: bool)
                     encoding = Some(v.as_bstr().to_owned());
                 }
                 ("text", state) => text = Some(state.to_owned()),
-                ("eol", StateRef::Value(_)) => eol = true,
+                // git's `git_path_check_eol`: `lf` or `crlf`, spelled so;
+                // any other value (`CRLF`, `eol` set) is no `eol` at all.
+                ("eol", StateRef::Value(v)) if v.as_bstr() == "lf" || v.as_bstr() == "crlf" => {
+                    eol = true;
+                }
                 ("filter", StateRef::Value(_)) | ("ident", StateRef::Set) => other = true,
                 ("crlf", state) if !matches!(state, StateRef::Unspecified) => other = true,
                 _ => {}
@@ -262,6 +268,7 @@ pub fn survey(repo: &gix::Repository, index: &gix::index::State, autocrlf: bool)
                 use gix::attrs::State;
                 let crlf_to_lf = match (&text, eol) {
                     (Some(State::Set), _) => Some(true),
+                    (Some(State::Value(v)), _) if v.as_ref().as_bstr() == "input" => Some(true),
                     (Some(State::Unset), _) => Some(false),
                     (None | Some(State::Unspecified), true) => Some(true),
                     (None | Some(State::Unspecified), false) if !autocrlf => Some(false),
@@ -353,7 +360,7 @@ pub fn refusal(path: &BString, encoding: &BString) -> String {
          does here, so it cannot compare the file with its blob. grantguard reads the encodings \
          of the WHATWG Encoding Standard (Shift_JIS, EUC-JP, GBK, ISO-8859-*, windows-125*, \
          ...; not its other names for UTF-16, such as unicode or ucs-2) and git's UTF-16/UTF-32 family (UTF-16LE-BOM, UTF-16, UTF-16LE/BE, UTF-32, \
-         UTF-32LE/BE), the latter with `text`, `-text` or `eol` but not with `text=auto`, \
+         UTF-32LE/BE), the latter with `text`, `text=input`, `-text` or `eol=lf`/`crlf` but not with `text=auto`, \
          core.autocrlf, a filter or ident: declare one of those in .gitattributes, or use a \
          repository without it"
     )
