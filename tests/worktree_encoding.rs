@@ -520,3 +520,40 @@ fn converts_line_endings_for_exactly_the_attributes_git_honours() {
         "{verdicts:?}"
     );
 }
+
+/// git converts neither a symlink (its target is compared) nor an
+/// intent-to-add entry (reported as added): one matching the encoding's
+/// pattern is judged as git judges it, not refused.
+#[test]
+fn symlinks_and_intent_to_add_under_the_encoding_are_judged_as_git_does() {
+    let bytes = encoded("UTF-16", "hello\n");
+    let sb = Sandbox::new();
+    sb.write(
+        ".gitattributes",
+        "data/*.txt working-tree-encoding=UTF-16\n",
+    );
+    std::fs::create_dir_all(sb.repo.join("data")).unwrap();
+    std::fs::write(sb.repo.join("data/t.txt"), &bytes).unwrap();
+    std::os::unix::fs::symlink("t.txt", sb.repo.join("data/l.txt")).unwrap();
+    sb.git_nohooks(&["add", "."]);
+    sb.git_nohooks(&["commit", "-q", "-m", "encoded"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/a.md", "a\n", "docs");
+    assert_eq!(sb.git(&["status", "--porcelain"]), "");
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    std::fs::remove_file(sb.repo.join("data/l.txt")).unwrap();
+    std::os::unix::fs::symlink("other.txt", sb.repo.join("data/l.txt")).unwrap();
+    assert_eq!(sb.git(&["status", "--porcelain"]), " M data/l.txt");
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["worktree_not_clean"]);
+    assert!(r.to_string().contains("data/l.txt"), "{r:#}");
+    std::fs::remove_file(sb.repo.join("data/l.txt")).unwrap();
+    std::os::unix::fs::symlink("t.txt", sb.repo.join("data/l.txt")).unwrap();
+    std::fs::write(sb.repo.join("data/new.txt"), &bytes).unwrap();
+    sb.git(&["add", "-N", "data/new.txt"]);
+    assert_eq!(sb.git(&["status", "--porcelain"]), " A data/new.txt");
+    let (code, r) = sb.verify();
+    assert_eq!(code, 1, "{r:#}");
+    assert!(r.to_string().contains("data/new.txt"), "{r:#}");
+}

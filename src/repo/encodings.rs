@@ -229,7 +229,27 @@ pub fn survey(repo: &gix::Repository, index: &gix::index::State, autocrlf: bool)
         special: Vec::new(),
         unsupported: None,
     };
+    let symlinks = repo
+        .config_snapshot()
+        .boolean("core.symlinks")
+        .unwrap_or(true);
     for entry in index.entries() {
+        use gix::index::entry::{Flags, Mode};
+        // Entries whose worktree file neither git nor gix converts: one git
+        // does not look at (skip-worktree, assume-unchanged: reported by
+        // `hidden_index_entries` unless a sparse checkout explains it), an
+        // intent-to-add or conflicted one (reported without content), a
+        // symlink read with readlink, a submodule or a sparse directory.
+        if entry
+            .flags
+            .intersects(Flags::SKIP_WORKTREE | Flags::ASSUME_VALID | Flags::INTENT_TO_ADD)
+            || entry.stage_raw() != 0
+            || entry.mode == Mode::COMMIT
+            || entry.mode == Mode::DIR
+            || (entry.mode == Mode::SYMLINK && symlinks)
+        {
+            continue;
+        }
         let path = entry.path(index);
         let platform = attributes
             .at_entry(path, Some(entry.mode))
