@@ -557,3 +557,35 @@ fn symlinks_and_intent_to_add_under_the_encoding_are_judged_as_git_does() {
     assert_eq!(code, 1, "{r:#}");
     assert!(r.to_string().contains("data/new.txt"), "{r:#}");
 }
+
+/// The executable bit counts only with `core.fileMode` on, as in git.
+#[test]
+fn executable_bit_counts_as_core_filemode_says() {
+    use std::os::unix::fs::PermissionsExt;
+    for filemode in ["true", "false"] {
+        let bytes = encoded("UTF-16LE-BOM", "hello\n");
+        let sb = Sandbox::new();
+        sb.git(&["config", "core.fileMode", filemode]);
+        sb.write(
+            ".gitattributes",
+            "data/*.txt working-tree-encoding=UTF-16LE-BOM\n",
+        );
+        std::fs::create_dir_all(sb.repo.join("data")).unwrap();
+        std::fs::write(sb.repo.join("data/t.txt"), &bytes).unwrap();
+        sb.git_nohooks(&["add", "."]);
+        sb.git_nohooks(&["commit", "-q", "-m", "encoded"]);
+        sb.arm(&sb.grant(&["docs/"], 1, 1));
+        sb.commit_file("docs/a.md", "a\n", "docs");
+        let path = sb.repo.join("data/t.txt");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let status = sb.git(&["--no-optional-locks", "status", "--porcelain"]);
+        let (code, r) = sb.verify();
+        if filemode == "true" {
+            assert_eq!(status, " M data/t.txt");
+            assert_rejected(code, &r, &["worktree_not_clean"]);
+        } else {
+            assert_eq!(status, "");
+            assert_accepted(code, &r);
+        }
+    }
+}

@@ -324,12 +324,14 @@ pub fn survey(repo: &gix::Repository, index: &gix::index::State, autocrlf: bool)
 }
 
 /// Whether the worktree file of `special` is what git calls unmodified
-/// against `entry`'s blob.
+/// against `entry`'s blob. `executable_bit` is `core.fileMode`: when off,
+/// git ignores the executable bit.
 pub fn unchanged(
     work_dir: &std::path::Path,
     special: &Special,
     entry: &gix::index::Entry,
     hash: gix::hash::Kind,
+    executable_bit: bool,
 ) -> Result<bool> {
     use std::os::unix::ffi::OsStrExt;
     let path = work_dir.join(std::ffi::OsStr::from_bytes(special.path.as_bytes()));
@@ -344,7 +346,7 @@ pub fn unchanged(
     {
         use std::os::unix::fs::PermissionsExt;
         let exec = meta.permissions().mode() & 0o111 != 0;
-        if exec != (entry.mode == gix::index::entry::Mode::FILE_EXECUTABLE) {
+        if executable_bit && exec != (entry.mode == gix::index::entry::Mode::FILE_EXECUTABLE) {
             return Ok(false);
         }
     }

@@ -131,9 +131,19 @@ pub(super) fn dirt_at_depth(
         .context("cannot compute the worktree status")?;
     if !encoded.is_empty() {
         let work_dir = repo.workdir().context("the repository has no worktree")?;
+        let executable_bit = repo
+            .config_snapshot()
+            .boolean("core.fileMode")
+            .unwrap_or(true);
         for (special, at) in &encoded {
             let entry = &status_index.entries()[*at];
-            if !super::encodings::unchanged(work_dir, special, entry, repo.object_hash())? {
+            if !super::encodings::unchanged(
+                work_dir,
+                special,
+                entry,
+                repo.object_hash(),
+                executable_bit,
+            )? {
                 out.push(Dirt {
                     path: special.path.clone(),
                     what: "unstaged",
