@@ -108,13 +108,24 @@ pub fn git_read(label: &BStr) -> Option<GitRead> {
 
 /// The byte order in which glibc's iconv reads `UTF-16` without a
 /// byte-order mark: the host's (`gconv`'s `utf-16.c` swaps only on a
-/// reversed mark). git on Linux uses glibc's iconv; elsewhere (GNU
-/// libiconv reads big-endian, others differ) it is not modelled.
-const UNMARKED_UTF16_LE: Option<bool> = if cfg!(target_os = "linux") {
-    Some(cfg!(target_endian = "little"))
-} else {
-    None
-};
+/// reversed mark). git on Linux uses the system's iconv: glibc's, unless
+/// the system is musl-based (a `/lib/ld-musl-*` loader; musl reads
+/// big-endian), and elsewhere (GNU libiconv reads big-endian, others
+/// differ) it is not modelled: `None`.
+fn unmarked_utf16_le() -> Option<bool> {
+    static READ: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    *READ.get_or_init(|| {
+        if !cfg!(target_os = "linux") {
+            return None;
+        }
+        let musl = std::fs::read_dir("/lib").map_or(true, |entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .any(|e| e.file_name().as_encoded_bytes().starts_with(b"ld-musl-"))
+        });
+        (!musl).then_some(cfg!(target_endian = "little"))
+    })
+}
 
 /// The content git hashes for a file read under `how`, before its
 /// end-of-line conversion: the UTF-8 text, or the raw bytes when git
@@ -126,7 +137,7 @@ pub fn decode(how: GitRead, raw: &[u8]) -> Option<Vec<u8>> {
         GitRead::Utf16LeBom => match raw {
             [0xfe, 0xff, rest @ ..] => utf16(rest, false),
             [0xff, 0xfe, rest @ ..] => utf16(rest, true),
-            _ => utf16(raw, UNMARKED_UTF16_LE?),
+            _ => utf16(raw, unmarked_utf16_le()?),
         },
         GitRead::Utf16Bom => match raw {
             [0xfe, 0xff, rest @ ..] => utf16(rest, false),
@@ -363,7 +374,8 @@ pub fn unchanged(
         anyhow::bail!(
             "{:?} has working-tree-encoding=UTF-16LE-BOM and no byte-order mark: git reads \
              it in its iconv's default byte order, which grantguard knows for glibc only \
-             (this is not Linux), so it cannot compare the file with its blob",
+             (this system's iconv is not glibc's), so it cannot compare the file with its \
+             blob; give such files a byte-order mark",
             special.path
         );
     };
@@ -441,8 +453,13 @@ mod tests {
     }
 
     #[test]
-    #[cfg(all(target_os = "linux", target_endian = "little"))]
     fn utf16le_bom_needs_no_mark_as_in_git() {
+        if unmarked_utf16_le() != Some(true) {
+            // Not glibc on a little-endian host: refused or big-endian.
+            let hi = decode(GitRead::Utf16LeBom, &[b'h', 0, b'i', 0]);
+            assert!(unmarked_utf16_le().is_some() || hi.is_none());
+            return;
+        }
         // git checks no mark for UTF-16LE-BOM: glibc's UTF-16 reads the
         // host's order without one (F1: "hello\n" in UTF-8 is not itself).
         assert_eq!(dec(GitRead::Utf16LeBom, &[b'h', 0, b'i', 0]), b"hi");
