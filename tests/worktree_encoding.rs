@@ -262,11 +262,19 @@ fn set_mtime(sb: &Sandbox, secs: u64) {
 }
 
 /// Puts `baseline` (the committed bytes) back, with an index entry whose
-/// stat data is complete and not racy.
+/// stat data is complete and not racy: git's own refresh of an entry of
+/// size 0 records it once the content matches (`git add` cannot be used
+/// for an encoding git fails to read, such as `UTF-16BE-BOM`).
 fn restore(sb: &Sandbox, baseline: &[u8]) {
     std::fs::write(sb.repo.join("data/t.txt"), baseline).unwrap();
     set_mtime(sb, 1_000_000_000);
-    sb.git_nohooks(&["add", "data/t.txt"]);
+    let blob = sb.git(&["rev-parse", "HEAD:data/t.txt"]);
+    sb.git(&[
+        "update-index",
+        "--cacheinfo",
+        &format!("100644,{blob},data/t.txt"),
+    ]);
+    let _ = sb.try_git(&["update-index", "-q", "--refresh"]);
     let debug = sb.git(&["ls-files", "--debug", "data/t.txt"]);
     assert!(
         debug.contains(&format!("size: {}\t", baseline.len())),
@@ -586,6 +594,45 @@ fn executable_bit_counts_as_core_filemode_says() {
         } else {
             assert_eq!(status, "");
             assert_accepted(code, &r);
+        }
+    }
+}
+
+/// `UTF-16BE-BOM` and the `-BOM` spellings of UTF-32 are names iconv does
+/// not know: git reports an error and compares the raw bytes (a baseline
+/// git cannot `add`, so its blob is stored as the raw bytes).
+#[test]
+fn bom_spellings_iconv_does_not_know_compare_raw_bytes_as_git_does() {
+    for encoding in ["UTF-16BE-BOM", "UTF-32LE-BOM", "utf32be-bom"] {
+        let sb = Sandbox::new();
+        sb.write(
+            ".gitattributes",
+            &format!("data/*.txt working-tree-encoding={encoding}\n"),
+        );
+        let baseline = [vec![0xfe, 0xff], encoded("UTF-16BE", "hello\n")].concat();
+        std::fs::create_dir_all(sb.repo.join("data")).unwrap();
+        std::fs::write(sb.repo.join("data/t.txt"), &baseline).unwrap();
+        let blob = sb.git(&["hash-object", "-w", "--no-filters", "data/t.txt"]);
+        sb.git(&[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &format!("100644,{blob},data/t.txt"),
+        ]);
+        sb.git_nohooks(&["add", ".gitattributes"]);
+        sb.git_nohooks(&["commit", "-q", "-m", "raw"]);
+        sb.arm(&sb.grant(&["docs/"], 1, 1));
+        sb.commit_file("docs/a.md", "a\n", "docs");
+        let utf8 = b"hello\n".to_vec();
+        let le = [vec![0xff, 0xfe], encoded("UTF-16LE", "hello\n")].concat();
+        for entry in [Entry::Stat, Entry::SizeZero] {
+            assert_eq!(judge(&sb, &baseline, &baseline, entry, encoding), "");
+            for other in [&utf8, &le] {
+                assert_eq!(
+                    judge(&sb, &baseline, other, entry, encoding),
+                    " M data/t.txt"
+                );
+            }
         }
     }
 }
