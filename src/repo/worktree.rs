@@ -116,9 +116,10 @@ pub(super) fn dirt_at_depth(
     } else {
         let mut adjusted = status_index.clone();
         for special in survey.special {
-            let Ok(at) = adjusted.entry_index_by_path(special.path.as_ref()) else {
-                continue;
-            };
+            // Never left to gix's decoding: a path not found is an error.
+            let at = adjusted
+                .entry_index_by_path(special.path.as_ref())
+                .map_err(|_| anyhow::anyhow!("{:?} is not in the index", special.path))?;
             // gix does not look at the worktree file of such an entry.
             adjusted.entries_mut()[at].flags |= gix::index::entry::Flags::SKIP_WORKTREE;
             encoded.push((special, at));
