@@ -3,9 +3,13 @@
 //! and under git's own UTF-16/UTF-32 family that only its iconv knows
 //! (`UTF-16LE-BOM`, the spelling git's documentation recommends, any case or
 //! dash; `UTF-32`, `UTF-32LE`/`BE`; issue 25), each compared with `git
-//! status` on the same bytes. A combination grantguard does not reproduce
-//! (`text=auto` with such an encoding) is refused with a message that names
-//! the path and the encoding.
+//! status` on the same bytes, with the index entry's size known (a size
+//! that differs is a change to git) and zeroed (as after `git update-index
+//! --cacheinfo`: content decides). `UTF-16`, `UTF-16LE` and `UTF-16BE` are
+//! judged the same way, not by gix's decoder. A combination grantguard does
+//! not reproduce (`text=auto` with such an encoding, a name such as `ucs-2`
+//! that iconv reads otherwise) is refused with a message that names the
+//! path and the encoding.
 
 mod common;
 
@@ -231,5 +235,404 @@ fn refuses_what_it_does_not_reproduce_naming_path_and_encoding() {
         "text=auto",
     ] {
         assert!(text.contains(needle), "{needle:?} missing from {text}");
+    }
+}
+
+/// How git and verify find `data/t.txt`'s index entry when they judge it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Entry {
+    /// The stat data of the baseline file, whose mtime the new content
+    /// does not have: content decides unless the size differs.
+    Stat,
+    /// Size 0, as after `git update-index --cacheinfo` (or a racily clean
+    /// entry git smudged): content decides whatever the size.
+    SizeZero,
+}
+
+/// Sets the mtime of `data/t.txt` to `secs` since the epoch.
+fn set_mtime(sb: &Sandbox, secs: u64) {
+    let path = sb.repo.join("data/t.txt");
+    let status = std::process::Command::new("touch")
+        .arg("-d")
+        .arg(format!("@{secs}"))
+        .arg(&path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// Puts `baseline` (the committed bytes) back, with an index entry whose
+/// stat data is complete and not racy: git's own refresh of an entry of
+/// size 0 records it once the content matches (`git add` cannot be used
+/// for an encoding git fails to read, such as `UTF-16BE-BOM`).
+fn restore(sb: &Sandbox, baseline: &[u8]) {
+    std::fs::write(sb.repo.join("data/t.txt"), baseline).unwrap();
+    set_mtime(sb, 1_000_000_000);
+    let blob = sb.git(&["rev-parse", "HEAD:data/t.txt"]);
+    sb.git(&[
+        "update-index",
+        "--cacheinfo",
+        &format!("100644,{blob},data/t.txt"),
+    ]);
+    let _ = sb.try_git(&["update-index", "-q", "--refresh"]);
+    let debug = sb.git(&["ls-files", "--debug", "data/t.txt"]);
+    assert!(
+        debug.contains(&format!("size: {}\t", baseline.len())),
+        "stat data recorded: {debug}"
+    );
+    assert_eq!(
+        sb.git(&["--no-optional-locks", "status", "--porcelain"]),
+        ""
+    );
+}
+
+/// Writes `bytes` to `data/t.txt` with the index entry as `entry` says,
+/// then returns what `git status --porcelain` says (without refreshing the
+/// index) and asserts that verify decides the same: accepted when git
+/// says clean, rejected naming the file when git says modified.
+#[track_caller]
+fn judge(sb: &Sandbox, baseline: &[u8], bytes: &[u8], entry: Entry, what: &str) -> String {
+    restore(sb, baseline);
+    std::fs::write(sb.repo.join("data/t.txt"), bytes).unwrap();
+    set_mtime(sb, 1_500_000_000);
+    if entry == Entry::SizeZero {
+        let blob = sb.git(&["rev-parse", "HEAD:data/t.txt"]);
+        sb.git(&[
+            "update-index",
+            "--cacheinfo",
+            &format!("100644,{blob},data/t.txt"),
+        ]);
+        assert!(
+            sb.git(&["ls-files", "--debug", "data/t.txt"])
+                .contains("size: 0\t")
+        );
+    }
+    let (code, r) = sb.verify();
+    let status = sb.git(&["--no-optional-locks", "status", "--porcelain"]);
+    let what = format!("{what}, {entry:?} index entry, bytes {bytes:02x?}");
+    if status.is_empty() {
+        assert_eq!(
+            (code, r["status"].as_str()),
+            (0, Some("succeeded")),
+            "git calls it clean ({what}): {r:#}"
+        );
+    } else {
+        assert_eq!(status, " M data/t.txt", "{what}");
+        assert_eq!(code, 1, "git calls it modified ({what}): {r:#}");
+        assert_rejected(code, &r, &["worktree_not_clean"]);
+        assert!(r.to_string().contains("data/t.txt"), "{what}: {r:#}");
+    }
+    status
+}
+
+/// F1: git reads `UTF-16LE-BOM` as iconv's `UTF-16` without requiring the
+/// mark, so bytes without one are decoded (little-endian here), not
+/// compared raw.
+#[test]
+fn utf16le_bom_without_a_mark_is_decoded_as_git_decodes_it() {
+    for spelling in ["UTF-16LE-BOM", "utf16le-bom"] {
+        let baseline = encoded("UTF-16LE-BOM", "hello\n");
+        let sb = armed_with(&format!("working-tree-encoding={spelling}"), &baseline);
+        assert_eq!(sb.git(&["cat-file", "-p", "HEAD:data/t.txt"]), "hello");
+        // The red-team repro: the blob's own bytes, read as UTF-16, are
+        // not the blob.
+        let utf8 = b"hello\n";
+        assert_eq!(
+            judge(&sb, &baseline, utf8, Entry::SizeZero, spelling),
+            " M data/t.txt"
+        );
+        // The same text without a mark is the blob to git.
+        let unmarked = encoded("UTF-16LE", "hello\n");
+        assert_eq!(
+            judge(&sb, &baseline, &unmarked, Entry::SizeZero, spelling),
+            ""
+        );
+        // ... but a size that differs from the index's is a change.
+        assert_eq!(
+            judge(&sb, &baseline, &unmarked, Entry::Stat, spelling),
+            " M data/t.txt"
+        );
+        let be = [vec![0xfe, 0xff], encoded("UTF-16BE", "hello\n")].concat();
+        assert_eq!(judge(&sb, &baseline, &be, Entry::Stat, spelling), "");
+        assert_eq!(judge(&sb, &baseline, &be, Entry::SizeZero, spelling), "");
+    }
+}
+
+/// F2: `UTF-16`, `UTF-16LE` and `UTF-16BE` are not decoded by gix, which
+/// sniffs or strips a mark where git reports an error and compares raw
+/// bytes.
+#[test]
+fn utf16_with_or_without_a_mark_is_judged_as_git_judges_it() {
+    let text = "hello\n";
+    let le = encoded("UTF-16LE", text);
+    let be = encoded("UTF-16BE", text);
+    let le_marked = [vec![0xff, 0xfe], le.clone()].concat();
+    let be_marked = [vec![0xfe, 0xff], be.clone()].concat();
+    for (encoding, baseline, edited) in [
+        ("UTF-16", &le_marked, &le),
+        ("UTF-16LE", &le, &le_marked),
+        ("UTF-16BE", &be, &be_marked),
+    ] {
+        let sb = armed_with(&format!("working-tree-encoding={encoding}"), baseline);
+        assert_eq!(sb.git(&["cat-file", "-p", "HEAD:data/t.txt"]), "hello");
+        for entry in [Entry::SizeZero, Entry::Stat] {
+            assert_eq!(
+                judge(&sb, baseline, edited, entry, encoding),
+                " M data/t.txt"
+            );
+            assert_eq!(judge(&sb, baseline, baseline, entry, encoding), "");
+        }
+    }
+}
+
+/// Every spelling of the family against every kind of content, with the
+/// index entry's size known and zeroed: verify says what `git status` says.
+#[test]
+fn every_spelling_and_mark_agrees_with_git_status() {
+    let text = "hi\r\nwörld 😀\n";
+    let u16s = |le: bool, t: &str| -> Vec<u8> {
+        t.encode_utf16()
+            .flat_map(|u| if le { u.to_le_bytes() } else { u.to_be_bytes() })
+            .collect()
+    };
+    let u32s = |le: bool, t: &str| -> Vec<u8> {
+        t.chars()
+            .flat_map(|c| {
+                let v = c as u32;
+                if le { v.to_le_bytes() } else { v.to_be_bytes() }
+            })
+            .collect()
+    };
+    let variants: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "UTF-16LE, mark",
+            [vec![0xff, 0xfe], u16s(true, text)].concat(),
+        ),
+        (
+            "UTF-16BE, mark",
+            [vec![0xfe, 0xff], u16s(false, text)].concat(),
+        ),
+        ("UTF-16LE", u16s(true, text)),
+        ("UTF-16BE", u16s(false, text)),
+        (
+            "UTF-32LE, mark",
+            [vec![0xff, 0xfe, 0, 0], u32s(true, text)].concat(),
+        ),
+        (
+            "UTF-32BE, mark",
+            [vec![0, 0, 0xfe, 0xff], u32s(false, text)].concat(),
+        ),
+        ("UTF-32LE", u32s(true, text)),
+        ("UTF-32BE", u32s(false, text)),
+        ("UTF-8", text.as_bytes().to_vec()),
+        ("UTF-16LE, LF", u16s(true, &text.replace("\r\n", "\n"))),
+        ("UTF-16LE, odd", [u16s(true, text), vec![b'x']].concat()),
+        (
+            "UTF-16LE, two marks",
+            [vec![0xff, 0xfe, 0xff, 0xfe], u16s(true, text)].concat(),
+        ),
+        (
+            "UTF-16LE, lone surrogate",
+            [u16s(true, text), vec![0x00, 0xd8]].concat(),
+        ),
+        ("mark only", vec![0xff, 0xfe]),
+        ("empty", Vec::new()),
+    ];
+    let mut outcomes = std::collections::BTreeSet::new();
+    for attributes in [
+        "working-tree-encoding=UTF-16LE-BOM",
+        "working-tree-encoding=Utf16le-Bom",
+        "working-tree-encoding=UTF-16",
+        "working-tree-encoding=utf16",
+        "working-tree-encoding=UTF-16LE",
+        "working-tree-encoding=utf16le",
+        "working-tree-encoding=UTF-16BE",
+        "working-tree-encoding=UTF-32",
+        "working-tree-encoding=UTF-32LE",
+        "working-tree-encoding=utf-32be",
+        "text working-tree-encoding=UTF-16LE-BOM",
+        "-text working-tree-encoding=UTF-16",
+        "eol=crlf working-tree-encoding=UTF-16LE",
+    ] {
+        let encoding = attributes.rsplit('=').next().unwrap();
+        // As git writes it at checkout (`encoded` knows no CRLF rules).
+        let baseline = encoded(encoding, text);
+        let sb = armed_with(attributes, &baseline);
+        for (name, bytes) in &variants {
+            for entry in [Entry::Stat, Entry::SizeZero] {
+                let what = format!("{attributes}, {name}");
+                let status = judge(&sb, &baseline, bytes, entry, &what);
+                outcomes.insert((entry, status.is_empty()));
+            }
+        }
+    }
+    // Both verdicts came up under both kinds of entry.
+    assert_eq!(outcomes.len(), 4, "{outcomes:?}");
+}
+
+/// The other names `encoding_rs` gives UTF-16 are names iconv reads
+/// otherwise: refused with the path and the encoding named, not decoded.
+#[test]
+fn refuses_other_names_for_utf16_naming_path_and_encoding() {
+    for encoding in ["UCS-2", "unicode", "csUnicode"] {
+        let sb = Sandbox::new();
+        sb.write(
+            ".gitattributes",
+            &format!("data/*.txt working-tree-encoding={encoding}\n"),
+        );
+        sb.write("data/t.txt", "");
+        sb.git_nohooks(&["add", "."]);
+        sb.git_nohooks(&["commit", "-q", "-m", "encoded"]);
+        let out = sb.arm_output(&sb.grant(&["docs/"], 1, 1), &sb.state);
+        assert_eq!(out.status.code(), Some(1), "{encoding}");
+        let text = String::from_utf8_lossy(&out.stderr).into_owned()
+            + &String::from_utf8_lossy(&out.stdout);
+        for needle in [
+            "repository_unreadable",
+            "data/t.txt",
+            &format!("working-tree-encoding={encoding}"),
+        ] {
+            assert!(text.contains(needle), "{needle:?} missing from {text}");
+        }
+    }
+}
+
+/// git converts CRLF on the way in for `text`, `text=input`, `eol=lf` and
+/// `eol=crlf` only, spelled so: `eol=CRLF`, `eol=bogus` and a bare `eol`
+/// are no `eol` to it, and CRLF then stays in the content it compares.
+#[test]
+fn converts_line_endings_for_exactly_the_attributes_git_honours() {
+    let lf = encoded("UTF-16LE-BOM", "one\ntwo\n");
+    let crlf = encoded("UTF-16LE-BOM", "one\r\ntwo\r\n");
+    let mut verdicts = Vec::new();
+    for eol in [
+        "eol=CRLF",
+        "eol=Lf",
+        "eol=bogus",
+        "eol",
+        "eol=crlf",
+        "eol=lf",
+        "text=input",
+        "text",
+    ] {
+        let sb = armed_with(&format!("{eol} working-tree-encoding=UTF-16LE-BOM"), &lf);
+        assert_eq!(sb.git(&["cat-file", "-p", "HEAD:data/t.txt"]), "one\ntwo");
+        let status = judge(&sb, &lf, &crlf, Entry::SizeZero, eol);
+        let converts = ["eol=crlf", "eol=lf", "text=input", "text"].contains(&eol);
+        assert_eq!(status.is_empty(), converts, "{eol}: git says {status:?}");
+        verdicts.push(judge(&sb, &lf, &crlf, Entry::Stat, eol));
+        assert_eq!(judge(&sb, &lf, &lf, Entry::SizeZero, eol), "", "{eol}");
+    }
+    assert!(
+        verdicts.iter().all(|v| v == " M data/t.txt"),
+        "{verdicts:?}"
+    );
+}
+
+/// git converts neither a symlink (its target is compared) nor an
+/// intent-to-add entry (reported as added): one matching the encoding's
+/// pattern is judged as git judges it, not refused.
+#[test]
+fn symlinks_and_intent_to_add_under_the_encoding_are_judged_as_git_does() {
+    let bytes = encoded("UTF-16", "hello\n");
+    let sb = Sandbox::new();
+    sb.write(
+        ".gitattributes",
+        "data/*.txt working-tree-encoding=UTF-16\n",
+    );
+    std::fs::create_dir_all(sb.repo.join("data")).unwrap();
+    std::fs::write(sb.repo.join("data/t.txt"), &bytes).unwrap();
+    std::os::unix::fs::symlink("t.txt", sb.repo.join("data/l.txt")).unwrap();
+    sb.git_nohooks(&["add", "."]);
+    sb.git_nohooks(&["commit", "-q", "-m", "encoded"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/a.md", "a\n", "docs");
+    assert_eq!(sb.git(&["status", "--porcelain"]), "");
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    std::fs::remove_file(sb.repo.join("data/l.txt")).unwrap();
+    std::os::unix::fs::symlink("other.txt", sb.repo.join("data/l.txt")).unwrap();
+    assert_eq!(sb.git(&["status", "--porcelain"]), " M data/l.txt");
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["worktree_not_clean"]);
+    assert!(r.to_string().contains("data/l.txt"), "{r:#}");
+    std::fs::remove_file(sb.repo.join("data/l.txt")).unwrap();
+    std::os::unix::fs::symlink("t.txt", sb.repo.join("data/l.txt")).unwrap();
+    std::fs::write(sb.repo.join("data/new.txt"), &bytes).unwrap();
+    sb.git(&["add", "-N", "data/new.txt"]);
+    assert_eq!(sb.git(&["status", "--porcelain"]), " A data/new.txt");
+    let (code, r) = sb.verify();
+    assert_eq!(code, 1, "{r:#}");
+    assert!(r.to_string().contains("data/new.txt"), "{r:#}");
+}
+
+/// The executable bit counts only with `core.fileMode` on, as in git.
+#[test]
+fn executable_bit_counts_as_core_filemode_says() {
+    use std::os::unix::fs::PermissionsExt;
+    for filemode in ["true", "false"] {
+        let bytes = encoded("UTF-16LE-BOM", "hello\n");
+        let sb = Sandbox::new();
+        sb.git(&["config", "core.fileMode", filemode]);
+        sb.write(
+            ".gitattributes",
+            "data/*.txt working-tree-encoding=UTF-16LE-BOM\n",
+        );
+        std::fs::create_dir_all(sb.repo.join("data")).unwrap();
+        std::fs::write(sb.repo.join("data/t.txt"), &bytes).unwrap();
+        sb.git_nohooks(&["add", "."]);
+        sb.git_nohooks(&["commit", "-q", "-m", "encoded"]);
+        sb.arm(&sb.grant(&["docs/"], 1, 1));
+        sb.commit_file("docs/a.md", "a\n", "docs");
+        let path = sb.repo.join("data/t.txt");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let status = sb.git(&["--no-optional-locks", "status", "--porcelain"]);
+        let (code, r) = sb.verify();
+        if filemode == "true" {
+            assert_eq!(status, " M data/t.txt");
+            assert_rejected(code, &r, &["worktree_not_clean"]);
+        } else {
+            assert_eq!(status, "");
+            assert_accepted(code, &r);
+        }
+    }
+}
+
+/// `UTF-16BE-BOM` and the `-BOM` spellings of UTF-32 are names iconv does
+/// not know: git reports an error and compares the raw bytes (a baseline
+/// git cannot `add`, so its blob is stored as the raw bytes).
+#[test]
+fn bom_spellings_iconv_does_not_know_compare_raw_bytes_as_git_does() {
+    for encoding in ["UTF-16BE-BOM", "UTF-32LE-BOM", "utf32be-bom"] {
+        let sb = Sandbox::new();
+        sb.write(
+            ".gitattributes",
+            &format!("data/*.txt working-tree-encoding={encoding}\n"),
+        );
+        let baseline = [vec![0xfe, 0xff], encoded("UTF-16BE", "hello\n")].concat();
+        std::fs::create_dir_all(sb.repo.join("data")).unwrap();
+        std::fs::write(sb.repo.join("data/t.txt"), &baseline).unwrap();
+        let blob = sb.git(&["hash-object", "-w", "--no-filters", "data/t.txt"]);
+        sb.git(&[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &format!("100644,{blob},data/t.txt"),
+        ]);
+        sb.git_nohooks(&["add", ".gitattributes"]);
+        sb.git_nohooks(&["commit", "-q", "-m", "raw"]);
+        sb.arm(&sb.grant(&["docs/"], 1, 1));
+        sb.commit_file("docs/a.md", "a\n", "docs");
+        let utf8 = b"hello\n".to_vec();
+        let le = [vec![0xff, 0xfe], encoded("UTF-16LE", "hello\n")].concat();
+        for entry in [Entry::Stat, Entry::SizeZero] {
+            assert_eq!(judge(&sb, &baseline, &baseline, entry, encoding), "");
+            for other in [&utf8, &le] {
+                assert_eq!(
+                    judge(&sb, &baseline, other, entry, encoding),
+                    " M data/t.txt"
+                );
+            }
+        }
     }
 }

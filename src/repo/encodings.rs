@@ -12,9 +12,13 @@
 //!
 //! - names compare as git's `same_utf_encoding` does: case-insensitive,
 //!   the dash after `UTF` optional (`utf16le-bom` is `UTF-16LE-BOM`);
-//! - `UTF-16LE-BOM` is read as iconv's `UTF-16`; `UTF-16` and `UTF-32`
-//!   need a byte-order mark (git reports an error otherwise), which picks
-//!   the byte order and is dropped;
+//! - `UTF-16LE-BOM` is read as iconv's `UTF-16` without any check of the
+//!   byte-order mark (`is_missing_required_utf_bom` names `UTF-16` and
+//!   `UTF-32` only): a mark picks the byte order and is dropped, and
+//!   without one glibc reads the host's order (little-endian on x86 and
+//!   arm64);
+//! - `UTF-16` and `UTF-32` need a byte-order mark (git reports an error
+//!   otherwise), which picks the byte order and is dropped;
 //! - `UTF-16LE`, `UTF-16BE`, `UTF-32LE`, `UTF-32BE` must not start with a
 //!   byte-order mark (an error otherwise);
 //! - `UTF-16BE-BOM` is a name iconv does not know: git fails to read it;
@@ -22,9 +26,20 @@
 //!   unpaired surrogate, a code point past U+10FFFF), git leaves the
 //!   content as it is and goes on, so the raw bytes are compared.
 //!
+//! gix decodes `UTF-16`, `UTF-16LE` and `UTF-16BE` itself (`encoding_rs`
+//! sniffs and strips a byte-order mark and accepts a missing one, where git
+//! reports an error and compares raw bytes), so every path of the family is
+//! judged here, never by gix; the other labels `encoding_rs` reads as
+//! UTF-16 (`unicode`, `ucs-2`, `csunicode`, ...) are names iconv reads
+//! otherwise, and are refused. As in git's `ie_modified`, a file whose size
+//! differs from the index's (when that is not 0) is modified whatever its
+//! content decodes to.
+//!
 //! Then git's end-of-line conversion applies. Only its unambiguous cases
-//! are reproduced: `text` set or an `eol` attribute (every CRLF becomes
-//! LF), and `-text` or no `text`/`eol` with `core.autocrlf` off (nothing).
+//! are reproduced: `text` set, `text=input` or an `eol` attribute of `lf`
+//! or `crlf` (every CRLF becomes LF), and `-text` or no `text`/`eol` with
+//! `core.autocrlf` off (nothing). git matches those values case-sensitively
+//! and ignores any other `eol` (`eol=CRLF` is no `eol`), and so does this.
 //! `text=auto`, `core.autocrlf` on, a `filter` or `ident` with such an
 //! encoding, and every encoding neither reader shares, stay refused with
 //! the path and the encoding named (fail closed).
@@ -35,6 +50,9 @@ use gix::bstr::{BStr, BString, ByteSlice};
 /// How git reads one of the encodings handled here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GitRead {
+    /// `UTF-16LE-BOM`, read as iconv's `UTF-16` with no check of the mark:
+    /// a mark picks the order, none means the host's (glibc).
+    Utf16LeBom,
     /// iconv's `UTF-16`: a byte-order mark required, picks the order.
     Utf16Bom,
     /// iconv's `UTF-32`: a byte-order mark required, picks the order.
@@ -67,7 +85,9 @@ fn same_utf_encoding(a: &[u8], b: &[u8]) -> bool {
 pub fn git_read(label: &BStr) -> Option<GitRead> {
     let l = label.as_bytes();
     let is = |name: &str| same_utf_encoding(l, name.as_bytes());
-    Some(if is("UTF-16LE-BOM") || is("UTF-16") {
+    Some(if is("UTF-16LE-BOM") {
+        GitRead::Utf16LeBom
+    } else if is("UTF-16") {
         GitRead::Utf16Bom
     } else if is("UTF-32") {
         GitRead::Utf32Bom
@@ -86,12 +106,39 @@ pub fn git_read(label: &BStr) -> Option<GitRead> {
     })
 }
 
+/// The byte order in which glibc's iconv reads `UTF-16` without a
+/// byte-order mark: the host's (`gconv`'s `utf-16.c` swaps only on a
+/// reversed mark). git on Linux uses the system's iconv: glibc's, unless
+/// the system is musl-based (a `/lib/ld-musl-*` loader; musl reads
+/// big-endian), and elsewhere (GNU libiconv reads big-endian, others
+/// differ) it is not modelled: `None`.
+fn unmarked_utf16_le() -> Option<bool> {
+    static READ: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    *READ.get_or_init(|| {
+        if !cfg!(target_os = "linux") {
+            return None;
+        }
+        let musl = std::fs::read_dir("/lib").map_or(true, |entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .any(|e| e.file_name().as_encoded_bytes().starts_with(b"ld-musl-"))
+        });
+        (!musl).then_some(cfg!(target_endian = "little"))
+    })
+}
+
 /// The content git hashes for a file read under `how`, before its
 /// end-of-line conversion: the UTF-8 text, or the raw bytes when git
-/// reports an error.
-pub fn decode(how: GitRead, raw: &[u8]) -> Vec<u8> {
+/// reports an error. `None` when git's reading is not modelled here (a
+/// `UTF-16LE-BOM` file without a mark where git's iconv is not glibc's).
+pub fn decode(how: GitRead, raw: &[u8]) -> Option<Vec<u8>> {
     let decoded = match how {
         GitRead::Fails => None,
+        GitRead::Utf16LeBom => match raw {
+            [0xfe, 0xff, rest @ ..] => utf16(rest, false),
+            [0xff, 0xfe, rest @ ..] => utf16(rest, true),
+            _ => utf16(raw, unmarked_utf16_le()?),
+        },
         GitRead::Utf16Bom => match raw {
             [0xfe, 0xff, rest @ ..] => utf16(rest, false),
             [0xff, 0xfe, rest @ ..] => utf16(rest, true),
@@ -117,7 +164,7 @@ pub fn decode(how: GitRead, raw: &[u8]) -> Vec<u8> {
             }
         }
     };
-    decoded.unwrap_or_else(|| raw.to_vec())
+    Some(decoded.unwrap_or_else(|| raw.to_vec()))
 }
 
 fn utf16(bytes: &[u8], le: bool) -> Option<Vec<u8>> {
@@ -193,7 +240,27 @@ pub fn survey(repo: &gix::Repository, index: &gix::index::State, autocrlf: bool)
         special: Vec::new(),
         unsupported: None,
     };
+    let symlinks = repo
+        .config_snapshot()
+        .boolean("core.symlinks")
+        .unwrap_or(true);
     for entry in index.entries() {
+        use gix::index::entry::{Flags, Mode};
+        // Entries whose worktree file neither git nor gix converts: one git
+        // does not look at (skip-worktree, assume-unchanged: reported by
+        // `hidden_index_entries` unless a sparse checkout explains it), an
+        // intent-to-add or conflicted one (reported without content), a
+        // symlink read with readlink, a submodule or a sparse directory.
+        if entry
+            .flags
+            .intersects(Flags::SKIP_WORKTREE | Flags::ASSUME_VALID | Flags::INTENT_TO_ADD)
+            || entry.stage_raw() != 0
+            || entry.mode == Mode::COMMIT
+            || entry.mode == Mode::DIR
+            || (entry.mode == Mode::SYMLINK && symlinks)
+        {
+            continue;
+        }
         let path = entry.path(index);
         let platform = attributes
             .at_entry(path, Some(entry.mode))
@@ -209,7 +276,11 @@ pub fn survey(repo: &gix::Repository, index: &gix::index::State, autocrlf: bool)
                     encoding = Some(v.as_bstr().to_owned());
                 }
                 ("text", state) => text = Some(state.to_owned()),
-                ("eol", StateRef::Value(_)) => eol = true,
+                // git's `git_path_check_eol`: `lf` or `crlf`, spelled so;
+                // any other value (`CRLF`, `eol` set) is no `eol` at all.
+                ("eol", StateRef::Value(v)) if v.as_bstr() == "lf" || v.as_bstr() == "crlf" => {
+                    eol = true;
+                }
                 ("filter", StateRef::Value(_)) | ("ident", StateRef::Set) => other = true,
                 ("crlf", state) if !matches!(state, StateRef::Unspecified) => other = true,
                 _ => {}
@@ -228,6 +299,7 @@ pub fn survey(repo: &gix::Repository, index: &gix::index::State, autocrlf: bool)
                 use gix::attrs::State;
                 let crlf_to_lf = match (&text, eol) {
                     (Some(State::Set), _) => Some(true),
+                    (Some(State::Value(v)), _) if v.as_ref().as_bstr() == "input" => Some(true),
                     (Some(State::Unset), _) => Some(false),
                     (None | Some(State::Unspecified), true) => Some(true),
                     (None | Some(State::Unspecified), false) if !autocrlf => Some(false),
@@ -248,10 +320,13 @@ pub fn survey(repo: &gix::Repository, index: &gix::index::State, autocrlf: bool)
                     _ => unsupported(&mut out),
                 }
             }
+            // gix must not decode what it reads as UTF-16 under a name
+            // iconv reads otherwise (`unicode`, `ucs-2`, ...), nor what it
+            // cannot read at all.
             None => {
-                if gix::filter::plumbing::worktree::encoding::for_label(encoding.as_bstr()).is_err()
-                {
-                    unsupported(&mut out);
+                match gix::filter::plumbing::worktree::encoding::for_label(encoding.as_bstr()) {
+                    Ok(read) if !read.name().starts_with("UTF-16") => {}
+                    _ => unsupported(&mut out),
                 }
             }
         }
@@ -260,12 +335,14 @@ pub fn survey(repo: &gix::Repository, index: &gix::index::State, autocrlf: bool)
 }
 
 /// Whether the worktree file of `special` is what git calls unmodified
-/// against `entry`'s blob.
+/// against `entry`'s blob. `executable_bit` is `core.fileMode`: when off,
+/// git ignores the executable bit.
 pub fn unchanged(
     work_dir: &std::path::Path,
     special: &Special,
     entry: &gix::index::Entry,
     hash: gix::hash::Kind,
+    executable_bit: bool,
 ) -> Result<bool> {
     use std::os::unix::ffi::OsStrExt;
     let path = work_dir.join(std::ffi::OsStr::from_bytes(special.path.as_bytes()));
@@ -280,13 +357,28 @@ pub fn unchanged(
     {
         use std::os::unix::fs::PermissionsExt;
         let exec = meta.permissions().mode() & 0o111 != 0;
-        if exec != (entry.mode == gix::index::entry::Mode::FILE_EXECUTABLE) {
+        if executable_bit && exec != (entry.mode == gix::index::entry::Mode::FILE_EXECUTABLE) {
             return Ok(false);
         }
     }
+    // git's `ie_modified`: a size other than the index's is a change
+    // without looking further, unless the index's is 0 (as after
+    // `read-tree` or `update-index --cacheinfo`, or a racily clean entry).
+    let indexed = entry.stat.size;
+    if indexed != 0 && indexed != meta.len() as u32 {
+        return Ok(false);
+    }
     let raw = crate::fsutil::read_regular(&path)
         .with_context(|| format!("cannot read {}", path.display()))?;
-    let mut content = decode(special.how, &raw);
+    let Some(mut content) = decode(special.how, &raw) else {
+        anyhow::bail!(
+            "{:?} has working-tree-encoding=UTF-16LE-BOM and no byte-order mark: git reads \
+             it in its iconv's default byte order, which grantguard knows for glibc only \
+             (this system's iconv is not glibc's), so it cannot compare the file with its \
+             blob; give such files a byte-order mark",
+            special.path
+        );
+    };
     if special.crlf_to_lf {
         content = content.replace(b"\r\n", b"\n");
     }
@@ -301,8 +393,8 @@ pub fn refusal(path: &BString, encoding: &BString) -> String {
         "{path:?} has working-tree-encoding={encoding}, which grantguard cannot read as git \
          does here, so it cannot compare the file with its blob. grantguard reads the encodings \
          of the WHATWG Encoding Standard (Shift_JIS, EUC-JP, GBK, ISO-8859-*, windows-125*, \
-         ...) and git's UTF-16/UTF-32 family (UTF-16LE-BOM, UTF-16, UTF-16LE/BE, UTF-32, \
-         UTF-32LE/BE), the latter with `text`, `-text` or `eol` but not with `text=auto`, \
+         ...; not its other names for UTF-16, such as unicode or ucs-2) and git's UTF-16/UTF-32 family (UTF-16LE-BOM, UTF-16, UTF-16LE/BE, UTF-32, \
+         UTF-32LE/BE), the latter with `text`, `text=input`, `-text` or `eol=lf`/`crlf` but not with `text=auto`, \
          core.autocrlf, a filter or ident: declare one of those in .gitattributes, or use a \
          repository without it"
     )
@@ -314,43 +406,71 @@ mod tests {
 
     #[test]
     fn names_compare_as_gits_same_utf_encoding() {
-        for name in [
-            "UTF-16LE-BOM",
-            "utf16le-bom",
-            "Utf-16le-Bom",
-            "UTF-16",
-            "utf16",
-        ] {
+        for name in ["UTF-16LE-BOM", "utf16le-bom", "Utf-16le-Bom"] {
+            assert_eq!(git_read(name.into()), Some(GitRead::Utf16LeBom), "{name}");
+        }
+        for name in ["UTF-16", "utf16", "Utf-16"] {
             assert_eq!(git_read(name.into()), Some(GitRead::Utf16Bom), "{name}");
         }
         assert_eq!(git_read("UTF32".into()), Some(GitRead::Utf32Bom));
         assert_eq!(git_read("utf-32le".into()), Some(GitRead::Utf32(true)));
         assert_eq!(git_read("UTF16BE".into()), Some(GitRead::Utf16(false)));
+        assert_eq!(git_read("utf-16le".into()), Some(GitRead::Utf16(true)));
         assert_eq!(git_read("UTF-16BE-BOM".into()), Some(GitRead::Fails));
         assert_eq!(git_read("UTF16-LE".into()), None);
         assert_eq!(git_read("Shift_JIS".into()), None);
     }
 
+    fn dec(how: GitRead, raw: &[u8]) -> Vec<u8> {
+        decode(how, raw).expect("modelled here")
+    }
+
     #[test]
     fn decodes_as_git_and_falls_back_to_raw_bytes_on_its_errors() {
         let le_bom = [0xff, 0xfe, b'h', 0, b'i', 0];
-        assert_eq!(decode(GitRead::Utf16Bom, &le_bom), b"hi");
-        assert_eq!(decode(GitRead::Utf16Bom, &[0xfe, 0xff, 0, b'h']), b"h");
+        assert_eq!(dec(GitRead::Utf16Bom, &le_bom), b"hi");
+        assert_eq!(dec(GitRead::Utf16Bom, &[0xfe, 0xff, 0, b'h']), b"h");
         // A mark required and missing, or prohibited and present: raw.
-        assert_eq!(decode(GitRead::Utf16Bom, &[b'h', 0]), [b'h', 0]);
-        assert_eq!(decode(GitRead::Utf16(true), &le_bom), le_bom);
-        assert_eq!(decode(GitRead::Utf16(true), &[b'h', 0]), b"h");
-        // An unpaired surrogate, an odd length: raw.
-        assert_eq!(decode(GitRead::Utf16(true), &[0x00, 0xd8]), [0x00, 0xd8]);
-        assert_eq!(decode(GitRead::Utf16(true), b"h"), b"h");
+        assert_eq!(dec(GitRead::Utf16Bom, &[b'h', 0]), [b'h', 0]);
+        assert_eq!(dec(GitRead::Utf16(true), &le_bom), le_bom);
         assert_eq!(
-            decode(GitRead::Utf32Bom, &[0xff, 0xfe, 0, 0, b'h', 0, 0, 0]),
+            dec(GitRead::Utf16(false), &[0xfe, 0xff, 0, b'h']),
+            [0xfe, 0xff, 0, b'h']
+        );
+        assert_eq!(dec(GitRead::Utf16(true), &[b'h', 0]), b"h");
+        // An unpaired surrogate, an odd length: raw.
+        assert_eq!(dec(GitRead::Utf16(true), &[0x00, 0xd8]), [0x00, 0xd8]);
+        assert_eq!(dec(GitRead::Utf16(true), b"h"), b"h");
+        assert_eq!(
+            dec(GitRead::Utf32Bom, &[0xff, 0xfe, 0, 0, b'h', 0, 0, 0]),
             b"h"
         );
         assert_eq!(
-            decode(GitRead::Utf32(false), &[0, 0x11, 0, 0]),
+            dec(GitRead::Utf32(false), &[0, 0x11, 0, 0]),
             [0, 0x11, 0, 0]
         );
-        assert_eq!(decode(GitRead::Fails, b"x"), b"x");
+        assert_eq!(dec(GitRead::Fails, b"x"), b"x");
+    }
+
+    #[test]
+    fn utf16le_bom_needs_no_mark_as_in_git() {
+        if unmarked_utf16_le() != Some(true) {
+            // Not glibc on a little-endian host: refused or big-endian.
+            let hi = decode(GitRead::Utf16LeBom, &[b'h', 0, b'i', 0]);
+            assert!(unmarked_utf16_le().is_some() || hi.is_none());
+            return;
+        }
+        // git checks no mark for UTF-16LE-BOM: glibc's UTF-16 reads the
+        // host's order without one (F1: "hello\n" in UTF-8 is not itself).
+        assert_eq!(dec(GitRead::Utf16LeBom, &[b'h', 0, b'i', 0]), b"hi");
+        assert_eq!(dec(GitRead::Utf16LeBom, &[0xff, 0xfe, b'h', 0]), b"h");
+        assert_eq!(dec(GitRead::Utf16LeBom, &[0xfe, 0xff, 0, b'h']), b"h");
+        assert_eq!(
+            dec(GitRead::Utf16LeBom, b"hello\n"),
+            "\u{6568}\u{6c6c}\u{0a6f}".as_bytes()
+        );
+        // Undecodable: raw.
+        assert_eq!(dec(GitRead::Utf16LeBom, b"hi!"), b"hi!");
+        assert_eq!(dec(GitRead::Utf16LeBom, &[0, 0xdc]), [0, 0xdc]);
     }
 }

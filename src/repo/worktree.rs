@@ -98,43 +98,50 @@ pub(super) fn dirt_at_depth(
     // path must see (see `LfsCheck`). Submodules are read by
     // `submodule_dirt` below: gix would find them through `.gitmodules` only
     // and open them with their full config.
-    let mut found = Collect::default();
+    // git's UTF-16/32 family is judged by `encodings`, never by gix, which
+    // decodes part of it otherwise (a byte-order mark sniffed or not
+    // required where git reports an error and compares raw bytes); the
+    // rest by gix; an encoding neither reads as git does is refused by name.
+    let survey = super::encodings::survey(repo, status_index, autocrlf_on(repo))?;
+    if let Some((path, encoding)) = survey.unsupported {
+        anyhow::bail!(super::encodings::refusal(&path, &encoding));
+    }
     let mut encoded: Vec<(super::encodings::Special, usize)> = Vec::new();
     let without_encoded: gix::index::State;
-    let status_index = match index_worktree_status(repo, status_index, &mut found) {
-        Ok(()) => status_index,
-        Err(e) => {
-            // The likeliest cause: an encoding gix does not read as git
-            // does (git's UTF-16/32 family). Those paths are judged here,
-            // the rest by gix again; anything else is refused by name.
-            let survey = super::encodings::survey(repo, status_index, autocrlf_on(repo))?;
-            if let Some((path, encoding)) = survey.unsupported {
-                anyhow::bail!(super::encodings::refusal(&path, &encoding));
-            }
-            if survey.special.is_empty() {
-                return Err(e.context("cannot compute the worktree status"));
-            }
-            let mut adjusted = status_index.clone();
-            for special in survey.special {
-                let Ok(at) = adjusted.entry_index_by_path(special.path.as_ref()) else {
-                    continue;
-                };
-                // gix does not look at the worktree file of such an entry.
-                adjusted.entries_mut()[at].flags |= gix::index::entry::Flags::SKIP_WORKTREE;
-                encoded.push((special, at));
-            }
-            without_encoded = adjusted;
-            found = Collect::default();
-            index_worktree_status(repo, &without_encoded, &mut found)
-                .context("cannot compute the worktree status")?;
-            &without_encoded
+    let status_index = if survey.special.is_empty() {
+        status_index
+    } else {
+        let mut adjusted = status_index.clone();
+        for special in survey.special {
+            // Never left to gix's decoding: a path not found is an error.
+            let at = adjusted
+                .entry_index_by_path(special.path.as_ref())
+                .map_err(|_| anyhow::anyhow!("{:?} is not in the index", special.path))?;
+            // gix does not look at the worktree file of such an entry.
+            adjusted.entries_mut()[at].flags |= gix::index::entry::Flags::SKIP_WORKTREE;
+            encoded.push((special, at));
         }
+        without_encoded = adjusted;
+        &without_encoded
     };
+    let mut found = Collect::default();
+    index_worktree_status(repo, status_index, &mut found)
+        .context("cannot compute the worktree status")?;
     if !encoded.is_empty() {
         let work_dir = repo.workdir().context("the repository has no worktree")?;
+        let executable_bit = repo
+            .config_snapshot()
+            .boolean("core.fileMode")
+            .unwrap_or(true);
         for (special, at) in &encoded {
             let entry = &status_index.entries()[*at];
-            if !super::encodings::unchanged(work_dir, special, entry, repo.object_hash())? {
+            if !super::encodings::unchanged(
+                work_dir,
+                special,
+                entry,
+                repo.object_hash(),
+                executable_bit,
+            )? {
                 out.push(Dirt {
                     path: special.path.clone(),
                     what: "unstaged",
