@@ -1499,3 +1499,136 @@ fn the_documented_check_runs_as_shown_on_the_documented_contract() {
         "{report:#}"
     );
 }
+
+/// Red-team review: under `--isolate`, the agent cannot write what
+/// grantguard's publication runs or pushes to: the file:// remote's
+/// repository (its hooks, its refs) and the files the credential variables
+/// name; a file:// push gets no credential variables.
+#[test]
+fn under_isolate_the_agent_cannot_write_the_file_remote_or_the_credential_files() {
+    let sb = Sandbox::new();
+    let bare = remote(&sb, &sb.root, "pub");
+    let file = contract(
+        &sb,
+        &grant_id(&sb),
+        &file_url(&bare),
+        "refs/heads/agent/{run_id}",
+        "create",
+    );
+    let askpass = sb.root.join("askpass.sh");
+    common::script(&askpass, "echo harness");
+    let env_log = sb.root.join("hook-env.log");
+    // The remote's own hook records the environment it gets.
+    hook(
+        &bare,
+        &format!(
+            "cat >> '{}'\necho \"ask=${{GIT_ASKPASS:-none}} cfg=${{GIT_CONFIG_COUNT:-none}} \
+             sock=${{SSH_AUTH_SOCK:-none}}\" >> '{}'",
+            sb.root.join("pub.pushes").display(),
+            env_log.display()
+        ),
+    );
+    let log = sb.root.join("agent.log");
+    let body = format!(
+        "{AGENT}\n{}\n{}\n{}\n{}",
+        common::attempt(
+            &log,
+            "hook",
+            &format!(
+                "echo 'touch {}/pwned' > '{}/hooks/pre-receive'",
+                sb.root.display(),
+                bare.display()
+            )
+        ),
+        common::attempt(
+            &log,
+            "askpass",
+            &format!(
+                "echo 'touch {}/pwned' > '{}'",
+                sb.root.display(),
+                askpass.display()
+            )
+        ),
+        common::attempt(
+            &log,
+            "ref",
+            &format!(
+                "git --git-dir='{}' update-ref refs/heads/agent/iso-1 \"$(git rev-parse HEAD)\"",
+                bare.display()
+            )
+        ),
+        common::attempt(
+            &log,
+            "push",
+            &format!(
+                "git -c core.hooksPath=/dev/null -c protocol.file.allow=always push -q \
+                 --no-verify '{}' HEAD:refs/heads/agent/iso-1",
+                file_url(&bare)
+            )
+        ),
+    );
+    let agent = agent_script(&sb, &body);
+    let out = docs_run_command(
+        &sb,
+        &sb.state,
+        &[
+            "--isolate",
+            "--run-id",
+            "iso-1",
+            "--publication",
+            file.to_str().unwrap(),
+        ],
+        &agent,
+    )
+    .env("GIT_ASKPASS", &askpass)
+    .env("SSH_AUTH_SOCK", "/nonexistent/agent.sock")
+    .env("GIT_CONFIG_COUNT", "1")
+    .env("GIT_CONFIG_KEY_0", "http.extraHeader")
+    .env("GIT_CONFIG_VALUE_0", "Authorization: Bearer xyz")
+    .output()
+    .unwrap();
+    let result = tool_result(&out);
+    if result["failure_class"] == "dependency" {
+        eprintln!("skipped: namespaces are unavailable here: {result:#}");
+        return;
+    }
+    let log = common::read_or_empty(&log);
+    for attempt in ["hook", "askpass", "ref", "push"] {
+        assert!(
+            log.contains(&format!("{attempt} refused")),
+            "{log}\n{result:#}"
+        );
+    }
+    assert!(!sb.root.join("pwned").exists());
+    assert_published(&sb, &result, &bare, "refs/heads/agent/iso-1");
+    assert_eq!(pushes(&sb.root, "pub"), 1);
+    let env = std::fs::read_to_string(&env_log).unwrap();
+    assert_eq!(env.trim(), "ask=none cfg=none sock=none", "{env}");
+
+    // A file the credential variables name that does not exist (the agent
+    // could create it) is refused before anything runs.
+    let out = docs_run_command(
+        &sb,
+        &sb.state,
+        &[
+            "--isolate",
+            "--run-id",
+            "iso-2",
+            "--publication",
+            file.to_str().unwrap(),
+        ],
+        &agent_script(&sb, AGENT),
+    )
+    .env("GIT_ASKPASS", sb.root.join("missing-askpass"))
+    .output()
+    .unwrap();
+    let result = tool_result(&out);
+    assert_eq!(rules(&result), ["publication_invalid"], "{result:#}");
+    assert!(
+        result["violations"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("GIT_ASKPASS"),
+        "{result:#}"
+    );
+}

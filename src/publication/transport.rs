@@ -61,7 +61,7 @@ pub const SYSTEM_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
 /// Most environment-given config entries passed through
 /// (`GIT_CONFIG_COUNT`).
-const MAX_CONFIG_ENTRIES: usize = 32;
+pub const MAX_CONFIG_ENTRIES: usize = 32;
 
 /// Why a transport step failed, typed (the taxonomy's classes follow from
 /// it in [`super::outcome`]).
@@ -182,15 +182,19 @@ impl Transport {
             "-c",
             "core.sshCommand=",
         ]);
-        for var in CREDENTIAL_ENV {
-            if let Some(value) = std::env::var_os(var) {
-                cmd.env(var, value);
+        // A file:// push runs the remote's hooks locally: they get none of
+        // the harness's credentials.
+        if scheme != Scheme::File {
+            for var in CREDENTIAL_ENV {
+                if let Some(value) = std::env::var_os(var) {
+                    cmd.env(var, value);
+                }
             }
+            pass_config_env(&mut cmd);
         }
-        if std::env::var_os("GIT_SSH_COMMAND").is_none() {
+        if scheme == Scheme::File || std::env::var_os("GIT_SSH_COMMAND").is_none() {
             cmd.env("GIT_SSH_COMMAND", DEFAULT_SSH_COMMAND);
         }
-        pass_config_env(&mut cmd);
         cmd
     }
 

@@ -36,6 +36,17 @@ pub(super) struct Plan {
     contract: Publication,
     refname: String,
     git: TrustedGit,
+    /// Under `--isolate`: what the agent's namespace mounts read-only so
+    /// that nothing the publication executes or pushes to can be written
+    /// by the agent ([`frozen_paths`]).
+    frozen: Vec<PathBuf>,
+}
+
+impl Plan {
+    /// The paths the agent's namespace must mount read-only.
+    pub(super) fn frozen(&self) -> &[PathBuf] {
+        &self.frozen
+    }
 }
 
 /// Checks `--publication` before anything is written or run: a valid
@@ -66,11 +77,124 @@ pub(super) fn prepare(
             ),
         )
     })?;
+    let frozen = if request.isolate {
+        frozen_paths(&contract, &request.repo).map_err(|e| {
+            ToolResult::rejected(
+                TOOL,
+                FailureClass::Validation,
+                Violation::new(
+                    crate::publication::rule::PUBLICATION_INVALID,
+                    format!("--isolate --publication: {e}; nothing was run"),
+                ),
+            )
+        })?
+    } else {
+        Vec::new()
+    };
     Ok(Some(Plan {
         contract,
         refname,
         git,
+        frozen,
     }))
+}
+
+/// The credential variables whose value is a path grantguard's transport
+/// reads or runs.
+const PATH_ENV: &[&str] = &[
+    "GIT_ASKPASS",
+    "GIT_SSL_CAINFO",
+    "GIT_SSL_CAPATH",
+    "GIT_SSL_CERT",
+    "GIT_SSL_KEY",
+];
+
+/// What the agent must not write under `--isolate --publication`, so that
+/// nothing grantguard's publication later executes, trusts or pushes to
+/// is the agent's: a `file://` remote's repository (its hooks run, as
+/// this user, when grantguard pushes; the agent could push there itself)
+/// and every file the harness's credential variables name (`GIT_ASKPASS`,
+/// `GIT_SSL_*`, and each absolute path in `GIT_SSH_COMMAND` and in the
+/// values of `GIT_CONFIG_VALUE_<n>`: a helper, a key, a CA file).
+///
+/// Refused (the error says why) when such a path does not exist (the agent
+/// could create it), is relative with a directory part, or lies in the
+/// checkout or holds it (the checkout must stay writable).
+fn frozen_paths(contract: &Publication, repo: &Path) -> Result<Vec<PathBuf>, String> {
+    let checkout = repo.canonicalize().unwrap_or_else(|_| repo.to_path_buf());
+    let mut named: Vec<(String, String)> = Vec::new();
+    let url = contract.remote();
+    if url.scheme() == crate::publication::remote::Scheme::File {
+        let rest = url.redacted().strip_prefix("file://").unwrap_or_default();
+        let path = rest.strip_prefix("localhost").unwrap_or(rest);
+        if path.contains('%') {
+            return Err(format!(
+                "the file:// remote {} has percent-escapes; write its path plainly so that it \
+                 can be made read-only for the agent",
+                url.redacted()
+            ));
+        }
+        named.push(("the file:// remote".into(), path.to_owned()));
+    }
+    for var in PATH_ENV {
+        if let Some(value) = std::env::var(var).ok().filter(|v| !v.is_empty()) {
+            if !value.starts_with('/') && value.contains('/') {
+                return Err(format!(
+                    "{var} names the relative path {value:?}; name the file by its absolute path"
+                ));
+            }
+            if value.starts_with('/') {
+                named.push((var.to_string(), value));
+            }
+        }
+    }
+    let mut commands: Vec<(String, String)> = Vec::new();
+    if let Ok(value) = std::env::var("GIT_SSH_COMMAND") {
+        commands.push(("GIT_SSH_COMMAND".into(), value));
+    }
+    let count = std::env::var("GIT_CONFIG_COUNT")
+        .ok()
+        .and_then(|c| c.parse::<usize>().ok())
+        .unwrap_or(0)
+        .min(crate::publication::transport::MAX_CONFIG_ENTRIES);
+    for i in 0..count {
+        let var = format!("GIT_CONFIG_VALUE_{i}");
+        if let Ok(value) = std::env::var(&var) {
+            commands.push((var, value));
+        }
+    }
+    for (var, value) in commands {
+        for word in value.split(|c: char| c.is_whitespace() || "=\"'!,;".contains(c)) {
+            if word.starts_with('/') {
+                named.push((var.clone(), word.to_owned()));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for (what, path) in named {
+        if ["/dev/", "/proc/"].iter().any(|p| path.starts_with(p)) || path == "/dev/null" {
+            continue;
+        }
+        let real = Path::new(&path).canonicalize().map_err(|e| {
+            format!(
+                "{what} names {path}, which cannot be made read-only for the agent ({e}); \
+                 create it before the run"
+            )
+        })?;
+        if real.starts_with(&checkout) || checkout.starts_with(&real) {
+            return Err(format!(
+                "{what} names {path}, which is in the checkout or holds it, so it cannot be \
+                 made read-only for the agent; keep it outside the checkout"
+            ));
+        }
+        if real == Path::new("/") {
+            return Err(format!("{what} names /"));
+        }
+        out.push(real);
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
 }
 
 /// The environment variables the agent's command must not see when the
