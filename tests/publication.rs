@@ -1632,3 +1632,62 @@ fn under_isolate_the_agent_cannot_write_the_file_remote_or_the_credential_files(
         "{result:#}"
     );
 }
+
+/// Red-team review: a reftable checkout under `--isolate` (a git that
+/// migrates reftable repositories, 2.48 and newer) is published like any
+/// other; a requested publication that does not happen is never a success.
+#[test]
+fn a_reftable_checkout_under_isolate_is_published_never_silently_skipped() {
+    let Some(bin) = ["/opt/git-2.55/bin", "/opt/git3/bin"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|d| d.join("git").is_file())
+    else {
+        eprintln!("skipped: no git 2.48 or newer for a reftable sealed workspace");
+        return;
+    };
+    let sb = Sandbox::new();
+    let mut path = bin.into_os_string();
+    path.push(":");
+    path.push(std::env::var_os("PATH").unwrap_or_default());
+    std::fs::remove_dir_all(&sb.repo).unwrap();
+    let clone = sb
+        .command("git")
+        .env("PATH", &path)
+        .current_dir(&sb.root)
+        .args(["clone", "-q", "--ref-format=reftable", "origin.git", "repo"])
+        .output()
+        .unwrap();
+    assert!(clone.status.success(), "{clone:?}");
+    assert!(sb.repo.join(".git/reftable").is_dir());
+    let bare = remote(&sb, &sb.root, "pub");
+    let file = contract(
+        &sb,
+        &grant_id(&sb),
+        &file_url(&bare),
+        "refs/heads/agent/{run_id}",
+        "create",
+    );
+    let out = docs_run_command(
+        &sb,
+        &sb.state,
+        &[
+            "--isolate",
+            "--run-id",
+            "rt-1",
+            "--publication",
+            file.to_str().unwrap(),
+        ],
+        &agent_script(&sb, AGENT),
+    )
+    .env("PATH", &path)
+    .output()
+    .unwrap();
+    let result = tool_result(&out);
+    if result["failure_class"] == "dependency" {
+        eprintln!("skipped: namespaces are unavailable here: {result:#}");
+        return;
+    }
+    assert_published(&sb, &result, &bare, "refs/heads/agent/rt-1");
+    assert_eq!(pushes(&sb.root, "pub"), 1);
+}

@@ -22,7 +22,8 @@ use super::{Request, TOOL};
 use crate::grant::Grant;
 use crate::journal::RunIdentity;
 use crate::publication::command::{expand_target, hold_to_grant, parse};
-use crate::publication::flow::{Target, publish};
+use crate::publication::evidence::{Failure, PublicationEvidence, RefValue, Status};
+use crate::publication::flow::{Published, Target, publish};
 use crate::publication::records::PublicationJournal;
 use crate::publication::target::Names;
 use crate::publication::transport::CREDENTIAL_ENV;
@@ -252,24 +253,67 @@ pub(super) fn after_acceptance(
     places: &Places,
     run_id: &str,
 ) {
-    let Some(tip) = result
-        .evidence
-        .get("commits")
-        .and_then(|c| c.get("tip"))
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-    else {
-        result
-            .warnings
-            .push("the accepted run names no tip commit; nothing was published".into());
+    // A requested publication that cannot happen is a typed failure, never
+    // a success with a warning (red-team review: a reftable checkout).
+    let fail = |result: &mut ToolResult, tip: Option<&str>, why: String| {
+        let failure = Failure::new(
+            FailureClass::InternalDefect,
+            crate::publication::rule::PUBLICATION_FAILED,
+            format!("{why}; nothing was published (the commits stay accepted)"),
+        );
+        match tip {
+            Some(tip) => Published {
+                evidence: PublicationEvidence {
+                    contract: plan.contract.evidence(),
+                    refname: plan.refname.clone(),
+                    commit: tip.to_owned(),
+                    status: Status::Failed,
+                    before: RefValue::default(),
+                    after: RefValue::default(),
+                    reconciled: false,
+                    accepted: true,
+                },
+                failure: Some(failure),
+                warnings: Vec::new(),
+            }
+            .apply_to(result),
+            None => {
+                let failed = ToolResult::failed(TOOL, failure.class);
+                result.status = failed.status;
+                result.failure_class = failed.failure_class;
+                result.retryable = failed.retryable;
+                result.violations.push(failure.violation);
+            }
+        }
+    };
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_owned);
+    // The verdict's tip; a sealed run's import names it too (the verdict
+    // cannot always read the host's refs, such as reftable's).
+    let tip = text(result.evidence.get("commits").and_then(|c| c.get("tip"))).or_else(|| {
+        text(
+            result
+                .evidence
+                .get("workspace")
+                .and_then(|w| w.get("import"))
+                .and_then(|i| i.get("tip")),
+        )
+    });
+    let Some(tip) = tip else {
+        fail(
+            result,
+            None,
+            "the accepted run names no tip commit to publish".into(),
+        );
         return;
     };
-    let objects_dir = match objects_of(&places.work_dir) {
+    let objects_dir = match objects_of(&places.work_dir, &plan.git) {
         Ok(dir) => dir,
         Err(e) => {
-            result
-                .warnings
-                .push(format!("cannot find the repository's objects ({e:#})"));
+            fail(
+                result,
+                Some(&tip),
+                format!("cannot find the repository's objects ({e:#})"),
+            );
             return;
         }
     };
@@ -376,10 +420,29 @@ fn branch_holds(work_dir: &Path, commit: &str) -> bool {
     )
 }
 
-/// The objects directory of the repository at `work_dir`.
-fn objects_of(work_dir: &Path) -> anyhow::Result<PathBuf> {
-    let repo = crate::repo::open(work_dir)?;
-    Ok(crate::repo::location(&repo)?.common_dir.join("objects"))
+/// The objects directory of the repository at `work_dir`: read directly,
+/// or asked of git when the repository is one the reader cannot open (a
+/// reftable one).
+fn objects_of(work_dir: &Path, git: &TrustedGit) -> anyhow::Result<PathBuf> {
+    let direct = crate::repo::open(work_dir)
+        .and_then(|repo| Ok(crate::repo::location(&repo)?.common_dir.join("objects")));
+    match direct {
+        Ok(dir) => Ok(dir),
+        Err(first) => {
+            let out = git
+                .command(work_dir)
+                .args(["rev-parse", "--path-format=absolute", "--git-common-dir"])
+                .output()?;
+            let common = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+            if !out.status.success() || common.is_empty() {
+                return Err(first.context(format!(
+                    "and git rev-parse --git-common-dir failed: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )));
+            }
+            Ok(PathBuf::from(common).join("objects"))
+        }
+    }
 }
 
 /// The metrics line's summary of the result's publication, if any.
