@@ -1691,3 +1691,60 @@ fn a_reftable_checkout_under_isolate_is_published_never_silently_skipped() {
     assert_published(&sb, &result, &bare, "refs/heads/agent/rt-1");
     assert_eq!(pushes(&sb.root, "pub"), 1);
 }
+
+/// Red-team review: git normalises percent-escapes in what it prints
+/// (`ghp%5FSECRET%21` becomes `ghp_SECRET%21`), past the scrub; userinfo
+/// with a percent-escape is refused at parse time, nothing runs or leaks.
+#[test]
+fn percent_escaped_userinfo_is_refused_before_anything_runs_or_leaks() {
+    let sb = Sandbox::new();
+    let served = sb.root.join("served");
+    std::fs::create_dir(&served).unwrap();
+    let bare = remote(&sb, &served, "pub");
+    let server = http_server(&sb, &served, "serve", Some("ghp_SECRETTOKEN!:x"));
+    let url = format!(
+        "http://ghp%5FSECRETTOKEN%21:x@127.0.0.1:{}/pub.git",
+        server.port
+    );
+    let file = contract(
+        &sb,
+        &grant_id(&sb),
+        &url,
+        "refs/heads/agent/{run_id}",
+        "create",
+    );
+    let out = run_with(&sb, &file, "pct-1", AGENT);
+    let result = tool_result(&out);
+    assert_eq!(rules(&result), ["publication_invalid"], "{result:#}");
+    assert_eq!(result["failure_class"], "validation");
+    assert_eq!(ref_in(&sb, &bare, "refs/heads/agent/pct-1"), None);
+    let check = sb.grantguard(&["publication", "check", file.to_str().unwrap()]);
+    assert!(!check.status.success());
+    let mut seen = String::new();
+    for o in [&out, &check] {
+        seen.push_str(&String::from_utf8_lossy(&o.stdout));
+        seen.push_str(&String::from_utf8_lossy(&o.stderr));
+    }
+    for entry in walk(&sb.state) {
+        seen.push_str(&String::from_utf8_lossy(
+            &std::fs::read(entry).unwrap_or_default(),
+        ));
+    }
+    assert!(
+        !seen.contains("SECRETTOKEN"),
+        "the credential leaked: {seen}"
+    );
+    assert_schema_refuses(&url);
+}
+
+/// The contract's schema refuses `remote` as the parser does.
+#[track_caller]
+fn assert_schema_refuses(remote: &str) {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/repository_publication.schema.json");
+    let schema: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let doc = json!({"repository_publication": {"version": "1",
+        "grant_id": format!("rg1:{}", "a".repeat(64)), "remote": remote,
+        "target_ref": "refs/heads/agent/x", "mode": "create", "allow_tags_and_notes": false}});
+    assert!(!jsonschema::is_valid(&schema, &doc), "{remote}");
+}

@@ -113,6 +113,10 @@ proptest! {
                 let unknown_variable = target.contains("{user}");
                 prop_assert!(!target.contains('*') && !unknown_variable);
                 prop_assert!(allow || target.starts_with("refs/heads/"));
+                // No percent-escape in the userinfo (git rewrites them in
+                // its messages, past the scrub).
+                let authority = remote.split("://").nth(1).unwrap_or("").split('/').next().unwrap_or("");
+                prop_assert!(!authority.rsplit_once('@').is_some_and(|(u, _)| u.contains('%')));
             }
             Err(errors) => prop_assert!(!errors.is_empty()),
         }
