@@ -1748,3 +1748,59 @@ fn assert_schema_refuses(remote: &str) {
         "target_ref": "refs/heads/agent/x", "mode": "create", "allow_tags_and_notes": false}});
     assert!(!jsonschema::is_valid(&schema, &doc), "{remote}");
 }
+
+/// Red-team review: the harness's `GIT_CONFIG_KEY_<n>` may hold only
+/// `credential.*` and `http.*` keys; `url.<x>.insteadOf` (which sent the
+/// push elsewhere while the evidence named the contract's URL) is refused
+/// before anything runs.
+#[test]
+fn environment_config_that_could_redirect_the_push_is_refused() {
+    let sb = Sandbox::new();
+    let served = sb.root.join("served");
+    std::fs::create_dir(&served).unwrap();
+    let bare = remote(&sb, &served, "pub");
+    let decoy = remote(&sb, &served, "decoy");
+    let daemon = git_daemon(&sb, &served);
+    let url = format!("git://127.0.0.1:{}/pub.git", daemon.port);
+    let decoy_url = format!("git://127.0.0.1:{}/decoy.git", daemon.port);
+    let file = contract(
+        &sb,
+        &grant_id(&sb),
+        &url,
+        "refs/heads/agent/{run_id}",
+        "create",
+    );
+    let with_config = |run_id: &str, key: &str, value: &str| {
+        let agent = agent_script(&sb, AGENT);
+        let out = docs_run_command(
+            &sb,
+            &sb.state,
+            &["--run-id", run_id, "--publication", file.to_str().unwrap()],
+            &agent,
+        )
+        .env("GIT_CONFIG_COUNT", "1")
+        .env("GIT_CONFIG_KEY_0", key)
+        .env("GIT_CONFIG_VALUE_0", value)
+        .output()
+        .unwrap();
+        tool_result(&out)
+    };
+    for key in [
+        format!("url.{decoy_url}.insteadOf"),
+        format!("url.{decoy_url}.pushInsteadOf"),
+        "http.curloptResolve".to_owned(),
+    ] {
+        let result = with_config("redirect-env", &key, &url);
+        assert_eq!(rules(&result), ["publication_invalid"], "{key}: {result:#}");
+        let message = result["violations"][0]["message"].as_str().unwrap();
+        assert!(message.contains("GIT_CONFIG_KEY_0"), "{message}");
+        assert_eq!(result["evidence"].get("command"), None, "nothing ran");
+    }
+    assert_eq!(pushes(&served, "decoy"), 0);
+    assert_eq!(pushes(&served, "pub"), 0);
+    // A documented key is taken.
+    let result = with_config("redirect-ok", "http.extraHeader", "X-Test: 1");
+    assert_published(&sb, &result, &bare, "refs/heads/agent/redirect-ok");
+    assert_eq!(pushes(&served, "decoy"), 0);
+    assert_eq!(ref_in(&sb, &decoy, "refs/heads/agent/redirect-env"), None);
+}

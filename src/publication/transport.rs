@@ -280,6 +280,61 @@ impl Transport {
     }
 }
 
+/// Whether the harness's environment-given config (`GIT_CONFIG_COUNT`
+/// and its pairs) holds only what a publication may be given: at most
+/// [`MAX_CONFIG_ENTRIES`] entries, each `credential.*` or `http.*`
+/// (including `http.<url>.*`), never `http.curloptResolve` (which sends
+/// the push to another address). Everything else (`url.<x>.insteadOf`,
+/// `core.*`, `remote.*`, `protocol.*` ...) could redirect or change the
+/// push: refused, with the key named.
+pub fn check_config_env() -> std::result::Result<(), String> {
+    let Some(count) = std::env::var_os("GIT_CONFIG_COUNT") else {
+        return Ok(());
+    };
+    let count = count
+        .to_str()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .ok_or_else(|| format!("GIT_CONFIG_COUNT is {count:?}, not a number"))?;
+    if count > MAX_CONFIG_ENTRIES {
+        return Err(format!(
+            "GIT_CONFIG_COUNT is {count}; a publication takes at most {MAX_CONFIG_ENTRIES} \
+             environment-given config entries"
+        ));
+    }
+    for i in 0..count {
+        let name = format!("GIT_CONFIG_KEY_{i}");
+        let key = std::env::var(&name).map_err(|_| format!("{name} is missing or not UTF-8"))?;
+        if !config_key_allowed(&key) {
+            return Err(format!(
+                "{name} is {key:?}: a publication's environment-given config may hold only \
+                 credential.* and http.* keys (not http.curloptResolve), since anything else \
+                 (url.*.insteadOf, core.*, remote.*) could send the push elsewhere than the \
+                 contract's remote"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `credential.*`, or `http.*` other than `http.curloptResolve` (any
+/// `http.<url>.` form too); git's section and variable names are
+/// case-insensitive.
+fn config_key_allowed(key: &str) -> bool {
+    let lower = key.to_ascii_lowercase();
+    let Some((section, rest)) = lower.split_once('.') else {
+        return false;
+    };
+    let variable = rest.rsplit('.').next().unwrap_or("");
+    if variable.is_empty() || key.chars().any(|c| c.is_control()) {
+        return false;
+    }
+    match section {
+        "credential" => true,
+        "http" => variable != "curloptresolve",
+        _ => false,
+    }
+}
+
 /// Passes git's own environment-given config (`GIT_CONFIG_COUNT` and its
 /// pairs) through: how a harness configures a credential helper or an
 /// `http.extraHeader` without a file an agent could write.
@@ -292,6 +347,11 @@ fn pass_config_env(cmd: &mut Command) {
     };
     let count = count.min(MAX_CONFIG_ENTRIES);
     cmd.env("GIT_CONFIG_COUNT", count.to_string());
+    // Checked before anything ran ([`check_config_env`]); checked again.
+    if check_config_env().is_err() {
+        cmd.env_remove("GIT_CONFIG_COUNT");
+        return;
+    }
     for i in 0..count {
         for name in [
             format!("GIT_CONFIG_KEY_{i}"),
@@ -406,6 +466,32 @@ mod tests {
         assert_eq!(r.flag, '!');
         assert!(r.summary.contains("pre-receive"));
         assert!(porcelain_line(out, "refs/heads/y").is_none());
+    }
+
+    #[test]
+    fn only_credential_and_http_keys_are_taken_from_the_environment() {
+        for ok in [
+            "credential.helper",
+            "credential.https://h.example.username",
+            "http.extraHeader",
+            "HTTP.https://h.example/.extraheader",
+            "http.sslCAInfo",
+        ] {
+            assert!(config_key_allowed(ok), "{ok}");
+        }
+        for bad in [
+            "url.http://evil/.insteadOf",
+            "url.file:///x.pushInsteadOf",
+            "core.sshCommand",
+            "remote.origin.url",
+            "protocol.allow",
+            "http.curloptResolve",
+            "http.https://h/.curloptresolve",
+            "http",
+            "credential.",
+        ] {
+            assert!(!config_key_allowed(bad), "{bad}");
+        }
     }
 
     #[test]
