@@ -1271,17 +1271,21 @@ fn every_transport_gives_the_same_outcomes_and_a_replay_never_publishes_twice() 
         }
         tool_result(&cmd.output().unwrap())
     };
-    // Each case twice: the second call must answer the same without any
-    // new push attempt reaching the remote.
+    // Each case twice: the second call must answer the same; after a
+    // success without any new push attempt reaching the remote. (A failure
+    // is not sticky: the second call reads the remote again and may try
+    // again, which the remote refuses as before.)
     let twice = |url: &str, target: &str, mode: &str, run_id: &str, env: &[(String, String)]| {
         let first = publish(url, target, mode, run_id, env);
         let before = attempts();
         let second = publish(url, target, mode, run_id, env);
-        assert_eq!(
-            attempts(),
-            before,
-            "{run_id}: the replay reached the remote"
-        );
+        if first["status"] == "succeeded" {
+            assert_eq!(
+                attempts(),
+                before,
+                "{run_id}: the replay reached the remote"
+            );
+        }
         assert_eq!(first["failure_class"], second["failure_class"], "{run_id}");
         first
     };
@@ -1803,4 +1807,69 @@ fn environment_config_that_could_redirect_the_push_is_refused() {
     assert_published(&sb, &result, &bare, "refs/heads/agent/redirect-ok");
     assert_eq!(pushes(&served, "decoy"), 0);
     assert_eq!(ref_in(&sb, &decoy, "refs/heads/agent/redirect-env"), None);
+}
+
+/// Red-team review: a failed publication is not sticky. Once its cause is
+/// fixed (here: the remote did not exist), the identical `publish`, and
+/// the replay of the identical `run`, read the remote again and publish,
+/// once; an answer from the records says it is a replay.
+#[test]
+fn a_failed_publication_is_attempted_again_once_its_cause_is_fixed() {
+    let sb = Sandbox::new();
+    let missing = sb.root.join("later.git");
+    let file = contract(
+        &sb,
+        &grant_id(&sb),
+        &file_url(&missing),
+        "refs/heads/agent/{run_id}",
+        "create",
+    );
+    // `run`: rejected (no such repository), then replayed once it exists.
+    let out = run_with(&sb, &file, "late-1", AGENT);
+    let first = tool_result(&out);
+    assert_eq!(rules(&first), ["publication_rejected"], "{first:#}");
+    let bare = remote(&sb, &sb.root, "later");
+    assert_eq!(bare, missing);
+    let again = tool_result(&run_with(&sb, &file, "late-1", AGENT));
+    assert_published(&sb, &again, &bare, "refs/heads/agent/late-1");
+    assert_eq!(pushes(&sb.root, "later"), 1);
+
+    // `publish`: the same.
+    let sb = Sandbox::new();
+    let missing = sb.root.join("later.git");
+    let file = contract(
+        &sb,
+        &grant_id(&sb),
+        &file_url(&missing),
+        "refs/heads/agent/{run_id}",
+        "create",
+    );
+    sb.arm(&docs_task(&sb));
+    sb.commit_file("docs/guide.md", "better\n", "docs");
+    let publish = || {
+        tool_result(&sb.grantguard(&[
+            "publish",
+            "--state",
+            sb.state.to_str().unwrap(),
+            "--publication",
+            file.to_str().unwrap(),
+            "--run-id",
+            "late-2",
+            "--json",
+        ]))
+    };
+    let first = publish();
+    assert_eq!(rules(&first), ["publication_rejected"], "{first:#}");
+    let bare = remote(&sb, &sb.root, "later");
+    let second = publish();
+    assert_published(&sb, &second, &bare, "refs/heads/agent/late-2");
+    let warnings = second["warnings"].to_string();
+    assert!(warnings.contains("attempted again"), "{second:#}");
+    let third = publish();
+    assert_eq!(third["evidence"]["publication"]["reconciled"], true);
+    assert!(
+        third["warnings"].to_string().contains("a replay"),
+        "{third:#}"
+    );
+    assert_eq!(pushes(&sb.root, "later"), 1, "never pushed twice");
 }

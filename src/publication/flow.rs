@@ -87,25 +87,40 @@ pub fn publish(target: &Target<'_>, git: TrustedGit) -> Published {
         (Ok(i), Ok(o)) => (i, o),
         (Err(e), _) | (_, Err(e)) => return attempt.unrecorded(&format!("{e:#}")),
     };
-    if let Some(outcome) = outcome
+    if let Some(outcome) = &outcome
         && attempt.same(
             &outcome.publication.contract.id,
             &outcome.publication.refname,
             &outcome.publication.commit,
         )
-        && !outcome
-            .failure
-            .as_ref()
-            .is_some_and(|f| f.class.is_retryable())
     {
-        // Recorded and final: answer it, push nothing.
-        let mut evidence = outcome.publication;
-        evidence.reconciled = true;
-        return Published {
-            evidence,
-            failure: outcome.failure,
-            warnings: Vec::new(),
-        };
+        match &outcome.failure {
+            None => {
+                // Published already: answer it, push nothing.
+                let mut evidence = outcome.publication.clone();
+                evidence.reconciled = true;
+                let was = match evidence.status {
+                    Status::AlreadyPublished => "already published",
+                    _ => "published",
+                };
+                return Published {
+                    evidence,
+                    failure: None,
+                    warnings: vec![format!(
+                        "a replay: an earlier attempt recorded this publication as {was}; the \
+                         answer is that record, and nothing was pushed"
+                    )],
+                };
+            }
+            // A recorded failure is not final: once its cause is fixed the
+            // next attempt reads the remote again (below), and the intent
+            // keeps it from pushing twice.
+            Some(failure) => attempt.warnings.push(format!(
+                "an earlier attempt of this publication failed ({}); attempted again, reading \
+                 the remote ref first",
+                failure.violation.rule
+            )),
+        }
     }
     if let Some(intent) = &intent
         && !attempt.same(&intent.contract_id, &intent.refname, &intent.commit)

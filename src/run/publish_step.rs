@@ -360,24 +360,25 @@ pub(super) fn resume(plan: &Plan, places: &Places, identity: &RunIdentity) -> Op
     Some(accepted)
 }
 
-/// On a replay of a recorded run whose publication failed retryably (the
-/// network), the publication is attempted again (reconciled with its
-/// journal and the remote, so nothing is pushed twice); the recorded
-/// result is answered with the new publication evidence.
+/// On a replay of a recorded run whose publication failed (the network,
+/// or a cause since fixed: a missing remote, credentials), the publication
+/// is attempted again (reconciled with its journal and the remote, so
+/// nothing is pushed twice); the recorded result is answered with the new
+/// publication evidence. A failure is never sticky; only a success is
+/// final.
 pub(super) fn retry_on_replay(
     recorded: &mut ToolResult,
     plan: &Plan,
     places: &Places,
     run_id: &str,
 ) {
-    let failed_retryably = recorded
+    let failed = recorded
         .evidence
         .get("publication")
         .and_then(|p| p.get("status"))
         .and_then(Value::as_str)
-        == Some("failed")
-        && recorded.retryable;
-    if !failed_retryably {
+        == Some("failed");
+    if !failed {
         return;
     }
     // Back to the accepted result, then publish again.
