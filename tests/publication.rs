@@ -345,7 +345,7 @@ fn fast_forward_publishes_onto_the_baseline_and_refuses_a_moved_remote_ref() {
 }
 
 #[test]
-fn create_refuses_an_existing_ref_and_a_pre_receive_refusal_is_a_target_rejection() {
+fn create_refuses_an_existing_ref_as_a_conflict_and_a_pre_receive_refusal_is_a_target_rejection() {
     let sb = Sandbox::new();
     let bare = remote(&sb, &sb.root, "pub");
     let grant = grant_id(&sb);
@@ -364,9 +364,11 @@ fn create_refuses_an_existing_ref_and_a_pre_receive_refusal_is_a_target_rejectio
         "create",
     );
     let result = run_published(&sb, &file, "exists-1");
-    assert_eq!(result["status"], "failed_permanent", "{result:#}");
-    assert_eq!(result["failure_class"], "target_rejection");
-    assert_eq!(rules(&result), ["publication_rejected"]);
+    // Someone else's commit under a ref named for this publication: a
+    // conflict to inspect (red-team review), not an input to fix.
+    assert_eq!(result["failure_class"], "conflict", "{result:#}");
+    assert_eq!(rules(&result), ["publication_conflict"]);
+    assert_eq!(result["evidence"]["next_step"]["action"], "inspect");
     assert!(
         result["violations"][0]["message"]
             .as_str()
@@ -1329,7 +1331,7 @@ fn every_transport_gives_the_same_outcomes_and_a_replay_never_publishes_twice() 
             &format!("{n}-e"),
             &t.env,
         );
-        assert_eq!(rules(&r), ["publication_rejected"], "{n} exists: {r:#}");
+        assert_eq!(rules(&r), ["publication_conflict"], "{n} exists: {r:#}");
         // a moved remote ref (not an ancestor)
         place(&unrelated, &format!("refs/heads/nf/{n}-n"));
         let r = twice(
@@ -1872,4 +1874,48 @@ fn a_failed_publication_is_attempted_again_once_its_cause_is_fixed() {
         "{third:#}"
     );
     assert_eq!(pushes(&sb.root, "later"), 1, "never pushed twice");
+}
+
+/// Red-team review: `publish` after a `run --publication` that already
+/// pushed the same tip is `already_published`, not a rejection; nothing is
+/// pushed again.
+#[test]
+fn publish_after_a_run_that_published_the_tip_is_already_published() {
+    let sb = Sandbox::new();
+    let bare = remote(&sb, &sb.root, "pub");
+    let file = contract(
+        &sb,
+        &grant_id(&sb),
+        &file_url(&bare),
+        "refs/heads/agent/{run_id}",
+        "create",
+    );
+    let result = run_published(&sb, &file, "both-1");
+    assert_published(&sb, &result, &bare, "refs/heads/agent/both-1");
+    // The run disarmed; arm again on the baseline with a fresh state and
+    // bring the same accepted tip back, as a harness that verifies on its
+    // own would have it.
+    let tip = sb.git(&["rev-parse", "HEAD"]);
+    sb.git_nohooks(&["reset", "-q", "--hard", "HEAD~1"]);
+    let state = sb.root.join("state2");
+    let arm = sb.arm_output(&docs_task(&sb), &state);
+    assert!(arm.status.success(), "{arm:?}");
+    sb.git(&["merge", "-q", "--ff-only", &tip]);
+    let out = sb.grantguard(&[
+        "publish",
+        "--state",
+        state.to_str().unwrap(),
+        "--publication",
+        file.to_str().unwrap(),
+        "--run-id",
+        "both-1",
+        "--json",
+    ]);
+    let again = tool_result(&out);
+    assert_eq!(again["status"], "succeeded", "{again:#}");
+    assert_eq!(
+        again["evidence"]["publication"]["status"], "already_published",
+        "{again:#}"
+    );
+    assert_eq!(pushes(&sb.root, "pub"), 1, "never pushed twice");
 }

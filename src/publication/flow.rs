@@ -276,10 +276,20 @@ fn precondition(
     };
     match (target.contract.mode(), before) {
         (Mode::Create, None) => None,
-        (Mode::Create, Some(value)) => refused(format!(
-            "{} already exists on the remote (at {value}) and the contract's mode is create",
-            target.refname
-        )),
+        // At the accepted tip already (another attempt of this acceptance
+        // pushed it: `run --publication`, then `publish`): nothing to do.
+        (Mode::Create, Some(value)) if value == target.tip => Some(None),
+        // A ref named for this run holds content that was not accepted:
+        // someone else's, to inspect (not an input to fix).
+        (Mode::Create, Some(value)) => Some(Some(Failure::new(
+            FailureClass::Conflict,
+            rule::PUBLICATION_CONFLICT,
+            format!(
+                "{} already exists on the remote at {value}, not the accepted tip {}, and the \
+                 contract's mode is create: someone else's commit is there; nothing was pushed",
+                target.refname, target.tip
+            ),
+        ))),
         (Mode::FastForward, None) => refused(format!(
             "{} does not exist on the remote and the contract's mode is fast-forward (use \
              mode create for a new ref)",
