@@ -1919,3 +1919,39 @@ fn publish_after_a_run_that_published_the_tip_is_already_published() {
     );
     assert_eq!(pushes(&sb.root, "pub"), 1, "never pushed twice");
 }
+
+/// Red-team review: when the remote ref cannot be read back after the
+/// push, the evidence says its value is unknown (`unread`), not absent.
+#[test]
+fn a_remote_ref_that_cannot_be_read_back_is_unknown_not_absent() {
+    let sb = Sandbox::new();
+    let bare = remote(&sb, &sb.root, "pub");
+    // Once the update is in, the repository goes away: ls-remote fails.
+    common::script(
+        &bare.join("hooks/post-receive"),
+        &format!("mv '{0}' '{0}.gone'", bare.display()),
+    );
+    let file = contract(
+        &sb,
+        &grant_id(&sb),
+        &file_url(&bare),
+        "refs/heads/agent/{run_id}",
+        "create",
+    );
+    let result = run_published(&sb, &file, "unread-1");
+    let p = &result["evidence"]["publication"];
+    assert_eq!(p["status"], "published", "{result:#}");
+    assert_eq!(p["after"]["read"], Value::Null);
+    assert_eq!(p["after"]["unread"], true, "{result:#}");
+    assert_eq!(p["after"]["reported"], p["commit"]);
+    assert!(
+        result["warnings"].to_string().contains("unknown"),
+        "{result:#}"
+    );
+    assert_schema("tool_result.schema.json", &result);
+    let moved = PathBuf::from(format!("{}.gone", bare.display()));
+    assert_eq!(
+        ref_in(&sb, &moved, "refs/heads/agent/unread-1").as_deref(),
+        p["commit"].as_str()
+    );
+}

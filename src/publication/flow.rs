@@ -162,7 +162,11 @@ pub fn publish(target: &Target<'_>, git: TrustedGit) -> Published {
     let url = target.contract.remote();
     let before = match transport.read_remote(url, &target.refname) {
         Ok(v) => v,
-        Err(e) => return attempt.finish(&journal, Some(transport_failure(e, "reading"))),
+        Err(e) => {
+            attempt.evidence.before.unread = true;
+            attempt.evidence.after.unread = true;
+            return attempt.finish(&journal, Some(transport_failure(e, "reading")));
+        }
     };
     attempt.evidence.before.read = before.clone();
     if let Some(intent) = &intent {
@@ -229,10 +233,14 @@ pub fn publish(target: &Target<'_>, git: TrustedGit) -> Published {
     let after = transport.read_remote(url, &target.refname);
     match &after {
         Ok(v) => attempt.evidence.after.read = v.clone(),
-        Err(e) => attempt.warnings.push(format!(
-            "the remote ref could not be read back after the push: {}",
-            e.message
-        )),
+        Err(e) => {
+            attempt.evidence.after.unread = true;
+            attempt.warnings.push(format!(
+                "the remote ref could not be read back after the push (its value is unknown, \
+                 not absent): {}",
+                e.message
+            ));
+        }
     }
     match pushed {
         Ok(report) => {
