@@ -1955,3 +1955,31 @@ fn a_remote_ref_that_cannot_be_read_back_is_unknown_not_absent() {
         p["commit"].as_str()
     );
 }
+
+/// Red-team review: the failure class is not steered by text the remote
+/// supplies. A `file://` remote's hook that says "hung up unexpectedly"
+/// and "Authentication failed", then kills its receive-pack (no status
+/// line comes back), is a rejection, not retried; its words are kept.
+#[test]
+fn the_remotes_own_words_do_not_choose_the_failure_class() {
+    let sb = Sandbox::new();
+    let bare = remote(&sb, &sb.root, "pub");
+    hook(
+        &bare,
+        "echo 'fatal: the remote end hung up unexpectedly' >&2\n\
+         echo 'fatal: Authentication failed' >&2\n\
+         kill -9 $PPID",
+    );
+    let file = contract(
+        &sb,
+        &grant_id(&sb),
+        &file_url(&bare),
+        "refs/heads/agent/{run_id}",
+        "create",
+    );
+    let result = run_published(&sb, &file, "steer-1");
+    assert_eq!(result["failure_class"], "target_rejection", "{result:#}");
+    assert_eq!(rules(&result), ["publication_rejected"]);
+    assert_eq!(result["retryable"], false);
+    assert_eq!(ref_in(&sb, &bare, "refs/heads/agent/steer-1"), None);
+}

@@ -388,12 +388,47 @@ pub fn porcelain_line(stdout: &str, refname: &str) -> Option<PushReport> {
     })
 }
 
-/// git's stderr as a typed failure. The one place that reads git's words:
-/// git reports transport failures only as text. What is not recognised is
-/// a rejection (not retried), as the taxonomy asks of anything unknown.
+/// git's stderr as a typed failure, when no porcelain status line decided
+/// it. The one place that reads git's words: git reports transport
+/// failures only as text. What is not recognised is a rejection (not
+/// retried), as the taxonomy asks of anything unknown.
+///
+/// Text the remote supplies cannot steer the class (red-team review: a
+/// hook's refusal saying "hung up unexpectedly" was retried as a network
+/// failure): a `file://` remote has no network and no authentication, so
+/// its failures are rejections (its hooks write to git's own stderr,
+/// indistinguishable from git's words); over the network, the remote's
+/// lines (`remote: ...`) are kept in the message, bounded, and never
+/// matched.
 fn classify(url: &RemoteUrl, stderr: &[u8]) -> TransportError {
     let text = String::from_utf8_lossy(stderr);
-    let lower = text.to_lowercase();
+    let remote_said = |l: &str| l.trim_start().starts_with("remote:");
+    let lines: Vec<String> = text
+        .lines()
+        .filter(|l| !l.starts_with("hint:") && !l.trim().is_empty())
+        .filter(|l| !remote_said(l))
+        .take(6)
+        .map(|l| bounded(l, 300))
+        .chain(
+            text.lines()
+                .filter(|l| remote_said(l) && !l.trim_start()["remote:".len()..].trim().is_empty())
+                .take(4)
+                .map(|l| bounded(l, 200)),
+        )
+        .collect();
+    let message = url.scrub(&lines.join("; "));
+    if url.scheme() == Scheme::File {
+        return TransportError {
+            kind: FailureKind::Rejected,
+            message,
+        };
+    }
+    let lower: String = text
+        .lines()
+        .filter(|l| !remote_said(l))
+        .collect::<Vec<_>>()
+        .join("\n")
+        .to_lowercase();
     const AUTH: &[&str] = &[
         "authentication failed",
         "could not read username",
@@ -438,15 +473,19 @@ fn classify(url: &RemoteUrl, stderr: &[u8]) -> TransportError {
     } else {
         FailureKind::Rejected
     };
-    let lines: Vec<&str> = text
-        .lines()
-        .filter(|l| !l.starts_with("hint:") && !l.trim().is_empty())
-        .take(6)
-        .collect();
-    TransportError {
-        kind,
-        message: url.scrub(&lines.join("; ")),
+    TransportError { kind, message }
+}
+
+/// `line`, cut to at most `max` bytes (at a character boundary).
+fn bounded(line: &str, max: usize) -> String {
+    if line.len() <= max {
+        return line.to_owned();
     }
+    let mut end = max;
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &line[..end])
 }
 
 #[cfg(test)]
@@ -506,6 +545,21 @@ mod tests {
         let e = classify(&url, b"fatal: unable to access '...': Failed to connect to h.example port 443: Connection refused");
         assert_eq!(e.kind, FailureKind::Unreachable);
         let e = classify(&url, b"fatal: something new");
+        assert_eq!(e.kind, FailureKind::Rejected);
+        // The remote's own words never steer the class, and are kept.
+        let e = classify(
+            &url,
+            b"remote: the remote end hung up unexpectedly\nremote: Authentication failed\n\
+              error: failed to push some refs",
+        );
+        assert_eq!(e.kind, FailureKind::Rejected);
+        assert!(
+            e.message.contains("remote: Authentication failed"),
+            "{}",
+            e.message
+        );
+        let file = RemoteUrl::parse("file:///srv/r.git").unwrap();
+        let e = classify(&file, b"fatal: the remote end hung up unexpectedly");
         assert_eq!(e.kind, FailureKind::Rejected);
     }
 }
