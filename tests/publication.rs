@@ -1983,3 +1983,73 @@ fn the_remotes_own_words_do_not_choose_the_failure_class() {
     assert_eq!(result["retryable"], false);
     assert_eq!(ref_in(&sb, &bare, "refs/heads/agent/steer-1"), None);
 }
+
+/// Red-team review: a variable right after the namespace could name any
+/// ref there (a task id `main` makes `refs/heads/{task_id}` the main
+/// branch): refused at parse time, as by the schema. And the messages say
+/// what to write: no `refs/heads/refs/for/main`, no `ssh://https//...`.
+#[test]
+fn a_template_needs_a_fixed_prefix_and_the_messages_say_what_to_write() {
+    let sb = Sandbox::new();
+    let bare = remote(&sb, &sb.root, "pub");
+    let grant = grant_id(&sb);
+    let base = json!({"version": "1", "grant_id": grant, "remote": file_url(&bare),
+        "target_ref": "refs/heads/agent/{run_id}", "mode": "fast-forward",
+        "allow_tags_and_notes": false});
+    let with = |key: &str, value: &str| {
+        let mut b = base.clone();
+        b[key] = json!(value);
+        json!({ "repository_publication": b })
+    };
+    let schema_path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/repository_publication.schema.json");
+    let schema: Value = serde_json::from_slice(&std::fs::read(schema_path).unwrap()).unwrap();
+    for (i, (key, value, says, never)) in [
+        (
+            "target_ref",
+            "refs/heads/{task_id}",
+            "fixed prefix",
+            "refs/heads/refs/",
+        ),
+        (
+            "target_ref",
+            "refs/heads/{run_id}/x",
+            "fixed prefix",
+            "refs/heads/refs/",
+        ),
+        (
+            "target_ref",
+            "refs/for/main",
+            "never published",
+            "refs/heads/refs/",
+        ),
+        (
+            "remote",
+            "https:/example.com/r.git",
+            "https://example.com/r.git",
+            "ssh://",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let doc = with(key, value);
+        let file = contract_value(&sb, doc.clone());
+        let result = tool_result(&run_with(&sb, &file, &format!("pre-{i}"), AGENT));
+        assert_eq!(
+            rules(&result),
+            ["publication_invalid"],
+            "{value}: {result:#}"
+        );
+        let message = result["violations"][0]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{value}: {message}");
+        assert!(!message.contains(never), "{value}: {message}");
+        assert!(!jsonschema::is_valid(&schema, &doc), "{value}");
+    }
+    assert!(jsonschema::is_valid(
+        &schema,
+        &with("target_ref", "refs/heads/agent-{task_id}")
+    ));
+    assert_eq!(pushes(&sb.root, "pub"), 0);
+    assert_eq!(ref_in(&sb, &bare, "refs/heads/main"), None);
+}

@@ -103,6 +103,13 @@ impl RemoteUrl {
                 "is a transport helper (such as ext::, which runs a command); only file, git, \
                  ssh, http and https URLs are accepted"
                     .into()
+            } else if let Some((scheme, after)) = text.split_once(':')
+                && Scheme::from_name(scheme).is_some()
+            {
+                format!(
+                    "is missing the // after {scheme}:; write it as {scheme}://{}",
+                    after.trim_start_matches('/')
+                )
             } else if text.contains(':') {
                 format!(
                     "looks like an scp-style address; write it as ssh://{}",
@@ -290,6 +297,7 @@ mod tests {
                 "percent-escape",
             ),
             ("https://b%6Ft@example.com/r", "percent-escape"),
+            ("https:/example.com/r", "write it as https://example.com/r"),
         ] {
             let err = RemoteUrl::parse(bad).unwrap_err();
             assert!(err.contains(says), "{bad}: {err}");
