@@ -2053,3 +2053,72 @@ fn a_template_needs_a_fixed_prefix_and_the_messages_say_what_to_write() {
     assert_eq!(pushes(&sb.root, "pub"), 0);
     assert_eq!(ref_in(&sb, &bare, "refs/heads/main"), None);
 }
+
+/// Red-team review (the class of finding 1): the git the publication runs
+/// is frozen for the agent too, wherever it is installed (here: a wrapper
+/// in a directory of the user's, first on `PATH`), also in place (the
+/// sealed workspace freezes it already).
+#[test]
+fn under_isolate_the_agent_cannot_rewrite_the_git_the_publication_runs() {
+    let sb = Sandbox::new();
+    let bare = remote(&sb, &sb.root, "pub");
+    let file = contract(
+        &sb,
+        &grant_id(&sb),
+        &file_url(&bare),
+        "refs/heads/agent/{run_id}",
+        "create",
+    );
+    let real = sb
+        .command("sh")
+        .args(["-c", "command -v git"])
+        .output()
+        .unwrap();
+    let real = String::from_utf8(real.stdout).unwrap().trim().to_owned();
+    let bin = sb.root.join("userbin");
+    std::fs::create_dir(&bin).unwrap();
+    let wrapper = bin.join("git");
+    common::script(&wrapper, &format!("exec '{real}' \"$@\""));
+    let log = sb.root.join("agent.log");
+    let body = format!(
+        "{AGENT}\n{}",
+        common::attempt(
+            &log,
+            "git",
+            &format!(
+                "printf '#!/bin/sh\\ntouch {}/pwned\\nexec {real} \"$@\"\\n' > '{}'",
+                sb.root.display(),
+                wrapper.display()
+            )
+        ),
+    );
+    let mut path = bin.clone().into_os_string();
+    path.push(":");
+    path.push(std::env::var_os("PATH").unwrap_or_default());
+    let out = docs_run_command(
+        &sb,
+        &sb.state,
+        &[
+            "--isolate",
+            "--workspace",
+            "in-place",
+            "--run-id",
+            "iso-git",
+            "--publication",
+            file.to_str().unwrap(),
+        ],
+        &agent_script(&sb, &body),
+    )
+    .env("PATH", &path)
+    .output()
+    .unwrap();
+    let result = tool_result(&out);
+    if result["failure_class"] == "dependency" {
+        eprintln!("skipped: namespaces are unavailable here: {result:#}");
+        return;
+    }
+    let log = common::read_or_empty(&log);
+    assert!(log.contains("git refused"), "{log}\n{result:#}");
+    assert!(!sb.root.join("pwned").exists());
+    assert_published(&sb, &result, &bare, "refs/heads/agent/iso-git");
+}

@@ -79,7 +79,7 @@ pub(super) fn prepare(
         )
     })?;
     let frozen = if request.isolate {
-        frozen_paths(&contract, &request.repo).map_err(|e| {
+        let mut frozen = frozen_paths(&contract, &request.repo).map_err(|e| {
             ToolResult::rejected(
                 TOOL,
                 FailureClass::Validation,
@@ -88,7 +88,17 @@ pub(super) fn prepare(
                     format!("--isolate --publication: {e}; nothing was run"),
                 ),
             )
-        })?
+        })?;
+        // The git the publication runs (and its exec path): the agent must
+        // not rewrite it either, wherever it is installed.
+        frozen.extend(
+            git.paths_to_freeze()
+                .into_iter()
+                .filter_map(|p| p.canonicalize().ok()),
+        );
+        frozen.sort();
+        frozen.dedup();
+        frozen
     } else {
         Vec::new()
     };
