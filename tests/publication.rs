@@ -2122,3 +2122,128 @@ fn under_isolate_the_agent_cannot_rewrite_the_git_the_publication_runs() {
     assert!(!sb.root.join("pwned").exists());
     assert_published(&sb, &result, &bare, "refs/heads/agent/iso-git");
 }
+
+/// The processes whose command line mentions `needle`.
+fn processes_mentioning(needle: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if cmdline.contains(needle) {
+                out.push(format!(
+                    "{}: {cmdline}",
+                    entry.file_name().to_string_lossy()
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Red-team review: a `publish` killed mid-push leaves no git push or
+/// ls-remote running against the remote, and its scratch repository is
+/// removed by the next attempt.
+#[test]
+fn a_killed_publish_leaves_no_git_itself_running_and_no_scratch_behind() {
+    let sb = Sandbox::new();
+    // A remote that accepts connections and never answers.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming() {
+            held.push(conn);
+        }
+    });
+    let url = format!("http://127.0.0.1:{port}/silent.git");
+    let file = contract(
+        &sb,
+        &grant_id(&sb),
+        &url,
+        "refs/heads/agent/{run_id}",
+        "create",
+    );
+    sb.arm(&docs_task(&sb));
+    sb.commit_file("docs/guide.md", "better\n", "docs");
+    let args = |run_id: &'static str| {
+        vec![
+            "publish".to_owned(),
+            "--state".into(),
+            sb.state.display().to_string(),
+            "--publication".into(),
+            file.display().to_string(),
+            "--run-id".into(),
+            run_id.into(),
+            "--timeout".into(),
+            "60".into(),
+            "--json".into(),
+        ]
+    };
+    let mut child = sb
+        .command(env!("CARGO_BIN_EXE_grantguard"))
+        .current_dir(&sb.repo)
+        .args(args("killed-1"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let needle = format!("127.0.0.1:{port}");
+    let started = Instant::now();
+    while processes_mentioning(&needle).is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "git never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // git itself is killed with grantguard. (Its transport helper,
+    // git-remote-http here, lingers until its connection ends: a residual
+    // the reference documents.)
+    let killed = Instant::now();
+    let git_itself = || -> Vec<String> {
+        processes_mentioning(&needle)
+            .into_iter()
+            .filter(|p| p.contains(" ls-remote ") || p.contains(" push "))
+            .collect()
+    };
+    while !git_itself().is_empty() {
+        assert!(
+            killed.elapsed() < Duration::from_secs(5),
+            "left running: {:?}",
+            git_itself()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let scratch = |state: &Path| {
+        std::fs::read_dir(state)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("publication-"))
+            .count()
+    };
+    assert_eq!(scratch(&sb.state), 1, "the killed publish's scratch");
+    // The next attempt (a closed port now: quick) removes it.
+    let closed = format!("http://127.0.0.1:{}/silent.git", free_port());
+    let file2 = contract(
+        &sb,
+        &grant_id(&sb),
+        &closed,
+        "refs/heads/agent/{run_id}",
+        "create",
+    );
+    let out = sb.grantguard(&[
+        "publish",
+        "--state",
+        sb.state.to_str().unwrap(),
+        "--publication",
+        file2.to_str().unwrap(),
+        "--run-id",
+        "after-1",
+        "--json",
+    ]);
+    let result = tool_result(&out);
+    assert_eq!(rules(&result), ["publication_unreachable"], "{result:#}");
+    assert_eq!(scratch(&sb.state), 0, "abandoned scratch removed");
+}

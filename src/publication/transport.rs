@@ -123,8 +123,9 @@ impl Transport {
         scratch_parent: &Path,
         limit: Duration,
     ) -> Result<Transport> {
+        remove_abandoned_scratch(scratch_parent);
         let dir = tempfile::Builder::new()
-            .prefix("publication-")
+            .prefix(&format!("{SCRATCH_PREFIX}{}-", std::process::id()))
             .tempdir_in(scratch_parent)
             .with_context(|| {
                 format!(
@@ -191,6 +192,20 @@ impl Transport {
                 }
             }
             pass_config_env(&mut cmd);
+        }
+        // git leads a process group of its own (killed as a whole past
+        // the limit); should grantguard itself be killed, git is killed
+        // with it rather than left pushing (red-team review). Its helpers
+        // (ssh, git-remote-http) are not: they end with their connection.
+        // SAFETY: prctl is async-signal-safe; nothing else runs here.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
         }
         if scheme == Scheme::File || std::env::var_os("GIT_SSH_COMMAND").is_none() {
             cmd.env("GIT_SSH_COMMAND", DEFAULT_SSH_COMMAND);
@@ -332,6 +347,36 @@ fn config_key_allowed(key: &str) -> bool {
         "credential" => true,
         "http" => variable != "curloptresolve",
         _ => false,
+    }
+}
+
+/// How the scratch repositories' names begin: the prefix, then the pid of
+/// the grantguard that made it.
+const SCRATCH_PREFIX: &str = "publication-";
+
+/// Removes the scratch repositories in `parent` left by a grantguard that
+/// was killed (its pid no longer runs). Best effort.
+fn remove_abandoned_scratch(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(SCRATCH_PREFIX))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<libc::pid_t>().ok())
+            .filter(|pid| *pid > 0)
+        else {
+            continue;
+        };
+        // SAFETY: signal 0 only checks that the process exists.
+        let gone = unsafe { libc::kill(pid, 0) } != 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone && entry.file_type().is_ok_and(|t| t.is_dir()) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
     }
 }
 
