@@ -345,7 +345,7 @@ fn fast_forward_publishes_onto_the_baseline_and_refuses_a_moved_remote_ref() {
 }
 
 #[test]
-fn create_refuses_an_existing_ref_and_a_pre_receive_refusal_is_a_target_rejection() {
+fn create_refuses_an_existing_ref_as_a_conflict_and_a_pre_receive_refusal_is_a_target_rejection() {
     let sb = Sandbox::new();
     let bare = remote(&sb, &sb.root, "pub");
     let grant = grant_id(&sb);
@@ -364,9 +364,11 @@ fn create_refuses_an_existing_ref_and_a_pre_receive_refusal_is_a_target_rejectio
         "create",
     );
     let result = run_published(&sb, &file, "exists-1");
-    assert_eq!(result["status"], "failed_permanent", "{result:#}");
-    assert_eq!(result["failure_class"], "target_rejection");
-    assert_eq!(rules(&result), ["publication_rejected"]);
+    // Someone else's commit under a ref named for this publication: a
+    // conflict to inspect (red-team review), not an input to fix.
+    assert_eq!(result["failure_class"], "conflict", "{result:#}");
+    assert_eq!(rules(&result), ["publication_conflict"]);
+    assert_eq!(result["evidence"]["next_step"]["action"], "inspect");
     assert!(
         result["violations"][0]["message"]
             .as_str()
@@ -1271,17 +1273,21 @@ fn every_transport_gives_the_same_outcomes_and_a_replay_never_publishes_twice() 
         }
         tool_result(&cmd.output().unwrap())
     };
-    // Each case twice: the second call must answer the same without any
-    // new push attempt reaching the remote.
+    // Each case twice: the second call must answer the same; after a
+    // success without any new push attempt reaching the remote. (A failure
+    // is not sticky: the second call reads the remote again and may try
+    // again, which the remote refuses as before.)
     let twice = |url: &str, target: &str, mode: &str, run_id: &str, env: &[(String, String)]| {
         let first = publish(url, target, mode, run_id, env);
         let before = attempts();
         let second = publish(url, target, mode, run_id, env);
-        assert_eq!(
-            attempts(),
-            before,
-            "{run_id}: the replay reached the remote"
-        );
+        if first["status"] == "succeeded" {
+            assert_eq!(
+                attempts(),
+                before,
+                "{run_id}: the replay reached the remote"
+            );
+        }
         assert_eq!(first["failure_class"], second["failure_class"], "{run_id}");
         first
     };
@@ -1325,7 +1331,7 @@ fn every_transport_gives_the_same_outcomes_and_a_replay_never_publishes_twice() 
             &format!("{n}-e"),
             &t.env,
         );
-        assert_eq!(rules(&r), ["publication_rejected"], "{n} exists: {r:#}");
+        assert_eq!(rules(&r), ["publication_conflict"], "{n} exists: {r:#}");
         // a moved remote ref (not an ancestor)
         place(&unrelated, &format!("refs/heads/nf/{n}-n"));
         let r = twice(
@@ -1498,4 +1504,746 @@ fn the_documented_check_runs_as_shown_on_the_documented_contract() {
         report["errors"].as_array().unwrap().len() >= 5,
         "{report:#}"
     );
+}
+
+/// Red-team review: under `--isolate`, the agent cannot write what
+/// grantguard's publication runs or pushes to: the file:// remote's
+/// repository (its hooks, its refs) and the files the credential variables
+/// name; a file:// push gets no credential variables.
+#[test]
+fn under_isolate_the_agent_cannot_write_the_file_remote_or_the_credential_files() {
+    let sb = Sandbox::new();
+    let bare = remote(&sb, &sb.root, "pub");
+    let file = contract(
+        &sb,
+        &grant_id(&sb),
+        &file_url(&bare),
+        "refs/heads/agent/{run_id}",
+        "create",
+    );
+    let askpass = sb.root.join("askpass.sh");
+    common::script(&askpass, "echo harness");
+    let env_log = sb.root.join("hook-env.log");
+    // The remote's own hook records the environment it gets.
+    hook(
+        &bare,
+        &format!(
+            "cat >> '{}'\necho \"ask=${{GIT_ASKPASS:-none}} cfg=${{GIT_CONFIG_COUNT:-none}} \
+             sock=${{SSH_AUTH_SOCK:-none}}\" >> '{}'",
+            sb.root.join("pub.pushes").display(),
+            env_log.display()
+        ),
+    );
+    let log = sb.root.join("agent.log");
+    let body = format!(
+        "{AGENT}\n{}\n{}\n{}\n{}",
+        common::attempt(
+            &log,
+            "hook",
+            &format!(
+                "echo 'touch {}/pwned' > '{}/hooks/pre-receive'",
+                sb.root.display(),
+                bare.display()
+            )
+        ),
+        common::attempt(
+            &log,
+            "askpass",
+            &format!(
+                "echo 'touch {}/pwned' > '{}'",
+                sb.root.display(),
+                askpass.display()
+            )
+        ),
+        common::attempt(
+            &log,
+            "ref",
+            &format!(
+                "git --git-dir='{}' update-ref refs/heads/agent/iso-1 \"$(git rev-parse HEAD)\"",
+                bare.display()
+            )
+        ),
+        common::attempt(
+            &log,
+            "push",
+            &format!(
+                "git -c core.hooksPath=/dev/null -c protocol.file.allow=always push -q \
+                 --no-verify '{}' HEAD:refs/heads/agent/iso-1",
+                file_url(&bare)
+            )
+        ),
+    );
+    let agent = agent_script(&sb, &body);
+    let out = docs_run_command(
+        &sb,
+        &sb.state,
+        &[
+            "--isolate",
+            "--run-id",
+            "iso-1",
+            "--publication",
+            file.to_str().unwrap(),
+        ],
+        &agent,
+    )
+    .env("GIT_ASKPASS", &askpass)
+    .env("SSH_AUTH_SOCK", "/nonexistent/agent.sock")
+    .env("GIT_CONFIG_COUNT", "1")
+    .env("GIT_CONFIG_KEY_0", "http.extraHeader")
+    .env("GIT_CONFIG_VALUE_0", "Authorization: Bearer xyz")
+    .output()
+    .unwrap();
+    let result = tool_result(&out);
+    if result["failure_class"] == "dependency" {
+        eprintln!("skipped: namespaces are unavailable here: {result:#}");
+        return;
+    }
+    let log = common::read_or_empty(&log);
+    for attempt in ["hook", "askpass", "ref", "push"] {
+        assert!(
+            log.contains(&format!("{attempt} refused")),
+            "{log}\n{result:#}"
+        );
+    }
+    assert!(!sb.root.join("pwned").exists());
+    assert_published(&sb, &result, &bare, "refs/heads/agent/iso-1");
+    assert_eq!(pushes(&sb.root, "pub"), 1);
+    let env = std::fs::read_to_string(&env_log).unwrap();
+    assert_eq!(env.trim(), "ask=none cfg=none sock=none", "{env}");
+
+    // A file the credential variables name that does not exist (the agent
+    // could create it) is refused before anything runs.
+    let out = docs_run_command(
+        &sb,
+        &sb.state,
+        &[
+            "--isolate",
+            "--run-id",
+            "iso-2",
+            "--publication",
+            file.to_str().unwrap(),
+        ],
+        &agent_script(&sb, AGENT),
+    )
+    .env("GIT_ASKPASS", sb.root.join("missing-askpass"))
+    .output()
+    .unwrap();
+    let result = tool_result(&out);
+    assert_eq!(rules(&result), ["publication_invalid"], "{result:#}");
+    assert!(
+        result["violations"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("GIT_ASKPASS"),
+        "{result:#}"
+    );
+}
+
+/// Red-team review: a reftable checkout under `--isolate` (a git that
+/// migrates reftable repositories, 2.48 and newer) is published like any
+/// other; a requested publication that does not happen is never a success.
+#[test]
+fn a_reftable_checkout_under_isolate_is_published_never_silently_skipped() {
+    let Some(bin) = ["/opt/git-2.55/bin", "/opt/git3/bin"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|d| d.join("git").is_file())
+    else {
+        eprintln!("skipped: no git 2.48 or newer for a reftable sealed workspace");
+        return;
+    };
+    let sb = Sandbox::new();
+    let mut path = bin.into_os_string();
+    path.push(":");
+    path.push(std::env::var_os("PATH").unwrap_or_default());
+    std::fs::remove_dir_all(&sb.repo).unwrap();
+    let clone = sb
+        .command("git")
+        .env("PATH", &path)
+        .current_dir(&sb.root)
+        .args(["clone", "-q", "--ref-format=reftable", "origin.git", "repo"])
+        .output()
+        .unwrap();
+    assert!(clone.status.success(), "{clone:?}");
+    assert!(sb.repo.join(".git/reftable").is_dir());
+    let bare = remote(&sb, &sb.root, "pub");
+    let file = contract(
+        &sb,
+        &grant_id(&sb),
+        &file_url(&bare),
+        "refs/heads/agent/{run_id}",
+        "create",
+    );
+    let out = docs_run_command(
+        &sb,
+        &sb.state,
+        &[
+            "--isolate",
+            "--run-id",
+            "rt-1",
+            "--publication",
+            file.to_str().unwrap(),
+        ],
+        &agent_script(&sb, AGENT),
+    )
+    .env("PATH", &path)
+    .output()
+    .unwrap();
+    let result = tool_result(&out);
+    if result["failure_class"] == "dependency" {
+        eprintln!("skipped: namespaces are unavailable here: {result:#}");
+        return;
+    }
+    assert_published(&sb, &result, &bare, "refs/heads/agent/rt-1");
+    assert_eq!(pushes(&sb.root, "pub"), 1);
+}
+
+/// Red-team review: git normalises percent-escapes in what it prints
+/// (`ghp%5FSECRET%21` becomes `ghp_SECRET%21`), past the scrub; userinfo
+/// with a percent-escape is refused at parse time, nothing runs or leaks.
+#[test]
+fn percent_escaped_userinfo_is_refused_before_anything_runs_or_leaks() {
+    let sb = Sandbox::new();
+    let served = sb.root.join("served");
+    std::fs::create_dir(&served).unwrap();
+    let bare = remote(&sb, &served, "pub");
+    let server = http_server(&sb, &served, "serve", Some("ghp_SECRETTOKEN!:x"));
+    let url = format!(
+        "http://ghp%5FSECRETTOKEN%21:x@127.0.0.1:{}/pub.git",
+        server.port
+    );
+    let file = contract(
+        &sb,
+        &grant_id(&sb),
+        &url,
+        "refs/heads/agent/{run_id}",
+        "create",
+    );
+    let out = run_with(&sb, &file, "pct-1", AGENT);
+    let result = tool_result(&out);
+    assert_eq!(rules(&result), ["publication_invalid"], "{result:#}");
+    assert_eq!(result["failure_class"], "validation");
+    assert_eq!(ref_in(&sb, &bare, "refs/heads/agent/pct-1"), None);
+    let check = sb.grantguard(&["publication", "check", file.to_str().unwrap()]);
+    assert!(!check.status.success());
+    let mut seen = String::new();
+    for o in [&out, &check] {
+        seen.push_str(&String::from_utf8_lossy(&o.stdout));
+        seen.push_str(&String::from_utf8_lossy(&o.stderr));
+    }
+    for entry in walk(&sb.state) {
+        seen.push_str(&String::from_utf8_lossy(
+            &std::fs::read(entry).unwrap_or_default(),
+        ));
+    }
+    assert!(
+        !seen.contains("SECRETTOKEN"),
+        "the credential leaked: {seen}"
+    );
+    assert_schema_refuses(&url);
+}
+
+/// The contract's schema refuses `remote` as the parser does.
+#[track_caller]
+fn assert_schema_refuses(remote: &str) {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/repository_publication.schema.json");
+    let schema: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let doc = json!({"repository_publication": {"version": "1",
+        "grant_id": format!("rg1:{}", "a".repeat(64)), "remote": remote,
+        "target_ref": "refs/heads/agent/x", "mode": "create", "allow_tags_and_notes": false}});
+    assert!(!jsonschema::is_valid(&schema, &doc), "{remote}");
+}
+
+/// Red-team review: the harness's `GIT_CONFIG_KEY_<n>` may hold only
+/// `credential.*` and `http.*` keys; `url.<x>.insteadOf` (which sent the
+/// push elsewhere while the evidence named the contract's URL) is refused
+/// before anything runs.
+#[test]
+fn environment_config_that_could_redirect_the_push_is_refused() {
+    let sb = Sandbox::new();
+    let served = sb.root.join("served");
+    std::fs::create_dir(&served).unwrap();
+    let bare = remote(&sb, &served, "pub");
+    let decoy = remote(&sb, &served, "decoy");
+    let daemon = git_daemon(&sb, &served);
+    let url = format!("git://127.0.0.1:{}/pub.git", daemon.port);
+    let decoy_url = format!("git://127.0.0.1:{}/decoy.git", daemon.port);
+    let file = contract(
+        &sb,
+        &grant_id(&sb),
+        &url,
+        "refs/heads/agent/{run_id}",
+        "create",
+    );
+    let with_config = |run_id: &str, key: &str, value: &str| {
+        let agent = agent_script(&sb, AGENT);
+        let out = docs_run_command(
+            &sb,
+            &sb.state,
+            &["--run-id", run_id, "--publication", file.to_str().unwrap()],
+            &agent,
+        )
+        .env("GIT_CONFIG_COUNT", "1")
+        .env("GIT_CONFIG_KEY_0", key)
+        .env("GIT_CONFIG_VALUE_0", value)
+        .output()
+        .unwrap();
+        tool_result(&out)
+    };
+    for key in [
+        format!("url.{decoy_url}.insteadOf"),
+        format!("url.{decoy_url}.pushInsteadOf"),
+        "http.curloptResolve".to_owned(),
+    ] {
+        let result = with_config("redirect-env", &key, &url);
+        assert_eq!(rules(&result), ["publication_invalid"], "{key}: {result:#}");
+        let message = result["violations"][0]["message"].as_str().unwrap();
+        assert!(message.contains("GIT_CONFIG_KEY_0"), "{message}");
+        assert_eq!(result["evidence"].get("command"), None, "nothing ran");
+    }
+    assert_eq!(pushes(&served, "decoy"), 0);
+    assert_eq!(pushes(&served, "pub"), 0);
+    // A documented key is taken.
+    let result = with_config("redirect-ok", "http.extraHeader", "X-Test: 1");
+    assert_published(&sb, &result, &bare, "refs/heads/agent/redirect-ok");
+    assert_eq!(pushes(&served, "decoy"), 0);
+    assert_eq!(ref_in(&sb, &decoy, "refs/heads/agent/redirect-env"), None);
+}
+
+/// Red-team review: a failed publication is not sticky. Once its cause is
+/// fixed (here: the remote did not exist), the identical `publish`, and
+/// the replay of the identical `run`, read the remote again and publish,
+/// once; an answer from the records says it is a replay.
+#[test]
+fn a_failed_publication_is_attempted_again_once_its_cause_is_fixed() {
+    let sb = Sandbox::new();
+    let missing = sb.root.join("later.git");
+    let file = contract(
+        &sb,
+        &grant_id(&sb),
+        &file_url(&missing),
+        "refs/heads/agent/{run_id}",
+        "create",
+    );
+    // `run`: rejected (no such repository), then replayed once it exists.
+    let out = run_with(&sb, &file, "late-1", AGENT);
+    let first = tool_result(&out);
+    assert_eq!(rules(&first), ["publication_rejected"], "{first:#}");
+    let bare = remote(&sb, &sb.root, "later");
+    assert_eq!(bare, missing);
+    let again = tool_result(&run_with(&sb, &file, "late-1", AGENT));
+    assert_published(&sb, &again, &bare, "refs/heads/agent/late-1");
+    assert_eq!(pushes(&sb.root, "later"), 1);
+
+    // `publish`: the same.
+    let sb = Sandbox::new();
+    let missing = sb.root.join("later.git");
+    let file = contract(
+        &sb,
+        &grant_id(&sb),
+        &file_url(&missing),
+        "refs/heads/agent/{run_id}",
+        "create",
+    );
+    sb.arm(&docs_task(&sb));
+    sb.commit_file("docs/guide.md", "better\n", "docs");
+    let publish = || {
+        tool_result(&sb.grantguard(&[
+            "publish",
+            "--state",
+            sb.state.to_str().unwrap(),
+            "--publication",
+            file.to_str().unwrap(),
+            "--run-id",
+            "late-2",
+            "--json",
+        ]))
+    };
+    let first = publish();
+    assert_eq!(rules(&first), ["publication_rejected"], "{first:#}");
+    let bare = remote(&sb, &sb.root, "later");
+    let second = publish();
+    assert_published(&sb, &second, &bare, "refs/heads/agent/late-2");
+    let warnings = second["warnings"].to_string();
+    assert!(warnings.contains("attempted again"), "{second:#}");
+    let third = publish();
+    assert_eq!(third["evidence"]["publication"]["reconciled"], true);
+    assert!(
+        third["warnings"].to_string().contains("a replay"),
+        "{third:#}"
+    );
+    assert_eq!(pushes(&sb.root, "later"), 1, "never pushed twice");
+}
+
+/// Red-team review: `publish` after a `run --publication` that already
+/// pushed the same tip is `already_published`, not a rejection; nothing is
+/// pushed again.
+#[test]
+fn publish_after_a_run_that_published_the_tip_is_already_published() {
+    let sb = Sandbox::new();
+    let bare = remote(&sb, &sb.root, "pub");
+    let file = contract(
+        &sb,
+        &grant_id(&sb),
+        &file_url(&bare),
+        "refs/heads/agent/{run_id}",
+        "create",
+    );
+    let result = run_published(&sb, &file, "both-1");
+    assert_published(&sb, &result, &bare, "refs/heads/agent/both-1");
+    // The run disarmed; arm again on the baseline with a fresh state and
+    // bring the same accepted tip back, as a harness that verifies on its
+    // own would have it.
+    let tip = sb.git(&["rev-parse", "HEAD"]);
+    sb.git_nohooks(&["reset", "-q", "--hard", "HEAD~1"]);
+    let state = sb.root.join("state2");
+    let arm = sb.arm_output(&docs_task(&sb), &state);
+    assert!(arm.status.success(), "{arm:?}");
+    sb.git(&["merge", "-q", "--ff-only", &tip]);
+    let out = sb.grantguard(&[
+        "publish",
+        "--state",
+        state.to_str().unwrap(),
+        "--publication",
+        file.to_str().unwrap(),
+        "--run-id",
+        "both-1",
+        "--json",
+    ]);
+    let again = tool_result(&out);
+    assert_eq!(again["status"], "succeeded", "{again:#}");
+    assert_eq!(
+        again["evidence"]["publication"]["status"], "already_published",
+        "{again:#}"
+    );
+    assert_eq!(pushes(&sb.root, "pub"), 1, "never pushed twice");
+}
+
+/// Red-team review: when the remote ref cannot be read back after the
+/// push, the evidence says its value is unknown (`unread`), not absent.
+#[test]
+fn a_remote_ref_that_cannot_be_read_back_is_unknown_not_absent() {
+    let sb = Sandbox::new();
+    let bare = remote(&sb, &sb.root, "pub");
+    // Once the update is in, the repository goes away: ls-remote fails.
+    common::script(
+        &bare.join("hooks/post-receive"),
+        &format!("mv '{0}' '{0}.gone'", bare.display()),
+    );
+    let file = contract(
+        &sb,
+        &grant_id(&sb),
+        &file_url(&bare),
+        "refs/heads/agent/{run_id}",
+        "create",
+    );
+    let result = run_published(&sb, &file, "unread-1");
+    let p = &result["evidence"]["publication"];
+    assert_eq!(p["status"], "published", "{result:#}");
+    assert_eq!(p["after"]["read"], Value::Null);
+    assert_eq!(p["after"]["unread"], true, "{result:#}");
+    assert_eq!(p["after"]["reported"], p["commit"]);
+    assert!(
+        result["warnings"].to_string().contains("unknown"),
+        "{result:#}"
+    );
+    assert_schema("tool_result.schema.json", &result);
+    let moved = PathBuf::from(format!("{}.gone", bare.display()));
+    assert_eq!(
+        ref_in(&sb, &moved, "refs/heads/agent/unread-1").as_deref(),
+        p["commit"].as_str()
+    );
+}
+
+/// Red-team review: the failure class is not steered by text the remote
+/// supplies. A `file://` remote's hook that says "hung up unexpectedly"
+/// and "Authentication failed", then kills its receive-pack (no status
+/// line comes back), is a rejection, not retried; its words are kept.
+#[test]
+fn the_remotes_own_words_do_not_choose_the_failure_class() {
+    let sb = Sandbox::new();
+    let bare = remote(&sb, &sb.root, "pub");
+    hook(
+        &bare,
+        "echo 'fatal: the remote end hung up unexpectedly' >&2\n\
+         echo 'fatal: Authentication failed' >&2\n\
+         kill -9 $PPID",
+    );
+    let file = contract(
+        &sb,
+        &grant_id(&sb),
+        &file_url(&bare),
+        "refs/heads/agent/{run_id}",
+        "create",
+    );
+    let result = run_published(&sb, &file, "steer-1");
+    assert_eq!(result["failure_class"], "target_rejection", "{result:#}");
+    assert_eq!(rules(&result), ["publication_rejected"]);
+    assert_eq!(result["retryable"], false);
+    assert_eq!(ref_in(&sb, &bare, "refs/heads/agent/steer-1"), None);
+}
+
+/// Red-team review: a variable right after the namespace could name any
+/// ref there (a task id `main` makes `refs/heads/{task_id}` the main
+/// branch): refused at parse time, as by the schema. And the messages say
+/// what to write: no `refs/heads/refs/for/main`, no `ssh://https//...`.
+#[test]
+fn a_template_needs_a_fixed_prefix_and_the_messages_say_what_to_write() {
+    let sb = Sandbox::new();
+    let bare = remote(&sb, &sb.root, "pub");
+    let grant = grant_id(&sb);
+    let base = json!({"version": "1", "grant_id": grant, "remote": file_url(&bare),
+        "target_ref": "refs/heads/agent/{run_id}", "mode": "fast-forward",
+        "allow_tags_and_notes": false});
+    let with = |key: &str, value: &str| {
+        let mut b = base.clone();
+        b[key] = json!(value);
+        json!({ "repository_publication": b })
+    };
+    let schema_path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/repository_publication.schema.json");
+    let schema: Value = serde_json::from_slice(&std::fs::read(schema_path).unwrap()).unwrap();
+    for (i, (key, value, says, never)) in [
+        (
+            "target_ref",
+            "refs/heads/{task_id}",
+            "fixed prefix",
+            "refs/heads/refs/",
+        ),
+        (
+            "target_ref",
+            "refs/heads/{run_id}/x",
+            "fixed prefix",
+            "refs/heads/refs/",
+        ),
+        (
+            "target_ref",
+            "refs/for/main",
+            "never published",
+            "refs/heads/refs/",
+        ),
+        (
+            "remote",
+            "https:/example.com/r.git",
+            "https://example.com/r.git",
+            "ssh://",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let doc = with(key, value);
+        let file = contract_value(&sb, doc.clone());
+        let result = tool_result(&run_with(&sb, &file, &format!("pre-{i}"), AGENT));
+        assert_eq!(
+            rules(&result),
+            ["publication_invalid"],
+            "{value}: {result:#}"
+        );
+        let message = result["violations"][0]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{value}: {message}");
+        assert!(!message.contains(never), "{value}: {message}");
+        assert!(!jsonschema::is_valid(&schema, &doc), "{value}");
+    }
+    assert!(jsonschema::is_valid(
+        &schema,
+        &with("target_ref", "refs/heads/agent-{task_id}")
+    ));
+    assert_eq!(pushes(&sb.root, "pub"), 0);
+    assert_eq!(ref_in(&sb, &bare, "refs/heads/main"), None);
+}
+
+/// Red-team review (the class of finding 1): the git the publication runs
+/// is frozen for the agent too, wherever it is installed (here: a wrapper
+/// in a directory of the user's, first on `PATH`), also in place (the
+/// sealed workspace freezes it already).
+#[test]
+fn under_isolate_the_agent_cannot_rewrite_the_git_the_publication_runs() {
+    let sb = Sandbox::new();
+    let bare = remote(&sb, &sb.root, "pub");
+    let file = contract(
+        &sb,
+        &grant_id(&sb),
+        &file_url(&bare),
+        "refs/heads/agent/{run_id}",
+        "create",
+    );
+    let real = sb
+        .command("sh")
+        .args(["-c", "command -v git"])
+        .output()
+        .unwrap();
+    let real = String::from_utf8(real.stdout).unwrap().trim().to_owned();
+    let bin = sb.root.join("userbin");
+    std::fs::create_dir(&bin).unwrap();
+    let wrapper = bin.join("git");
+    common::script(&wrapper, &format!("exec '{real}' \"$@\""));
+    let log = sb.root.join("agent.log");
+    let body = format!(
+        "{AGENT}\n{}",
+        common::attempt(
+            &log,
+            "git",
+            &format!(
+                "printf '#!/bin/sh\\ntouch {}/pwned\\nexec {real} \"$@\"\\n' > '{}'",
+                sb.root.display(),
+                wrapper.display()
+            )
+        ),
+    );
+    let mut path = bin.clone().into_os_string();
+    path.push(":");
+    path.push(std::env::var_os("PATH").unwrap_or_default());
+    let out = docs_run_command(
+        &sb,
+        &sb.state,
+        &[
+            "--isolate",
+            "--workspace",
+            "in-place",
+            "--run-id",
+            "iso-git",
+            "--publication",
+            file.to_str().unwrap(),
+        ],
+        &agent_script(&sb, &body),
+    )
+    .env("PATH", &path)
+    .output()
+    .unwrap();
+    let result = tool_result(&out);
+    if result["failure_class"] == "dependency" {
+        eprintln!("skipped: namespaces are unavailable here: {result:#}");
+        return;
+    }
+    let log = common::read_or_empty(&log);
+    assert!(log.contains("git refused"), "{log}\n{result:#}");
+    assert!(!sb.root.join("pwned").exists());
+    assert_published(&sb, &result, &bare, "refs/heads/agent/iso-git");
+}
+
+/// The processes whose command line mentions `needle`.
+fn processes_mentioning(needle: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if cmdline.contains(needle) {
+                out.push(format!(
+                    "{}: {cmdline}",
+                    entry.file_name().to_string_lossy()
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Red-team review: a `publish` killed mid-push leaves no git push or
+/// ls-remote running against the remote, and its scratch repository is
+/// removed by the next attempt.
+#[test]
+fn a_killed_publish_leaves_no_git_itself_running_and_no_scratch_behind() {
+    let sb = Sandbox::new();
+    // A remote that accepts connections and never answers.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming() {
+            held.push(conn);
+        }
+    });
+    let url = format!("http://127.0.0.1:{port}/silent.git");
+    let file = contract(
+        &sb,
+        &grant_id(&sb),
+        &url,
+        "refs/heads/agent/{run_id}",
+        "create",
+    );
+    sb.arm(&docs_task(&sb));
+    sb.commit_file("docs/guide.md", "better\n", "docs");
+    let args = |run_id: &'static str| {
+        vec![
+            "publish".to_owned(),
+            "--state".into(),
+            sb.state.display().to_string(),
+            "--publication".into(),
+            file.display().to_string(),
+            "--run-id".into(),
+            run_id.into(),
+            "--timeout".into(),
+            "60".into(),
+            "--json".into(),
+        ]
+    };
+    let mut child = sb
+        .command(env!("CARGO_BIN_EXE_grantguard"))
+        .current_dir(&sb.repo)
+        .args(args("killed-1"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let needle = format!("127.0.0.1:{port}");
+    let started = Instant::now();
+    while processes_mentioning(&needle).is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "git never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // git itself is killed with grantguard. (Its transport helper,
+    // git-remote-http here, lingers until its connection ends: a residual
+    // the reference documents.)
+    let killed = Instant::now();
+    let git_itself = || -> Vec<String> {
+        processes_mentioning(&needle)
+            .into_iter()
+            .filter(|p| p.contains(" ls-remote ") || p.contains(" push "))
+            .collect()
+    };
+    while !git_itself().is_empty() {
+        assert!(
+            killed.elapsed() < Duration::from_secs(5),
+            "left running: {:?}",
+            git_itself()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let scratch = |state: &Path| {
+        std::fs::read_dir(state)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("publication-"))
+            .count()
+    };
+    assert_eq!(scratch(&sb.state), 1, "the killed publish's scratch");
+    // The next attempt (a closed port now: quick) removes it.
+    let closed = format!("http://127.0.0.1:{}/silent.git", free_port());
+    let file2 = contract(
+        &sb,
+        &grant_id(&sb),
+        &closed,
+        "refs/heads/agent/{run_id}",
+        "create",
+    );
+    let out = sb.grantguard(&[
+        "publish",
+        "--state",
+        sb.state.to_str().unwrap(),
+        "--publication",
+        file2.to_str().unwrap(),
+        "--run-id",
+        "after-1",
+        "--json",
+    ]);
+    let result = tool_result(&out);
+    assert_eq!(rules(&result), ["publication_unreachable"], "{result:#}");
+    assert_eq!(scratch(&sb.state), 0, "abandoned scratch removed");
 }

@@ -113,6 +113,16 @@ proptest! {
                 let unknown_variable = target.contains("{user}");
                 prop_assert!(!target.contains('*') && !unknown_variable);
                 prop_assert!(allow || target.starts_with("refs/heads/"));
+                // A fixed prefix before the first variable.
+                for ns in ["refs/heads/", "refs/tags/", "refs/notes/"] {
+                    if let Some(rest) = target.strip_prefix(ns) {
+                        prop_assert!(!rest.starts_with('{'), "{target}");
+                    }
+                }
+                // No percent-escape in the userinfo (git rewrites them in
+                // its messages, past the scrub).
+                let authority = remote.split("://").nth(1).unwrap_or("").split('/').next().unwrap_or("");
+                prop_assert!(!authority.rsplit_once('@').is_some_and(|(u, _)| u.contains('%')));
             }
             Err(errors) => prop_assert!(!errors.is_empty()),
         }

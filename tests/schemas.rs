@@ -375,10 +375,15 @@ fn publication_records_validate_against_their_schemas() {
         refname: "refs/heads/agent/r1".into(),
         commit: tip.clone(),
         status: Status::Failed,
-        before: RefValue::default(),
+        before: RefValue {
+            reported: None,
+            read: None,
+            unread: true,
+        },
         after: RefValue {
             reported: None,
             read: Some("d".repeat(40)),
+            unread: false,
         },
         reconciled: true,
         accepted: true,

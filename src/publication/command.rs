@@ -48,6 +48,17 @@ pub struct Request {
 // The error is the command's final result, built at most once.
 #[allow(clippy::result_large_err)]
 pub fn parse(file: &Path, tool: &str) -> Result<Publication, ToolResult> {
+    // The harness's environment-given config: only the keys the transport
+    // documents (red-team review: `url.<x>.insteadOf` redirected the push
+    // while the evidence named the contract's URL).
+    if let Err(why) = super::transport::check_config_env() {
+        let mut r = ToolResult::failed(tool, FailureClass::Validation);
+        r.violations.push(Violation::new(
+            rule::PUBLICATION_INVALID,
+            format!("{why}; nothing was pushed"),
+        ));
+        return Err(r);
+    }
     Publication::load_file(file).map_err(|errors| {
         let mut r = ToolResult::failed(tool, FailureClass::Validation);
         for e in errors.iter().take(MAX_LISTED) {

@@ -31,6 +31,10 @@ pub struct RefValue {
     pub reported: Option<String>,
     /// From `git ls-remote`.
     pub read: Option<String>,
+    /// `git ls-remote` failed, so `read` is unknown, not an absent ref
+    /// (present, and true, only then).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unread: bool,
 }
 
 /// `evidence.publication`.
@@ -94,6 +98,10 @@ pub struct MetricsSummary {
     pub status: Status,
     /// The remote ref after, as read back.
     pub remote_after: Option<String>,
+    /// It could not be read back: `remote_after` is unknown, not absent
+    /// (present, and true, only then).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub remote_after_unread: bool,
 }
 
 impl PublicationEvidence {
@@ -105,6 +113,7 @@ impl PublicationEvidence {
             commit: self.commit.clone(),
             status: self.status,
             remote_after: self.after.read.clone(),
+            remote_after_unread: self.after.unread,
         }
     }
 }

@@ -87,25 +87,40 @@ pub fn publish(target: &Target<'_>, git: TrustedGit) -> Published {
         (Ok(i), Ok(o)) => (i, o),
         (Err(e), _) | (_, Err(e)) => return attempt.unrecorded(&format!("{e:#}")),
     };
-    if let Some(outcome) = outcome
+    if let Some(outcome) = &outcome
         && attempt.same(
             &outcome.publication.contract.id,
             &outcome.publication.refname,
             &outcome.publication.commit,
         )
-        && !outcome
-            .failure
-            .as_ref()
-            .is_some_and(|f| f.class.is_retryable())
     {
-        // Recorded and final: answer it, push nothing.
-        let mut evidence = outcome.publication;
-        evidence.reconciled = true;
-        return Published {
-            evidence,
-            failure: outcome.failure,
-            warnings: Vec::new(),
-        };
+        match &outcome.failure {
+            None => {
+                // Published already: answer it, push nothing.
+                let mut evidence = outcome.publication.clone();
+                evidence.reconciled = true;
+                let was = match evidence.status {
+                    Status::AlreadyPublished => "already published",
+                    _ => "published",
+                };
+                return Published {
+                    evidence,
+                    failure: None,
+                    warnings: vec![format!(
+                        "a replay: an earlier attempt recorded this publication as {was}; the \
+                         answer is that record, and nothing was pushed"
+                    )],
+                };
+            }
+            // A recorded failure is not final: once its cause is fixed the
+            // next attempt reads the remote again (below), and the intent
+            // keeps it from pushing twice.
+            Some(failure) => attempt.warnings.push(format!(
+                "an earlier attempt of this publication failed ({}); attempted again, reading \
+                 the remote ref first",
+                failure.violation.rule
+            )),
+        }
     }
     if let Some(intent) = &intent
         && !attempt.same(&intent.contract_id, &intent.refname, &intent.commit)
@@ -147,7 +162,11 @@ pub fn publish(target: &Target<'_>, git: TrustedGit) -> Published {
     let url = target.contract.remote();
     let before = match transport.read_remote(url, &target.refname) {
         Ok(v) => v,
-        Err(e) => return attempt.finish(&journal, Some(transport_failure(e, "reading"))),
+        Err(e) => {
+            attempt.evidence.before.unread = true;
+            attempt.evidence.after.unread = true;
+            return attempt.finish(&journal, Some(transport_failure(e, "reading")));
+        }
     };
     attempt.evidence.before.read = before.clone();
     if let Some(intent) = &intent {
@@ -214,10 +233,14 @@ pub fn publish(target: &Target<'_>, git: TrustedGit) -> Published {
     let after = transport.read_remote(url, &target.refname);
     match &after {
         Ok(v) => attempt.evidence.after.read = v.clone(),
-        Err(e) => attempt.warnings.push(format!(
-            "the remote ref could not be read back after the push: {}",
-            e.message
-        )),
+        Err(e) => {
+            attempt.evidence.after.unread = true;
+            attempt.warnings.push(format!(
+                "the remote ref could not be read back after the push (its value is unknown, \
+                 not absent): {}",
+                e.message
+            ));
+        }
     }
     match pushed {
         Ok(report) => {
@@ -261,10 +284,20 @@ fn precondition(
     };
     match (target.contract.mode(), before) {
         (Mode::Create, None) => None,
-        (Mode::Create, Some(value)) => refused(format!(
-            "{} already exists on the remote (at {value}) and the contract's mode is create",
-            target.refname
-        )),
+        // At the accepted tip already (another attempt of this acceptance
+        // pushed it: `run --publication`, then `publish`): nothing to do.
+        (Mode::Create, Some(value)) if value == target.tip => Some(None),
+        // A ref named for this run holds content that was not accepted:
+        // someone else's, to inspect (not an input to fix).
+        (Mode::Create, Some(value)) => Some(Some(Failure::new(
+            FailureClass::Conflict,
+            rule::PUBLICATION_CONFLICT,
+            format!(
+                "{} already exists on the remote at {value}, not the accepted tip {}, and the \
+                 contract's mode is create: someone else's commit is there; nothing was pushed",
+                target.refname, target.tip
+            ),
+        ))),
         (Mode::FastForward, None) => refused(format!(
             "{} does not exist on the remote and the contract's mode is fast-forward (use \
              mode create for a new ref)",

@@ -60,8 +60,8 @@ pub mod rule {
     /// `publish`: verify did not accept the repository, so nothing is
     /// published (the verdict's class).
     pub const PUBLICATION_NOT_ACCEPTED: &str = "publication_not_accepted";
-    /// The remote refused the update: the ref exists (create), is missing
-    /// or elsewhere (fast-forward), a server hook or protection refused,
+    /// The remote refused the update: the ref is missing or elsewhere
+    /// (fast-forward), the lease failed (create), a server hook or protection refused,
     /// or there is no such repository (`target_rejection`).
     pub const PUBLICATION_REJECTED: &str = "publication_rejected";
     /// The remote refused the credentials, or none were given
@@ -72,7 +72,8 @@ pub mod rule {
     pub const PUBLICATION_UNREACHABLE: &str = "publication_unreachable";
     /// An earlier attempt's intent is recorded and the remote ref is
     /// neither at the tip nor where that attempt found it: someone else
-    /// moved it (`conflict`; both values in the message and evidence).
+    /// moved it; or, in create mode, the ref exists at another commit than
+    /// the tip (`conflict`; both values in the message and evidence).
     pub const PUBLICATION_CONFLICT: &str = "publication_conflict";
     /// The publication's journal cannot be used, or a fresh run found
     /// records there it did not write, so nothing was pushed

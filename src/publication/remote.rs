@@ -103,6 +103,13 @@ impl RemoteUrl {
                 "is a transport helper (such as ext::, which runs a command); only file, git, \
                  ssh, http and https URLs are accepted"
                     .into()
+            } else if let Some((scheme, after)) = text.split_once(':')
+                && Scheme::from_name(scheme).is_some()
+            {
+                format!(
+                    "is missing the // after {scheme}:; write it as {scheme}://{}",
+                    after.trim_start_matches('/')
+                )
             } else if text.contains(':') {
                 format!(
                     "looks like an scp-style address; write it as ssh://{}",
@@ -139,6 +146,19 @@ impl RemoteUrl {
             None => (None, authority),
         };
         check_host(kind, hostport, userinfo.is_some())?;
+        if userinfo.is_some_and(|u| u.contains('%')) {
+            // git rewrites percent-escapes in what it prints (upper-case
+            // hex, unreserved characters decoded), so a credential written
+            // escaped could not be scrubbed from its messages: refused.
+            return Err(
+                "has a percent-escape in its userinfo, which is refused (git rewrites escapes in \
+                 its messages, so such a credential could leak into the records); give a \
+                 credential that needs escaping through the environment instead (a \
+                 credential.helper, GIT_ASKPASS or http.extraHeader, see \
+                 docs/reference/publication.md)"
+                    .into(),
+            );
+        }
         let redacted = format!("{scheme}://{hostport}{path}");
         Ok(RemoteUrl {
             raw: text.to_owned(),
@@ -272,6 +292,12 @@ mod tests {
             ("https://example.com", "no repository path"),
             ("https://example.com:99999/r", "port"),
             ("https://exa mple.com/r", "spaces"),
+            (
+                "https://bot:ghp%5FSECRET%21@example.com/r",
+                "percent-escape",
+            ),
+            ("https://b%6Ft@example.com/r", "percent-escape"),
+            ("https:/example.com/r", "write it as https://example.com/r"),
         ] {
             let err = RemoteUrl::parse(bad).unwrap_err();
             assert!(err.contains(says), "{bad}: {err}");

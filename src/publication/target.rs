@@ -59,11 +59,36 @@ impl RefTemplate {
                     "is a tag or notes ref; set allow_tags_and_notes = true to publish one".into(),
                 );
             }
+        } else if text.starts_with("refs/") && !text.starts_with("refs/heads/") {
+            return Err(
+                "is not under refs/heads/ (nor refs/tags/ or refs/notes/ with \
+                 allow_tags_and_notes); other namespaces (refs/remotes/, refs/replace/, a review \
+                 system's magic refs such as refs/for/...) are never published"
+                    .into(),
+            );
         } else if !text.starts_with("refs/heads/") {
             return Err(format!(
                 "is not under refs/heads/ (nor refs/tags/ or refs/notes/ with \
                  allow_tags_and_notes); write the full name, such as refs/heads/{text}"
             ));
+        }
+        // A variable right after the namespace could name any ref there: a
+        // task id `main` would make refs/heads/{task_id} the main branch.
+        if let Some(first) = VARIABLES.iter().filter_map(|v| text.find(v)).min() {
+            let namespace = ["refs/heads/", "refs/tags/", "refs/notes/"]
+                .into_iter()
+                .find(|ns| text.starts_with(ns))
+                .map_or(0, str::len);
+            if first <= namespace {
+                return Err(format!(
+                    "puts a variable right after {}, so a run or task id such as main would \
+                     name any ref there (refs/heads/main); put a fixed prefix before it, such \
+                     as {}agent/{}",
+                    &text[..namespace],
+                    &text[..namespace],
+                    &text[namespace..]
+                ));
+            }
         }
         if let Some(problem) = refname_problem(sample.as_bytes()) {
             return Err(format!("is not a valid ref name: it {problem}"));
@@ -182,11 +207,17 @@ mod tests {
             ("refs/replace/abc", "not under refs/heads/"),
             ("refs/heads/a..b", "not a valid ref name"),
             ("refs/heads/x.lock", "not a valid ref name"),
+            ("refs/heads/{task_id}", "fixed prefix"),
+            ("refs/heads/{run_id}/x", "fixed prefix"),
+            ("refs/for/main", "never published"),
         ] {
             let err = RefTemplate::parse(bad, false).unwrap_err();
             assert!(err.contains(says), "{bad}: {err}");
         }
         assert!(RefTemplate::parse("refs/tags/v{run_id}", true).is_ok());
+        assert!(RefTemplate::parse("refs/heads/agent-{task_id}", false).is_ok());
+        let err = RefTemplate::parse("refs/for/main", false).unwrap_err();
+        assert!(!err.contains("refs/heads/refs/"), "{err}");
         assert!(RefTemplate::parse("refs/heads/main", false).is_ok());
     }
 }

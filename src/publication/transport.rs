@@ -61,7 +61,7 @@ pub const SYSTEM_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
 /// Most environment-given config entries passed through
 /// (`GIT_CONFIG_COUNT`).
-const MAX_CONFIG_ENTRIES: usize = 32;
+pub const MAX_CONFIG_ENTRIES: usize = 32;
 
 /// Why a transport step failed, typed (the taxonomy's classes follow from
 /// it in [`super::outcome`]).
@@ -123,8 +123,9 @@ impl Transport {
         scratch_parent: &Path,
         limit: Duration,
     ) -> Result<Transport> {
+        remove_abandoned_scratch(scratch_parent);
         let dir = tempfile::Builder::new()
-            .prefix("publication-")
+            .prefix(&format!("{SCRATCH_PREFIX}{}-", std::process::id()))
             .tempdir_in(scratch_parent)
             .with_context(|| {
                 format!(
@@ -182,15 +183,33 @@ impl Transport {
             "-c",
             "core.sshCommand=",
         ]);
-        for var in CREDENTIAL_ENV {
-            if let Some(value) = std::env::var_os(var) {
-                cmd.env(var, value);
+        // A file:// push runs the remote's hooks locally: they get none of
+        // the harness's credentials.
+        if scheme != Scheme::File {
+            for var in CREDENTIAL_ENV {
+                if let Some(value) = std::env::var_os(var) {
+                    cmd.env(var, value);
+                }
             }
+            pass_config_env(&mut cmd);
         }
-        if std::env::var_os("GIT_SSH_COMMAND").is_none() {
+        // git leads a process group of its own (killed as a whole past
+        // the limit); should grantguard itself be killed, git is killed
+        // with it rather than left pushing (red-team review). Its helpers
+        // (ssh, git-remote-http) are not: they end with their connection.
+        // SAFETY: prctl is async-signal-safe; nothing else runs here.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        if scheme == Scheme::File || std::env::var_os("GIT_SSH_COMMAND").is_none() {
             cmd.env("GIT_SSH_COMMAND", DEFAULT_SSH_COMMAND);
         }
-        pass_config_env(&mut cmd);
         cmd
     }
 
@@ -276,6 +295,91 @@ impl Transport {
     }
 }
 
+/// Whether the harness's environment-given config (`GIT_CONFIG_COUNT`
+/// and its pairs) holds only what a publication may be given: at most
+/// [`MAX_CONFIG_ENTRIES`] entries, each `credential.*` or `http.*`
+/// (including `http.<url>.*`), never `http.curloptResolve` (which sends
+/// the push to another address). Everything else (`url.<x>.insteadOf`,
+/// `core.*`, `remote.*`, `protocol.*` ...) could redirect or change the
+/// push: refused, with the key named.
+pub fn check_config_env() -> std::result::Result<(), String> {
+    let Some(count) = std::env::var_os("GIT_CONFIG_COUNT") else {
+        return Ok(());
+    };
+    let count = count
+        .to_str()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .ok_or_else(|| format!("GIT_CONFIG_COUNT is {count:?}, not a number"))?;
+    if count > MAX_CONFIG_ENTRIES {
+        return Err(format!(
+            "GIT_CONFIG_COUNT is {count}; a publication takes at most {MAX_CONFIG_ENTRIES} \
+             environment-given config entries"
+        ));
+    }
+    for i in 0..count {
+        let name = format!("GIT_CONFIG_KEY_{i}");
+        let key = std::env::var(&name).map_err(|_| format!("{name} is missing or not UTF-8"))?;
+        if !config_key_allowed(&key) {
+            return Err(format!(
+                "{name} is {key:?}: a publication's environment-given config may hold only \
+                 credential.* and http.* keys (not http.curloptResolve), since anything else \
+                 (url.*.insteadOf, core.*, remote.*) could send the push elsewhere than the \
+                 contract's remote"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `credential.*`, or `http.*` other than `http.curloptResolve` (any
+/// `http.<url>.` form too); git's section and variable names are
+/// case-insensitive.
+fn config_key_allowed(key: &str) -> bool {
+    let lower = key.to_ascii_lowercase();
+    let Some((section, rest)) = lower.split_once('.') else {
+        return false;
+    };
+    let variable = rest.rsplit('.').next().unwrap_or("");
+    if variable.is_empty() || key.chars().any(|c| c.is_control()) {
+        return false;
+    }
+    match section {
+        "credential" => true,
+        "http" => variable != "curloptresolve",
+        _ => false,
+    }
+}
+
+/// How the scratch repositories' names begin: the prefix, then the pid of
+/// the grantguard that made it.
+const SCRATCH_PREFIX: &str = "publication-";
+
+/// Removes the scratch repositories in `parent` left by a grantguard that
+/// was killed (its pid no longer runs). Best effort.
+fn remove_abandoned_scratch(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(SCRATCH_PREFIX))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<libc::pid_t>().ok())
+            .filter(|pid| *pid > 0)
+        else {
+            continue;
+        };
+        // SAFETY: signal 0 only checks that the process exists.
+        let gone = unsafe { libc::kill(pid, 0) } != 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone && entry.file_type().is_ok_and(|t| t.is_dir()) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 /// Passes git's own environment-given config (`GIT_CONFIG_COUNT` and its
 /// pairs) through: how a harness configures a credential helper or an
 /// `http.extraHeader` without a file an agent could write.
@@ -288,6 +392,11 @@ fn pass_config_env(cmd: &mut Command) {
     };
     let count = count.min(MAX_CONFIG_ENTRIES);
     cmd.env("GIT_CONFIG_COUNT", count.to_string());
+    // Checked before anything ran ([`check_config_env`]); checked again.
+    if check_config_env().is_err() {
+        cmd.env_remove("GIT_CONFIG_COUNT");
+        return;
+    }
     for i in 0..count {
         for name in [
             format!("GIT_CONFIG_KEY_{i}"),
@@ -324,12 +433,47 @@ pub fn porcelain_line(stdout: &str, refname: &str) -> Option<PushReport> {
     })
 }
 
-/// git's stderr as a typed failure. The one place that reads git's words:
-/// git reports transport failures only as text. What is not recognised is
-/// a rejection (not retried), as the taxonomy asks of anything unknown.
+/// git's stderr as a typed failure, when no porcelain status line decided
+/// it. The one place that reads git's words: git reports transport
+/// failures only as text. What is not recognised is a rejection (not
+/// retried), as the taxonomy asks of anything unknown.
+///
+/// Text the remote supplies cannot steer the class (red-team review: a
+/// hook's refusal saying "hung up unexpectedly" was retried as a network
+/// failure): a `file://` remote has no network and no authentication, so
+/// its failures are rejections (its hooks write to git's own stderr,
+/// indistinguishable from git's words); over the network, the remote's
+/// lines (`remote: ...`) are kept in the message, bounded, and never
+/// matched.
 fn classify(url: &RemoteUrl, stderr: &[u8]) -> TransportError {
     let text = String::from_utf8_lossy(stderr);
-    let lower = text.to_lowercase();
+    let remote_said = |l: &str| l.trim_start().starts_with("remote:");
+    let lines: Vec<String> = text
+        .lines()
+        .filter(|l| !l.starts_with("hint:") && !l.trim().is_empty())
+        .filter(|l| !remote_said(l))
+        .take(6)
+        .map(|l| bounded(l, 300))
+        .chain(
+            text.lines()
+                .filter(|l| remote_said(l) && !l.trim_start()["remote:".len()..].trim().is_empty())
+                .take(4)
+                .map(|l| bounded(l, 200)),
+        )
+        .collect();
+    let message = url.scrub(&lines.join("; "));
+    if url.scheme() == Scheme::File {
+        return TransportError {
+            kind: FailureKind::Rejected,
+            message,
+        };
+    }
+    let lower: String = text
+        .lines()
+        .filter(|l| !remote_said(l))
+        .collect::<Vec<_>>()
+        .join("\n")
+        .to_lowercase();
     const AUTH: &[&str] = &[
         "authentication failed",
         "could not read username",
@@ -374,15 +518,19 @@ fn classify(url: &RemoteUrl, stderr: &[u8]) -> TransportError {
     } else {
         FailureKind::Rejected
     };
-    let lines: Vec<&str> = text
-        .lines()
-        .filter(|l| !l.starts_with("hint:") && !l.trim().is_empty())
-        .take(6)
-        .collect();
-    TransportError {
-        kind,
-        message: url.scrub(&lines.join("; ")),
+    TransportError { kind, message }
+}
+
+/// `line`, cut to at most `max` bytes (at a character boundary).
+fn bounded(line: &str, max: usize) -> String {
+    if line.len() <= max {
+        return line.to_owned();
     }
+    let mut end = max;
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &line[..end])
 }
 
 #[cfg(test)]
@@ -405,6 +553,32 @@ mod tests {
     }
 
     #[test]
+    fn only_credential_and_http_keys_are_taken_from_the_environment() {
+        for ok in [
+            "credential.helper",
+            "credential.https://h.example.username",
+            "http.extraHeader",
+            "HTTP.https://h.example/.extraheader",
+            "http.sslCAInfo",
+        ] {
+            assert!(config_key_allowed(ok), "{ok}");
+        }
+        for bad in [
+            "url.http://evil/.insteadOf",
+            "url.file:///x.pushInsteadOf",
+            "core.sshCommand",
+            "remote.origin.url",
+            "protocol.allow",
+            "http.curloptResolve",
+            "http.https://h/.curloptresolve",
+            "http",
+            "credential.",
+        ] {
+            assert!(!config_key_allowed(bad), "{bad}");
+        }
+    }
+
+    #[test]
     fn classifies_git_words_and_scrubs_them() {
         let url = RemoteUrl::parse("https://u:pw@h.example/r.git").unwrap();
         let e = classify(
@@ -416,6 +590,21 @@ mod tests {
         let e = classify(&url, b"fatal: unable to access '...': Failed to connect to h.example port 443: Connection refused");
         assert_eq!(e.kind, FailureKind::Unreachable);
         let e = classify(&url, b"fatal: something new");
+        assert_eq!(e.kind, FailureKind::Rejected);
+        // The remote's own words never steer the class, and are kept.
+        let e = classify(
+            &url,
+            b"remote: the remote end hung up unexpectedly\nremote: Authentication failed\n\
+              error: failed to push some refs",
+        );
+        assert_eq!(e.kind, FailureKind::Rejected);
+        assert!(
+            e.message.contains("remote: Authentication failed"),
+            "{}",
+            e.message
+        );
+        let file = RemoteUrl::parse("file:///srv/r.git").unwrap();
+        let e = classify(&file, b"fatal: the remote end hung up unexpectedly");
         assert_eq!(e.kind, FailureKind::Rejected);
     }
 }

@@ -504,7 +504,11 @@ fn run_steps(request: &Request) -> ToolResult {
         }
     };
     crash_point("started");
-    let mut result = execute(request, &admitted, grant.as_ref(), &places);
+    let frozen = publication
+        .as_ref()
+        .map(|p| p.frozen().to_vec())
+        .unwrap_or_default();
+    let mut result = execute(request, &admitted, grant.as_ref(), &places, &frozen);
     result.warnings.splice(0..0, admitted.warnings.clone());
     if let Some(lease) = &admitted.lease {
         result = lease_evidence(result, lease);

@@ -28,6 +28,7 @@ pub(super) fn execute(
     admitted: &Admitted,
     grant: Option<&Grant>,
     places: &Places,
+    frozen: &[std::path::PathBuf],
 ) -> ToolResult {
     let mut interrupted_imports = Vec::new();
     let sealed = if request.isolate && request.workspace == WorkspaceMode::Sealed {
@@ -90,7 +91,16 @@ pub(super) fn execute(
         (Some(outcome), None)
     } else {
         match (request.isolate)
-            .then(|| isolation_plan(admitted, grant.is_some(), places, request, sealed.as_ref()))
+            .then(|| {
+                isolation_plan(
+                    admitted,
+                    grant.is_some(),
+                    places,
+                    request,
+                    sealed.as_ref(),
+                    frozen,
+                )
+            })
             .transpose()
         {
             Err(e) => (None, Some(e)),
@@ -284,6 +294,7 @@ fn isolation_plan(
     places: &Places,
     request: &Request,
     sealed: Option<&Sealed>,
+    frozen: &[std::path::PathBuf],
 ) -> std::io::Result<isolate::Plan> {
     // The metrics append creates the file's directory; created now, it can
     // be mounted read-only, so the command cannot plant lines in it.
@@ -348,7 +359,17 @@ fn isolation_plan(
         paths.push(link.hub);
     }
     let network = isolate::network_allowed(&admitted.contract.required_capabilities);
-    let pins = record_ancestors(places, request);
+    let mut pins = record_ancestors(places, request);
+    // `--publication`: what the publication runs or pushes to, read-only,
+    // its directories pinned (not renamed away and replaced).
+    paths.extend(frozen.iter().cloned());
+    pins.extend(frozen.iter().flat_map(|p| {
+        p.ancestors()
+            .skip(1)
+            .filter(|a| a.parent().is_some())
+            .map(Path::to_path_buf)
+            .collect::<Vec<_>>()
+    }));
     let needed = needed_paths(places, request, location.as_ref());
     let plan = match sealed {
         Some(sealed) => sealed.command_plan(paths, network, pins)?,

@@ -22,7 +22,8 @@ use super::{Request, TOOL};
 use crate::grant::Grant;
 use crate::journal::RunIdentity;
 use crate::publication::command::{expand_target, hold_to_grant, parse};
-use crate::publication::flow::{Target, publish};
+use crate::publication::evidence::{Failure, PublicationEvidence, RefValue, Status};
+use crate::publication::flow::{Published, Target, publish};
 use crate::publication::records::PublicationJournal;
 use crate::publication::target::Names;
 use crate::publication::transport::CREDENTIAL_ENV;
@@ -36,6 +37,17 @@ pub(super) struct Plan {
     contract: Publication,
     refname: String,
     git: TrustedGit,
+    /// Under `--isolate`: what the agent's namespace mounts read-only so
+    /// that nothing the publication executes or pushes to can be written
+    /// by the agent ([`frozen_paths`]).
+    frozen: Vec<PathBuf>,
+}
+
+impl Plan {
+    /// The paths the agent's namespace must mount read-only.
+    pub(super) fn frozen(&self) -> &[PathBuf] {
+        &self.frozen
+    }
 }
 
 /// Checks `--publication` before anything is written or run: a valid
@@ -66,11 +78,134 @@ pub(super) fn prepare(
             ),
         )
     })?;
+    let frozen = if request.isolate {
+        let mut frozen = frozen_paths(&contract, &request.repo).map_err(|e| {
+            ToolResult::rejected(
+                TOOL,
+                FailureClass::Validation,
+                Violation::new(
+                    crate::publication::rule::PUBLICATION_INVALID,
+                    format!("--isolate --publication: {e}; nothing was run"),
+                ),
+            )
+        })?;
+        // The git the publication runs (and its exec path): the agent must
+        // not rewrite it either, wherever it is installed.
+        frozen.extend(
+            git.paths_to_freeze()
+                .into_iter()
+                .filter_map(|p| p.canonicalize().ok()),
+        );
+        frozen.sort();
+        frozen.dedup();
+        frozen
+    } else {
+        Vec::new()
+    };
     Ok(Some(Plan {
         contract,
         refname,
         git,
+        frozen,
     }))
+}
+
+/// The credential variables whose value is a path grantguard's transport
+/// reads or runs.
+const PATH_ENV: &[&str] = &[
+    "GIT_ASKPASS",
+    "GIT_SSL_CAINFO",
+    "GIT_SSL_CAPATH",
+    "GIT_SSL_CERT",
+    "GIT_SSL_KEY",
+];
+
+/// What the agent must not write under `--isolate --publication`, so that
+/// nothing grantguard's publication later executes, trusts or pushes to
+/// is the agent's: a `file://` remote's repository (its hooks run, as
+/// this user, when grantguard pushes; the agent could push there itself)
+/// and every file the harness's credential variables name (`GIT_ASKPASS`,
+/// `GIT_SSL_*`, and each absolute path in `GIT_SSH_COMMAND` and in the
+/// values of `GIT_CONFIG_VALUE_<n>`: a helper, a key, a CA file).
+///
+/// Refused (the error says why) when such a path does not exist (the agent
+/// could create it), is relative with a directory part, or lies in the
+/// checkout or holds it (the checkout must stay writable).
+fn frozen_paths(contract: &Publication, repo: &Path) -> Result<Vec<PathBuf>, String> {
+    let checkout = repo.canonicalize().unwrap_or_else(|_| repo.to_path_buf());
+    let mut named: Vec<(String, String)> = Vec::new();
+    let url = contract.remote();
+    if url.scheme() == crate::publication::remote::Scheme::File {
+        let rest = url.redacted().strip_prefix("file://").unwrap_or_default();
+        let path = rest.strip_prefix("localhost").unwrap_or(rest);
+        if path.contains('%') {
+            return Err(format!(
+                "the file:// remote {} has percent-escapes; write its path plainly so that it \
+                 can be made read-only for the agent",
+                url.redacted()
+            ));
+        }
+        named.push(("the file:// remote".into(), path.to_owned()));
+    }
+    for var in PATH_ENV {
+        if let Some(value) = std::env::var(var).ok().filter(|v| !v.is_empty()) {
+            if !value.starts_with('/') && value.contains('/') {
+                return Err(format!(
+                    "{var} names the relative path {value:?}; name the file by its absolute path"
+                ));
+            }
+            if value.starts_with('/') {
+                named.push((var.to_string(), value));
+            }
+        }
+    }
+    let mut commands: Vec<(String, String)> = Vec::new();
+    if let Ok(value) = std::env::var("GIT_SSH_COMMAND") {
+        commands.push(("GIT_SSH_COMMAND".into(), value));
+    }
+    let count = std::env::var("GIT_CONFIG_COUNT")
+        .ok()
+        .and_then(|c| c.parse::<usize>().ok())
+        .unwrap_or(0)
+        .min(crate::publication::transport::MAX_CONFIG_ENTRIES);
+    for i in 0..count {
+        let var = format!("GIT_CONFIG_VALUE_{i}");
+        if let Ok(value) = std::env::var(&var) {
+            commands.push((var, value));
+        }
+    }
+    for (var, value) in commands {
+        for word in value.split(|c: char| c.is_whitespace() || "=\"'!,;".contains(c)) {
+            if word.starts_with('/') {
+                named.push((var.clone(), word.to_owned()));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for (what, path) in named {
+        if ["/dev/", "/proc/"].iter().any(|p| path.starts_with(p)) || path == "/dev/null" {
+            continue;
+        }
+        let real = Path::new(&path).canonicalize().map_err(|e| {
+            format!(
+                "{what} names {path}, which cannot be made read-only for the agent ({e}); \
+                 create it before the run"
+            )
+        })?;
+        if real.starts_with(&checkout) || checkout.starts_with(&real) {
+            return Err(format!(
+                "{what} names {path}, which is in the checkout or holds it, so it cannot be \
+                 made read-only for the agent; keep it outside the checkout"
+            ));
+        }
+        if real == Path::new("/") {
+            return Err(format!("{what} names /"));
+        }
+        out.push(real);
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
 }
 
 /// The environment variables the agent's command must not see when the
@@ -128,24 +263,67 @@ pub(super) fn after_acceptance(
     places: &Places,
     run_id: &str,
 ) {
-    let Some(tip) = result
-        .evidence
-        .get("commits")
-        .and_then(|c| c.get("tip"))
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-    else {
-        result
-            .warnings
-            .push("the accepted run names no tip commit; nothing was published".into());
+    // A requested publication that cannot happen is a typed failure, never
+    // a success with a warning (red-team review: a reftable checkout).
+    let fail = |result: &mut ToolResult, tip: Option<&str>, why: String| {
+        let failure = Failure::new(
+            FailureClass::InternalDefect,
+            crate::publication::rule::PUBLICATION_FAILED,
+            format!("{why}; nothing was published (the commits stay accepted)"),
+        );
+        match tip {
+            Some(tip) => Published {
+                evidence: PublicationEvidence {
+                    contract: plan.contract.evidence(),
+                    refname: plan.refname.clone(),
+                    commit: tip.to_owned(),
+                    status: Status::Failed,
+                    before: RefValue::default(),
+                    after: RefValue::default(),
+                    reconciled: false,
+                    accepted: true,
+                },
+                failure: Some(failure),
+                warnings: Vec::new(),
+            }
+            .apply_to(result),
+            None => {
+                let failed = ToolResult::failed(TOOL, failure.class);
+                result.status = failed.status;
+                result.failure_class = failed.failure_class;
+                result.retryable = failed.retryable;
+                result.violations.push(failure.violation);
+            }
+        }
+    };
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_owned);
+    // The verdict's tip; a sealed run's import names it too (the verdict
+    // cannot always read the host's refs, such as reftable's).
+    let tip = text(result.evidence.get("commits").and_then(|c| c.get("tip"))).or_else(|| {
+        text(
+            result
+                .evidence
+                .get("workspace")
+                .and_then(|w| w.get("import"))
+                .and_then(|i| i.get("tip")),
+        )
+    });
+    let Some(tip) = tip else {
+        fail(
+            result,
+            None,
+            "the accepted run names no tip commit to publish".into(),
+        );
         return;
     };
-    let objects_dir = match objects_of(&places.work_dir) {
+    let objects_dir = match objects_of(&places.work_dir, &plan.git) {
         Ok(dir) => dir,
         Err(e) => {
-            result
-                .warnings
-                .push(format!("cannot find the repository's objects ({e:#})"));
+            fail(
+                result,
+                Some(&tip),
+                format!("cannot find the repository's objects ({e:#})"),
+            );
             return;
         }
     };
@@ -192,24 +370,25 @@ pub(super) fn resume(plan: &Plan, places: &Places, identity: &RunIdentity) -> Op
     Some(accepted)
 }
 
-/// On a replay of a recorded run whose publication failed retryably (the
-/// network), the publication is attempted again (reconciled with its
-/// journal and the remote, so nothing is pushed twice); the recorded
-/// result is answered with the new publication evidence.
+/// On a replay of a recorded run whose publication failed (the network,
+/// or a cause since fixed: a missing remote, credentials), the publication
+/// is attempted again (reconciled with its journal and the remote, so
+/// nothing is pushed twice); the recorded result is answered with the new
+/// publication evidence. A failure is never sticky; only a success is
+/// final.
 pub(super) fn retry_on_replay(
     recorded: &mut ToolResult,
     plan: &Plan,
     places: &Places,
     run_id: &str,
 ) {
-    let failed_retryably = recorded
+    let failed = recorded
         .evidence
         .get("publication")
         .and_then(|p| p.get("status"))
         .and_then(Value::as_str)
-        == Some("failed")
-        && recorded.retryable;
-    if !failed_retryably {
+        == Some("failed");
+    if !failed {
         return;
     }
     // Back to the accepted result, then publish again.
@@ -252,10 +431,29 @@ fn branch_holds(work_dir: &Path, commit: &str) -> bool {
     )
 }
 
-/// The objects directory of the repository at `work_dir`.
-fn objects_of(work_dir: &Path) -> anyhow::Result<PathBuf> {
-    let repo = crate::repo::open(work_dir)?;
-    Ok(crate::repo::location(&repo)?.common_dir.join("objects"))
+/// The objects directory of the repository at `work_dir`: read directly,
+/// or asked of git when the repository is one the reader cannot open (a
+/// reftable one).
+fn objects_of(work_dir: &Path, git: &TrustedGit) -> anyhow::Result<PathBuf> {
+    let direct = crate::repo::open(work_dir)
+        .and_then(|repo| Ok(crate::repo::location(&repo)?.common_dir.join("objects")));
+    match direct {
+        Ok(dir) => Ok(dir),
+        Err(first) => {
+            let out = git
+                .command(work_dir)
+                .args(["rev-parse", "--path-format=absolute", "--git-common-dir"])
+                .output()?;
+            let common = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+            if !out.status.success() || common.is_empty() {
+                return Err(first.context(format!(
+                    "and git rev-parse --git-common-dir failed: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )));
+            }
+            Ok(PathBuf::from(common).join("objects"))
+        }
+    }
 }
 
 /// The metrics line's summary of the result's publication, if any.

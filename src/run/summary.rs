@@ -77,16 +77,24 @@ pub fn summary(result: &ToolResult) -> String {
         }
     }
     if let Some(p) = e.get("publication") {
+        let after = p.get("after");
+        let now = match after.and_then(|a| a.get("read")).and_then(Value::as_str) {
+            Some(value) => value,
+            None if after
+                .and_then(|a| a.get("unread"))
+                .and_then(Value::as_bool)
+                .unwrap_or(false) =>
+            {
+                "unknown: it could not be read"
+            }
+            None => "absent",
+        };
         out.push_str(&format!(
-            "  publication: {} {} -> {} at {} (remote now {})\n",
+            "  publication: {} {} -> {} at {} (remote now {now})\n",
             text(p.get("status")),
             text(p.get("commit")),
             text(p.get("ref")),
             text(p.get("contract").and_then(|c| c.get("remote"))),
-            p.get("after")
-                .and_then(|a| a.get("read"))
-                .and_then(Value::as_str)
-                .unwrap_or("absent")
         ));
     }
     if let Some(j) = e.get("journal").and_then(Value::as_str) {
