@@ -84,8 +84,21 @@ struct Compat {
 
 impl Compat {
     fn new() -> Compat {
+        Compat::in_sandbox(Sandbox::new())
+    }
+
+    /// [`Compat::new`] for the git libraries (pygit2, dulwich, GitPython,
+    /// isomorphic-git): repositories in the formats they read and write,
+    /// SHA-1 with refs in files, whatever git's defaults (Git 3.0 makes
+    /// SHA-256 + reftable repositories, which libgit2 refuses to open and
+    /// the others cannot commit to). grantguard is still tested with the
+    /// tool under every git.
+    fn for_libraries() -> Compat {
+        Compat::in_sandbox(Sandbox::with_files_refs())
+    }
+
+    fn in_sandbox(sb: Sandbox) -> Compat {
         let tools = tools();
-        let sb = Sandbox::new();
         let mut paths = vec![tools.dir.join("bin")];
         paths.extend(std::env::split_paths(
             &std::env::var_os("PATH").unwrap_or_default(),
@@ -413,13 +426,13 @@ fn accepts_granted_and_rejects_ungranted_commits_with_pre_commit_whose_hook_keep
 
 #[test]
 fn accepts_granted_and_rejects_ungranted_commits_made_with_pygit2() {
-    let c = Compat::new();
+    let c = Compat::for_libraries();
     agent_run(&c, Agent::Library(Client::Pygit2), None, GRANTED, UNGRANTED);
 }
 
 #[test]
 fn accepts_granted_and_rejects_ungranted_commits_made_with_dulwich() {
-    let c = Compat::new();
+    let c = Compat::for_libraries();
     agent_run(
         &c,
         Agent::Library(Client::Dulwich),
@@ -431,7 +444,7 @@ fn accepts_granted_and_rejects_ungranted_commits_made_with_dulwich() {
 
 #[test]
 fn accepts_granted_and_rejects_ungranted_commits_made_with_gitpython() {
-    let c = Compat::new();
+    let c = Compat::for_libraries();
     agent_run(
         &c,
         Agent::Library(Client::GitPython),
@@ -443,7 +456,7 @@ fn accepts_granted_and_rejects_ungranted_commits_made_with_gitpython() {
 
 #[test]
 fn accepts_granted_and_rejects_ungranted_commits_made_with_isomorphic_git() {
-    let c = Compat::new();
+    let c = Compat::for_libraries();
     agent_run(
         &c,
         Agent::Library(Client::IsomorphicGit),
@@ -727,7 +740,7 @@ fn gitpython_stale_cache_tree_commit(c: &Compat, rel: &str, content: &str) -> Ou
 
 #[test]
 fn rejects_an_ungranted_gitpython_commit_behind_a_stale_cache_tree() {
-    let c = Compat::new();
+    let c = Compat::for_libraries();
     let _before = arm(&c);
     let head = c.git(&["rev-parse", "HEAD"]);
     let out = gitpython_stale_cache_tree_commit(&c, "src/lib.rs", "pub fn taken() {}\n");
@@ -742,7 +755,7 @@ fn rejects_an_ungranted_gitpython_commit_behind_a_stale_cache_tree() {
 
 #[test]
 fn accepts_a_granted_gitpython_commit_behind_a_stale_cache_tree() {
-    let c = Compat::new();
+    let c = Compat::for_libraries();
     let _before = arm(&c);
     let head = c.git(&["rev-parse", "HEAD"]);
     let out = gitpython_stale_cache_tree_commit(&c, "docs/guide.md", "a better guide\n");
@@ -808,7 +821,7 @@ fn rejects_lefthook_install_force_while_armed_after_the_hooks_said_not_to() {
 
 #[test]
 fn leaves_a_chained_default_pre_commit_hook_to_dulwich_and_restores_it_on_disarm() {
-    let c = Compat::new();
+    let c = Compat::for_libraries();
     // With core.hooksPath unset, .git/hooks is git's hooks directory: its
     // pre-commit is the original grantguard chains, and arm leaves it there.
     let hook = c.sb.git_dir().join("hooks/pre-commit");
@@ -846,7 +859,7 @@ fn leaves_a_chained_default_pre_commit_hook_to_dulwich_and_restores_it_on_disarm
 
 #[test]
 fn places_a_default_pre_commit_stub_for_dulwich_and_removes_it_on_disarm() {
-    let c = Compat::new();
+    let c = Compat::for_libraries();
     let hooks = c.sb.git_dir().join("hooks");
     let listing = |dir: &Path| {
         let mut names: Vec<String> = std::fs::read_dir(dir)

@@ -22,6 +22,15 @@ fn armed() -> Sandbox {
     sb
 }
 
+/// [`armed`] with refs in loose files and `packed-refs` whatever git's
+/// default ref format (Git 3.0's is reftable): for the attacks on the files
+/// backend's own storage.
+fn armed_files() -> Sandbox {
+    let sb = Sandbox::with_files_refs();
+    sb.arm(&sb.grant(&["docs/"], 1, 2));
+    sb
+}
+
 /// An ungranted commit on top of HEAD, made without moving any ref.
 fn ungranted_commit(sb: &Sandbox) -> String {
     let blob = sb.git_stdin(&["hash-object", "-w", "--stdin"], "pub fn evil() {}\n");
@@ -159,7 +168,7 @@ fn rejects_a_file_in_the_git_dir_that_shadows_the_branch_name() {
     // git's lookup for `main` starts at $GIT_DIR/main, before
     // refs/heads/main: `git rev-parse main` and `git push origin main` would
     // take the ungranted commit, while refs/heads/main is the granted one.
-    let sb = armed();
+    let sb = armed_files();
     sb.commit_file("docs/guide.md", "new\n", "granted");
     let evil = ungranted_commit(&sb);
     std::fs::write(sb.git_dir().join("main"), format!("{evil}\n")).unwrap();
@@ -177,7 +186,7 @@ fn rejects_a_file_in_the_git_dir_that_shadows_the_branch_name() {
 fn rejects_a_symlinked_refs_heads_directory() {
     // The granted commit is packed; the loose refs/heads git follows through
     // a symlink names an ungranted one.
-    let sb = armed();
+    let sb = armed_files();
     sb.commit_file("docs/guide.md", "new\n", "granted");
     sb.git(&["pack-refs", "--all"]);
     let evil = ungranted_commit(&sb);
@@ -219,7 +228,7 @@ fn rejects_packed_refs_records_git_reads_differently() {
         ),
     ];
     for (what, records) in variants {
-        let sb = armed();
+        let sb = armed_files();
         let good = sb.commit_file("docs/guide.md", "new\n", "granted");
         let evil = ungranted_commit(&sb);
         sb.git(&["pack-refs", "--all"]);

@@ -15,7 +15,19 @@ use common::{Sandbox, assert_accepted, assert_rejected};
 use serde_json::Value;
 
 fn armed() -> Sandbox {
-    let sb = Sandbox::new();
+    arm(Sandbox::new())
+}
+
+/// [`armed`] in a repository whose refs are in loose files and
+/// `packed-refs` whatever git's default ref format: for the tests about the
+/// files backend's own storage (symlinks, `packed-refs` text, loose ref
+/// files, files in the git dir git's files backend resolves). Git 3.0
+/// makes reftable repositories, where none of that storage exists.
+fn armed_files() -> Sandbox {
+    arm(Sandbox::with_files_refs())
+}
+
+fn arm(sb: Sandbox) -> Sandbox {
     let grant = sb.grant(&["docs/"], 1, 2);
     sb.arm(&grant);
     sb
@@ -148,7 +160,7 @@ fn accepts_an_agents_normal_commit_as_git_sees_it() {
 
 #[test]
 fn accepts_pack_refs_all_and_a_packed_ref_overridden_by_a_loose_one() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::with_files_refs();
     sb.git(&["pack-refs", "--all"]);
     sb.arm(&sb.grant(&["docs/"], 1, 2));
     // The commit writes a loose refs/heads/main over the packed one.
@@ -166,7 +178,7 @@ fn accepts_pack_refs_all_and_a_packed_ref_overridden_by_a_loose_one() {
 
 #[test]
 fn accepts_git_gc_and_annotated_tags_packed_with_peeled_lines() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::with_files_refs();
     sb.git(&["tag", "-a", "-m", "release", "v1"]);
     sb.git(&["tag", "light"]);
     sb.git(&["pack-refs", "--all"]);
@@ -187,7 +199,7 @@ fn accepts_git_gc_and_annotated_tags_packed_with_peeled_lines() {
 
 #[test]
 fn rejects_a_symlinked_ref_file() {
-    let sb = armed();
+    let sb = armed_files();
     sb.commit_file("docs/guide.md", "new\n", "docs");
     let ungranted = sb.commit_file("src/lib.rs", "evil\n", "src");
     sb.git_nohooks(&["reset", "-q", "--hard", "HEAD~1"]);
@@ -203,7 +215,7 @@ fn rejects_a_symlinked_ref_file() {
 
 #[test]
 fn rejects_a_symlinked_refs_heads_directory() {
-    let sb = armed();
+    let sb = armed_files();
     let base = sb.git(&["rev-parse", "HEAD"]);
     let fake = sb.root.join("fake-heads");
     std::fs::create_dir_all(&fake).unwrap();
@@ -218,7 +230,7 @@ fn rejects_a_symlinked_refs_heads_directory() {
 
 #[test]
 fn rejects_a_symlinked_subdirectory_of_refs_tags() {
-    let sb = armed();
+    let sb = armed_files();
     let base = sb.git(&["rev-parse", "HEAD"]);
     let fake = sb.root.join("fake-tags");
     std::fs::create_dir_all(&fake).unwrap();
@@ -230,7 +242,7 @@ fn rejects_a_symlinked_subdirectory_of_refs_tags() {
 
 #[test]
 fn rejects_a_symlinked_packed_refs_file() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::with_files_refs();
     sb.git(&["pack-refs", "--all"]);
     sb.arm(&sb.grant(&["docs/"], 1, 2));
     let moved = sb.root.join("packed-refs");
@@ -244,7 +256,7 @@ fn rejects_a_symlinked_packed_refs_file() {
 
 #[test]
 fn rejects_a_packed_record_ending_in_carriage_return() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::with_files_refs();
     sb.git(&["pack-refs", "--all"]);
     sb.arm(&sb.grant(&["docs/"], 1, 2));
     let text = packed_refs(&sb).replace(
@@ -259,7 +271,7 @@ fn rejects_a_packed_record_ending_in_carriage_return() {
 
 #[test]
 fn rejects_the_same_ref_packed_twice_with_different_values() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::with_files_refs();
     let base = sb.git(&["rev-parse", "HEAD"]);
     let other = sb.commit_file("src/lib.rs", "x\n", "ungranted");
     sb.git_nohooks(&["reset", "-q", "--hard", &base]);
@@ -286,7 +298,7 @@ fn rejects_the_same_ref_packed_twice_with_different_values() {
 
 #[test]
 fn rejects_a_sorted_header_over_unsorted_records() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::with_files_refs();
     sb.git(&["tag", "a-tag"]);
     sb.git(&["pack-refs", "--all"]);
     sb.arm(&sb.grant(&["docs/"], 1, 2));
@@ -313,7 +325,7 @@ fn rejects_a_sorted_header_over_unsorted_records() {
 
 #[test]
 fn rejects_a_misplaced_peeled_line() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::with_files_refs();
     sb.git(&["tag", "-a", "-m", "t", "v1"]);
     sb.git(&["pack-refs", "--all"]);
     sb.arm(&sb.grant(&["docs/"], 1, 2));
@@ -344,7 +356,7 @@ fn rejects_a_misplaced_peeled_line() {
 
 #[test]
 fn rejects_a_forged_peeled_line() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::with_files_refs();
     sb.git(&["tag", "-a", "-m", "t", "v1"]);
     let other = sb.commit_file("src/lib.rs", "x\n", "ungranted");
     sb.git_nohooks(&["reset", "-q", "--hard", "HEAD~1"]);
@@ -377,7 +389,7 @@ fn rejects_a_forged_peeled_line() {
 
 #[test]
 fn rejects_a_non_canonical_loose_ref() {
-    let sb = armed();
+    let sb = armed_files();
     let base = sb.git(&["rev-parse", "HEAD"]);
     std::fs::write(
         sb.git_dir().join("refs/tags/odd"),
@@ -406,7 +418,7 @@ fn assert_shadowed(sb: &Sandbox) {
 
 #[test]
 fn rejects_a_file_in_the_git_dir_named_like_the_branch() {
-    let sb = armed();
+    let sb = armed_files();
     let base = sb.git(&["rev-parse", "HEAD"]);
     sb.commit_file("docs/guide.md", "new\n", "docs");
     std::fs::write(sb.git_dir().join("main"), format!("{base}\n")).unwrap();
@@ -560,7 +572,11 @@ fn accepts_a_non_utf8_branch_armed_and_committed_on_with_the_hooks() {
 
 /// A linked worktree on branch `feature`, armed.
 fn armed_linked() -> (Sandbox, std::path::PathBuf) {
-    let sb = Sandbox::new();
+    armed_linked_in(Sandbox::new())
+}
+
+/// [`armed_linked`] in `sb`.
+fn armed_linked_in(sb: Sandbox) -> (Sandbox, std::path::PathBuf) {
     let wt = sb.root.join("wt");
     sb.git(&[
         "worktree",
@@ -615,7 +631,7 @@ fn accepts_a_commit_in_a_linked_worktree_as_git_sees_it() {
 
 #[test]
 fn rejects_a_symlinked_per_worktree_ref_dir_in_a_linked_worktree() {
-    let (sb, wt) = armed_linked();
+    let (sb, wt) = armed_linked_in(Sandbox::with_files_refs());
     std::fs::write(wt.join("docs/guide.md"), "new\n").unwrap();
     sb.run_git(
         &wt,

@@ -932,3 +932,65 @@ fn restore_resets_a_rejected_run_to_the_baseline() {
     assert_eq!(git_view(&sb, &sb.repo), refs_before);
     assert!(sb.repo.join(".git/reftable").is_dir());
 }
+
+/// A submodule whose own repository keeps its refs in reftable (as every
+/// repository Git 3.0 makes does): arm reads its HEAD with the strict
+/// reftable reader, so a clean one is clean, and one checked out at another
+/// commit than its gitlink is still dirt.
+#[test]
+fn accepts_a_granted_commit_beside_a_reftable_submodule() {
+    let Some(sb) = reftable_sandbox("sha1") else {
+        return;
+    };
+    let lib = sb.root.join("lib");
+    git_in(
+        &sb,
+        &sb.root,
+        &["init", "-q", "-b", "main", "--ref-format=reftable", "lib"],
+    );
+    std::fs::write(lib.join("lib.c"), "int f;\n").unwrap();
+    git_in(&sb, &lib, &["add", "."]);
+    git_in(&sb, &lib, &["commit", "-q", "-m", "lib"]);
+    std::fs::write(lib.join("lib.c"), "int g;\n").unwrap();
+    git_in(&sb, &lib, &["commit", "-q", "-a", "-m", "lib 2"]);
+    git_in(
+        &sb,
+        &sb.repo,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "-c",
+            "init.defaultRefFormat=reftable",
+            "submodule",
+            "add",
+            "-q",
+            lib.to_str().unwrap(),
+            "vendor/lib",
+        ],
+    );
+    assert!(
+        sb.repo
+            .join(".git/modules/vendor/lib/reftable/tables.list")
+            .is_file(),
+        "the submodule's repository is not reftable"
+    );
+    git_in(&sb, &sb.repo, &["commit", "-q", "-m", "submodule"]);
+    arm(&sb, &sb.repo, &["docs/"], 1);
+    let out = commit(&sb, &sb.repo, "docs/guide.md", "new guide\n");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (code, r) = verify(&sb, &sb.repo);
+    assert_accepted(code, &r);
+    // The submodule checked out at another commit: dirt, as git says.
+    git_in(
+        &sb,
+        &sb.repo.join("vendor/lib"),
+        &["checkout", "-q", "HEAD~1"],
+    );
+    assert!(!git_in(&sb, &sb.repo, &["status", "--porcelain"]).is_empty());
+    let (code, r) = verify(&sb, &sb.repo);
+    assert_rejected(code, &r, &["worktree_not_clean"]);
+}

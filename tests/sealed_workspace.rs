@@ -72,6 +72,9 @@ fn fingerprint(roots: &[&Path]) -> Fingerprint {
                 content,
             },
         );
+        if ft.is_dir() && is_reftable_stack(path) {
+            ref_values(path, out);
+        }
         if ft.is_dir() {
             let mut children: Vec<PathBuf> = std::fs::read_dir(path)
                 .unwrap()
@@ -88,6 +91,86 @@ fn fingerprint(roots: &[&Path]) -> Fingerprint {
         walk(root, &mut out);
     }
     out
+}
+
+/// Whether `dir` is a git dir's reftable stack (`<git dir>/reftable`).
+fn is_reftable_stack(dir: &Path) -> bool {
+    dir.file_name().is_some_and(|n| n == "reftable")
+        && dir.join("tables.list").is_file()
+        && dir.parent().is_some_and(|g| g.join("HEAD").is_file())
+}
+
+/// Where the fingerprint keeps the ref values git reads from the reftable
+/// stack `<git dir>/reftable`: `<git dir>/reftable.values/<ref name>`, a
+/// path that exists nowhere on disk.
+fn ref_values_dir(git_dir: &Path) -> PathBuf {
+    git_dir.join("reftable.values")
+}
+
+/// The refs git reads through the reftable stack `stack` (HEAD and the
+/// other root refs included), one fingerprint entry per ref whose content
+/// is its value. Any ref update rewrites the stack's tables and
+/// `tables.list` (and auto-compaction merges tables), so an import changes
+/// those bytes as it changes `packed-refs` or a loose ref file in the files
+/// format; what must not change is the value of any ref but the branch,
+/// which these entries compare.
+fn ref_values(stack: &Path, out: &mut Fingerprint) {
+    let git_dir = stack.parent().unwrap();
+    let listed = Command::new("git")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_COMMON_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .arg("--git-dir")
+        .arg(git_dir)
+        .args([
+            "for-each-ref",
+            "--include-root-refs",
+            "--format=%(refname)%00%(objectname)%00%(symref)",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        listed.status.success(),
+        "git for-each-ref in {}: {}",
+        git_dir.display(),
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    let values = ref_values_dir(git_dir);
+    let linked = git_dir.join("commondir").is_file();
+    for line in String::from_utf8(listed.stdout).unwrap().lines() {
+        let mut fields = line.split('\0');
+        let (name, id, symref) = (
+            fields.next().unwrap(),
+            fields.next().unwrap_or_default(),
+            fields.next().unwrap_or_default(),
+        );
+        // A linked worktree's stack holds only its own refs; git lists the
+        // shared ones (the common dir's stack, fingerprinted there) too.
+        let per_worktree = !name.starts_with("refs/")
+            || ["refs/bisect/", "refs/worktree/", "refs/rewritten/"]
+                .iter()
+                .any(|p| name.starts_with(p));
+        if linked && !per_worktree {
+            continue;
+        }
+        let content = if symref.is_empty() {
+            id.to_owned()
+        } else {
+            format!("ref:{symref}")
+        };
+        out.insert(
+            values.join(name),
+            Entry {
+                kind: "ref",
+                mode: 0,
+                uid: 0,
+                gid: 0,
+                content,
+            },
+        );
+    }
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -154,6 +237,10 @@ struct Allowed {
     dirs: BTreeSet<PathBuf>,
     /// Anything new under it may be added; nothing there may change.
     objects: PathBuf,
+    /// Reftable stacks: their tables and `tables.list` may come, go and
+    /// change (any ref update and compaction rewrites them); the refs' values
+    /// are compared instead (see [`ref_values`]).
+    ref_stacks: Vec<PathBuf>,
 }
 
 impl Allowed {
@@ -164,7 +251,11 @@ impl Allowed {
                 let ok = (self.files.contains(p) && *c != Change::Removed)
                     || self.worktree.contains(p)
                     || (self.dirs.contains(p) && *c != Change::Changed)
-                    || (p.starts_with(&self.objects) && p != &self.objects && *c == Change::Added);
+                    || (p.starts_with(&self.objects) && p != &self.objects && *c == Change::Added)
+                    || self
+                        .ref_stacks
+                        .iter()
+                        .any(|stack| p.starts_with(stack) && p != stack);
                 !ok
             })
             .cloned()
@@ -202,6 +293,10 @@ impl Layout {
         files.insert(self.git_dir.join("logs/HEAD"));
         files.insert(self.common_dir.join("logs").join(branch));
         files.insert(self.common_dir.join(branch));
+        // In a reftable repository: the branch's value, as git reads it
+        // through the stack of the common dir and of this worktree's git dir.
+        files.insert(ref_values_dir(&self.common_dir).join(branch));
+        files.insert(ref_values_dir(&self.git_dir).join(branch));
         let packed = self.common_dir.join("packed-refs");
         if std::fs::read_to_string(&packed).is_ok_and(|t| t.contains(branch)) {
             files.insert(packed);
@@ -233,6 +328,10 @@ impl Layout {
             worktree,
             dirs,
             objects: self.common_dir.join("objects"),
+            ref_stacks: vec![
+                self.common_dir.join("reftable"),
+                self.git_dir.join("reftable"),
+            ],
         }
     }
 }

@@ -15,7 +15,21 @@ use serde_json::Value;
 
 /// A SHA-256 sandbox (origin, clone), armed with `docs/` granted.
 fn armed(min: u32, max: u32) -> Sandbox {
-    let sb = Sandbox::with_object_format("sha256");
+    armed_in(Sandbox::with_object_format("sha256"), min, max)
+}
+
+/// [`armed`] with refs in loose files and `packed-refs` whatever git's
+/// default ref format (Git 3.0's is reftable): for the tests about how the
+/// files backend stores SHA-256 ids.
+fn armed_files(min: u32, max: u32) -> Sandbox {
+    armed_in(
+        Sandbox::with_object_format_and_files_refs("sha256"),
+        min,
+        max,
+    )
+}
+
+fn armed_in(sb: Sandbox, min: u32, max: u32) -> Sandbox {
     let git = sb.try_git(&["rev-parse", "--show-object-format"]);
     if git.status.success() {
         assert_eq!(String::from_utf8_lossy(&git.stdout).trim(), "sha256");
@@ -230,7 +244,7 @@ fn accepts_git_gc_with_commit_graph_packs_and_reverse_indexes() {
 
 #[test]
 fn accepts_git_pack_refs_all() {
-    let sb = armed(1, 2);
+    let sb = armed_files(1, 2);
     hooked_commit(&sb, "docs/guide.md", "better guide\n");
     sb.git(&["pack-refs", "--all"]);
     let packed = std::fs::read_to_string(sb.git_dir().join("packed-refs")).unwrap();
@@ -292,7 +306,7 @@ fn rejects_a_forged_reverse_index_with_a_sha256_trailer() {
 
 #[test]
 fn rejects_a_ref_holding_a_40_digit_id() {
-    let sb = armed(1, 2);
+    let sb = armed_files(1, 2);
     hooked_commit(&sb, "docs/guide.md", "better guide\n");
     // Written around git: git itself reads it as a broken ref.
     let loose = sb.git_dir().join("refs/tags/short");

@@ -197,8 +197,8 @@ const WORKFLOWS: &[Workflow] = &[
     // purpose: the history must be linear.)
     w("merge_conflict_aborted", r#"git switch -q --detach; c docs/a.md one; x=$(git rev-parse HEAD); git switch -q main; c docs/a.md two; git merge -q "$x" >/dev/null 2>&1 || true; git merge --abort"#),
     w("merge_squash_conflict_resolved", r#"git switch -q --detach; c docs/a.md one; x=$(git rev-parse HEAD); git switch -q main; c docs/a.md two; git merge -q --squash "$x" >/dev/null 2>&1 || true; echo resolved > docs/a.md; git add docs/a.md; git commit -q --no-edit"#),
-    w("cherry_pick_conflict_resolved", r#"c docs/a.md one; x=$(git rev-parse HEAD); git reset -q --hard "$BASE"; c docs/a.md two; git cherry-pick "$x" >/dev/null 2>&1 || true; test -e .git/CHERRY_PICK_HEAD; echo resolved > docs/a.md; git add docs/a.md; git commit -q --no-edit"#),
-    w("revert_conflict_resolved", r#"c docs/a.md one; c docs/a.md two; git revert --no-edit HEAD~1 >/dev/null 2>&1 || true; test -e .git/REVERT_HEAD; echo resolved > docs/a.md; git add docs/a.md; git commit -q --no-edit"#),
+    w("cherry_pick_conflict_resolved", r#"c docs/a.md one; x=$(git rev-parse HEAD); git reset -q --hard "$BASE"; c docs/a.md two; git cherry-pick "$x" >/dev/null 2>&1 || true; git rev-parse -q --verify CHERRY_PICK_HEAD >/dev/null; echo resolved > docs/a.md; git add docs/a.md; git commit -q --no-edit"#),
+    w("revert_conflict_resolved", r#"c docs/a.md one; c docs/a.md two; git revert --no-edit HEAD~1 >/dev/null 2>&1 || true; git rev-parse -q --verify REVERT_HEAD >/dev/null; echo resolved > docs/a.md; git add docs/a.md; git commit -q --no-edit"#),
     w("detach_experiment_and_return", r#"git switch -q --detach; c docs/try.md; git switch -q -; c docs/a.md"#),
     w("checkout_baseline_detached_and_back", r#"c docs/a.md; git checkout -q "$BASE"; git checkout -q main"#),
     // Patches.

@@ -44,6 +44,21 @@ pub fn gitlinks_of(index: &gix::index::State) -> Vec<Gitlink> {
         .collect()
 }
 
+/// The commit a submodule's HEAD resolves to, read from whichever ref
+/// store the submodule's own repository uses: a reftable submodule (a
+/// SHA-256 + reftable repository made by Git 3.0, say) is read by the strict
+/// in-process reftable reader, as the superproject's refs are; gix cannot
+/// read its HEAD. `None` when HEAD is unborn, dangling or unreadable.
+fn submodule_head(repo: &gix::Repository) -> Option<gix::ObjectId> {
+    if super::is_reftable(repo) {
+        return match super::refs::head(repo).ok()? {
+            super::Head::Branch { commit, .. } => commit,
+            super::Head::Detached(id) => Some(id),
+        };
+    }
+    repo.head_id().ok().map(gix::Id::detach)
+}
+
 /// Dirt in the submodules checked out under `work_dir`, with paths relative
 /// to `work_dir`. `depth` is how deep in nested submodules `work_dir` is.
 pub fn submodule_dirt(work_dir: &Path, links: &[Gitlink], depth: usize) -> Result<Vec<Dirt>> {
@@ -86,12 +101,12 @@ pub fn submodule_dirt(work_dir: &Path, links: &[Gitlink], depth: usize) -> Resul
             ));
             continue;
         }
-        match repo.head_id() {
-            Ok(head) if head.detach() == link.id => {}
-            Ok(_) => out.push(dirt(
+        match submodule_head(&repo) {
+            Some(head) if head == link.id => {}
+            Some(_) => out.push(dirt(
                 "a submodule checked out at another commit than its gitlink records",
             )),
-            Err(_) => out.push(dirt("a submodule whose HEAD does not resolve to a commit")),
+            None => out.push(dirt("a submodule whose HEAD does not resolve to a commit")),
         }
         let git_dir = repo.git_dir().to_owned();
         let mut inner = super::worktree::dirt_at_depth(&repo, None, depth + 1)?;

@@ -61,14 +61,50 @@ impl Sandbox {
     /// [`Sandbox::new`] with every repository (origin, seed, clone) in the
     /// given object format (`sha1` or `sha256`).
     pub fn with_object_format(format: &str) -> Sandbox {
+        Sandbox::with_formats(format, None)
+    }
+
+    /// [`Sandbox::new`] whose repositories keep their refs in loose files
+    /// and `packed-refs`, whatever this git's default ref format is (Git
+    /// 3.0's is reftable): for tests about the files backend itself.
+    #[allow(dead_code)]
+    pub fn with_files_refs() -> Sandbox {
+        Sandbox::with_formats("sha1", Some("files"))
+    }
+
+    /// [`Sandbox::with_files_refs`] in the given object format.
+    #[allow(dead_code)]
+    pub fn with_object_format_and_files_refs(format: &str) -> Sandbox {
+        Sandbox::with_formats(format, Some("files"))
+    }
+
+    /// [`Sandbox::with_object_format`], every repository made with the
+    /// given ref format when one is named (`-c init.defaultRefFormat`,
+    /// which gits that know only the files format ignore).
+    fn with_formats(format: &str, ref_format: Option<&str>) -> Sandbox {
         let sb = Sandbox::empty();
         let format = format!("--object-format={format}");
-        sb.run_git(
+        let ref_config = ref_format.map(|f| format!("init.defaultRefFormat={f}"));
+        let made = |args: &[&str]| -> Vec<String> {
+            let mut all = Vec::new();
+            if let Some(c) = &ref_config {
+                all.push("-c".to_owned());
+                all.push(c.clone());
+            }
+            all.extend(args.iter().map(|a| (*a).to_owned()));
+            all
+        };
+        let run = |dir: &Path, args: &[&str]| {
+            let args = made(args);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            sb.run_git(dir, &args);
+        };
+        run(
             &sb.root,
             &["init", "-q", "--bare", "-b", "main", &format, "origin.git"],
         );
         let seed = sb.root.join("seed");
-        sb.run_git(&sb.root, &["init", "-q", "-b", "main", &format, "seed"]);
+        run(&sb.root, &["init", "-q", "-b", "main", &format, "seed"]);
         std::fs::create_dir_all(seed.join("docs")).unwrap();
         std::fs::create_dir_all(seed.join("src")).unwrap();
         std::fs::write(seed.join("README.md"), "# demo\n").unwrap();
@@ -78,7 +114,7 @@ impl Sandbox {
         sb.run_git(&seed, &["add", "."]);
         sb.run_git(&seed, &["commit", "-q", "-m", "initial"]);
         sb.run_git(&seed, &["push", "-q", "../origin.git", "main"]);
-        sb.run_git(&sb.root, &["clone", "-q", "origin.git", "repo"]);
+        run(&sb.root, &["clone", "-q", "origin.git", "repo"]);
         sb
     }
 
@@ -88,6 +124,11 @@ impl Sandbox {
         let root = tmp.path().canonicalize().unwrap();
         let home = root.join("home");
         std::fs::create_dir_all(&home).unwrap();
+        // Tests run git inside the bare `origin.git` (`git -C origin.git
+        // ...`); Git 3.0 refuses that by default (safe.bareRepository =
+        // explicit). A test-environment setting in the isolated global
+        // config: grantguard never reads it.
+        std::fs::write(home.join(".gitconfig"), "[safe]\n\tbareRepository = all\n").unwrap();
         Sandbox {
             origin: root.join("origin.git"),
             repo: root.join("repo"),
