@@ -237,35 +237,17 @@ pub fn joined_hook_paths(
     }
 }
 
-/// The hook names git runs (`githooks(5)`), for a relative hooks
+/// The hook names git runs from a hooks directory, for a relative hooks
 /// directory: each worktree has its own, so every name is chained, not only
 /// those the first armed worktree happens to have (a missing one is skipped,
-/// as git skips it).
-const GIT_HOOKS: &[&str] = &[
-    "applypatch-msg",
-    "pre-applypatch",
-    "post-applypatch",
-    "pre-commit",
-    "pre-merge-commit",
-    "prepare-commit-msg",
-    "commit-msg",
-    "post-commit",
-    "pre-rebase",
-    "post-checkout",
-    "post-merge",
-    "pre-push",
-    "pre-receive",
-    "update",
-    "proc-receive",
-    "post-receive",
-    "post-update",
-    "reference-transaction",
-    "push-to-checkout",
-    "pre-auto-gc",
-    "post-rewrite",
-    "sendemail-validate",
-    "post-index-change",
-];
+/// as git skips it). Every event of `githooks(5)` but the ones git itself
+/// never runs from there: `fsmonitor-watchman` (a sample for
+/// `core.fsmonitor`) and git-p4's `p4-*`.
+fn git_hooks() -> impl Iterator<Item = &'static str> {
+    super::events::ALL
+        .into_iter()
+        .filter(|name| *name != "fsmonitor-watchman" && !name.starts_with("p4-"))
+}
 
 /// The hooks the stubs chain, by name: those in the hooks directory that was
 /// effective before arming (absolute paths), or, when `core.hooksPath` is
@@ -278,7 +260,7 @@ fn chained_hooks(location: &Location, dir: &Path) -> Result<Vec<(String, PathBuf
         .filter(|_| configured_relative(location));
     Ok(match relative {
         Some(rel) => {
-            let mut names: Vec<String> = GIT_HOOKS.iter().map(|n| (*n).to_owned()).collect();
+            let mut names: Vec<String> = git_hooks().map(str::to_owned).collect();
             // A name git does not list but this worktree has still runs.
             for (name, _) in effective_hooks(dir)? {
                 if !names.contains(&name) {
@@ -804,4 +786,26 @@ pub fn forget(state: &Path) -> Result<()> {
         }
     }
     sync_dir(state)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn chains_every_hook_git_runs_from_a_hooks_directory() {
+        let names: Vec<&str> = super::git_hooks().collect();
+        assert_eq!(names.len(), 23);
+        for name in [
+            "pre-commit",
+            "reference-transaction",
+            "post-index-change",
+            "pre-push",
+        ] {
+            assert!(names.contains(&name), "{name}");
+        }
+        assert!(
+            !names
+                .iter()
+                .any(|n| n.starts_with("p4-") || *n == "fsmonitor-watchman")
+        );
+    }
 }
