@@ -968,12 +968,17 @@ fn accepts_a_granted_commit_beside_a_reftable_submodule() {
             "vendor/lib",
         ],
     );
-    assert!(
-        sb.repo
-            .join(".git/modules/vendor/lib/reftable/tables.list")
-            .is_file(),
-        "the submodule's repository is not reftable"
-    );
+    let reftable = sb
+        .repo
+        .join(".git/modules/vendor/lib/reftable/tables.list")
+        .is_file();
+    if !reftable && sb.git_version() < (2, 47) {
+        // git 2.45 clones the submodule with files refs whatever
+        // `init.defaultRefFormat` says; 2.47 follows it.
+        eprintln!("skipped: this git cannot make a reftable submodule");
+        return;
+    }
+    assert!(reftable, "the submodule's repository is not reftable");
     git_in(&sb, &sb.repo, &["commit", "-q", "-m", "submodule"]);
     arm(&sb, &sb.repo, &["docs/"], 1);
     let out = commit(&sb, &sb.repo, "docs/guide.md", "new guide\n");
