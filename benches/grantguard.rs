@@ -207,3 +207,83 @@ fn verify_large_after_gc(bencher: Bencher) {
         assert!(result.violations.is_empty(), "{:?}", result.violations);
     });
 }
+
+/// The small repository with 100,000 packed tags (`update-ref --stdin`,
+/// then `pack-refs --all`) and one granted commit since arm: a mirror of a
+/// busy forge has as many refs (issue 29).
+static REFS_100K: LazyLock<Fixture> = LazyLock::new(|| {
+    let f = fixture("small", 0);
+    let head = git(&f.repo, &["rev-parse", "HEAD"]);
+    let stdin: String = (1..100_000)
+        .map(|i| format!("create refs/tags/t{i:07} {head}\n"))
+        .collect();
+    let mut child = Command::new("git")
+        .current_dir(&f.repo)
+        .args(["-c", "core.hooksPath=/dev/null", "update-ref", "--stdin"])
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), stdin.as_bytes()).unwrap();
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+    git(&f.repo, &["pack-refs", "--all"]);
+    // Armed again over the tags.
+    let grant = f.state.with_file_name("grant.json");
+    let disarmed = grantguard::state::disarm(&f.state);
+    assert!(disarmed.violations.is_empty(), "{:?}", disarmed.violations);
+    std::fs::remove_dir_all(&f.state).unwrap();
+    let armed = grantguard::state::arm(&f.repo, &grant, &f.state);
+    assert!(armed.violations.is_empty(), "{:?}", armed.violations);
+    std::fs::write(f.repo.join("docs/note.md"), "note\n").unwrap();
+    git(&f.repo, &["add", "docs"]);
+    git(&f.repo, &["commit", "-q", "-m", "note"]);
+    f
+});
+
+/// verify's ref comparison on 100,000 packed refs after one commit: `all`
+/// reads, proves and compares every ref against the baseline's list (what
+/// verify does once `packed-refs` changed); `since_arm` reads only the refs
+/// that can have moved, as verify does while `packed-refs` is the one arm
+/// read (see `src/repo/refs_since_arm.rs`).
+#[divan::bench(args = ["all", "since_arm"], sample_count = 10)]
+fn compare_refs_100k_packed(bencher: Bencher, read: &str) {
+    use grantguard::acceptance::{Findings, compare_refs};
+    use grantguard::repo::{refs_since_arm, refstore};
+    let f = &*REFS_100K;
+    let (baseline, _) = Baseline::read(&f.state).unwrap();
+    let branch = baseline.branch.clone();
+    bencher.bench(|| {
+        let repo = grantguard::repo::open(&f.repo).unwrap();
+        let mut findings = Findings::default();
+        match read {
+            "all" => {
+                let before = Baseline::read(&f.state).unwrap().0;
+                let strict = refstore::prove(&repo).unwrap().unwrap();
+                let before = before.refs().unwrap();
+                compare_refs(
+                    before,
+                    &strict.refs,
+                    branch.as_ref(),
+                    &|_, _, _| false,
+                    &mut findings,
+                );
+            }
+            _ => {
+                let at_arm = baseline.packed_at_arm.as_ref().expect("recorded at arm");
+                let moved = refs_since_arm::prove(&repo, at_arm, std::slice::from_ref(&branch))
+                    .unwrap()
+                    .unwrap()
+                    .expect("packed-refs unchanged");
+                compare_refs(
+                    &moved.before,
+                    &moved.now,
+                    branch.as_ref(),
+                    &|_, _, _| false,
+                    &mut findings,
+                );
+            }
+        }
+        assert!(findings.listed.is_empty(), "{:?}", findings.listed);
+    });
+}

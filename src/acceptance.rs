@@ -32,7 +32,7 @@ use crate::baseline::Baseline;
 use crate::digest::sha256_hex;
 use crate::grant::{Grant, PathMatcher, has_dotgit_component};
 use crate::peers::{Peers, Snapshot};
-use crate::repo::{self, ChangedPath, Head, RefMap, refname, refstore};
+use crate::repo::{self, ChangedPath, Head, RefMap, refname, refs_since_arm, refstore};
 use crate::result::{FailureClass, MAX_LISTED, ToolResult, Violation};
 
 /// Stable rule ids. Control flow and other programs depend on these names.
@@ -580,8 +580,13 @@ pub fn verify_as(state: &Path, repo_dir: Option<&Path>, site: Site) -> ToolResul
 /// [`verify`] without recording the verdict.
 fn judge(state: &Path, repo_dir: Option<&Path>, site: Site) -> ToolResult {
     // The record and its refs (a file of their own) are one baseline.
+    // (Parsed only when verify will read every ref: see `read_refs`.)
     let read = Baseline::read_live_or_retired(state).and_then(|record| {
-        record.0.refs()?;
+        if record.0.packed_at_arm.is_some() {
+            record.0.check_refs_file()?;
+        } else {
+            record.0.refs()?;
+        }
         Ok(record)
     });
     let (baseline, grant, armed) = match read {
@@ -745,6 +750,9 @@ fn judge(state: &Path, repo_dir: Option<&Path>, site: Site) -> ToolResult {
             json!({"count": facts.paths.len(), "digest": format!("sha256:{}", sha256_hex(&paths_joined))}),
         )
         .with_evidence("metadata_intact", intact);
+    if let Some(refs) = &observed.refs {
+        result = result.with_evidence("refs", refs);
+    }
     if !findings.is_empty() {
         result = result.with_evidence("violation_totals", &findings.totals);
     }
@@ -827,6 +835,10 @@ fn check_object_store(baseline: &Baseline, state: &Path, findings: &mut Findings
 struct Observed {
     facts: HistoryFacts,
     tip: Option<ObjectId>,
+    /// How the refs were read (evidence `refs`): `"all"` of them, or
+    /// `"since_arm"`, only those that can have moved (see
+    /// [`refs_since_arm`]), and how many were compared.
+    refs: Option<serde_json::Value>,
 }
 
 /// Runs every check after the metadata comparison. `metadata` is the digest
@@ -877,8 +889,8 @@ fn evaluate(
     // (The ref store is proven before HEAD is read: a reftable store that
     // does not parse is a finding about the store, not an unreadable
     // repository.)
-    let strict = match refstore::prove_settled(&repo, REF_STORE_PATIENCE)? {
-        Ok(strict) => strict,
+    let read = match read_refs(&repo, baseline)? {
+        Ok(read) => read,
         Err(invalid) => {
             for problem in invalid.problems {
                 findings.push(Violation::new(rule::REF_STORE_INVALID, problem));
@@ -887,7 +899,7 @@ fn evaluate(
         }
     };
     let head = repo::head(&repo)?;
-    let refs = &strict.refs;
+    let refs = read.now();
     let shadows = refstore::shadows(
         &location.git_dir,
         &location.common_dir,
@@ -938,8 +950,12 @@ fn evaluate(
         CountCheck::Full,
         findings,
     )?;
+    let before = match &read {
+        RefsRead::All(_) => baseline.refs()?,
+        RefsRead::Moved(moved) => &moved.before,
+    };
     compare_refs(
-        baseline.refs()?,
+        before,
         refs,
         baseline.branch.as_ref(),
         &|name, before, now| peers.excuse_ref(name, before, now),
@@ -968,7 +984,11 @@ fn evaluate(
         for v in special {
             findings.push(v);
         }
-        return Ok(Observed { facts, tip });
+        return Ok(Observed {
+            facts,
+            tip,
+            refs: Some(read.evidence()),
+        });
     }
     if let Some(metadata) = metadata {
         check_nested_repositories(&repo, &location, &nested_git, metadata, findings);
@@ -1009,12 +1029,28 @@ fn evaluate(
             .map(|(n, v)| (n.clone(), v.clone()))
             .collect()
     };
-    let again = refstore::read_settled(&location.git_dir, &location.common_dir, REF_STORE_PATIENCE);
-    let refs_moved = again.as_ref().map_or(true, |again| {
-        again.head != strict.head
-            || again.packed_changed_outside(&strict, &in_flight)
-            || settled(&again.refs) != settled(&strict.refs)
-    });
+    let refs_moved = match &read {
+        RefsRead::All(strict) => {
+            let again =
+                refstore::read_settled(&location.git_dir, &location.common_dir, REF_STORE_PATIENCE);
+            again.as_ref().map_or(true, |again| {
+                again.head != strict.head
+                    || again.packed_changed_outside(strict, &in_flight)
+                    || settled(&again.refs) != settled(&strict.refs)
+            })
+        }
+        // `packed-refs` rewritten meanwhile (`Ok(None)`) is a move too.
+        RefsRead::Moved(moved) => !matches!(
+            baseline.packed_at_arm.as_ref().map(|at_arm| refs_since_arm::read_settled(
+                &location.git_dir,
+                &location.common_dir,
+                at_arm,
+                &lookups(baseline),
+                REF_STORE_PATIENCE,
+            )),
+            Some(Ok(Some(again))) if again.same_as(moved, &in_flight)
+        ),
+    };
     if repo::head(&repo)? != head || refs_moved || metadata_moved {
         findings.push(Violation::new(
             rule::CHANGED_DURING_VERIFY,
@@ -1035,11 +1071,80 @@ fn evaluate(
             None
         };
         cross_check_with_git(
-            baseline, &location, tip, refs, &in_flight, &facts, index, findings,
+            baseline, &location, tip, &read, &in_flight, &facts, index, findings,
         )?;
     }
 
-    Ok(Observed { facts, tip })
+    Ok(Observed {
+        facts,
+        tip,
+        refs: Some(read.evidence()),
+    })
+}
+
+/// The refs verify judges: every ref, or, when `packed-refs` is what arm
+/// read, only those that can have moved since (see [`refs_since_arm`]).
+enum RefsRead {
+    All(refstore::StrictRefs),
+    Moved(refs_since_arm::Moved),
+}
+
+impl RefsRead {
+    /// The refs read and their values now.
+    fn now(&self) -> &RefMap {
+        match self {
+            RefsRead::All(strict) => &strict.refs,
+            RefsRead::Moved(moved) => &moved.now,
+        }
+    }
+
+    /// How the refs were read, for the evidence (see [`Observed::refs`]).
+    fn evidence(&self) -> serde_json::Value {
+        let read = match self {
+            RefsRead::All(_) => "all",
+            RefsRead::Moved(_) => "since_arm",
+        };
+        json!({"read": read, "compared": self.now().len()})
+    }
+
+    /// The names read, when not every ref was (see [`refs_since_arm::Moved::asked`]).
+    fn asked(&self) -> Option<&BTreeSet<BString>> {
+        match self {
+            RefsRead::All(_) => None,
+            RefsRead::Moved(moved) => Some(&moved.asked),
+        }
+    }
+}
+
+/// Reads the refs: only those that can have moved when the baseline allows
+/// it and `packed-refs` is unchanged, else every ref (proven as arm proved
+/// them).
+fn read_refs(
+    repo: &gix::Repository,
+    baseline: &Baseline,
+) -> Result<std::result::Result<RefsRead, refstore::Invalid>> {
+    if let Some(at_arm) = &baseline.packed_at_arm {
+        match refs_since_arm::prove_settled(repo, at_arm, &lookups(baseline), REF_STORE_PATIENCE)? {
+            Ok(Some(moved)) => return Ok(Ok(RefsRead::Moved(moved))),
+            Ok(None) => {}
+            Err(invalid) => return Ok(Err(invalid)),
+        }
+    }
+    Ok(refstore::prove_settled(repo, REF_STORE_PATIENCE)?.map(RefsRead::All))
+}
+
+/// The names verify looks up beside the refs that moved: the branch, and
+/// the refs that would shadow its short name (see [`refstore::shadows`]).
+fn lookups(baseline: &Baseline) -> Vec<BString> {
+    let mut names = vec![baseline.branch.clone()];
+    if let Some(short) = baseline.branch.strip_prefix(b"refs/heads/") {
+        for prefix in [&b"refs/"[..], b"refs/tags/"] {
+            let mut name = BString::from(prefix);
+            name.extend_from_slice(short);
+            names.push(name);
+        }
+    }
+    names
 }
 
 /// What the agent can do about an index git could read two ways: write a
@@ -1055,7 +1160,7 @@ fn cross_check_with_git(
     baseline: &Baseline,
     location: &repo::Location,
     tip: Option<ObjectId>,
-    refs: &RefMap,
+    read: &RefsRead,
     in_flight: &BTreeSet<BString>,
     facts: &HistoryFacts,
     index: Option<repo::git_view::IndexView>,
@@ -1067,7 +1172,12 @@ fn cross_check_with_git(
         branch: baseline.branch.as_bstr(),
         tip,
         baseline: baseline.commit_id(),
-        refs: refs.iter().map(|(n, v)| (n.clone(), v.clone())).collect(),
+        refs: read
+            .now()
+            .iter()
+            .map(|(n, v)| (n.clone(), v.clone()))
+            .collect(),
+        asked: read.asked(),
         in_flight,
         commits: facts.trees.clone(),
         changes: &facts.changes,

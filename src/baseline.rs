@@ -54,6 +54,13 @@ pub struct Baseline {
     pub(crate) refs: RefList,
     /// `sha256:` + hex SHA-256 of [`REFS_FILE_NAME`] as written by arm.
     pub ref_list: String,
+    /// `packed-refs` as arm read it, and the refs it did not decide: what
+    /// lets verify read only the refs that can have moved (see
+    /// [`crate::repo::refs_since_arm`]). Absent for reftable, for a store
+    /// with many loose refs, and from records written before it existed
+    /// (same schema): those are verified by reading every ref.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packed_at_arm: Option<crate::repo::refs_since_arm::PackedAtArm>,
     /// Digest per protected metadata entry, as armed (hooks installed).
     pub metadata: BTreeMap<String, String>,
     /// The same digests before `arm` installed the hooks: what a clean
@@ -163,6 +170,15 @@ impl Baseline {
         if let Some(refs) = self.refs.loaded.get() {
             return Ok(refs);
         }
+        let (path, bytes) = self.read_refs_file()?;
+        let file: RefsFile = serde_json::from_slice(&bytes)
+            .with_context(|| format!("the baseline's refs {} are malformed", path.display()))?;
+        Ok(self.refs.loaded.get_or_init(|| file.refs))
+    }
+
+    /// The bytes of [`REFS_FILE_NAME`], checked against
+    /// [`Baseline::ref_list`], and its path.
+    fn read_refs_file(&self) -> Result<(PathBuf, Vec<u8>)> {
         let state =
             self.refs.state.as_deref().context(
                 "the baseline's refs were neither given nor read from a state directory",
@@ -176,9 +192,18 @@ impl Baseline {
                 path.display()
             );
         }
-        let file: RefsFile = serde_json::from_slice(&bytes)
-            .with_context(|| format!("the baseline's refs {} are malformed", path.display()))?;
-        Ok(self.refs.loaded.get_or_init(|| file.refs))
+        Ok((path, bytes))
+    }
+
+    /// Checks [`REFS_FILE_NAME`] against [`Baseline::ref_list`] without
+    /// parsing it: what verify needs when it reads only the refs that can
+    /// have moved (see [`Baseline::packed_at_arm`]), so that a damaged
+    /// record is still refused as one.
+    pub fn check_refs_file(&self) -> Result<()> {
+        if self.refs.loaded.get().is_none() {
+            self.read_refs_file()?;
+        }
+        Ok(())
     }
 
     /// Writes the record atomically into `state`, its refs first (see

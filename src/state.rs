@@ -232,18 +232,22 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
     // The baseline records what git reads: a ref store gix might read
     // differently, or a branch git would not resolve to itself by its short
     // name, is refused before anything is recorded.
-    let refs = match repo::refstore::prove_settled(&repo, std::time::Duration::from_secs(3))? {
-        Ok(strict) => strict.refs,
-        Err(invalid) => {
-            let mut result = ToolResult::failed("arm", FailureClass::Validation);
-            for problem in invalid.problems {
-                result
-                    .violations
-                    .push(Violation::new(rule::REF_STORE_INVALID, problem));
+    let (refs, packed_at_arm) =
+        match repo::refstore::prove_settled(&repo, std::time::Duration::from_secs(3))? {
+            Ok(strict) => {
+                let packed_at_arm = repo::refs_since_arm::PackedAtArm::of(&strict);
+                (strict.refs, packed_at_arm)
             }
-            return Ok(result);
-        }
-    };
+            Err(invalid) => {
+                let mut result = ToolResult::failed("arm", FailureClass::Validation);
+                for problem in invalid.problems {
+                    result
+                        .violations
+                        .push(Violation::new(rule::REF_STORE_INVALID, problem));
+                }
+                return Ok(result);
+            }
+        };
     let shadows = repo::refstore::shadows(
         &location.git_dir,
         &location.common_dir,
@@ -387,6 +391,7 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
             commit: commit.map(|c| c.to_string()),
             refs: baseline::RefList::given(refs),
             ref_list: String::new(),
+            packed_at_arm,
             metadata,
             metadata_before_arm,
             hooks,

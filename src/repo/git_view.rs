@@ -48,6 +48,10 @@ pub struct Decided<'a> {
     /// Every ref under `refs/` and its raw value: a hex id, or
     /// `ref:<target>` for a symbolic ref.
     pub refs: Vec<(BString, BString)>,
+    /// The names `refs` was read for, when verify read only the refs that
+    /// can have moved since arm (see [`super::refs_since_arm`]): git is
+    /// asked about exactly these. `None`: `refs` holds every ref.
+    pub asked: Option<&'a std::collections::BTreeSet<BString>>,
     /// Refs other armed worktrees own: their agents may move them between
     /// verify's read and git's, so neither side's value is compared.
     pub in_flight: &'a std::collections::BTreeSet<BString>,
@@ -196,13 +200,21 @@ pub fn differences(decided: &Decided<'_>) -> Result<Vec<Difference>> {
         OsStr::from_bytes(if looks_like_option { b"HEAD" } else { short }),
     ];
     let short_name = git.spawn(&short_args, None)?;
-    let refs = git.spawn(
-        &[
-            "for-each-ref",
-            "--format=%(refname)%00%(objectname)%00%(symref)",
-        ],
-        None,
-    )?;
+    // Asked by name, for-each-ref finds each in git's own sorted
+    // `packed-refs` (and loose files) instead of listing every ref; a
+    // pattern also matches the refs below it (`<name>/...`), which are
+    // not compared. Too many names for one command line: every ref.
+    let asked = decided.asked.filter(|a| a.len() <= MAX_NAMES_ASKED);
+    let mut for_each_ref: Vec<&OsStr> = vec![
+        "for-each-ref".as_ref(),
+        "--format=%(refname)%00%(objectname)%00%(symref)".as_ref(),
+    ];
+    if let Some(asked) = asked {
+        // A ref named like an option cannot exist (check-ref-format); `--`
+        // would still be taken as a pattern by git 2.45.
+        for_each_ref.extend(asked.iter().map(|n| OsStr::from_bytes(n)));
+    }
+    let refs = git.spawn(&for_each_ref, None)?;
     let history = match decided.tip {
         Some(tip) => {
             let range = match decided.baseline {
@@ -291,12 +303,11 @@ pub fn differences(decided: &Decided<'_>) -> Result<Vec<Difference>> {
             ),
         );
     }
-    compare_refs(
-        &decided.refs,
-        decided.in_flight,
-        &finish(refs)?,
-        &mut differ,
-    );
+    let mut listed = finish(refs)?;
+    if let Some(asked) = decided.asked {
+        listed = only_asked(&listed, asked);
+    }
+    compare_refs(&decided.refs, decided.in_flight, &listed, &mut differ);
     if let Some(history) = history {
         compare_history(&decided.commits, &finish(history)?, &mut differ);
     }
@@ -539,6 +550,22 @@ fn compare_location(
         }
     }
     Ok(())
+}
+
+/// Most names passed to one `for-each-ref` (git 2.45 has no `--stdin`
+/// for it); beyond, it lists every ref and [`only_asked`] filters.
+const MAX_NAMES_ASKED: usize = 4096;
+
+/// The lines of `for-each-ref` output whose ref is one of `asked`.
+fn only_asked(output: &[u8], asked: &std::collections::BTreeSet<BString>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for line in output.lines_with_terminator() {
+        let name = line.split(|&b| b == 0).next().unwrap_or_default();
+        if asked.contains(name.as_bstr()) {
+            out.extend_from_slice(line);
+        }
+    }
+    out
 }
 
 /// The refs as git lists them: `for-each-ref` resolves symbolic refs and

@@ -34,6 +34,7 @@ pub mod objects;
 pub mod packed_refs;
 pub mod refname;
 mod refs;
+pub mod refs_since_arm;
 pub mod refstore;
 pub mod reftable;
 mod sparse_dir;

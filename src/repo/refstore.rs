@@ -53,13 +53,13 @@ pub struct Invalid {
 }
 
 impl Invalid {
-    fn push(&mut self, problem: String) {
+    pub(super) fn push(&mut self, problem: String) {
         if self.problems.len() < MAX_PROBLEMS {
             self.problems.push(problem);
         }
     }
 
-    fn push_transient(&mut self, problem: String) {
+    pub(super) fn push_transient(&mut self, problem: String) {
         if self.problems.len() < MAX_PROBLEMS {
             self.problems.push(problem);
             self.transient += 1;
@@ -87,6 +87,23 @@ pub struct StrictRefs {
     pub refs: RefMap,
     /// The parsed `packed-refs` (empty when absent), for the peel check.
     pub packed: PackedRefs,
+    /// The `packed-refs` file these refs were read from, as bytes hash
+    /// (see [`PackedFile`]).
+    pub packed_file: PackedFile,
+}
+
+/// Which `packed-refs` bytes a view was read from: what arm records so that
+/// verify can tell, by one hash, that no packed record can have changed
+/// (see [`super::refs_since_arm`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum PackedFile {
+    /// Not a files ref store (reftable), or not read.
+    #[default]
+    NotRead,
+    /// There was no `packed-refs`.
+    Absent,
+    /// `sha256:` + hex SHA-256 of the file's bytes.
+    Digest(String),
 }
 
 /// Reads the ref store of the repository whose private git dir is `git_dir`
@@ -97,28 +114,16 @@ pub fn read(git_dir: &Path, common_dir: &Path) -> Result<StrictRefs, Invalid> {
         return read_reftable(git_dir, common_dir);
     }
     let mut invalid = Invalid::default();
-    let linked = git_dir != common_dir;
     let head = read_head(git_dir, &mut invalid);
-    let packed = read_packed(common_dir, &mut invalid);
-    let mut loose = BTreeMap::new();
-    // In a linked worktree, the common dir's per-worktree refs belong to the
-    // main worktree and git ignores them here; they are still walked, so a
-    // symlink there is refused all the same.
-    walk(common_dir, &mut invalid, &mut |name, value| {
-        if !(linked && is_per_worktree(name)) {
-            loose.insert(BString::from(name), value);
-        }
-    });
-    if linked && git_dir.join("refs").symlink_metadata().is_ok() {
-        walk(git_dir, &mut invalid, &mut |name, value| {
-            // Others are refused by `check_private_refs`: git reads them
-            // from the common dir and never writes them here.
-            if is_per_worktree(name) {
-                loose.insert(BString::from(name), value);
-            }
-        });
-        check_private_refs(git_dir, &mut invalid);
-    }
+    let (packed, packed_file) = match read_packed_bytes(common_dir, &mut invalid) {
+        Some(Some(bytes)) => (
+            parse_packed(common_dir, &bytes, &mut invalid),
+            PackedFile::Digest(format!("sha256:{}", crate::digest::sha256_hex(&bytes))),
+        ),
+        Some(None) => (PackedRefs::default(), PackedFile::Absent),
+        None => (PackedRefs::default(), PackedFile::NotRead),
+    };
+    let loose = read_loose(git_dir, common_dir, &mut invalid);
     let mut refs: RefMap = packed
         .refs
         .iter()
@@ -135,10 +140,38 @@ pub fn read(git_dir: &Path, common_dir: &Path) -> Result<StrictRefs, Invalid> {
             head: head.unwrap_or_default(),
             refs,
             packed,
+            packed_file,
         })
     } else {
         Err(invalid)
     }
+}
+
+/// Every loose ref git reads in the worktree whose private git dir is
+/// `git_dir`: the common dir's, and in a linked worktree its own
+/// per-worktree refs. Problems go to `invalid`.
+pub(super) fn read_loose(git_dir: &Path, common_dir: &Path, invalid: &mut Invalid) -> RefMap {
+    let linked = git_dir != common_dir;
+    let mut loose = BTreeMap::new();
+    // In a linked worktree, the common dir's per-worktree refs belong to the
+    // main worktree and git ignores them here; they are still walked, so a
+    // symlink there is refused all the same.
+    walk(common_dir, invalid, &mut |name, value| {
+        if !(linked && is_per_worktree(name)) {
+            loose.insert(BString::from(name), value);
+        }
+    });
+    if linked && git_dir.join("refs").symlink_metadata().is_ok() {
+        walk(git_dir, invalid, &mut |name, value| {
+            // Others are refused by `check_private_refs`: git reads them
+            // from the common dir and never writes them here.
+            if is_per_worktree(name) {
+                loose.insert(BString::from(name), value);
+            }
+        });
+        check_private_refs(git_dir, invalid);
+    }
+    loose
 }
 
 /// [`read`] of a repository whose refs are in reftable: the strict
@@ -183,6 +216,7 @@ fn read_reftable(git_dir: &Path, common_dir: &Path) -> Result<StrictRefs, Invali
         head: view.head,
         refs: view.refs,
         packed,
+        packed_file: PackedFile::NotRead,
     })
 }
 
@@ -274,7 +308,7 @@ fn read_regular(path: &Path, what: &str, limit: u64, invalid: &mut Invalid) -> O
     }
 }
 
-fn read_head(git_dir: &Path, invalid: &mut Invalid) -> Option<BString> {
+pub(super) fn read_head(git_dir: &Path, invalid: &mut Invalid) -> Option<BString> {
     let path = git_dir.join("HEAD");
     let bytes = read_regular(&path, "HEAD", MAX_LOOSE_BYTES, invalid)?;
     match parse_loose(&bytes) {
@@ -286,19 +320,26 @@ fn read_head(git_dir: &Path, invalid: &mut Invalid) -> Option<BString> {
     }
 }
 
-fn read_packed(common_dir: &Path, invalid: &mut Invalid) -> PackedRefs {
+/// The bytes of `packed-refs`: `Some(None)` when there is none, `None`
+/// when it cannot be read as a regular file (the problem is in `invalid`).
+pub(super) fn read_packed_bytes(
+    common_dir: &Path,
+    invalid: &mut Invalid,
+) -> Option<Option<Vec<u8>>> {
     let path = common_dir.join("packed-refs");
+    let before = invalid.problems.len();
     if lstat(&path, invalid).is_none() {
-        return PackedRefs::default();
+        return (invalid.problems.len() == before).then_some(None);
     }
-    let Some(bytes) = read_regular(&path, "packed-refs", MAX_PACKED_BYTES, invalid) else {
-        return PackedRefs::default();
-    };
-    packed_refs::parse(&bytes).unwrap_or_else(|why| {
+    read_regular(&path, "packed-refs", MAX_PACKED_BYTES, invalid).map(Some)
+}
+
+fn parse_packed(common_dir: &Path, bytes: &[u8], invalid: &mut Invalid) -> PackedRefs {
+    packed_refs::parse(bytes).unwrap_or_else(|why| {
         invalid.push(format!(
             "{}: {why}; git reads such a file differently from other readers. Rewrite it \
              with `git pack-refs --all`",
-            path.display()
+            common_dir.join("packed-refs").display()
         ));
         PackedRefs::default()
     })
@@ -451,41 +492,55 @@ fn is_remote_head(name: &BStr) -> bool {
 /// lists both, gix may not), and every symbolic ref points to a ref that
 /// holds an object (git's `for-each-ref` omits a symbolic ref to nothing).
 fn check_view(refs: &RefMap, invalid: &mut Invalid) {
+    let kind = |name: &BStr| refs.get(name).map(|v| v.starts_with(b"ref:"));
     for (name, value) in refs {
-        let parents = name
-            .iter()
-            .enumerate()
-            .filter(|(_, b)| **b == b'/')
-            .map(|(i, _)| name[..i].as_bstr());
-        for parent in parents {
-            if refs.contains_key(parent) {
-                invalid.push(format!(
-                    "{} and {} are both refs; git never makes a ref a directory of refs",
-                    shown(parent),
-                    shown(name)
-                ));
-            }
+        check_ref(name.as_bstr(), value.as_bstr(), &kind, invalid);
+    }
+}
+
+/// [`check_view`]'s rules for one ref of a view in which `kind` looks a
+/// name up: `None` when there is no such ref, else whether it is symbolic.
+/// (The other half of the first rule, refs *below* `name`, is found when
+/// those refs are checked.)
+pub(super) fn check_ref(
+    name: &BStr,
+    value: &BStr,
+    kind: &dyn Fn(&BStr) -> Option<bool>,
+    invalid: &mut Invalid,
+) {
+    let parents = name
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| **b == b'/')
+        .map(|(i, _)| name[..i].as_bstr());
+    for parent in parents {
+        if kind(parent).is_some() {
+            invalid.push(format!(
+                "{} and {} are both refs; git never makes a ref a directory of refs",
+                shown(parent),
+                shown(name)
+            ));
         }
-        if let Some(target) = value.strip_prefix(b"ref:") {
-            match refs.get(target.as_bstr()) {
-                Some(v) if !v.starts_with(b"ref:") => {}
-                Some(_) => invalid.push(format!(
-                    "the symbolic ref {} points to another symbolic ref; git makes only one level",
-                    shown(name)
-                )),
-                // A clone's `refs/remotes/<remote>/HEAD` whose default
-                // branch the remote renamed or deleted: git only warns
-                // ("ignoring broken ref"), every reader skips it the same
-                // way, and verify holds it to its baseline value like any
-                // ref (issue 25). Anywhere else, refused as before.
-                None if is_remote_head(name.as_bstr()) => {}
-                None => invalid.push(format!(
-                    "the symbolic ref {} points to {}, which does not exist; git ignores it. \
-                     Remove it or point it at an existing ref",
-                    shown(name),
-                    shown(target)
-                )),
-            }
+    }
+    if let Some(target) = value.strip_prefix(b"ref:") {
+        match kind(target.as_bstr()) {
+            Some(false) => {}
+            Some(true) => invalid.push(format!(
+                "the symbolic ref {} points to another symbolic ref; git makes only one level",
+                shown(name)
+            )),
+            // A clone's `refs/remotes/<remote>/HEAD` whose default
+            // branch the remote renamed or deleted: git only warns
+            // ("ignoring broken ref"), every reader skips it the same
+            // way, and verify holds it to its baseline value like any
+            // ref (issue 25). Anywhere else, refused as before.
+            None if is_remote_head(name) => {}
+            None => invalid.push(format!(
+                "the symbolic ref {} points to {}, which does not exist; git ignores it. \
+                 Remove it or point it at an existing ref",
+                shown(name),
+                shown(target)
+            )),
         }
     }
 }
@@ -622,7 +677,7 @@ pub fn prove(repo: &gix::Repository) -> anyhow::Result<Result<StrictRefs, Invali
 /// function: in a SHA-256 repository a 40-digit value is a broken ref to
 /// git (and a 64-digit one in a SHA-1 repository), which other readers may
 /// still take for an id. Each value must have the repository's length.
-fn check_id_lengths(strict: &StrictRefs, hash: gix::hash::Kind, invalid: &mut Invalid) {
+pub(super) fn check_id_lengths(strict: &StrictRefs, hash: gix::hash::Kind, invalid: &mut Invalid) {
     let hex_len = hash.len_in_hex();
     let head = BString::from("HEAD");
     let values = std::iter::once((&head, &strict.head))

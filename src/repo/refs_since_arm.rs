@@ -1,0 +1,393 @@
+//! The refs that can have moved since arm, read without reading the rest.
+//!
+//! A repository with 100,000 refs keeps nearly all of them in
+//! `packed-refs`; an agent's work moves a few, each as a loose file (git
+//! writes every ref update loose, and rewrites `packed-refs` only to pack or
+//! to delete a packed ref). When `packed-refs` holds exactly the bytes arm
+//! read (the same SHA-256), every record in it is the one the baseline was
+//! made from, and arm proved that store canonical (see [`super::refstore`]):
+//! a ref can then differ from the baseline only where a loose file decides
+//! it, now or at arm. So verify reads the loose refs and HEAD, looks those
+//! names up in the unchanged file, and judges (and asks git about) exactly
+//! them: the cost follows the refs that moved, not the size of the store
+//! (issue 29).
+//!
+//! Every other case takes the full read of [`super::refstore::prove`]: a
+//! rewritten or vanished `packed-refs` (`git pack-refs`, `git gc`, a deleted
+//! packed ref), a reftable store, a baseline made before this record
+//! existed or with more than [`MAX_BEYOND_PACKED`] loose refs.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use gix::bstr::{BStr, BString, ByteSlice};
+use serde::{Deserialize, Serialize};
+
+use super::RefMap;
+use super::refstore::{self, Invalid, PackedFile, StrictRefs};
+
+/// Most refs [`PackedAtArm::beyond_packed`] records: the record is part of
+/// the baseline every hook reads, so a store with more loose refs than
+/// this is verified by the full read instead.
+pub const MAX_BEYOND_PACKED: usize = 256;
+
+/// What arm records about `packed-refs` (in the baseline) so that verify
+/// can tell by one hash that no packed record moved.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PackedAtArm {
+    /// `sha256:` + hex SHA-256 of `packed-refs` as arm read it; `None`:
+    /// there was none.
+    pub packed_refs: Option<String>,
+    /// Every ref whose value at arm was not its `packed-refs` record (a
+    /// loose ref, usually a handful), as [`super::refname`] encodes names.
+    #[serde(with = "super::refname::map")]
+    pub beyond_packed: RefMap,
+}
+
+impl PackedAtArm {
+    /// The record for a files store arm read as `strict`; `None` for
+    /// reftable or a store with more than [`MAX_BEYOND_PACKED`] loose refs.
+    pub fn of(strict: &StrictRefs) -> Option<PackedAtArm> {
+        let packed_refs = match &strict.packed_file {
+            PackedFile::NotRead => return None,
+            PackedFile::Absent => None,
+            PackedFile::Digest(d) => Some(d.clone()),
+        };
+        let packed: std::collections::HashMap<&BStr, &str> = strict
+            .packed
+            .refs
+            .iter()
+            .map(|r| (r.name.as_bstr(), r.id.as_str()))
+            .collect();
+        let mut beyond_packed = RefMap::new();
+        for (name, value) in &strict.refs {
+            if packed.get(name.as_bstr()).map(|id| id.as_bytes()) != Some(value.as_bytes()) {
+                if beyond_packed.len() == MAX_BEYOND_PACKED {
+                    return None;
+                }
+                beyond_packed.insert(name.clone(), value.clone());
+            }
+        }
+        Some(PackedAtArm {
+            packed_refs,
+            beyond_packed,
+        })
+    }
+}
+
+/// The refs that can differ from the baseline, read with `packed-refs`
+/// unchanged since arm.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Moved {
+    /// HEAD's raw value, as [`StrictRefs::head`].
+    pub head: BString,
+    /// Each asked name that is a ref now, with its raw value (the targets
+    /// of symbolic refs among them are asked too).
+    pub now: RefMap,
+    /// The same names' values at arm.
+    pub before: RefMap,
+    /// Every name asked about, present or not: the names git is asked
+    /// about in the cross-check.
+    pub asked: BTreeSet<BString>,
+    /// The loose refs read, to compare a second read with.
+    loose: RefMap,
+}
+
+impl Moved {
+    /// Whether `other` is a read of the same refs, but for the loose refs
+    /// named in `except` (refs other worktrees' agents are moving).
+    pub fn same_as(&self, other: &Moved, except: &BTreeSet<BString>) -> bool {
+        let settled = |m: &Moved| -> Vec<(BString, BString)> {
+            m.loose
+                .iter()
+                .filter(|(n, _)| !except.contains(*n))
+                .map(|(n, v)| (n.clone(), v.clone()))
+                .collect()
+        };
+        self.head == other.head && settled(self) == settled(other)
+    }
+}
+
+/// Reads the refs that can have moved since `at_arm`, asking also about
+/// `extra` (names verify looks up: the branch, the names that would shadow
+/// its short name). `Ok(None)`: `packed-refs` changed (or this is not a
+/// files store), so only a full read can say what moved.
+pub fn read(
+    git_dir: &Path,
+    common_dir: &Path,
+    at_arm: &PackedAtArm,
+    extra: &[BString],
+) -> Result<Option<Moved>, Invalid> {
+    if common_dir.join("reftable").is_dir() {
+        return Ok(None);
+    }
+    let mut invalid = Invalid::default();
+    let Some(bytes) = refstore::read_packed_bytes(common_dir, &mut invalid) else {
+        return Err(invalid);
+    };
+    let digest = bytes
+        .as_ref()
+        .map(|b| format!("sha256:{}", crate::digest::sha256_hex(b)));
+    if digest != at_arm.packed_refs {
+        return Ok(None);
+    }
+    let head = refstore::read_head(git_dir, &mut invalid);
+    let loose = refstore::read_loose(git_dir, common_dir, &mut invalid);
+    if !invalid.problems.is_empty() {
+        return Err(invalid);
+    }
+    let packed = Packed::index(bytes.as_deref().unwrap_or_default());
+    let now_of = |name: &BStr| -> Option<BString> {
+        loose
+            .get(name)
+            .cloned()
+            .or_else(|| packed.get(name).map(BString::from))
+    };
+    let kind = |name: &BStr| now_of(name).map(|v| v.starts_with(b"ref:"));
+    for (name, value) in &loose {
+        refstore::check_ref(name.as_bstr(), value.as_bstr(), &kind, &mut invalid);
+        // Refs below a loose one: a packed record (loose ones cannot be:
+        // a file is not a directory).
+        if let Some(below) = packed.first_below(name.as_bstr()) {
+            invalid.push(format!(
+                "{} and {} are both refs; git never makes a ref a directory of refs",
+                super::refname::shown(name),
+                super::refname::shown(below)
+            ));
+        }
+    }
+    let mut asked: BTreeSet<BString> = loose
+        .keys()
+        .chain(at_arm.beyond_packed.keys())
+        .chain(extra)
+        .cloned()
+        .collect();
+    let targets: Vec<BString> = asked
+        .iter()
+        .filter_map(|n| now_of(n.as_bstr()))
+        .filter_map(|v| v.strip_prefix(b"ref:").map(BString::from))
+        .collect();
+    asked.extend(targets);
+    let mut now = RefMap::new();
+    let mut before = RefMap::new();
+    for name in &asked {
+        if let Some(v) = now_of(name.as_bstr()) {
+            now.insert(name.clone(), v);
+        }
+        let at_arm_value = at_arm
+            .beyond_packed
+            .get(name)
+            .cloned()
+            .or_else(|| packed.get(name.as_bstr()).map(BString::from));
+        if let Some(v) = at_arm_value {
+            before.insert(name.clone(), v);
+        }
+    }
+    if invalid.problems.is_empty() {
+        Ok(Some(Moved {
+            head: head.unwrap_or_default(),
+            now,
+            before,
+            asked,
+            loose,
+        }))
+    } else {
+        Err(invalid)
+    }
+}
+
+/// [`read`], then what [`refstore::prove`] proves of a full read, for the
+/// refs read: every id has the repository's length, and gix reads HEAD and
+/// each asked name as the strict reader does.
+pub fn prove(
+    repo: &gix::Repository,
+    at_arm: &PackedAtArm,
+    extra: &[BString],
+) -> anyhow::Result<Result<Option<Moved>, Invalid>> {
+    let moved = match read(repo.git_dir(), repo.common_dir(), at_arm, extra) {
+        Ok(Some(moved)) => moved,
+        other => return Ok(other),
+    };
+    let mut invalid = Invalid::default();
+    let view = StrictRefs {
+        head: moved.head.clone(),
+        refs: moved.loose.clone(),
+        ..StrictRefs::default()
+    };
+    refstore::check_id_lengths(&view, repo.object_hash(), &mut invalid);
+    if !invalid.problems.is_empty() {
+        return Ok(Err(invalid));
+    }
+    for name in &moved.asked {
+        let theirs = match repo.try_find_reference(name.as_bstr()) {
+            Ok(found) => found.map(|r| raw_value(&r)),
+            Err(e) => {
+                invalid.push(format!(
+                    "git reads {}, but the in-process reader cannot: {e}",
+                    super::refname::shown(name)
+                ));
+                continue;
+            }
+        };
+        // gix finds a name by git's rules for short names too: only an
+        // exact hit is this ref.
+        let theirs = theirs.filter(|(n, _)| n == name).map(|(_, v)| v);
+        if theirs.as_ref() != moved.now.get(name) {
+            let show = |v: Option<&BString>| {
+                v.map_or_else(|| "nothing".into(), |v| super::refname::shown(v))
+            };
+            invalid.push_transient(format!(
+                "git reads {} as {}, the in-process reader as {}; the ref store is not \
+                 canonical. Rewrite it with git pack-refs --all",
+                super::refname::shown(name),
+                show(moved.now.get(name)),
+                show(theirs.as_ref())
+            ));
+        }
+    }
+    let head = match super::head(repo)? {
+        super::Head::Branch { name, .. } => {
+            let mut v = BString::from("ref:");
+            v.extend_from_slice(&name);
+            v
+        }
+        super::Head::Detached(id) => id.to_string().into(),
+    };
+    if head != moved.head {
+        invalid.push(format!(
+            "git reads HEAD as {}, the in-process reader as {}",
+            super::refname::shown(&moved.head),
+            super::refname::shown(&head)
+        ));
+    }
+    Ok(if invalid.problems.is_empty() {
+        Ok(Some(moved))
+    } else {
+        Err(invalid)
+    })
+}
+
+/// [`prove`], waiting up to `patience` while the only problems are ones a
+/// running git command explains (see [`refstore::prove_settled`]).
+pub fn prove_settled(
+    repo: &gix::Repository,
+    at_arm: &PackedAtArm,
+    extra: &[BString],
+    patience: std::time::Duration,
+) -> anyhow::Result<Result<Option<Moved>, Invalid>> {
+    let start = std::time::Instant::now();
+    loop {
+        match prove(repo, at_arm, extra)? {
+            Err(invalid) if invalid.only_transient() && start.elapsed() < patience => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            answer => return Ok(answer),
+        }
+    }
+}
+
+/// [`read`], waiting up to `patience` while the only problems are `.lock`
+/// files of running git commands (see [`refstore::read_settled`]).
+pub fn read_settled(
+    git_dir: &Path,
+    common_dir: &Path,
+    at_arm: &PackedAtArm,
+    extra: &[BString],
+    patience: std::time::Duration,
+) -> Result<Option<Moved>, Invalid> {
+    let start = std::time::Instant::now();
+    loop {
+        match read(git_dir, common_dir, at_arm, extra) {
+            Err(invalid) if invalid.only_transient() && start.elapsed() < patience => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            answer => return answer,
+        }
+    }
+}
+
+/// A gix reference's name and raw value, as [`super::RefMap`] holds them.
+fn raw_value(r: &gix::Reference<'_>) -> (BString, BString) {
+    let value = match r.target() {
+        gix::refs::TargetRef::Object(id) => super::hex(id).into(),
+        gix::refs::TargetRef::Symbolic(target) => {
+            let mut v = BString::from("ref:");
+            v.extend_from_slice(target.as_bstr());
+            v
+        }
+    };
+    (r.name().as_bstr().to_owned(), value)
+}
+
+/// The records of a `packed-refs` arm proved canonical (sorted, unique,
+/// one space between id and name), borrowed and searched by name.
+struct Packed<'a> {
+    records: Vec<(&'a BStr, &'a BStr)>,
+}
+
+impl<'a> Packed<'a> {
+    fn index(bytes: &'a [u8]) -> Packed<'a> {
+        let records = bytes
+            .split(|&b| b == b'\n')
+            .filter(|line| !line.starts_with(b"#") && !line.starts_with(b"^"))
+            .filter_map(|line| line.split_once_str(b" "))
+            .map(|(id, name)| (name.as_bstr(), id.as_bstr()))
+            .collect();
+        Packed { records }
+    }
+
+    fn get(&self, name: &BStr) -> Option<&'a BStr> {
+        self.records
+            .binary_search_by(|(n, _)| (*n).cmp(name))
+            .ok()
+            .map(|at| self.records[at].1)
+    }
+
+    /// The first record named `<name>/...`, if any.
+    fn first_below(&self, name: &BStr) -> Option<&'a BStr> {
+        let mut prefix = BString::from(name);
+        prefix.push(b'/');
+        let at = self
+            .records
+            .partition_point(|(n, _)| n.as_bytes() < prefix.as_slice());
+        self.records
+            .get(at)
+            .map(|(n, _)| *n)
+            .filter(|n| n.starts_with(&prefix))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: &str = "1111111111111111111111111111111111111111";
+    const B: &str = "2222222222222222222222222222222222222222";
+
+    #[test]
+    fn packed_records_are_found_by_exact_name_and_prefix() {
+        let text = format!(
+            "# pack-refs with: peeled fully-peeled sorted \n{A} refs/heads/main\n{B} refs/tags/v1\n^{A}\n{A} refs/tags/v1x/y\n"
+        );
+        let packed = Packed::index(text.as_bytes());
+        assert_eq!(
+            packed.get(b"refs/heads/main".as_bstr()),
+            Some(A.as_bytes().as_bstr())
+        );
+        assert_eq!(
+            packed.get(b"refs/tags/v1".as_bstr()),
+            Some(B.as_bytes().as_bstr())
+        );
+        assert_eq!(packed.get(b"refs/tags/v".as_bstr()), None);
+        assert_eq!(packed.first_below(b"refs/tags/v1".as_bstr()), None);
+        assert_eq!(
+            packed.first_below(b"refs/tags/v1x".as_bstr()),
+            Some(b"refs/tags/v1x/y".as_bstr())
+        );
+        assert_eq!(
+            packed.first_below(b"refs/heads".as_bstr()),
+            Some(b"refs/heads/main".as_bstr())
+        );
+    }
+}

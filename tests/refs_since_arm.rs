@@ -1,0 +1,294 @@
+//! verify reads only the refs that can have moved since arm when
+//! `packed-refs` holds the bytes arm read (issue 29; see
+//! src/repo/refs_since_arm.rs): here, every way an agent can move a ref
+//! around an unchanged `packed-refs` is still seen, the full read takes
+//! over the moment `packed-refs` changes, and git agrees with every state
+//! accepted.
+
+mod common;
+
+use common::{Sandbox, assert_accepted, assert_rejected};
+use serde_json::Value;
+
+/// Tags packed at arm: enough for a real `packed-refs`, few enough to be fast.
+const TAGS: usize = 300;
+
+/// A files-backend repository armed with `TAGS` packed tags, a packed
+/// branch `topic/one`, a packed branch `feature` whose loose file moved it
+/// after packing (a loose ref that shadows its packed record), and a
+/// loose-only tag `loose-only`.
+fn armed() -> Sandbox {
+    let sb = Sandbox::with_files_refs();
+    let head = sb.git(&["rev-parse", "HEAD"]);
+    let mut stdin = String::new();
+    for i in 0..TAGS {
+        stdin.push_str(&format!("create refs/tags/t{i:04} {head}\n"));
+    }
+    stdin.push_str(&format!("create refs/heads/feature {head}\n"));
+    stdin.push_str(&format!("create refs/heads/topic/one {head}\n"));
+    sb.git_stdin(&["update-ref", "--stdin"], &stdin);
+    sb.git(&["pack-refs", "--all"]);
+    let second = sb.commit_file("src/second.rs", "// second\n", "second");
+    sb.git(&["reset", "-q", "--hard", "HEAD~1"]);
+    sb.git(&["update-ref", "refs/heads/feature", &second]);
+    sb.git(&["tag", "loose-only", &second]);
+    let grant = sb.grant(&["docs/"], 1, 2);
+    sb.arm(&grant);
+    sb
+}
+
+fn refs_read(result: &Value) -> &str {
+    result["evidence"]["refs"]["read"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no evidence.refs.read: {result:#}"))
+}
+
+fn commit_granted(sb: &Sandbox) {
+    sb.commit_file("docs/guide.md", "guide, better\n", "docs: better");
+}
+
+/// git's own listing, as `name id` lines.
+fn for_each_ref(sb: &Sandbox) -> String {
+    sb.git(&["for-each-ref", "--format=%(refname) %(objectname)"])
+}
+
+#[test]
+fn a_granted_commit_is_judged_on_the_refs_that_can_have_moved() {
+    let sb = armed();
+    let baseline: Value =
+        serde_json::from_str(&std::fs::read_to_string(sb.state.join("baseline.json")).unwrap())
+            .unwrap();
+    let at_arm = &baseline["baseline"]["packed_at_arm"];
+    assert!(
+        at_arm["packed_refs"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:"),
+        "{baseline:#}"
+    );
+    let beyond: Vec<&String> = at_arm["beyond_packed"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert!(
+        beyond.contains(&&"refs/heads/feature".to_owned())
+            && beyond.contains(&&"refs/tags/loose-only".to_owned()),
+        "{beyond:?}"
+    );
+    assert!(beyond.len() < 10, "{beyond:?}");
+    let before = for_each_ref(&sb);
+    commit_granted(&sb);
+    let (code, result) = sb.verify();
+    assert_accepted(code, &result);
+    assert_eq!(refs_read(&result), "since_arm");
+    let compared = result["evidence"]["refs"]["compared"].as_u64().unwrap();
+    assert!(compared < 10, "compared {compared} refs of {TAGS}+");
+    // git sees every ref but the branch as at arm.
+    let main = sb.git(&["rev-parse", "HEAD"]);
+    let expected: Vec<String> = before
+        .lines()
+        .map(|l| {
+            if l.starts_with("refs/heads/main ") {
+                format!("refs/heads/main {main}")
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect();
+    assert_eq!(for_each_ref(&sb), expected.join("\n"));
+}
+
+/// Each move, made around the hooks, with what verify must say and how it
+/// must have read the refs.
+#[test]
+fn every_ref_move_around_an_unchanged_packed_refs_is_seen() {
+    type Attack = fn(&Sandbox);
+    let cases: &[(&str, Attack, &[&str], &str)] = &[
+        (
+            "a loose file shadowing a packed tag",
+            |sb| {
+                let other = sb.git(&["rev-parse", "HEAD"]);
+                sb.git_nohooks(&["update-ref", "refs/tags/t0100", &other]);
+            },
+            &["ref_changed"],
+            "since_arm",
+        ),
+        (
+            "the loose file of a branch removed, its stale packed record showing again",
+            |sb| std::fs::remove_file(sb.git_dir().join("refs/heads/feature")).unwrap(),
+            &["ref_changed"],
+            "since_arm",
+        ),
+        (
+            "a loose-only tag removed",
+            |sb| std::fs::remove_file(sb.git_dir().join("refs/tags/loose-only")).unwrap(),
+            &["ref_changed"],
+            "since_arm",
+        ),
+        (
+            "a new branch",
+            |sb| sb.git_nohooks(&["branch", "evil"]).truncate(0),
+            &["ref_changed"],
+            "since_arm",
+        ),
+        (
+            "a symbolic ref to a packed tag",
+            |sb| {
+                sb.git_nohooks(&["symbolic-ref", "refs/heads/alias", "refs/tags/t0002"])
+                    .truncate(0)
+            },
+            &["ref_changed"],
+            "since_arm",
+        ),
+        (
+            "a remote-tracking ref moved",
+            |sb| {
+                let other = sb.git(&["rev-parse", "HEAD"]);
+                sb.git_nohooks(&["update-ref", "refs/remotes/origin/main", &other]);
+            },
+            &["remote_tracking_ref_changed"],
+            "since_arm",
+        ),
+        (
+            "a packed tag deleted (git rewrites packed-refs)",
+            |sb| sb.git_nohooks(&["tag", "-d", "t0007"]).truncate(0),
+            &["ref_changed"],
+            "all",
+        ),
+        (
+            "packed-refs edited by hand to move a tag",
+            |sb| {
+                let path = sb.git_dir().join("packed-refs");
+                let text = std::fs::read_to_string(&path).unwrap();
+                let (base, other) = (
+                    sb.git(&["rev-parse", "HEAD~1"]),
+                    sb.git(&["rev-parse", "HEAD"]),
+                );
+                let from = format!("{base} refs/tags/t0200\n");
+                assert!(text.contains(&from));
+                let to = format!("{other} refs/tags/t0200\n");
+                std::fs::write(&path, text.replace(&from, &to)).unwrap();
+            },
+            &["ref_changed"],
+            "all",
+        ),
+    ];
+    for (what, attack, expected, read) in cases {
+        let sb = armed();
+        commit_granted(&sb);
+        attack(&sb);
+        let (code, result) = sb.verify();
+        assert_eq!(code, 1, "{what}: {result:#}");
+        assert_rejected(code, &result, expected);
+        assert_eq!(
+            result["evidence"]["refs"]["read"], *read,
+            "{what}: {result:#}"
+        );
+    }
+}
+
+/// Storage tricks around an unchanged `packed-refs` are refused as the full
+/// read refuses them.
+#[test]
+fn loose_storage_tricks_are_refused_without_reading_every_ref() {
+    type Attack = fn(&Sandbox);
+    let cases: &[(&str, Attack)] = &[
+        ("a loose ref below a packed one", |sb| {
+            let head = sb.git(&["rev-parse", "HEAD"]);
+            std::fs::create_dir_all(sb.git_dir().join("refs/tags/t0003")).unwrap();
+            std::fs::write(sb.git_dir().join("refs/tags/t0003/x"), format!("{head}\n")).unwrap();
+        }),
+        ("a loose ref that is a packed one's directory", |sb| {
+            let head = sb.git(&["rev-parse", "HEAD"]);
+            std::fs::write(sb.git_dir().join("refs/heads/topic"), format!("{head}\n")).unwrap();
+        }),
+        ("a symlinked loose ref", |sb| {
+            std::os::unix::fs::symlink("../../packed-refs", sb.git_dir().join("refs/heads/linked"))
+                .unwrap();
+        }),
+        ("a loose ref with trailing garbage", |sb| {
+            let head = sb.git(&["rev-parse", "HEAD"]);
+            std::fs::write(
+                sb.git_dir().join("refs/tags/t0005"),
+                format!("{head} garbage\n"),
+            )
+            .unwrap();
+        }),
+        ("a symbolic ref to nothing", |sb| {
+            std::fs::write(
+                sb.git_dir().join("refs/heads/dangling"),
+                "ref: refs/heads/nowhere\n",
+            )
+            .unwrap();
+        }),
+        ("packed-refs replaced by a symlink to its own copy", |sb| {
+            let dir = sb.git_dir();
+            std::fs::copy(dir.join("packed-refs"), sb.root.join("copy")).unwrap();
+            std::fs::remove_file(dir.join("packed-refs")).unwrap();
+            std::os::unix::fs::symlink(sb.root.join("copy"), dir.join("packed-refs")).unwrap();
+        }),
+    ];
+    for (what, attack) in cases {
+        let sb = armed();
+        commit_granted(&sb);
+        attack(&sb);
+        let (code, result) = sb.verify();
+        assert_ne!(code, 0, "{what}: accepted: {result:#}");
+        let rules = common::rules(&result);
+        assert!(
+            rules.iter().any(|r| r == "ref_store_invalid"),
+            "{what}: {rules:?}"
+        );
+    }
+}
+
+/// `git pack-refs` and `git gc` rewrite `packed-refs` with the same refs:
+/// the full read takes over and accepts.
+#[test]
+fn packing_refs_after_arm_is_accepted_by_the_full_read() {
+    for maintenance in [&["pack-refs", "--all"][..], &["gc", "-q"]] {
+        let sb = armed();
+        commit_granted(&sb);
+        sb.git_nohooks(maintenance);
+        let (code, result) = sb.verify();
+        assert_accepted(code, &result);
+        assert_eq!(refs_read(&result), "all", "{maintenance:?}");
+    }
+}
+
+/// A store with more loose refs than the baseline records beside
+/// `packed-refs` is verified by the full read, and a move there is seen.
+#[test]
+fn many_loose_refs_at_arm_are_verified_by_the_full_read() {
+    let sb = Sandbox::with_files_refs();
+    let head = sb.git(&["rev-parse", "HEAD"]);
+    let stdin: String = (0..300)
+        .map(|i| format!("create refs/tags/l{i:04} {head}\n"))
+        .collect();
+    sb.git_stdin(&["update-ref", "--stdin"], &stdin);
+    let grant = sb.grant(&["docs/"], 1, 2);
+    sb.arm(&grant);
+    let baseline = std::fs::read_to_string(sb.state.join("baseline.json")).unwrap();
+    assert!(!baseline.contains("packed_at_arm"), "{baseline}");
+    commit_granted(&sb);
+    let (code, result) = sb.verify();
+    assert_accepted(code, &result);
+    assert_eq!(refs_read(&result), "all");
+    std::fs::remove_file(sb.git_dir().join("refs/tags/l0150")).unwrap();
+    let (code, result) = sb.verify();
+    assert_rejected(code, &result, &["ref_changed"]);
+}
+
+/// A baseline's refs file damaged after arm is refused as the baseline's,
+/// although this verify does not parse it.
+#[test]
+fn a_damaged_refs_file_is_still_a_damaged_baseline() {
+    let sb = armed();
+    commit_granted(&sb);
+    let path = sb.state.join("baseline.refs.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replacen("t0001", "t0009", 1)).unwrap();
+    let (code, result) = sb.verify();
+    assert_rejected(code, &result, &["baseline_invalid"]);
+}
