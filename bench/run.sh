@@ -7,6 +7,7 @@
 #   bench/run.sh --only sealed  only the sealed-workspace rows (~4 minutes)
 #   bench/run.sh --only isolate only the `run --isolate` start-up row
 #   bench/run.sh --only refs    only the ref-count rows (1 / 10k / 100k refs)
+#   bench/run.sh --only large   only the 100,000-file repository's rows
 #   bench/run.sh --only reftable only the reftable rows (100k refs, ~2 minutes)
 #
 # Options: --runs N (timed runs per figure, default 21; the sealed rows that
@@ -33,9 +34,9 @@ while [ $# -gt 0 ]; do
     --runs) runs=$2; shift ;;
     --keep) keep=1 ;;
     --only)
-      case ${2:-} in sealed|isolate|refs|reftable) only=$2 ;; *) echo "--only takes: sealed, isolate, refs, reftable" >&2; exit 2 ;; esac
+      case ${2:-} in sealed|isolate|refs|reftable|large) only=$2 ;; *) echo "--only takes: sealed, isolate, refs, reftable, large" >&2; exit 2 ;; esac
       shift ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -256,8 +257,12 @@ parallel_overhead() {
   done
 }
 parallel_overhead
+fi # [ -z "$only" ]
 
-
+# The large repository (100,000 files): a commit's hooks, pre-commit,
+# verify against the git CLI, and after `git gc` (with and without
+# bitmaps) against fsck.
+if [ -z "$only" ] || [ "$only" = large ]; then
 setup "$large_kind" large
 hook_overhead large large "$runs"
 cd "$work/large"
@@ -330,6 +335,9 @@ bmfsck=$(median_ms "" "git fsck --connectivity-only")
 testbm=$(median_ms "" "git rev-list --test-bitmap HEAD")
 row "gc with bitmaps+Bloom: verify vs fsck" "$bmver" "$bmfsck" "$(ratio "$bmver" "$bmfsck")" "ms; git rev-list --test-bitmap HEAD (one commit): $testbm ms"
 
+fi # large
+
+if [ -z "$only" ]; then
 setup "$deep_kind" deep
 cd "$work/deep"
 new_commits "$new_commits"
