@@ -232,11 +232,14 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
     // The baseline records what git reads: a ref store gix might read
     // differently, or a branch git would not resolve to itself by its short
     // name, is refused before anything is recorded.
-    let (refs, packed_at_arm) =
+    let (refs, packed_at_arm, many_loose) =
         match repo::refstore::prove_settled(&repo, std::time::Duration::from_secs(3))? {
             Ok(strict) => {
                 let packed_at_arm = repo::refs_since_arm::PackedAtArm::of(&strict);
-                (strict.refs, packed_at_arm)
+                // A files store whose refs are mostly loose files: verify
+                // will read every ref (see `refs_since_arm`).
+                let many_loose = packed_at_arm.is_none() && !repo::is_reftable(&repo);
+                (strict.refs, packed_at_arm, many_loose)
             }
             Err(invalid) => {
                 let mut result = ToolResult::failed("arm", FailureClass::Validation);
@@ -400,7 +403,15 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
             armed_at: now_secs(),
         };
         record.write(&state)?;
-        Ok(ToolResult::succeeded("arm")
+        let mut result = ToolResult::succeeded("arm");
+        if many_loose {
+            result.warnings.push(format!(
+                "more than {} refs are loose files: verify will read every ref rather than \
+                 only those that moved. `git pack-refs --all` before arm makes it cheaper",
+                repo::refs_since_arm::MAX_BEYOND_PACKED
+            ));
+        }
+        Ok(result
             .with_evidence("grant", grant.evidence())
             .with_evidence(
                 "baseline",
