@@ -89,15 +89,20 @@ pub fn ref_snapshot(repo: &gix::Repository) -> Result<RefMap> {
     for reference in platform.all().context("cannot list refs")? {
         let reference = reference.map_err(|e| anyhow::anyhow!("cannot read a ref: {e}"))?;
         let name = reference.name().as_bstr().to_owned();
-        let value: BString = match reference.target() {
-            TargetRef::Object(id) => super::hex(id).into(),
-            TargetRef::Symbolic(target) => {
-                let mut v = BString::from("ref:");
-                v.extend_from_slice(target.as_bstr());
-                v
-            }
-        };
-        out.insert(name, value);
+        out.insert(name, raw_target(reference.target()));
     }
     Ok(out)
+}
+
+/// A ref's raw value as [`RefMap`] holds it: the hex id, or
+/// `ref:<target>`.
+pub(super) fn raw_target(target: TargetRef<'_>) -> BString {
+    match target {
+        TargetRef::Object(id) => super::hex(id).into(),
+        TargetRef::Symbolic(target) => {
+            let mut v = BString::from("ref:");
+            v.extend_from_slice(target.as_bstr());
+            v
+        }
+    }
 }

@@ -246,21 +246,7 @@ pub fn prove(
             ));
         }
     }
-    let head = match super::head(repo)? {
-        super::Head::Branch { name, .. } => {
-            let mut v = BString::from("ref:");
-            v.extend_from_slice(&name);
-            v
-        }
-        super::Head::Detached(id) => id.to_string().into(),
-    };
-    if head != moved.head {
-        invalid.push(format!(
-            "git reads HEAD as {}, the in-process reader as {}",
-            super::refname::shown(&moved.head),
-            super::refname::shown(&head)
-        ));
-    }
+    refstore::check_head(repo, &moved.head, &mut invalid)?;
     Ok(if invalid.problems.is_empty() {
         Ok(Some(moved))
     } else {
@@ -276,14 +262,18 @@ pub fn prove_settled(
     extra: &[BString],
     patience: std::time::Duration,
 ) -> anyhow::Result<Result<Option<Moved>, Invalid>> {
-    let start = std::time::Instant::now();
-    loop {
-        match prove(repo, at_arm, extra)? {
-            Err(invalid) if invalid.only_transient() && start.elapsed() < patience => {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            answer => return Ok(answer),
+    let mut error = None;
+    let answer = refstore::settled(patience, || match prove(repo, at_arm, extra) {
+        Ok(answer) => answer,
+        // Stops waiting: the error is the answer.
+        Err(e) => {
+            error = Some(e);
+            Ok(None)
         }
+    });
+    match error {
+        Some(e) => Err(e),
+        None => Ok(answer),
     }
 }
 
@@ -296,28 +286,15 @@ pub fn read_settled(
     extra: &[BString],
     patience: std::time::Duration,
 ) -> Result<Option<Moved>, Invalid> {
-    let start = std::time::Instant::now();
-    loop {
-        match read(git_dir, common_dir, at_arm, extra) {
-            Err(invalid) if invalid.only_transient() && start.elapsed() < patience => {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            answer => return answer,
-        }
-    }
+    refstore::settled(patience, || read(git_dir, common_dir, at_arm, extra))
 }
 
 /// A gix reference's name and raw value, as [`super::RefMap`] holds them.
 fn raw_value(r: &gix::Reference<'_>) -> (BString, BString) {
-    let value = match r.target() {
-        gix::refs::TargetRef::Object(id) => super::hex(id).into(),
-        gix::refs::TargetRef::Symbolic(target) => {
-            let mut v = BString::from("ref:");
-            v.extend_from_slice(target.as_bstr());
-            v
-        }
-    };
-    (r.name().as_bstr().to_owned(), value)
+    (
+        r.name().as_bstr().to_owned(),
+        super::refs::raw_target(r.target()),
+    )
 }
 
 /// The records of a `packed-refs` arm proved canonical (sorted, unique,

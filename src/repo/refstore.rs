@@ -623,15 +623,7 @@ pub fn read_settled(
     common_dir: &Path,
     patience: std::time::Duration,
 ) -> Result<StrictRefs, Invalid> {
-    let start = std::time::Instant::now();
-    loop {
-        match read(git_dir, common_dir) {
-            Err(invalid) if invalid.only_transient() && start.elapsed() < patience => {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            answer => return answer,
-        }
-    }
+    settled(patience, || read(git_dir, common_dir))
 }
 
 /// [`prove`], waiting up to `patience` while the only problems are ones a
@@ -642,14 +634,18 @@ pub fn prove_settled(
     repo: &gix::Repository,
     patience: std::time::Duration,
 ) -> anyhow::Result<Result<StrictRefs, Invalid>> {
-    let start = std::time::Instant::now();
-    loop {
-        match prove(repo)? {
-            Err(invalid) if invalid.only_transient() && start.elapsed() < patience => {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            answer => return Ok(answer),
+    let mut error = None;
+    let answer = settled(patience, || match prove(repo) {
+        Ok(answer) => answer,
+        // Stops waiting: the error is the answer.
+        Err(e) => {
+            error = Some(e);
+            Ok(StrictRefs::default())
         }
+    });
+    match error {
+        Some(e) => Err(e),
+        None => Ok(answer),
     }
 }
 
@@ -701,6 +697,22 @@ pub fn prove(repo: &gix::Repository) -> anyhow::Result<Result<StrictRefs, Invali
             ));
         }
     }
+    check_head(repo, &strict.head, &mut invalid)?;
+    check_peeled(repo, &strict.packed, &mut invalid);
+    Ok(if invalid.problems.is_empty() {
+        Ok(strict)
+    } else {
+        Err(invalid)
+    })
+}
+
+/// gix must read HEAD as the strict reader read it (`strict_head`, the raw
+/// value): verify resolves HEAD through gix.
+pub(super) fn check_head(
+    repo: &gix::Repository,
+    strict_head: &BString,
+    invalid: &mut Invalid,
+) -> anyhow::Result<()> {
     let head = match super::head(repo)? {
         super::Head::Branch { name, .. } => {
             let mut v = BString::from("ref:");
@@ -709,19 +721,32 @@ pub fn prove(repo: &gix::Repository) -> anyhow::Result<Result<StrictRefs, Invali
         }
         super::Head::Detached(id) => id.to_string().into(),
     };
-    if head != strict.head {
+    if head != *strict_head {
         invalid.push(format!(
             "git reads HEAD as {}, the in-process reader as {}",
-            shown(&strict.head),
+            shown(strict_head),
             shown(&head)
         ));
     }
-    check_peeled(repo, &strict.packed, &mut invalid);
-    Ok(if invalid.problems.is_empty() {
-        Ok(strict)
-    } else {
-        Err(invalid)
-    })
+    Ok(())
+}
+
+/// Calls `attempt` until its answer is not an [`Invalid`] of transient
+/// problems only (a `.lock` file, a ref that moved between two reads: a
+/// running git command explains them) or `patience` is up.
+pub(super) fn settled<T>(
+    patience: std::time::Duration,
+    mut attempt: impl FnMut() -> Result<T, Invalid>,
+) -> Result<T, Invalid> {
+    let start = std::time::Instant::now();
+    loop {
+        match attempt() {
+            Err(invalid) if invalid.only_transient() && start.elapsed() < patience => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            answer => return answer,
+        }
+    }
 }
 
 /// git parses every id in the ref store with the repository's own hash
