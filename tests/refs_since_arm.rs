@@ -304,3 +304,34 @@ fn a_damaged_refs_file_is_still_a_damaged_baseline() {
     let (code, result) = sb.verify();
     assert_rejected(code, &result, &["baseline_invalid"]);
 }
+
+/// A packed annotated tag whose peel line was removed while its object was
+/// missing: arm cannot prove the claim ("not a tag"), so it must not rely
+/// on `packed-refs` staying byte-identical; once the agent writes the
+/// genuine tag object, the claim is false and git (before 2.55) trusts it.
+/// The full read proves it and refuses (red-team finding).
+#[test]
+fn a_peel_claim_arm_could_not_prove_keeps_verify_on_the_full_read() {
+    let sb = Sandbox::with_files_refs();
+    sb.git(&["tag", "-a", "-m", "late", "vlate"]);
+    let tag = sb.git(&["rev-parse", "refs/tags/vlate"]);
+    sb.git(&["pack-refs", "--all"]);
+    let packed = sb.git_dir().join("packed-refs");
+    let text = std::fs::read_to_string(&packed).unwrap();
+    let record = format!("{tag} refs/tags/vlate\n");
+    let at = text.find(&record).expect("vlate is packed") + record.len();
+    let peel_end = at + text[at..].find('\n').unwrap() + 1;
+    assert!(text[at..].starts_with('^'), "{text}");
+    std::fs::write(&packed, format!("{}{}", &text[..at], &text[peel_end..])).unwrap();
+    let object = sb.git_dir().join("objects").join(&tag[..2]).join(&tag[2..]);
+    let saved = std::fs::read(&object).expect("the tag object is loose");
+    std::fs::remove_file(&object).unwrap();
+    let grant = sb.grant(&["docs/"], 1, 2);
+    sb.arm(&grant);
+    let baseline = std::fs::read_to_string(sb.state.join("baseline.json")).unwrap();
+    assert!(!baseline.contains("packed_at_arm"), "{baseline}");
+    commit_granted(&sb);
+    std::fs::write(&object, saved).unwrap();
+    let (code, result) = sb.verify();
+    assert_rejected(code, &result, &["ref_store_invalid"]);
+}

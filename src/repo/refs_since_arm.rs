@@ -5,8 +5,8 @@
 //! writes every ref update loose, and rewrites `packed-refs` only to pack or
 //! to delete a packed ref). When `packed-refs` holds exactly the bytes arm
 //! read (the same SHA-256), every record in it is the one the baseline was
-//! made from, and arm proved that store canonical (see [`super::refstore`]):
-//! a ref can then differ from the baseline only where a loose file decides
+//! made from, and arm proved that store canonical, every peel claim
+//! included (see [`super::refstore`]): a ref can then differ from the baseline only where a loose file decides
 //! it, now or at arm. So verify reads the loose refs and HEAD, looks those
 //! names up in the unchanged file, and judges (and asks git about) exactly
 //! them: the cost follows the refs that moved, not the size of the store
@@ -46,9 +46,16 @@ pub struct PackedAtArm {
 }
 
 impl PackedAtArm {
-    /// The record for a files store arm read as `strict`; `None` for
-    /// reftable or a store with more than [`MAX_BEYOND_PACKED`] loose refs.
+    /// The record for a files store arm read (and proved) as `strict`;
+    /// `None` for reftable, a store with more than [`MAX_BEYOND_PACKED`]
+    /// loose refs, or a `packed-refs` with a peel claim arm could not
+    /// prove (its object missing): an object written later could make that
+    /// claim false without a byte of the file changing, so only the full
+    /// read, which proves every claim again, may judge it.
     pub fn of(strict: &StrictRefs) -> Option<PackedAtArm> {
+        if strict.peel_unproven {
+            return None;
+        }
         let packed_refs = match &strict.packed_file {
             PackedFile::NotRead => return None,
             PackedFile::Absent => None,

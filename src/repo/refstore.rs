@@ -90,6 +90,10 @@ pub struct StrictRefs {
     /// The `packed-refs` file these refs were read from, as bytes hash
     /// (see [`PackedFile`]).
     pub packed_file: PackedFile,
+    /// A peel claim of `packed` was left unproven because its object is
+    /// missing (see [`prove`]): a later object could make it false while
+    /// `packed-refs` stays as it is.
+    pub peel_unproven: bool,
 }
 
 /// Which `packed-refs` bytes a view was read from: what arm records so that
@@ -141,6 +145,7 @@ pub fn read(git_dir: &Path, common_dir: &Path) -> Result<StrictRefs, Invalid> {
             refs,
             packed,
             packed_file,
+            peel_unproven: false,
         })
     } else {
         Err(invalid)
@@ -217,6 +222,7 @@ fn read_reftable(git_dir: &Path, common_dir: &Path) -> Result<StrictRefs, Invali
         refs: view.refs,
         packed,
         packed_file: PackedFile::NotRead,
+        peel_unproven: false,
     })
 }
 
@@ -654,7 +660,7 @@ pub fn prove_settled(
 /// is what the tag object really peels to (git trusts those lines without
 /// reading the tag). Returns the view.
 pub fn prove(repo: &gix::Repository) -> anyhow::Result<Result<StrictRefs, Invalid>> {
-    let strict = match read(repo.git_dir(), repo.common_dir()) {
+    let mut strict = match read(repo.git_dir(), repo.common_dir()) {
         Ok(s) => s,
         Err(invalid) => return Ok(Err(invalid)),
     };
@@ -666,7 +672,7 @@ pub fn prove(repo: &gix::Repository) -> anyhow::Result<Result<StrictRefs, Invali
     if super::is_reftable(repo) {
         // The strict reader is the in-process reader here (gix reads no
         // reftable): what is left to prove is every peeled id it trusts.
-        check_peeled(repo, &strict.packed, &mut invalid);
+        strict.peel_unproven = check_peeled(repo, &strict.packed, &mut invalid);
         return Ok(if invalid.problems.is_empty() {
             Ok(strict)
         } else {
@@ -698,7 +704,7 @@ pub fn prove(repo: &gix::Repository) -> anyhow::Result<Result<StrictRefs, Invali
         }
     }
     check_head(repo, &strict.head, &mut invalid)?;
-    check_peeled(repo, &strict.packed, &mut invalid);
+    strict.peel_unproven = check_peeled(repo, &strict.packed, &mut invalid);
     Ok(if invalid.problems.is_empty() {
         Ok(strict)
     } else {
@@ -781,15 +787,17 @@ pub(super) fn check_id_lengths(strict: &StrictRefs, hash: gix::hash::Kind, inval
 /// reading the tag, and takes a record without one (under `fully-peeled`,
 /// or `peeled` for tags) as not a tag at all. Each claim must be true of the
 /// objects. A record whose object is missing is left alone: git cannot peel
-/// it either.
-fn check_peeled(repo: &gix::Repository, packed: &PackedRefs, invalid: &mut Invalid) {
+/// it either. Returns whether any claim was left so (it becomes provable,
+/// and may be false, once the object appears).
+fn check_peeled(repo: &gix::Repository, packed: &PackedRefs, invalid: &mut Invalid) -> bool {
     // Many records share an object (every lightweight tag on one release
     // commit): each object is looked up once.
     let mut kinds: std::collections::HashMap<gix::ObjectId, Option<bool>> =
         std::collections::HashMap::new();
+    let mut unproven = false;
     for record in &packed.refs {
         if invalid.problems.len() >= MAX_PROBLEMS {
-            return;
+            return unproven;
         }
         let Ok(id) = gix::ObjectId::from_hex(record.id.as_bytes()) else {
             continue;
@@ -806,6 +814,7 @@ fn check_peeled(repo: &gix::Repository, packed: &PackedRefs, invalid: &mut Inval
         let is_tag = match kind {
             Some(is_tag) => is_tag,
             None => {
+                unproven = true;
                 if record.peeled.is_some() {
                     invalid.push(format!(
                         "packed-refs records a peeled value for {}, whose object {} is missing",
@@ -850,6 +859,7 @@ fn check_peeled(repo: &gix::Repository, packed: &PackedRefs, invalid: &mut Inval
             ));
         }
     }
+    unproven
 }
 
 /// Names git resolves before `refs/heads/<short>` when given `<short>` (its
