@@ -1023,12 +1023,6 @@ fn evaluate(
     if let Ok(Some(now)) = Snapshot::for_verify(state, true) {
         in_flight.extend(Peers::confirm(Some(now), baseline).in_flight());
     }
-    let settled = |refs: &RefMap| -> RefMap {
-        refs.iter()
-            .filter(|(name, _)| !in_flight.contains(*name))
-            .map(|(n, v)| (n.clone(), v.clone()))
-            .collect()
-    };
     let refs_moved = match &read {
         RefsRead::All(strict) => {
             let again =
@@ -1036,7 +1030,7 @@ fn evaluate(
             again.as_ref().map_or(true, |again| {
                 again.head != strict.head
                     || again.packed_changed_outside(strict, &in_flight)
-                    || settled(&again.refs) != settled(&strict.refs)
+                    || !refstore::same_outside(&again.refs, &strict.refs, &in_flight)
             })
         }
         // `packed-refs` rewritten meanwhile (`Ok(None)`) is a move too.
@@ -1172,11 +1166,7 @@ fn cross_check_with_git(
         branch: baseline.branch.as_bstr(),
         tip,
         baseline: baseline.commit_id(),
-        refs: read
-            .now()
-            .iter()
-            .map(|(n, v)| (n.clone(), v.clone()))
-            .collect(),
+        refs: read.now(),
         asked: read.asked(),
         in_flight,
         commits: facts.trees.clone(),

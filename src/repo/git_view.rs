@@ -47,7 +47,7 @@ pub struct Decided<'a> {
     pub baseline: Option<ObjectId>,
     /// Every ref under `refs/` and its raw value: a hex id, or
     /// `ref:<target>` for a symbolic ref.
-    pub refs: Vec<(BString, BString)>,
+    pub refs: &'a super::RefMap,
     /// The names `refs` was read for, when verify read only the refs that
     /// can have moved since arm (see [`super::refs_since_arm`]): git is
     /// asked about exactly these. `None`: `refs` holds every ref.
@@ -307,7 +307,7 @@ pub fn differences(decided: &Decided<'_>) -> Result<Vec<Difference>> {
     if let Some(asked) = decided.asked {
         listed = only_asked(&listed, asked);
     }
-    compare_refs(&decided.refs, decided.in_flight, &listed, &mut differ);
+    compare_refs(decided.refs, decided.in_flight, &listed, &mut differ);
     if let Some(history) = history {
         compare_history(&decided.commits, &finish(history)?, &mut differ);
     }
@@ -571,18 +571,18 @@ fn only_asked(output: &[u8], asked: &std::collections::BTreeSet<BString>) -> Vec
 /// The refs as git lists them: `for-each-ref` resolves symbolic refs and
 /// leaves out those that resolve to nothing (and any ref it cannot read).
 fn compare_refs(
-    ours: &[(BString, BString)],
+    ours: &super::RefMap,
     in_flight: &BTreeSet<BString>,
     output: &[u8],
     differ: &mut impl FnMut(Area, String),
 ) {
-    // One sorted list of borrowed pairs, searched by name: a 100,000-ref
-    // store is compared without building maps of it (issue 29).
-    let mut raw: Vec<(&BStr, &BStr)> = ours
+    // One list of borrowed pairs (the map's order is by name), searched by
+    // name: a 100,000-ref store is compared without another copy of it
+    // (issue 29).
+    let raw: Vec<(&BStr, &BStr)> = ours
         .iter()
         .map(|(n, v)| (n.as_bstr(), v.as_bstr()))
         .collect();
-    raw.sort_unstable_by(|a, b| a.0.cmp(b.0));
     let mut seen = vec![false; raw.len()];
     for line in output.lines() {
         let mut fields = line.splitn(3, |&b| b == 0);
@@ -767,14 +767,14 @@ fn compare_changes(
 mod tests {
     use super::*;
 
-    fn map(pairs: &[(&str, &str)]) -> Vec<(BString, BString)> {
+    fn map(pairs: &[(&str, &str)]) -> crate::repo::RefMap {
         pairs
             .iter()
             .map(|(n, v)| (BString::from(*n), BString::from(*v)))
             .collect()
     }
 
-    fn diffs_of(ours: &[(BString, BString)], output: &str) -> Vec<String> {
+    fn diffs_of(ours: &crate::repo::RefMap, output: &str) -> Vec<String> {
         let mut out = Vec::new();
         compare_refs(ours, &BTreeSet::new(), output.as_bytes(), &mut |_, m| {
             out.push(m)

@@ -105,14 +105,7 @@ impl Moved {
     /// Whether `other` is a read of the same refs, but for the loose refs
     /// named in `except` (refs other worktrees' agents are moving).
     pub fn same_as(&self, other: &Moved, except: &BTreeSet<BString>) -> bool {
-        let settled = |m: &Moved| -> Vec<(BString, BString)> {
-            m.loose
-                .iter()
-                .filter(|(n, _)| !except.contains(*n))
-                .map(|(n, v)| (n.clone(), v.clone()))
-                .collect()
-        };
-        self.head == other.head && settled(self) == settled(other)
+        self.head == other.head && refstore::same_outside(&self.loose, &other.loose, except)
     }
 }
 
