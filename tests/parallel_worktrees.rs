@@ -352,6 +352,37 @@ fn an_agent_cannot_move_another_armed_worktrees_branch() {
     assert_accepted(code, &r);
 }
 
+/// `git pack-refs` and `git gc` in one armed worktree rewrite every ref,
+/// the branch a peer's agent moved since this baseline included: a line
+/// that leaves a ref at its current value changes nothing and is allowed
+/// (found by issue 29's red-team: both were refused before), while moving
+/// the peer's branch stays refused.
+#[test]
+fn packing_refs_beside_an_armed_peer_is_allowed() {
+    let sb = Sandbox::new();
+    let agents = worktrees(&sb, 2);
+    let (one, two) = (&agents[1], &agents[2]);
+    arm(&sb, one);
+    arm(&sb, two);
+    assert!(commit(&sb, two, "area2/a.txt", "two\n").status.success());
+    assert!(commit(&sb, one, "area1/a.txt", "one\n").status.success());
+    git_ok(&sb, one, &["pack-refs", "--all"]);
+    assert!(commit(&sb, two, "area2/b.txt", "two\n").status.success());
+    let out = git(&sb, one, &["gc", "-q"]);
+    assert!(
+        out.status.success() && !text(&out).contains("abort"),
+        "{}",
+        text(&out)
+    );
+    let (code, r) = verify(&sb, one);
+    assert_accepted(code, &r);
+    let (code, r) = verify(&sb, two);
+    assert_accepted(code, &r);
+    let base = git_ok(&sb, one, &["rev-parse", "main"]);
+    let out = git(&sb, one, &["update-ref", "refs/heads/agent2", &base]);
+    assert!(!out.status.success(), "agent1 moved agent2: {}", text(&out));
+}
+
 #[test]
 fn a_worktree_that_is_not_armed_is_not_hindered_but_cannot_touch_armed_branches() {
     let sb = Sandbox::new();

@@ -266,6 +266,20 @@ pub fn branch_value(common_dir: &Path, name: &[u8]) -> Result<Option<BString>> {
     }
 }
 
+/// Whether `update` leaves its ref at the value it has now: `git pack-refs`
+/// (and `git gc`) rewrites every ref in a transaction, reporting each as
+/// set to its current value and then pruning the loose copies, including
+/// the branches other armed worktrees' agents have moved since this
+/// baseline (issue 29's red-team: gc refused in a worktree beside an
+/// armed peer). Such a line changes nothing; a ref moved earlier with the
+/// hooks bypassed is verify's to find. Per-worktree refs live in another
+/// git dir than the common one read here: never taken as unchanged; nor is
+/// a ref that cannot be read.
+fn leaves_unchanged(update: &Update, value: &Option<BString>, common_dir: &Path) -> bool {
+    !refname::is_per_worktree(&update.name)
+        && matches!(branch_value(common_dir, &update.name), Ok(now) if now == *value)
+}
+
 /// The value `update` leaves its ref at (see `effect`): a deletion that only
 /// prunes a loose copy leaves the packed value.
 pub fn resulting_value(update: &Update, common_dir: &Path) -> Result<Option<BString>> {
@@ -374,7 +388,9 @@ pub fn decide(
                 // Read only when a protected ref moves: a commit's
                 // transactions (HEAD and the branch) never need them.
                 let refs = baseline.refs()?;
-                if value.as_ref() != refs.get(&update.name) {
+                if value.as_ref() != refs.get(&update.name)
+                    && !leaves_unchanged(update, &value, &baseline.repo.common_dir)
+                {
                     let what = match (refs.get(&update.name), &value) {
                         (None, _) => "be created",
                         (Some(_), None) => "be deleted",
