@@ -1024,15 +1024,13 @@ fn evaluate(
         in_flight.extend(Peers::confirm(Some(now), baseline).in_flight());
     }
     let refs_moved = match &read {
-        RefsRead::All(strict) => {
-            let again =
-                refstore::read_settled(&location.git_dir, &location.common_dir, REF_STORE_PATIENCE);
-            again.as_ref().map_or(true, |again| {
-                again.head != strict.head
-                    || again.packed_changed_outside(strict, &in_flight)
-                    || !refstore::same_outside(&again.refs, &strict.refs, &in_flight)
-            })
-        }
+        RefsRead::All(strict) => refstore::moved_since(
+            &location.git_dir,
+            &location.common_dir,
+            strict,
+            &in_flight,
+            REF_STORE_PATIENCE,
+        ),
         // `packed-refs` rewritten meanwhile (`Ok(None)`) is a move too.
         RefsRead::Moved(moved) => !matches!(
             baseline.packed_at_arm.as_ref().map(|at_arm| refs_since_arm::read_settled(

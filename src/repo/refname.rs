@@ -107,20 +107,37 @@ pub mod map {
     }
 
     /// Deserializes keys and values as [`decode`] does; two keys that
-    /// decode to the same name are refused.
+    /// decode to the same name are refused. Entry by entry: a first map of
+    /// the raw strings was a second copy of 100,000 refs (issue 29).
     pub fn deserialize<'de, D: Deserializer<'de>>(
         d: D,
     ) -> Result<BTreeMap<BString, BString>, D::Error> {
-        let raw = BTreeMap::<String, String>::deserialize(d)?;
-        let mut out = BTreeMap::new();
-        for (k, v) in raw {
-            let key = decode(&k).map_err(serde::de::Error::custom)?;
-            let value = decode(&v).map_err(serde::de::Error::custom)?;
-            if out.insert(key, value).is_some() {
-                return Err(serde::de::Error::custom(format!("duplicate ref {k:?}")));
+        struct Entries;
+        impl<'de> serde::de::Visitor<'de> for Entries {
+            type Value = BTreeMap<BString, BString>;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a map of ref names to values")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut entries: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut out = BTreeMap::new();
+                while let Some((k, v)) = entries
+                    .next_entry::<std::borrow::Cow<'de, str>, std::borrow::Cow<'de, str>>()?
+                {
+                    let key = decode(&k).map_err(serde::de::Error::custom)?;
+                    let value = decode(&v).map_err(serde::de::Error::custom)?;
+                    if out.insert(key, value).is_some() {
+                        return Err(serde::de::Error::custom(format!("duplicate ref {k:?}")));
+                    }
+                }
+                Ok(out)
             }
         }
-        Ok(out)
+        d.deserialize_map(Entries)
     }
 }
 
@@ -199,6 +216,37 @@ mod tests {
             assert_eq!(decode(&encode(name)).unwrap(), name);
         }
         assert_ne!(encode(b"refs/heads/caf\xe9"), encode(b"refs/heads/caf\xe8"));
+    }
+
+    #[derive(serde::Deserialize)]
+    struct Map {
+        #[serde(with = "super::map")]
+        refs: BTreeMap<BString, BString>,
+    }
+
+    #[test]
+    fn a_map_decodes_entry_by_entry_and_refuses_duplicates() {
+        let ok: Map = serde_json::from_str(
+            r#"{"refs": {"refs/tags/caf\u00e9": "ref:refs/heads/main", "hex:726566732f74e9": "aa"}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            ok.refs
+                .get(b"refs/tags/caf\xc3\xa9".as_bstr())
+                .map(|v| v.as_bstr()),
+            Some(b"ref:refs/heads/main".as_bstr())
+        );
+        assert_eq!(
+            ok.refs.get(b"refs/t\xe9".as_bstr()).map(|v| v.as_bstr()),
+            Some(b"aa".as_bstr())
+        );
+        for bad in [
+            r#"{"refs": {"refs/a": "aa", "refs/a": "bb"}}"#,
+            r#"{"refs": {"hex:41": "aa"}}"#,
+            r#"{"refs": ["refs/a"]}"#,
+        ] {
+            assert!(serde_json::from_str::<Map>(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -81,17 +81,32 @@ pub fn head_tree_id_or_empty(repo: &gix::Repository) -> Result<gix::ObjectId> {
 
 /// Snapshots every ref under `refs/` with its raw value.
 pub fn ref_snapshot(repo: &gix::Repository) -> Result<RefMap> {
+    let mut out = RefMap::new();
+    each_ref(repo, |name, value| {
+        out.insert(name, value);
+    })?;
+    Ok(out)
+}
+
+/// Calls `each` with every ref under `refs/` as [`ref_snapshot`] reads it
+/// (name, raw value), in the reader's order, without collecting them: a
+/// map of 100,000 refs is memory verify can do without (issue 29).
+pub fn each_ref(repo: &gix::Repository, mut each: impl FnMut(BString, BString)) -> Result<()> {
     if super::is_reftable(repo) {
-        return Ok(reftable_view(repo)?.refs);
+        for (name, value) in reftable_view(repo)?.refs {
+            each(name, value);
+        }
+        return Ok(());
     }
     let platform = repo.references().context("cannot list refs")?;
-    let mut out = RefMap::new();
     for reference in platform.all().context("cannot list refs")? {
         let reference = reference.map_err(|e| anyhow::anyhow!("cannot read a ref: {e}"))?;
-        let name = reference.name().as_bstr().to_owned();
-        out.insert(name, raw_target(reference.target()));
+        each(
+            reference.name().as_bstr().to_owned(),
+            raw_target(reference.target()),
+        );
     }
-    Ok(out)
+    Ok(())
 }
 
 /// A ref's raw value as [`RefMap`] holds it: the hex id, or

@@ -622,6 +622,88 @@ impl StrictRefs {
     }
 }
 
+/// Whether the ref store moved since `first` was read (HEAD, a record of
+/// `packed-refs`, a loose ref), but for the refs in `except` (refs other
+/// worktrees' agents are moving), waiting up to `patience` while only
+/// running git commands' locks are in the way; a store that cannot be read
+/// again has moved. Reads HEAD and the loose refs again, and `packed-refs`
+/// only as far as needed: by its hash, or record by record when its bytes
+/// changed. A second full read was a second copy of every ref at verify's
+/// peak (issue 29).
+pub fn moved_since(
+    git_dir: &Path,
+    common_dir: &Path,
+    first: &StrictRefs,
+    except: &std::collections::BTreeSet<BString>,
+    patience: std::time::Duration,
+) -> bool {
+    if first.packed_file == PackedFile::NotRead {
+        // reftable: the strict reader again, whole.
+        return read_settled(git_dir, common_dir, patience).map_or(true, |again| {
+            again.head != first.head || !same_outside(&again.refs, &first.refs, except)
+        });
+    }
+    let again = settled(patience, || {
+        let mut invalid = Invalid::default();
+        let head = read_head(git_dir, &mut invalid);
+        let packed = read_packed_bytes(common_dir, &mut invalid);
+        let loose = read_loose(git_dir, common_dir, &mut invalid);
+        match (head, packed) {
+            (Some(head), Some(packed)) if invalid.problems.is_empty() => Ok((head, packed, loose)),
+            _ => Err(invalid),
+        }
+    });
+    let Ok((head, packed, loose)) = again else {
+        return true;
+    };
+    if head != first.head {
+        return true;
+    }
+    let digest = packed
+        .as_ref()
+        .map(|b| format!("sha256:{}", crate::digest::sha256_hex(b)));
+    let packed_same = match (&first.packed_file, &digest) {
+        (PackedFile::Absent, None) => true,
+        (PackedFile::Digest(d), Some(now)) if d == now => true,
+        _ => {
+            let mut invalid = Invalid::default();
+            let records = packed.map_or_else(PackedRefs::default, |bytes| {
+                parse_packed(common_dir, &bytes, &mut invalid)
+            });
+            let now = StrictRefs {
+                packed: records,
+                ..StrictRefs::default()
+            };
+            invalid.problems.is_empty() && !now.packed_changed_outside(first, except)
+        }
+    };
+    if !packed_same {
+        return true;
+    }
+    // The packed records are first's (outside `except`): the view is the
+    // same when every loose ref now has first's value, and every ref of
+    // first's that has no loose file now has it in `packed-refs`.
+    let kept = |name: &BString| !except.contains(name);
+    let loose_same = loose
+        .iter()
+        .filter(|(n, _)| kept(n))
+        .all(|(n, v)| first.refs.get(n) == Some(v));
+    let packed_value = |name: &BString| {
+        first
+            .packed
+            .refs
+            .binary_search_by(|r| r.name.cmp(name))
+            .ok()
+            .map(|at| first.packed.refs[at].id.as_bytes())
+    };
+    let rest_same = first
+        .refs
+        .iter()
+        .filter(|(n, _)| kept(n) && !loose.contains_key(*n))
+        .all(|(n, v)| packed_value(n) == Some(v.as_slice()));
+    !(loose_same && rest_same)
+}
+
 /// Whether `a` and `b` hold the same refs but for those named in
 /// `except`; compared in place (a copy of each side was two more maps of
 /// every ref at verify's peak, issue 29).
@@ -687,30 +769,38 @@ pub fn prove(repo: &gix::Repository) -> anyhow::Result<Result<StrictRefs, Invali
             Err(invalid)
         });
     }
-    let gix_refs = match super::ref_snapshot(repo) {
-        Ok(refs) => refs,
-        Err(e) => {
-            invalid.push(format!(
-                "git reads every ref, but the in-process reader cannot: {e:#}"
-            ));
-            return Ok(Err(invalid));
-        }
+    // gix's refs one by one against the strict view, without a map of
+    // them: each must be there with the same value, once, and every ref of
+    // the view must have been seen.
+    let mut seen: std::collections::HashSet<&BString> =
+        std::collections::HashSet::with_capacity(strict.refs.len());
+    let mut differ = |name: &BString, ours: Option<&BString>, theirs: Option<&BString>| {
+        let show = |v: Option<&BString>| v.map_or_else(|| "nothing".into(), |v| shown(v));
+        invalid.push_transient(format!(
+            "git reads {} as {}, the in-process reader as {}; the ref store is not \
+             canonical. Rewrite it with git pack-refs --all",
+            shown(name),
+            show(ours),
+            show(theirs)
+        ));
     };
-    let names: std::collections::BTreeSet<&BString> =
-        gix_refs.keys().chain(strict.refs.keys()).collect();
-    for name in names {
-        let (ours, theirs) = (strict.refs.get(name), gix_refs.get(name));
-        if ours != theirs {
-            let show = |v: Option<&BString>| v.map_or_else(|| "nothing".into(), |v| shown(v));
-            invalid.push_transient(format!(
-                "git reads {} as {}, the in-process reader as {}; the ref store is not \
-                 canonical. Rewrite it with git pack-refs --all",
-                shown(name),
-                show(ours),
-                show(theirs)
-            ));
+    let walked = super::refs::each_ref(repo, |name, value| {
+        match strict.refs.get_key_value(&name) {
+            Some((key, ours)) if *ours == value && seen.insert(key) => {}
+            // A different value, or a second one.
+            ours => differ(&name, ours.map(|(_, v)| v), Some(&value)),
         }
+    });
+    if let Err(e) = walked {
+        invalid.push(format!(
+            "git reads every ref, but the in-process reader cannot: {e:#}"
+        ));
+        return Ok(Err(invalid));
     }
+    for (name, ours) in strict.refs.iter().filter(|(n, _)| !seen.contains(n)) {
+        differ(name, Some(ours), None);
+    }
+    drop(seen);
     check_head(repo, &strict.head, &mut invalid)?;
     strict.peel_unproven = check_peeled(repo, &strict.packed, &mut invalid);
     Ok(if invalid.problems.is_empty() {
@@ -911,6 +1001,121 @@ mod tests {
     use super::*;
 
     const A: &str = "1111111111111111111111111111111111111111";
+
+    /// A git dir with HEAD on main, `packed-refs` holding main and t1 at
+    /// A, and a loose `refs/heads/main` at B.
+    fn store() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let git = dir.path();
+        std::fs::create_dir_all(git.join("refs/heads")).unwrap();
+        std::fs::create_dir_all(git.join("refs/tags")).unwrap();
+        std::fs::write(git.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(
+            git.join("packed-refs"),
+            format!("# pack-refs with: peeled fully-peeled sorted \n{A} refs/heads/main\n{A} refs/tags/t1\n"),
+        )
+        .unwrap();
+        std::fs::write(git.join("refs/heads/main"), format!("{B}\n")).unwrap();
+        dir
+    }
+
+    const B: &str = "2222222222222222222222222222222222222222";
+
+    #[test]
+    fn moved_since_sees_every_kind_of_move_and_nothing_else() {
+        let none = std::collections::BTreeSet::new();
+        let patience = std::time::Duration::ZERO;
+        type Change = fn(&Path);
+        let cases: &[(&str, Change, bool)] = &[
+            ("nothing", |_| {}, false),
+            (
+                "packed-refs rewritten the same",
+                |g| {
+                    let bytes = std::fs::read(g.join("packed-refs")).unwrap();
+                    std::fs::remove_file(g.join("packed-refs")).unwrap();
+                    std::fs::write(g.join("packed-refs"), bytes).unwrap();
+                },
+                false,
+            ),
+            (
+                "a loose ref moved",
+                |g| {
+                    std::fs::write(g.join("refs/heads/main"), format!("{A}\n")).unwrap();
+                },
+                true,
+            ),
+            (
+                "the loose copy pruned, the packed value showing",
+                |g| {
+                    std::fs::remove_file(g.join("refs/heads/main")).unwrap();
+                },
+                true,
+            ),
+            (
+                "a packed ref copied loose at its value",
+                |g| {
+                    std::fs::write(g.join("refs/tags/t1"), format!("{A}\n")).unwrap();
+                },
+                false,
+            ),
+            (
+                "a loose ref created",
+                |g| {
+                    std::fs::write(g.join("refs/tags/t2"), format!("{A}\n")).unwrap();
+                },
+                true,
+            ),
+            (
+                "a packed record moved",
+                |g| {
+                    let text = std::fs::read_to_string(g.join("packed-refs")).unwrap();
+                    let text =
+                        text.replace(&format!("{A} refs/tags/t1"), &format!("{B} refs/tags/t1"));
+                    std::fs::write(g.join("packed-refs"), text).unwrap();
+                },
+                true,
+            ),
+            (
+                "packed-refs removed",
+                |g| {
+                    std::fs::remove_file(g.join("packed-refs")).unwrap();
+                },
+                true,
+            ),
+            (
+                "HEAD detached",
+                |g| {
+                    std::fs::write(g.join("HEAD"), format!("{B}\n")).unwrap();
+                },
+                true,
+            ),
+            (
+                "a lock left behind",
+                |g| {
+                    std::fs::write(g.join("refs/heads/main.lock"), "").unwrap();
+                },
+                true,
+            ),
+        ];
+        for (what, change, moved) in cases {
+            let dir = store();
+            let git = dir.path();
+            let first = read(git, git).unwrap();
+            change(git);
+            assert_eq!(
+                moved_since(git, git, &first, &none, patience),
+                *moved,
+                "{what}"
+            );
+        }
+        // A move of a ref another worktree owns is not this one's.
+        let dir = store();
+        let git = dir.path();
+        let first = read(git, git).unwrap();
+        std::fs::write(git.join("refs/heads/main"), format!("{A}\n")).unwrap();
+        let theirs = std::collections::BTreeSet::from([BString::from("refs/heads/main")]);
+        assert!(!moved_since(git, git, &first, &theirs, patience));
+    }
 
     #[test]
     fn loose_content_must_be_canonical() {
