@@ -593,26 +593,29 @@ fn publication_check(file: &std::path::Path, as_json: bool) -> i32 {
             }
             exit::SUCCESS
         }
-        Err(errors) => {
-            for e in &errors {
-                if e.path.is_empty() {
-                    errln!("{}", e.message);
-                } else {
-                    errln!("{e}");
-                }
-            }
-            if as_json {
-                outln!(
-                    "{}",
-                    to_json(&InvalidReport {
-                        valid: false,
-                        errors: &errors
-                    })
-                );
-            }
-            exit::PERMANENT
+        Err(errors) => invalid_document(&errors, as_json),
+    }
+}
+
+/// What `grant check` and `publication check` print for a document that
+/// does not validate: each error on stderr (with its field path when it has
+/// one), and under `--json` the report on stdout.
+fn invalid_document(errors: &[GrantError], as_json: bool) -> i32 {
+    for e in errors {
+        if e.path.is_empty() {
+            errln!("{}", e.message);
+        } else {
+            errln!("{e}");
         }
     }
+    if as_json {
+        let report = InvalidReport {
+            valid: false,
+            errors,
+        };
+        outln!("{}", to_json(&report));
+    }
+    exit::PERMANENT
 }
 
 fn to_json(report: &impl Serialize) -> String {
@@ -651,23 +654,7 @@ fn grant_check(file: &std::path::Path, as_json: bool) -> i32 {
             }
             exit::SUCCESS
         }
-        Err(errors) => {
-            for e in &errors {
-                if e.path.is_empty() {
-                    errln!("{}", e.message);
-                } else {
-                    errln!("{e}");
-                }
-            }
-            if as_json {
-                let report = InvalidReport {
-                    valid: false,
-                    errors: &errors,
-                };
-                outln!("{}", to_json(&report));
-            }
-            exit::PERMANENT
-        }
+        Err(errors) => invalid_document(&errors, as_json),
     }
 }
 
