@@ -83,3 +83,33 @@ fn rejects_a_worktree_added_next_to_a_stale_one() {
     assert_eq!(code, 1, "{r:#}");
     assert_eq!(rules(&r), ["protected_metadata_changed"], "{r:#}");
 }
+
+#[test]
+fn rejects_refs_left_under_main_worktree_by_a_removed_linked_worktree() {
+    // From a linked worktree, `update-ref main-worktree/refs/heads/X` writes
+    // `.git/main-worktree/refs/heads/X`: no ref any listing shows, yet
+    // `git rev-parse main-worktree/refs/heads/X` in the main worktree
+    // resolves it, and it outlives `worktree remove` (issue 29's red-team).
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    let head = sb.commit_file("docs/guide.md", "new\n", "granted");
+    let wt = sb.root.join("scratch");
+    sb.git(&["worktree", "add", "-q", "--detach", wt.to_str().unwrap()]);
+    let _ = sb.try_git_in(&wt, &["update-ref", "main-worktree/refs/heads/X", &head]);
+    sb.git_nohooks(&["worktree", "remove", "--force", wt.to_str().unwrap()]);
+    assert_eq!(
+        sb.git(&["rev-parse", "main-worktree/refs/heads/X"]).trim(),
+        head.trim()
+    );
+    let (code, r) = sb.verify();
+    assert_eq!(code, 1, "{r:#}");
+    // A files store keeps it as a file; reftable (Git 3.0) as a record
+    // named `main-worktree/refs/heads/X` in the main worktree's stack,
+    // a name no valid store holds.
+    if sb.git_dir().join("reftable").is_dir() {
+        assert_eq!(rules(&r), ["ref_store_invalid"], "{r:#}");
+    } else {
+        assert!(sb.git_dir().join("main-worktree/refs/heads/X").is_file());
+        assert_eq!(rules(&r), ["protected_metadata_changed"], "{r:#}");
+    }
+}

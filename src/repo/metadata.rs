@@ -51,6 +51,12 @@ pub(super) const ENTRIES: &[(&str, Base)] = &[
     // `push` (`git remote` names them too).
     ("remotes", Base::Common),
     ("branches", Base::Common),
+    // Never a directory git itself keeps: `main-worktree/` is the prefix a
+    // linked worktree names the main worktree's refs by, and
+    // `update-ref main-worktree/refs/heads/X` there writes this directory,
+    // which `rev-parse main-worktree/refs/heads/X` then resolves and no ref
+    // listing shows (issue 29's red-team).
+    ("main-worktree", Base::Common),
 ];
 
 /// Files git's next `commit` (or `merge --continue`) consults in the git dir
