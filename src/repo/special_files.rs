@@ -167,6 +167,9 @@ pub fn in_git_dirs(location: &Location) -> Vec<String> {
     if location.common_dir != location.git_dir {
         refs.push(location.git_dir.join("refs"));
     }
+    // One pass per directory of refs (a repository can have 100,000 loose
+    // refs): the entry's type from the directory, `fstatat` beside it for
+    // a file's size, `stat` only through a symlink.
     let mut visited_refs = 0usize;
     while let Some(dir) = refs.pop() {
         visited_refs += 1;
@@ -177,33 +180,63 @@ pub fn in_git_dirs(location: &Location) -> Vec<String> {
             continue;
         };
         for entry in entries.flatten() {
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() {
                 refs.push(entry.path());
+                continue;
+            }
+            let path = entry.path();
+            if let Some(what) = special_kind(&path, kind) {
+                out.push(hang_message(&path, what));
+                continue;
+            }
+            let meta = if kind.is_symlink() {
+                std::fs::metadata(&path)
+            } else {
+                entry.metadata()
+            };
+            if let Ok(meta) = meta
+                && meta.is_file()
+                && meta.len() > MAX_SMALL_FILE
+            {
+                out.push(oversized_message(&path, meta.len(), MAX_SMALL_FILE));
             }
         }
-        dirs.push(dir.clone());
-        own.push(dir);
     }
     for dir in dirs {
         for (path, what) in special_entries(&dir, None) {
-            out.push(format!(
-                "{} is {what}; git would hang or fail reading it. Remove it (git never \
-                 creates one there) and verify again",
-                path.display()
-            ));
+            out.push(hang_message(&path, what));
         }
     }
     for dir in own {
-        out.extend(oversized_entries(&dir).into_iter().map(|(path, len, max)| {
-            format!(
-                "{} is {len} bytes, more than git ever writes there ({max} at most); reading it \
-                 would exhaust memory. Remove it and verify again",
-                path.display()
-            )
-        }));
+        out.extend(
+            oversized_entries(&dir)
+                .into_iter()
+                .map(|(path, len, max)| oversized_message(&path, len, max)),
+        );
     }
     out.sort();
     out
+}
+
+/// What [`in_git_dirs`] says of a file git would hang on.
+fn hang_message(path: &Path, what: &str) -> String {
+    format!(
+        "{} is {what}; git would hang or fail reading it. Remove it (git never creates one \
+         there) and verify again",
+        path.display()
+    )
+}
+
+/// What [`in_git_dirs`] says of a file larger than git ever writes there.
+fn oversized_message(path: &Path, len: u64, max: u64) -> String {
+    format!(
+        "{} is {len} bytes, more than git ever writes there ({max} at most); reading it would \
+         exhaust memory. Remove it and verify again",
+        path.display()
+    )
 }
 
 /// Largest file read whole at the top of a git dir or in `info/` (`HEAD`,
