@@ -618,8 +618,10 @@ fi
 
 # Scale with refs (issue 29): the same small repository with 1, 10,000 and
 # 100,000 packed refs (tags) and 100,000 loose ones. A commit's hooks must
-# cost the same whatever the count; verify reads every ref once, against
-# `git for-each-ref` listing them; arm and disarm are reported.
+# cost the same whatever the count; verify reads the refs that can have
+# moved (packed: unchanged `packed-refs` by hash; loose: unchanged files by
+# identity), against `git for-each-ref` listing them; arm and disarm are
+# reported.
 refs_rows() {
   local counts label n kind start arm_ms disarm_ms ver fer mem fermem
   if [ "$smoke" = 1 ]; then counts="1:packed 1000:packed 1000:loose"; else
@@ -634,6 +636,9 @@ refs_rows() {
         | git update-ref --stdin
       [ "$kind" = packed ] && git pack-refs --all
     fi
+    # Refs older than arm by more than the racy margin, as a repository's
+    # usually are: their file identities are trusted (src/repo/loose_at_arm.rs).
+    [ "$kind" = loose ] && [ "$n" -gt 256 ] && sleep 3
     start=$(date +%s%N)
     "$gg" arm --repo . --grant "$grant" --state "$work/refs-$n-$kind.state" >/dev/null 2>&1 \
       || { echo "cannot arm the $label repository" >&2; exit 1; }

@@ -584,6 +584,7 @@ fn judge(state: &Path, repo_dir: Option<&Path>, site: Site) -> ToolResult {
     let read = Baseline::read_live_or_retired(state).and_then(|record| {
         if record.0.packed_at_arm.is_some() {
             record.0.check_refs_file()?;
+            record.0.loose_list()?;
         } else {
             record.0.refs()?;
         }
@@ -1037,6 +1038,7 @@ fn evaluate(
                 &location.git_dir,
                 &location.common_dir,
                 at_arm,
+                baseline.loose_list().ok().flatten(),
                 &lookups(baseline),
                 REF_STORE_PATIENCE,
             )),
@@ -1116,7 +1118,14 @@ fn read_refs(
     baseline: &Baseline,
 ) -> Result<std::result::Result<RefsRead, refstore::Invalid>> {
     if let Some(at_arm) = &baseline.packed_at_arm {
-        match refs_since_arm::prove_settled(repo, at_arm, &lookups(baseline), REF_STORE_PATIENCE)? {
+        let listed = baseline.loose_list()?;
+        match refs_since_arm::prove_settled(
+            repo,
+            at_arm,
+            listed,
+            &lookups(baseline),
+            REF_STORE_PATIENCE,
+        )? {
             Ok(Some(moved)) => return Ok(Ok(RefsRead::Moved(moved))),
             Ok(None) => {}
             Err(invalid) => return Ok(Err(invalid)),

@@ -103,6 +103,9 @@ pub const REFS_FILE_NAME: &str = "baseline.refs.json";
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct RefList {
     loaded: std::sync::OnceLock<RefMap>,
+    /// The loose refs listed by file identity, once read (see
+    /// [`Baseline::loose_list`]).
+    listed: std::sync::OnceLock<crate::repo::loose_at_arm::Records>,
     /// The state directory to read them from (`None` for a record made in
     /// this process).
     state: Option<PathBuf>,
@@ -114,6 +117,7 @@ impl RefList {
     pub(crate) fn given(refs: RefMap) -> RefList {
         RefList {
             loaded: std::sync::OnceLock::from(refs),
+            listed: std::sync::OnceLock::new(),
             state: None,
         }
     }
@@ -193,6 +197,28 @@ impl Baseline {
             );
         }
         Ok((path, bytes))
+    }
+
+    /// The loose refs arm listed with their files' identities (see
+    /// [`crate::repo::loose_at_arm`]), read from the state directory and
+    /// checked against their digest in [`Baseline::packed_at_arm`] on
+    /// first use; `None` when arm listed none.
+    pub fn loose_list(&self) -> Result<Option<&crate::repo::loose_at_arm::Records>> {
+        let Some(digest) = self
+            .packed_at_arm
+            .as_ref()
+            .and_then(|p| p.loose_list.as_deref())
+        else {
+            return Ok(None);
+        };
+        if let Some(listed) = self.refs.listed.get() {
+            return Ok(Some(listed));
+        }
+        let state = self.refs.state.as_deref().context(
+            "the baseline's loose refs were neither given nor read from a state directory",
+        )?;
+        let listed = crate::repo::loose_at_arm::Records::read(state, digest)?;
+        Ok(Some(self.refs.listed.get_or_init(|| listed)))
     }
 
     /// Checks [`REFS_FILE_NAME`] against [`Baseline::ref_list`] without

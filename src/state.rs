@@ -232,14 +232,29 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
     // The baseline records what git reads: a ref store gix might read
     // differently, or a branch git would not resolve to itself by its short
     // name, is refused before anything is recorded.
-    let (refs, packed_at_arm, many_loose) =
+    // Before the first byte of a ref is read: the loose refs' identities
+    // are trusted only if older (see `loose_at_arm`).
+    let reading_since = now_nanos();
+    let (refs, packed_at_arm, loose_list) =
         match repo::refstore::prove_settled(&repo, std::time::Duration::from_secs(3))? {
             Ok(strict) => {
-                let packed_at_arm = repo::refs_since_arm::PackedAtArm::of(&strict);
-                // A files store whose refs are mostly loose files: verify
-                // will read every ref (see `refs_since_arm`).
-                let many_loose = packed_at_arm.is_none() && !repo::is_reftable(&repo);
-                (strict.refs, packed_at_arm, many_loose)
+                let mut loose_list = None;
+                let mut packed_at_arm = repo::refs_since_arm::PackedAtArm::of(&strict);
+                // A files store whose refs are mostly loose files: they are
+                // listed with their files' identities beside the baseline.
+                if packed_at_arm.is_none() && !repo::is_reftable(&repo) {
+                    let list = repo::loose_at_arm::record(
+                        &location.git_dir,
+                        &location.common_dir,
+                        &strict.refs,
+                        reading_since,
+                    )?;
+                    let digest = format!("sha256:{}", crate::digest::sha256_hex(&list));
+                    packed_at_arm =
+                        repo::refs_since_arm::PackedAtArm::with_loose_list(&strict, digest);
+                    loose_list = packed_at_arm.as_ref().map(|_| list);
+                }
+                (strict.refs, packed_at_arm, loose_list)
             }
             Err(invalid) => {
                 let mut result = ToolResult::failed("arm", FailureClass::Validation);
@@ -402,15 +417,11 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
             clean_settings: Some(clean_settings),
             armed_at: now_secs(),
         };
-        record.write(&state)?;
-        let mut result = ToolResult::succeeded("arm");
-        if many_loose {
-            result.warnings.push(format!(
-                "more than {} refs are loose files: verify will read every ref rather than \
-                 only those that moved. `git pack-refs --all` before arm makes it cheaper",
-                repo::refs_since_arm::MAX_BEYOND_PACKED
-            ));
+        if let Some(list) = &loose_list {
+            crate::fsutil::write_atomic(&state.join(repo::loose_at_arm::FILE_NAME), list)?;
         }
+        record.write(&state)?;
+        let result = ToolResult::succeeded("arm");
         Ok(result
             .with_evidence("grant", grant.evidence())
             .with_evidence(
@@ -736,4 +747,11 @@ fn now_secs() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+}
+
+/// The wall clock in nanoseconds since the epoch (0 if it is before it).
+fn now_nanos() -> i128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128)
 }

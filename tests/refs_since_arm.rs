@@ -262,34 +262,144 @@ fn packing_refs_after_arm_is_accepted_by_the_full_read() {
     }
 }
 
-/// A store with more loose refs than the baseline records beside
-/// `packed-refs` is verified by the full read, and a move there is seen.
-#[test]
-fn many_loose_refs_at_arm_are_verified_by_the_full_read() {
+/// A repository with `LOOSE` loose tags, older than the racy margin of
+/// `src/repo/loose_at_arm.rs` (2 s) when armed, so that their file
+/// identities are trusted; armed for `docs/`, zero to two commits.
+const LOOSE: usize = 300;
+
+fn armed_with_old_loose_refs() -> Sandbox {
     let sb = Sandbox::with_files_refs();
     let head = sb.git(&["rev-parse", "HEAD"]);
-    let stdin: String = (0..300)
-        .map(|i| format!("create refs/tags/l{i:04} {head}\n"))
+    let second = sb.commit_file("src/second.rs", "// second\n", "second");
+    sb.git(&["reset", "-q", "--hard", "HEAD~1"]);
+    // Even tags at HEAD, odd ones at another commit.
+    let stdin: String = (0..LOOSE)
+        .map(|i| {
+            let id = if i % 2 == 0 { &head } else { &second };
+            format!("create refs/tags/l{i:04} {id}\n")
+        })
         .collect();
     sb.git_stdin(&["update-ref", "--stdin"], &stdin);
+    // Git 3.0 packs refs after a commit otherwise (`packed-refs` changed:
+    // the full read, tested above).
+    sb.git(&["config", "maintenance.auto", "false"]);
+    sb.git(&["config", "gc.auto", "0"]);
+    std::thread::sleep(std::time::Duration::from_millis(2_300));
     let grant = sb.grant(&["docs/"], 1, 2);
     let out = sb.arm_output(&grant, &sb.state);
     assert!(out.status.success(), "{out:?}");
-    let said = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        said.contains("refs are loose files") && said.contains("git pack-refs --all"),
-        "{said}"
-    );
-    let baseline = std::fs::read_to_string(sb.state.join("baseline.json")).unwrap();
-    assert!(!baseline.contains("packed_at_arm"), "{baseline}");
     commit_granted(&sb);
+    assert!(
+        sb.git_dir().join("refs/tags/l0000").is_file(),
+        "the tags stay loose"
+    );
+    sb
+}
+
+/// The path of a loose ref's file.
+fn loose_file(sb: &Sandbox, name: &str) -> std::path::PathBuf {
+    let path = sb.git_dir().join(name);
+    assert!(path.is_file(), "{name} is loose");
+    path
+}
+
+/// More loose refs than the baseline records: arm lists them with their
+/// files' identities, and verify opens only the files whose identity
+/// changed, yet sees every move, however the file was rewritten.
+#[test]
+fn many_loose_refs_are_judged_by_file_identity_and_every_move_is_seen() {
+    let sb = armed_with_old_loose_refs();
+    let baseline = std::fs::read_to_string(sb.state.join("baseline.json")).unwrap();
+    assert!(baseline.contains("\"loose_list\": \"sha256:"), "{baseline}");
+    assert!(sb.state.join("baseline.loose").is_file());
     let (code, result) = sb.verify();
     assert_accepted(code, &result);
-    assert_eq!(refs_read(&result), "all");
-    // (Git 3.0 may have packed them since: deleted as git deletes.)
-    sb.git_nohooks(&["update-ref", "-d", "refs/tags/l0150"]);
+    assert_eq!(refs_read(&result), "since_arm");
+    let compared = result["evidence"]["refs"]["compared"].as_u64().unwrap();
+    assert!(compared < 10, "only the branch and its lookups: {result:#}");
+
+    let other = sb.git(&["rev-parse", "HEAD"]);
+    let tag = "refs/tags/l0150";
+    let path = loose_file(&sb, tag);
+    let original = std::fs::read(&path).unwrap();
+    let restore = |sb: &Sandbox| {
+        let _ = std::fs::remove_file(&path);
+        std::fs::write(&path, &original).unwrap();
+        let (code, result) = sb.verify();
+        assert_accepted(code, &result);
+    };
+
+    // Rewritten in place, its modification time set back: the change time
+    // still moves.
+    let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(&path)
+        .and_then(|mut f| {
+            use std::io::Write;
+            f.write_all(format!("{other}\n").as_bytes())?;
+            f.set_modified(mtime)
+        })
+        .unwrap();
     let (code, result) = sb.verify();
     assert_rejected(code, &result, &["ref_changed"]);
+    restore(&sb);
+
+    // Replaced by a new file (git's own way), deleted, swapped with a
+    // symlink, shadowed by a new ref: each seen.
+    sb.git_nohooks(&["update-ref", tag, &other]);
+    let (code, result) = sb.verify();
+    assert_rejected(code, &result, &["ref_changed"]);
+    restore(&sb);
+    sb.git_nohooks(&["update-ref", "-d", tag]);
+    let (code, result) = sb.verify();
+    assert_rejected(code, &result, &["ref_changed"]);
+    restore(&sb);
+    std::fs::remove_file(&path).unwrap();
+    std::os::unix::fs::symlink("l0151", &path).unwrap();
+    let (code, result) = sb.verify();
+    assert_rejected(code, &result, &["ref_store_invalid"]);
+    restore(&sb);
+    sb.git_nohooks(&["update-ref", "refs/tags/new", &other]);
+    let (code, result) = sb.verify();
+    assert_rejected(code, &result, &["ref_changed"]);
+    sb.git_nohooks(&["update-ref", "-d", "refs/tags/new"]);
+
+    // Two untouched files swapped by rename (on a file system where a
+    // rename keeps the change time, only the inode numbers tell).
+    let (even, odd) = (
+        loose_file(&sb, "refs/tags/l0100"),
+        loose_file(&sb, "refs/tags/l0101"),
+    );
+    let swap = sb.git_dir().join("swap");
+    std::fs::rename(&even, &swap).unwrap();
+    std::fs::rename(&odd, &even).unwrap();
+    std::fs::rename(&swap, &odd).unwrap();
+    let (code, result) = sb.verify();
+    assert_rejected(code, &result, &["ref_changed"]);
+    let changed: Vec<&str> = result["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v["ref"].as_str())
+        .collect();
+    assert_eq!(
+        changed,
+        ["refs/tags/l0100", "refs/tags/l0101"],
+        "{result:#}"
+    );
+}
+
+/// A list damaged after arm is refused as the baseline's.
+#[test]
+fn a_damaged_loose_list_is_a_damaged_baseline() {
+    let sb = armed_with_old_loose_refs();
+    let path = sb.state.join("baseline.loose");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replacen("l0001", "l0002", 1)).unwrap();
+    let (code, result) = sb.verify();
+    assert_rejected(code, &result, &["baseline_invalid"]);
 }
 
 /// A baseline's refs file damaged after arm is refused as the baseline's,

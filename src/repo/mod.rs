@@ -28,6 +28,7 @@ pub mod git_view;
 pub mod index_layout;
 pub mod layout;
 mod lfs;
+pub mod loose_at_arm;
 mod metadata;
 mod object_format;
 pub mod objects;

@@ -12,10 +12,14 @@
 //! them: the cost follows the refs that moved, not the size of the store
 //! (issue 29).
 //!
+//! With more than [`MAX_BEYOND_PACKED`] loose refs, the loose refs are
+//! listed beside the baseline with their files' identities
+//! ([`super::loose_at_arm`]), and only the files that changed are read.
+//!
 //! Every other case takes the full read of [`super::refstore::prove`]: a
 //! rewritten or vanished `packed-refs` (`git pack-refs`, `git gc`, a deleted
 //! packed ref), a reftable store, a baseline made before this record
-//! existed or with more than [`MAX_BEYOND_PACKED`] loose refs.
+//! existed.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -24,6 +28,7 @@ use gix::bstr::{BStr, BString, ByteSlice};
 use serde::{Deserialize, Serialize};
 
 use super::RefMap;
+use super::loose_at_arm::Records;
 use super::refstore::{self, Invalid, PackedFile, StrictRefs};
 
 /// Most refs [`PackedAtArm::beyond_packed`] records: the record is part of
@@ -41,8 +46,14 @@ pub struct PackedAtArm {
     pub packed_refs: Option<String>,
     /// Every ref whose value at arm was not its `packed-refs` record (a
     /// loose ref, usually a handful), as [`super::refname`] encodes names.
+    /// Empty when [`PackedAtArm::loose_list`] is there.
     #[serde(with = "super::refname::map")]
     pub beyond_packed: RefMap,
+    /// With more than [`MAX_BEYOND_PACKED`] loose refs: `sha256:` + hex
+    /// SHA-256 of the list of every loose ref with its file's identity,
+    /// written beside the baseline ([`super::loose_at_arm::FILE_NAME`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loose_list: Option<String>,
 }
 
 impl PackedAtArm {
@@ -53,14 +64,7 @@ impl PackedAtArm {
     /// claim false without a byte of the file changing, so only the full
     /// read, which proves every claim again, may judge it.
     pub fn of(strict: &StrictRefs) -> Option<PackedAtArm> {
-        if strict.peel_unproven {
-            return None;
-        }
-        let packed_refs = match &strict.packed_file {
-            PackedFile::NotRead => return None,
-            PackedFile::Absent => None,
-            PackedFile::Digest(d) => Some(d.clone()),
-        };
+        let packed_refs = Self::packed_file(strict)?;
         let packed: std::collections::HashMap<&BStr, &str> = strict
             .packed
             .refs
@@ -79,7 +83,33 @@ impl PackedAtArm {
         Some(PackedAtArm {
             packed_refs,
             beyond_packed,
+            loose_list: None,
         })
+    }
+
+    /// The record for a files store with more loose refs than
+    /// [`PackedAtArm::of`] takes, whose list
+    /// ([`super::loose_at_arm::record`]) has the digest `loose_list`; `None` in
+    /// the other cases [`PackedAtArm::of`] refuses.
+    pub fn with_loose_list(strict: &StrictRefs, loose_list: String) -> Option<PackedAtArm> {
+        Some(PackedAtArm {
+            packed_refs: Self::packed_file(strict)?,
+            beyond_packed: RefMap::new(),
+            loose_list: Some(loose_list),
+        })
+    }
+
+    /// The digest of `packed-refs` (`Some(None)`: none), or `None` when
+    /// the record cannot be made (see [`PackedAtArm::of`]).
+    fn packed_file(strict: &StrictRefs) -> Option<Option<String>> {
+        if strict.peel_unproven {
+            return None;
+        }
+        match &strict.packed_file {
+            PackedFile::NotRead => None,
+            PackedFile::Absent => Some(None),
+            PackedFile::Digest(d) => Some(Some(d.clone())),
+        }
     }
 }
 
@@ -99,29 +129,44 @@ pub struct Moved {
     pub asked: BTreeSet<BString>,
     /// The loose refs read, to compare a second read with.
     loose: RefMap,
+    /// Listed loose refs whose file is gone (see [`super::loose_at_arm`]).
+    gone: Vec<BString>,
 }
 
 impl Moved {
     /// Whether `other` is a read of the same refs, but for the loose refs
     /// named in `except` (refs other worktrees' agents are moving).
     pub fn same_as(&self, other: &Moved, except: &BTreeSet<BString>) -> bool {
-        self.head == other.head && refstore::same_outside(&self.loose, &other.loose, except)
+        let gone = |m: &Moved| -> Vec<BString> {
+            m.gone
+                .iter()
+                .filter(|n| !except.contains(*n))
+                .cloned()
+                .collect()
+        };
+        self.head == other.head
+            && refstore::same_outside(&self.loose, &other.loose, except)
+            && gone(self) == gone(other)
     }
 }
 
 /// Reads the refs that can have moved since `at_arm`, asking also about
 /// `extra` (names verify looks up: the branch, the names that would shadow
 /// its short name). `Ok(None)`: `packed-refs` changed (or this is not a
-/// files store), so only a full read can say what moved.
+/// files store), so only a full read can say what moved. `listed`: the
+/// loose refs listed at arm ([`PackedAtArm::loose_list`]), which this
+/// record needs.
 pub fn read(
     git_dir: &Path,
     common_dir: &Path,
     at_arm: &PackedAtArm,
+    listed: Option<&Records>,
     extra: &[BString],
 ) -> Result<Option<Moved>, Invalid> {
-    if common_dir.join("reftable").is_dir() {
+    if common_dir.join("reftable").is_dir() || (at_arm.loose_list.is_some() && listed.is_none()) {
         return Ok(None);
     }
+    let listed = listed.filter(|_| at_arm.loose_list.is_some());
     let mut invalid = Invalid::default();
     let Some(bytes) = refstore::read_packed_bytes(common_dir, &mut invalid) else {
         return Err(invalid);
@@ -133,7 +178,16 @@ pub fn read(
         return Ok(None);
     }
     let head = refstore::read_head(git_dir, &mut invalid);
-    let loose = refstore::read_loose(git_dir, common_dir, &mut invalid);
+    let (loose, by_identity) = match listed {
+        Some(listed) => {
+            let found = listed.read_loose(git_dir, common_dir, &mut invalid);
+            (found.read.clone(), Some((listed, found)))
+        }
+        None => (
+            refstore::read_loose(git_dir, common_dir, &mut invalid),
+            None,
+        ),
+    };
     if !invalid.problems.is_empty() {
         return Err(invalid);
     }
@@ -142,8 +196,18 @@ pub fn read(
         loose
             .get(name)
             .cloned()
+            .or_else(|| {
+                by_identity
+                    .as_ref()
+                    .and_then(|(listed, found)| listed.unchanged_value(found, name))
+                    .map(BString::from)
+            })
             .or_else(|| packed.get(name).map(BString::from))
     };
+    let gone: Vec<BString> = by_identity
+        .as_ref()
+        .map(|(_, found)| found.gone.clone())
+        .unwrap_or_default();
     let kind = |name: &BStr| now_of(name).map(|v| v.starts_with(b"ref:"));
     for (name, value) in &loose {
         refstore::check_ref(name.as_bstr(), value.as_bstr(), &kind, &mut invalid);
@@ -159,6 +223,7 @@ pub fn read(
     }
     let mut asked: BTreeSet<BString> = loose
         .keys()
+        .chain(&gone)
         .chain(at_arm.beyond_packed.keys())
         .chain(extra)
         .cloned()
@@ -179,6 +244,11 @@ pub fn read(
             .beyond_packed
             .get(name)
             .cloned()
+            .or_else(|| {
+                listed
+                    .and_then(|l| l.value_at_arm(name.as_bstr()))
+                    .map(BString::from)
+            })
             .or_else(|| packed.get(name.as_bstr()).map(BString::from));
         if let Some(v) = at_arm_value {
             before.insert(name.clone(), v);
@@ -191,6 +261,7 @@ pub fn read(
             before,
             asked,
             loose,
+            gone,
         }))
     } else {
         Err(invalid)
@@ -203,9 +274,10 @@ pub fn read(
 pub fn prove(
     repo: &gix::Repository,
     at_arm: &PackedAtArm,
+    listed: Option<&Records>,
     extra: &[BString],
 ) -> anyhow::Result<Result<Option<Moved>, Invalid>> {
-    let moved = match read(repo.git_dir(), repo.common_dir(), at_arm, extra) {
+    let moved = match read(repo.git_dir(), repo.common_dir(), at_arm, listed, extra) {
         Ok(Some(moved)) => moved,
         other => return Ok(other),
     };
@@ -259,11 +331,12 @@ pub fn prove(
 pub fn prove_settled(
     repo: &gix::Repository,
     at_arm: &PackedAtArm,
+    listed: Option<&Records>,
     extra: &[BString],
     patience: std::time::Duration,
 ) -> anyhow::Result<Result<Option<Moved>, Invalid>> {
     let mut error = None;
-    let answer = refstore::settled(patience, || match prove(repo, at_arm, extra) {
+    let answer = refstore::settled(patience, || match prove(repo, at_arm, listed, extra) {
         Ok(answer) => answer,
         // Stops waiting: the error is the answer.
         Err(e) => {
@@ -283,10 +356,13 @@ pub fn read_settled(
     git_dir: &Path,
     common_dir: &Path,
     at_arm: &PackedAtArm,
+    listed: Option<&Records>,
     extra: &[BString],
     patience: std::time::Duration,
 ) -> Result<Option<Moved>, Invalid> {
-    refstore::settled(patience, || read(git_dir, common_dir, at_arm, extra))
+    refstore::settled(patience, || {
+        read(git_dir, common_dir, at_arm, listed, extra)
+    })
 }
 
 /// A gix reference's name and raw value, as [`super::RefMap`] holds them.

@@ -156,24 +156,48 @@ pub fn read(git_dir: &Path, common_dir: &Path) -> Result<StrictRefs, Invalid> {
 /// `git_dir`: the common dir's, and in a linked worktree its own
 /// per-worktree refs. Problems go to `invalid`.
 pub(super) fn read_loose(git_dir: &Path, common_dir: &Path, invalid: &mut Invalid) -> RefMap {
+    read_loose_except(git_dir, common_dir, invalid, &mut |_, _| true)
+}
+
+/// [`read_loose`], but a loose ref for which `read_it` (given its name and
+/// directory entry) answers false is neither opened nor in the answer: the
+/// caller judged it otherwise (by its file identity,
+/// [`super::loose_at_arm`]). Everything else about the walk is as strict
+/// as ever.
+pub(super) fn read_loose_except(
+    git_dir: &Path,
+    common_dir: &Path,
+    invalid: &mut Invalid,
+    read_it: &mut dyn FnMut(&[u8], &std::fs::DirEntry) -> bool,
+) -> RefMap {
     let linked = git_dir != common_dir;
     let mut loose = BTreeMap::new();
     // In a linked worktree, the common dir's per-worktree refs belong to the
-    // main worktree and git ignores them here; they are still walked, so a
-    // symlink there is refused all the same.
-    walk(common_dir, invalid, &mut |name, value| {
-        if !(linked && is_per_worktree(name)) {
-            loose.insert(BString::from(name), value);
-        }
-    });
-    if linked && git_dir.join("refs").symlink_metadata().is_ok() {
-        walk(git_dir, invalid, &mut |name, value| {
-            // Others are refused by `check_private_refs`: git reads them
-            // from the common dir and never writes them here.
-            if is_per_worktree(name) {
+    // main worktree and git ignores them here; they are still walked (and
+    // read), so a symlink or garbage there is refused all the same.
+    walk(
+        common_dir,
+        invalid,
+        &mut |name, entry| (linked && is_per_worktree(name)) || read_it(name, entry),
+        &mut |name, value| {
+            if !(linked && is_per_worktree(name)) {
                 loose.insert(BString::from(name), value);
             }
-        });
+        },
+    );
+    if linked && git_dir.join("refs").symlink_metadata().is_ok() {
+        walk(
+            git_dir,
+            invalid,
+            &mut |name, entry| !is_per_worktree(name) || read_it(name, entry),
+            &mut |name, value| {
+                // Others are refused by `check_private_refs`: git reads them
+                // from the common dir and never writes them here.
+                if is_per_worktree(name) {
+                    loose.insert(BString::from(name), value);
+                }
+            },
+        );
         check_private_refs(git_dir, invalid);
     }
     loose
@@ -230,11 +254,16 @@ fn read_reftable(git_dir: &Path, common_dir: &Path) -> Result<StrictRefs, Invali
 /// refs.
 fn check_private_refs(git_dir: &Path, invalid: &mut Invalid) {
     let mut names = Vec::new();
-    walk(git_dir, &mut Invalid::default(), &mut |name, _| {
-        if !is_per_worktree(name) {
-            names.push(shown(name));
-        }
-    });
+    walk(
+        git_dir,
+        &mut Invalid::default(),
+        &mut |_, _| true,
+        &mut |name, _| {
+            if !is_per_worktree(name) {
+                names.push(shown(name));
+            }
+        },
+    );
     for name in names {
         invalid.push(format!(
             "{name} is stored in the worktree's own git dir {}, where git never writes it; \
@@ -429,9 +458,15 @@ pub fn parse_loose(bytes: &[u8]) -> Result<BString, String> {
 }
 
 /// Walks `<dir>/refs` without following anything; `found` gets each valid
-/// loose ref's name and raw value. Iterative, so no depth can exhaust the
+/// loose ref's name and raw value, of those `read_it` (given name and
+/// directory entry) wants read. Iterative, so no depth can exhaust the
 /// stack.
-fn walk(dir: &Path, invalid: &mut Invalid, found: &mut dyn FnMut(&[u8], BString)) {
+fn walk(
+    dir: &Path,
+    invalid: &mut Invalid,
+    read_it: &mut dyn FnMut(&[u8], &std::fs::DirEntry) -> bool,
+    found: &mut dyn FnMut(&[u8], BString),
+) {
     let root = dir.join("refs");
     let Some(meta) = lstat(&root, invalid) else {
         invalid.push(format!("{} is missing", root.display()));
@@ -518,6 +553,9 @@ fn walk(dir: &Path, invalid: &mut Invalid, found: &mut dyn FnMut(&[u8], BString)
                     "{} is not a valid ref name: it {why}",
                     child_path.display()
                 ));
+                continue;
+            }
+            if !read_it(&child, &entry) {
                 continue;
             }
             let Some(bytes) = read_regular(&child_path, "a loose ref", MAX_LOOSE_BYTES, invalid)

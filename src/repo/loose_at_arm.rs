@@ -1,0 +1,348 @@
+//! Loose refs judged by their file identity, so that verify need not open
+//! 100,000 of them to find the few that moved (issue 29).
+//!
+//! When more refs are loose files than [`super::refs_since_arm`] records in
+//! the baseline itself, arm writes a list beside it ([`FILE_NAME`]): every
+//! loose ref with its value and the identity of its file (device, inode,
+//! size, mode, modification and change time, from `lstat`). At verify a
+//! loose file whose identity is the recorded one holds the bytes arm read,
+//! and is not opened; every other file is read as strictly as ever.
+//!
+//! Why an identity can stand for the bytes: the kernel sets a file's change
+//! time (`ctime`) to the current time on every write, rename, link or mode
+//! change, and no system call sets it back (only changing the system clock
+//! does, which takes `CAP_SYS_TIME` on the host: root, who can rewrite the
+//! state directory too). A file replaced by another has another inode or a
+//! new change time. git trusts the same facts for its index.
+//!
+//! Racy files: a file written while arm read it could carry a change time
+//! arm's clock had not passed yet, or (coarse timestamps) one a tick behind.
+//! Only identities whose change time is more than [`RACY_MARGIN_SECS`]
+//! before arm started reading are trusted; the others are recorded without
+//! an identity and read at every verify.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use gix::bstr::{BStr, BString, ByteSlice};
+
+use super::RefMap;
+use super::refstore::{self, Invalid};
+
+/// The list's file name in the state directory, beside the baseline.
+pub const FILE_NAME: &str = "baseline.loose";
+
+/// How long before arm started reading a file must have last changed for
+/// its identity to be trusted (see the module documentation): covers
+/// coarse file-system timestamps (one second on some) and clock ticks.
+pub const RACY_MARGIN_SECS: i64 = 2;
+
+/// The most bytes the list may have: 1 GiB, as for `packed-refs`.
+const MAX_FILE_BYTES: u64 = 1 << 30;
+
+/// What `lstat` says of a file, all of which a change of its bytes moves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Identity {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mode: u32,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Identity {
+    /// The identity `meta` describes; its device as 0 on overlayfs (see
+    /// [`on_overlay`]).
+    fn of(meta: &std::fs::Metadata, overlay: bool) -> Identity {
+        Identity {
+            dev: if overlay { 0 } else { meta.dev() },
+            ino: meta.ino(),
+            size: meta.size(),
+            mode: meta.mode(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        }
+    }
+
+    fn to_text(self) -> String {
+        format!(
+            "{}:{}:{}:{}:{}.{}:{}.{}",
+            self.dev,
+            self.ino,
+            self.size,
+            self.mode,
+            self.mtime.0,
+            self.mtime.1,
+            self.ctime.0,
+            self.ctime.1
+        )
+    }
+
+    fn parse(text: &str) -> Option<Identity> {
+        let mut parts = text.split(':');
+        let mut number = || parts.next()?.parse::<u64>().ok();
+        let (dev, ino, size) = (number()?, number()?, number()?);
+        let mode = u32::try_from(number()?).ok()?;
+        let time = |t: &str| -> Option<(i64, i64)> {
+            let (s, ns) = t.split_once('.')?;
+            Some((s.parse().ok()?, ns.parse().ok()?))
+        };
+        let mtime = time(parts.next()?)?;
+        let ctime = time(parts.next()?)?;
+        parts.next().is_none().then_some(Identity {
+            dev,
+            ino,
+            size,
+            mode,
+            mtime,
+            ctime,
+        })
+    }
+}
+
+/// Whether `common_dir` is on overlayfs, whose device numbers change with
+/// every mount (see [`crate::fsutil::stable_device`]): asked once rather
+/// than per file.
+fn on_overlay(common_dir: &Path) -> std::io::Result<bool> {
+    let meta = std::fs::symlink_metadata(common_dir)?;
+    Ok(crate::fsutil::stable_device(common_dir, &meta) == 0)
+}
+
+/// The list arm writes: each loose ref of `refs` (the merged view arm
+/// proved, so a loose ref's value is its file's), sorted by name, with its
+/// file's identity when trusted. `since_ns`: the wall clock, in
+/// nanoseconds since the epoch, before arm started reading the refs.
+pub fn record(git_dir: &Path, common_dir: &Path, refs: &RefMap, since_ns: i128) -> Result<Vec<u8>> {
+    let overlay = on_overlay(common_dir)
+        .with_context(|| format!("cannot inspect {}", common_dir.display()))?;
+    let mut entries: Vec<(BString, Option<Identity>)> = Vec::new();
+    let mut invalid = Invalid::default();
+    refstore::read_loose_except(git_dir, common_dir, &mut invalid, &mut |name, entry| {
+        // `fstatat` beside the directory the walk holds, not following.
+        let identity = entry
+            .metadata()
+            .ok()
+            .filter(|meta| meta.file_type().is_file())
+            .map(|meta| Identity::of(&meta, overlay))
+            .filter(|id| trusted(id, since_ns));
+        entries.push((BString::from(name), identity));
+        false
+    });
+    if let Some(problem) = invalid.problems.first() {
+        bail!("the loose refs changed while arm read them: {problem}");
+    }
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut out = Vec::new();
+    for (name, identity) in entries {
+        // A file that appeared after arm's read: not in the view, so not
+        // recorded; verify reads it as a ref it never saw.
+        let Some(value) = refs.get(&name) else {
+            continue;
+        };
+        out.extend_from_slice(&name);
+        out.push(b' ');
+        out.extend_from_slice(value);
+        out.push(b' ');
+        match identity {
+            Some(id) => out.extend_from_slice(id.to_text().as_bytes()),
+            None => out.push(b'-'),
+        }
+        out.push(b'\n');
+    }
+    Ok(out)
+}
+
+/// Whether an identity changed long enough before `since_ns` to stand for
+/// its bytes (see the module documentation).
+fn trusted(id: &Identity, since_ns: i128) -> bool {
+    let ctime_ns = i128::from(id.ctime.0) * 1_000_000_000 + i128::from(id.ctime.1);
+    ctime_ns < since_ns - i128::from(RACY_MARGIN_SECS) * 1_000_000_000
+}
+
+/// One recorded loose ref.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Record {
+    name: BString,
+    value: BString,
+    identity: Option<Identity>,
+}
+
+/// The list as verify reads it, searched by name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Records {
+    records: Vec<Record>,
+}
+
+impl Records {
+    /// Reads [`FILE_NAME`] in `state` and checks it against `digest`
+    /// (`sha256:` + hex, from the baseline).
+    pub fn read(state: &Path, digest: &str) -> Result<Records> {
+        let path = state.join(FILE_NAME);
+        let bytes = crate::fsutil::read_regular_limited(&path, MAX_FILE_BYTES)
+            .with_context(|| format!("cannot read the baseline's loose refs {}", path.display()))?;
+        if format!("sha256:{}", crate::digest::sha256_hex(&bytes)) != digest {
+            bail!(
+                "the baseline's loose refs {} fail their integrity check: corrupted or edited \
+                 after arm",
+                path.display()
+            );
+        }
+        Records::parse(&bytes)
+            .with_context(|| format!("{} is not a list arm wrote", path.display()))
+    }
+
+    fn parse(bytes: &[u8]) -> Result<Records> {
+        let mut records: Vec<Record> = Vec::new();
+        for (at, line) in bytes.lines().enumerate() {
+            let fields: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
+            let [name, value, identity] = fields[..] else {
+                bail!("line {} does not have three fields", at + 1);
+            };
+            let identity = match identity {
+                b"-" => None,
+                text => Some(
+                    text.to_str()
+                        .ok()
+                        .and_then(Identity::parse)
+                        .with_context(|| format!("line {}: not a file identity", at + 1))?,
+                ),
+            };
+            if records.last().is_some_and(|r| r.name.as_slice() >= name) {
+                bail!("line {}: names not sorted or repeated", at + 1);
+            }
+            records.push(Record {
+                name: name.into(),
+                value: value.into(),
+                identity,
+            });
+        }
+        Ok(Records { records })
+    }
+
+    fn find(&self, name: &[u8]) -> Option<usize> {
+        self.records
+            .binary_search_by(|r| r.name.as_slice().cmp(name))
+            .ok()
+    }
+
+    /// The value `name` had at arm as a loose ref.
+    pub fn value_at_arm(&self, name: &BStr) -> Option<&BStr> {
+        self.find(name).map(|at| self.records[at].value.as_bstr())
+    }
+
+    /// The loose refs now: those whose file does not have its recorded
+    /// identity are read (strictly, as [`refstore::read_loose`] does);
+    /// the others are as arm read them.
+    pub fn read_loose(&self, git_dir: &Path, common_dir: &Path, invalid: &mut Invalid) -> Loose {
+        let overlay = on_overlay(common_dir).ok();
+        let mut unchanged = vec![false; self.records.len()];
+        let read = refstore::read_loose_except(git_dir, common_dir, invalid, &mut |name, entry| {
+            let Some(at) = self.find(name) else {
+                return true;
+            };
+            let (Some(recorded), Some(overlay)) = (self.records[at].identity, overlay) else {
+                return true;
+            };
+            let same = entry.metadata().is_ok_and(|meta| {
+                meta.file_type().is_file() && Identity::of(&meta, overlay) == recorded
+            });
+            unchanged[at] = same;
+            !same
+        });
+        let gone = self
+            .records
+            .iter()
+            .zip(&unchanged)
+            .filter(|(r, same)| !**same && !read.contains_key(&r.name))
+            .map(|(r, _)| r.name.clone())
+            .collect();
+        Loose {
+            read,
+            unchanged,
+            gone,
+        }
+    }
+
+    /// The value of a loose ref [`Loose::unchanged`] says is as at arm.
+    pub fn unchanged_value<'a>(&'a self, loose: &Loose, name: &BStr) -> Option<&'a BStr> {
+        self.find(name)
+            .filter(|&at| loose.unchanged[at])
+            .map(|at| self.records[at].value.as_bstr())
+    }
+}
+
+/// The loose refs as [`Records::read_loose`] found them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Loose {
+    /// The files read: new, changed, or recorded without an identity.
+    pub read: RefMap,
+    /// Per record: whether its file is there with the recorded identity.
+    unchanged: Vec<bool>,
+    /// Recorded loose refs whose file is gone.
+    pub gone: Vec<BString>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identities_round_trip_and_odd_text_is_refused() {
+        let id = Identity {
+            dev: 2049,
+            ino: 77,
+            size: 41,
+            mode: 0o100644,
+            mtime: (1_700_000_000, 5),
+            ctime: (1_700_000_001, 999_999_999),
+        };
+        assert_eq!(Identity::parse(&id.to_text()), Some(id));
+        for bad in [
+            "",
+            "1:2:3",
+            "1:2:3:4:5.6:7.8:9",
+            "a:2:3:4:5.6:7.8",
+            "1:2:3:4:5:7.8",
+        ] {
+            assert_eq!(Identity::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_list_must_be_sorted_unique_and_three_fields_a_line() {
+        let ok = b"refs/a 1111 -\nrefs/b ref:refs/a 1:2:3:4:5.6:7.8\n";
+        let records = Records::parse(ok).unwrap();
+        assert_eq!(
+            records.value_at_arm(b"refs/b".as_bstr()),
+            Some(b"ref:refs/a".as_bstr())
+        );
+        assert_eq!(records.value_at_arm(b"refs/c".as_bstr()), None);
+        for bad in [
+            &b"refs/b 1 -\nrefs/a 1 -\n"[..],
+            b"refs/a 1 -\nrefs/a 1 -\n",
+            b"refs/a 1\n",
+            b"refs/a 1 - x\n",
+            b"refs/a 1 1:2\n",
+        ] {
+            assert!(Records::parse(bad).is_err(), "{:?}", bad.as_bstr());
+        }
+    }
+
+    #[test]
+    fn only_identities_older_than_the_margin_are_trusted() {
+        let at = |s: i64, ns: i64| Identity {
+            dev: 1,
+            ino: 1,
+            size: 1,
+            mode: 0,
+            mtime: (s, ns),
+            ctime: (s, ns),
+        };
+        let since = 1_000 * 1_000_000_000_i128;
+        assert!(trusted(&at(997, 999_999_999), since));
+        assert!(!trusted(&at(998, 0), since));
+        assert!(!trusted(&at(1_000, 1), since));
+    }
+}
