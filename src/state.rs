@@ -417,8 +417,18 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
             clean_settings: Some(clean_settings),
             armed_at: now_secs(),
         };
-        if let Some(list) = &loose_list {
-            crate::fsutil::write_atomic(&state.join(repo::loose_at_arm::FILE_NAME), list)?;
+        // A list an earlier arm of this state directory left is no record
+        // of this one.
+        let list_path = state.join(repo::loose_at_arm::FILE_NAME);
+        match &loose_list {
+            Some(list) => crate::fsutil::write_atomic(&list_path, list)?,
+            None => match std::fs::remove_file(&list_path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(e)
+                        .with_context(|| format!("cannot remove {}", list_path.display()));
+                }
+                _ => {}
+            },
         }
         record.write(&state)?;
         let result = ToolResult::succeeded("arm");
