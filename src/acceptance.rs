@@ -890,7 +890,12 @@ fn evaluate(
     // (The ref store is proven before HEAD is read: a reftable store that
     // does not parse is a finding about the store, not an unreadable
     // repository.)
-    let read = match read_refs(&repo, baseline)? {
+    // Files at the top of the git dir that git reads as refs by name: the
+    // refs they would hide are looked up with the rest.
+    let top_level = refstore::top_level_refs(&location.git_dir, &location.common_dir);
+    let mut extra = lookups(baseline);
+    extra.extend(top_level.iter().flat_map(|t| t.shadowed.iter().cloned()));
+    let read = match read_refs(&repo, baseline, &extra)? {
         Ok(read) => read,
         Err(invalid) => {
             for problem in invalid.problems {
@@ -921,6 +926,23 @@ fn evaluate(
             )
             .with_ref(refname::encode(&baseline.branch)),
         );
+    }
+    for file in &top_level {
+        for hidden in file.shadowed.iter().filter(|n| refs.contains_key(*n)) {
+            let short = file.path.file_name().unwrap_or_default().to_string_lossy();
+            findings.push(
+                Violation::new(
+                    rule::REF_STORE_INVALID,
+                    format!(
+                        "{} reads as a ref, and git takes it for {short:?} before {}: \
+                         `git rev-parse {short}` gives the file's value. Remove it",
+                        file.path.display(),
+                        refname::shown(hidden)
+                    ),
+                )
+                .with_ref(refname::encode(hidden)),
+            );
+        }
     }
     check_head(&head, baseline.branch.as_ref(), findings);
     let tip = match refs.get(&baseline.branch) {
@@ -962,6 +984,18 @@ fn evaluate(
         &|name, before, now| peers.excuse_ref(name, before, now),
         findings,
     );
+    // The index half of the worktree check reads no worktree file: it runs
+    // while the special-file scan is still walking. Its findings count only
+    // if the scan finds nothing (as before, a hostile worktree stops here).
+    let mut index_findings = Vec::new();
+    let index_half = metadata.is_some().then(|| {
+        check_index(
+            &repo,
+            &location,
+            worktree_base(&head, baseline.branch.as_ref(), tip),
+            &mut index_findings,
+        )
+    });
     // gix opens every `.gitignore` and `.gitattributes` it walks past: not
     // before the special-file scan has answered.
     let mut nested_git = Vec::new();
@@ -994,13 +1028,14 @@ fn evaluate(
     if let Some(metadata) = metadata {
         check_nested_repositories(&repo, &location, &nested_git, metadata, findings);
     }
-    if metadata.is_some()
-        && let Err(e) = check_worktree(
-            &repo,
-            &location,
-            worktree_base(&head, baseline.branch.as_ref(), tip),
-            findings,
-        )
+    for v in index_findings {
+        findings.push(v);
+    }
+    if let Some(index_half) = index_half
+        && let Err(e) = index_half.and_then(|first| match first {
+            Some(first) => check_worktree_files(&repo, &location, first, findings),
+            None => Ok(()),
+        })
     {
         // A tip git itself refuses to check out (a crafted `.git` entry)
         // cannot be compared with a worktree: that is not clean, and the
@@ -1039,7 +1074,7 @@ fn evaluate(
                 &location.common_dir,
                 at_arm,
                 baseline.loose_list().ok().flatten(),
-                &lookups(baseline),
+                &extra,
                 REF_STORE_PATIENCE,
             )),
             Some(Ok(Some(again))) if again.same_as(moved, &in_flight)
@@ -1116,16 +1151,11 @@ impl RefsRead {
 fn read_refs(
     repo: &gix::Repository,
     baseline: &Baseline,
+    extra: &[BString],
 ) -> Result<std::result::Result<RefsRead, refstore::Invalid>> {
     if let Some(at_arm) = &baseline.packed_at_arm {
         let listed = baseline.loose_list()?;
-        match refs_since_arm::prove_settled(
-            repo,
-            at_arm,
-            listed,
-            &lookups(baseline),
-            REF_STORE_PATIENCE,
-        )? {
+        match refs_since_arm::prove_settled(repo, at_arm, listed, extra, REF_STORE_PATIENCE)? {
             Ok(Some(moved)) => return Ok(Ok(RefsRead::Moved(moved))),
             Ok(None) => {}
             Err(invalid) => return Ok(Err(invalid)),
@@ -1136,6 +1166,8 @@ fn read_refs(
 
 /// The names verify looks up beside the refs that moved: the branch, and
 /// the refs that would shadow its short name (see [`refstore::shadows`]).
+/// (Also the refs a top-level file would hide: see
+/// [`refstore::top_level_refs`].)
 fn lookups(baseline: &Baseline) -> Vec<BString> {
     let mut names = vec![baseline.branch.clone()];
     if let Some(short) = baseline.branch.strip_prefix(b"refs/heads/") {
@@ -1682,14 +1714,16 @@ fn dirt_advice(what: &str) -> &'static str {
     }
 }
 
-/// Compares the index and worktree with `tip`, the tip the history checks
-/// decided on (not HEAD as it is a moment later).
-fn check_worktree(
+/// The first half of the worktree check, which reads no file of the
+/// worktree: operations under way, the index's layout, and the index
+/// against `tip`, the tip the history checks decided on (not HEAD as it is
+/// a moment later). `None` when the index cannot be trusted to compare.
+fn check_index(
     repo: &gix::Repository,
     location: &repo::Location,
     tip: Option<ObjectId>,
-    findings: &mut Findings,
-) -> Result<()> {
+    findings: &mut Vec<Violation>,
+) -> Result<Option<repo::IndexDirt>> {
     for found in repo::operations_in_progress(&location.git_dir) {
         let message = match found.odd_kind {
             None => format!("a {} is in progress; finish or abort it", found.op),
@@ -1722,10 +1756,22 @@ fn check_worktree(
             rule::WORKTREE_NOT_CLEAN,
             format!("the index is not one git reads in one way only: {e:#}. {INDEX_ADVICE}"),
         ));
-        return Ok(());
+        return Ok(None);
     }
     let tree = repo::tree_id_of(repo, tip)?;
-    let mut dirt = repo::worktree_dirt_against(repo, Some(tree))?;
+    Ok(Some(repo::index_dirt_against(repo, Some(tree))?))
+}
+
+/// The second half of the worktree check, after [`check_index`] and once
+/// the special-file scan has answered: the worktree against the index,
+/// and entries an index flag hides from status.
+fn check_worktree_files(
+    repo: &gix::Repository,
+    location: &repo::Location,
+    first: repo::IndexDirt,
+    findings: &mut Findings,
+) -> Result<()> {
+    let mut dirt = repo::worktree_dirt_after(repo, first, 0)?;
     dirt.extend(repo::hidden_index_entries(repo, &location.git_dir)?);
     for dirt in dirt {
         let shown = dirt.path.to_str_lossy().into_owned();

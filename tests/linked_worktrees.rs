@@ -113,3 +113,38 @@ fn rejects_refs_left_under_main_worktree_by_a_removed_linked_worktree() {
         assert_eq!(rules(&r), ["protected_metadata_changed"], "{r:#}");
     }
 }
+
+#[test]
+fn rejects_shared_refs_hidden_in_another_worktrees_git_dir() {
+    // From the main worktree, `update-ref worktrees/<id>/refs/heads/X`
+    // writes into that worktree's git dir (created if <id> is no
+    // worktree): `rev-parse worktrees/<id>/refs/heads/X` resolves it, no
+    // listing shows it (red-team finding).
+    for id in ["live", "nosuch"] {
+        let sb = with_worktrees();
+        let head = sb.git(&["rev-parse", "HEAD~1"]);
+        let name = format!("worktrees/{id}/refs/heads/evil");
+        sb.git_nohooks(&["update-ref", &name, head.trim()]);
+        assert_eq!(sb.git(&["rev-parse", &name]).trim(), head.trim());
+        let (code, r) = sb.verify();
+        assert_eq!(code, 1, "{id}: {r:#}");
+        assert_eq!(rules(&r), ["ref_store_invalid"], "{id}: {r:#}");
+    }
+}
+
+#[test]
+fn accepts_a_bisect_in_another_worktree() {
+    // Per-worktree refs in a linked worktree's git dir are git's own.
+    let sb = with_worktrees();
+    let live = sb.root.join("live");
+    sb.run_git(&live, &["bisect", "start"]);
+    sb.run_git(&live, &["bisect", "bad"]);
+    assert!(
+        sb.git_dir()
+            .join("worktrees/live/refs/bisect/bad")
+            .is_file()
+            || sb.git_dir().join("reftable").is_dir()
+    );
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}

@@ -426,6 +426,50 @@ fn rejects_a_file_in_the_git_dir_named_like_the_branch() {
 }
 
 #[test]
+fn rejects_a_file_in_the_git_dir_that_hides_a_tag_or_a_branch() {
+    // `git rev-parse v1` reads `.git/v1` before `refs/tags/v1`: the file
+    // hides the tag from every command that names it short (red-team
+    // finding). Also an all-caps name, and a branch; in the common dir too.
+    for (name, make) in [
+        ("v1", &["tag", "v1"][..]),
+        ("RELEASE", &["tag", "RELEASE"]),
+        ("topic", &["branch", "topic"]),
+    ] {
+        let sb = Sandbox::with_files_refs();
+        sb.git(make);
+        let sb = arm(sb);
+        let base = sb.git(&["rev-parse", "HEAD"]);
+        let tip = sb.commit_file("docs/guide.md", "new\n", "docs");
+        std::fs::write(sb.git_dir().join(name), format!("{tip}\n")).unwrap();
+        let seen = sb.try_git(&["rev-parse", name]);
+        let seen = String::from_utf8_lossy(&seen.stdout).trim().to_owned();
+        assert_eq!(seen, tip.trim(), "{name}: git reads the file, not {base}");
+        let r = assert_store_rejected(&sb);
+        assert!(
+            r["violations"][0]["message"]
+                .as_str()
+                .unwrap()
+                .contains("reads as a ref"),
+            "{name}: {r:#}"
+        );
+    }
+}
+
+#[test]
+fn accepts_files_in_the_git_dir_that_hide_nothing() {
+    // git's own root refs (`ORIG_HEAD` after a reset), a file named like no
+    // ref, and text that is no ref.
+    let sb = armed_files();
+    let tip = sb.commit_file("docs/guide.md", "new\n", "docs");
+    sb.git(&["reset", "-q", "--soft", "HEAD"]);
+    std::fs::write(sb.git_dir().join("ORIG_HEAD"), format!("{tip}\n")).unwrap();
+    std::fs::write(sb.git_dir().join("nothing-named-so"), format!("{tip}\n")).unwrap();
+    std::fs::write(sb.git_dir().join("v0"), "not a ref\n").unwrap();
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
+#[test]
 fn rejects_a_tag_named_like_the_branch() {
     let sb = armed();
     let other = sb.commit_file("src/lib.rs", "x\n", "ungranted");

@@ -329,11 +329,7 @@ pub fn differences(decided: &Decided<'_>) -> Result<Vec<Difference>> {
 /// `core.splitIndex=false` it writes no shared index either), and the trees
 /// it writes go to an object directory of our own, with the repository's
 /// objects as an alternate.
-fn index_queries(
-    location: &Location,
-    scratch: &Path,
-    git: &Git<'_>,
-) -> Result<(std::process::Child, std::process::Child)> {
+fn index_queries(location: &Location, scratch: &Path, git: &Git<'_>) -> Result<(Running, Running)> {
     let copy = scratch.join("index-copy");
     let real = location.git_dir.join("index");
     let bytes = crate::fsutil::read_regular_limited(&real, super::index_layout::MAX_INDEX_BYTES)
@@ -356,7 +352,7 @@ fn index_queries(
     let write_tree = write_tree
         .spawn()
         .context("cannot run git for the cross-check (is git installed?)")?;
-    Ok((ls_files, write_tree))
+    Ok((ls_files, Running::drain(write_tree)))
 }
 
 fn compare_index(
@@ -423,11 +419,7 @@ struct Git<'a> {
 impl Git<'_> {
     /// Starts `git --no-pager <args>` in the worktree with a scrubbed
     /// environment, feeding `stdin` if given.
-    fn spawn<S: AsRef<OsStr>>(
-        &self,
-        args: &[S],
-        stdin: Option<Vec<u8>>,
-    ) -> Result<std::process::Child> {
+    fn spawn<S: AsRef<OsStr>>(&self, args: &[S], stdin: Option<Vec<u8>>) -> Result<Running> {
         let mut cmd = self.command(args);
         cmd.stdin(if stdin.is_some() {
             Stdio::piped()
@@ -443,7 +435,7 @@ impl Git<'_> {
             // dozen lines fit in the pipe, so this cannot block.
             std::thread::spawn(move || pipe.write_all(&bytes));
         }
-        Ok(child)
+        Ok(Running::drain(child))
     }
 
     /// `git --no-pager <args>` in the worktree with a scrubbed environment,
@@ -491,17 +483,32 @@ impl Git<'_> {
     }
 }
 
-fn finish(child: std::process::Child) -> Result<Vec<u8>> {
+fn finish(child: Running) -> Result<Vec<u8>> {
     finish_allowing(child, &[])
 }
 
+/// A git process of the cross-check whose output a thread of its own
+/// reads as it comes: all of them run at once, none waits on a full pipe
+/// (`ls-files` writes megabytes on a large index) until its turn.
+struct Running(std::thread::JoinHandle<std::io::Result<Output>>);
+
+impl Running {
+    fn drain(child: std::process::Child) -> Running {
+        Running(std::thread::spawn(move || child.wait_with_output()))
+    }
+}
+
 /// Waits for `child`; exit 0 or one of `allowed` gives its stdout.
-fn finish_allowing(child: std::process::Child, allowed: &[i32]) -> Result<Vec<u8>> {
+fn finish_allowing(child: Running, allowed: &[i32]) -> Result<Vec<u8>> {
     let Output {
         status,
         stdout,
         stderr,
-    } = child.wait_with_output().context("git did not finish")?;
+    } = child
+        .0
+        .join()
+        .map_err(|_| anyhow::anyhow!("the reader of git's output failed"))?
+        .context("git did not finish")?;
     match status.code() {
         Some(0) => Ok(stdout),
         Some(code) if allowed.contains(&code) => Ok(Vec::new()),

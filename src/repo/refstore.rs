@@ -200,7 +200,51 @@ pub(super) fn read_loose_except(
         );
         check_private_refs(git_dir, invalid);
     }
+    check_other_worktrees(git_dir, common_dir, invalid);
     loose
+}
+
+/// The other linked worktrees' git dirs (`<common>/worktrees/<id>`, live
+/// or not) hold only their per-worktree refs: `update-ref
+/// worktrees/<id>/refs/heads/X` writes a shared name there, which
+/// `rev-parse worktrees/<id>/refs/heads/X` resolves and no listing shows
+/// (red-team finding; like `main-worktree/`, which is pinned as
+/// metadata). Refused wherever verify runs.
+fn check_other_worktrees(git_dir: &Path, common_dir: &Path, invalid: &mut Invalid) {
+    let Ok(entries) = std::fs::read_dir(common_dir.join("worktrees")) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let dir = entry.path();
+        if dir == git_dir || !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        match dir.join("refs").symlink_metadata() {
+            Ok(meta) if meta.file_type().is_dir() => {}
+            Ok(meta) => {
+                invalid.push(format!(
+                    "{} is {}; git follows it for the worktree's refs. Remove it",
+                    dir.join("refs").display(),
+                    kind_of(meta.file_type())
+                ));
+                continue;
+            }
+            Err(_) => continue,
+        }
+        let mut names = Vec::new();
+        walk(&dir, invalid, &mut |_, _| true, &mut |name, _| {
+            if !is_per_worktree(name) {
+                names.push(shown(name));
+            }
+        });
+        for name in names {
+            invalid.push(format!(
+                "{name} is stored in the linked worktree's git dir {}, where git never \
+                 writes it (`git update-ref worktrees/<id>/{name}` does); remove that copy",
+                dir.display()
+            ));
+        }
+    }
 }
 
 /// [`read`] of a repository whose refs are in reftable: the strict
@@ -1029,6 +1073,95 @@ pub fn shadows(git_dir: &Path, common_dir: &Path, branch: &BStr, refs: &RefMap) 
         name.extend_from_slice(short);
         if refs.contains_key(&name) {
             out.push(format!("the ref {} exists", shown(&name)));
+        }
+    }
+    out
+}
+
+/// The root refs git itself writes at the top of a git dir: they shadow a
+/// ref of the same short name for everyone, by git's own design, and are
+/// judged elsewhere (operation markers, scratch refs).
+const GIT_ROOT_REFS: &[&str] = &[
+    "HEAD",
+    "ORIG_HEAD",
+    "FETCH_HEAD",
+    "MERGE_HEAD",
+    "CHERRY_PICK_HEAD",
+    "REVERT_HEAD",
+    "BISECT_HEAD",
+    "BISECT_EXPECTED_REV",
+    "REBASE_HEAD",
+    "AUTO_MERGE",
+    "MERGE_AUTOSTASH",
+    "NOTES_MERGE_PARTIAL",
+    "NOTES_MERGE_REF",
+];
+
+/// A file at the top of a git dir that git reads as a ref by its name:
+/// `git rev-parse X` (and `checkout X`, `push REMOTE X`) tries `$GIT_DIR/X`
+/// before `refs/X`, `refs/tags/X`, `refs/heads/X`, `refs/remotes/X` and
+/// `refs/remotes/X/HEAD`. Where one of those refs exists, the file hides it
+/// from every command that names it short (red-team finding; the branch's
+/// own short name is checked by [`shadows`], whatever the file holds).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopLevelRef {
+    /// The file.
+    pub path: PathBuf,
+    /// The refs it comes before.
+    pub shadowed: Vec<BString>,
+}
+
+/// Every [`TopLevelRef`] in `git_dir` and `common_dir` but git's own root
+/// refs: regular files whose name git takes as a ref name and whose
+/// content parses as a loose ref.
+pub fn top_level_refs(git_dir: &Path, common_dir: &Path) -> Vec<TopLevelRef> {
+    // A reftable store keeps its root refs in the tables: git 3.0 reads no
+    // such file as a ref.
+    if common_dir.join("reftable").is_dir() {
+        return Vec::new();
+    }
+    let mut dirs = vec![git_dir];
+    if common_dir != git_dir {
+        dirs.push(common_dir);
+    }
+    let mut out = Vec::new();
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let short = name.as_bytes();
+            if !entry.file_type().is_ok_and(|t| t.is_file())
+                || component_problem(short).is_some()
+                || GIT_ROOT_REFS.iter().any(|r| r.as_bytes() == short)
+            {
+                continue;
+            }
+            let path = entry.path();
+            // Bounded and non-blocking: the special-file scan refused FIFOs
+            // here already; a file larger than a ref is no ref.
+            let is_ref = crate::fsutil::read_regular_limited(&path, MAX_LOOSE_BYTES)
+                .is_ok_and(|bytes| parse_loose(&bytes).is_ok());
+            if !is_ref {
+                continue;
+            }
+            let shadowed = ["refs/", "refs/tags/", "refs/heads/", "refs/remotes/"]
+                .iter()
+                .map(|prefix| {
+                    let mut n = BString::from(*prefix);
+                    n.extend_from_slice(short);
+                    n
+                })
+                .chain(std::iter::once({
+                    let mut n = BString::from("refs/remotes/");
+                    n.extend_from_slice(short);
+                    n.extend_from_slice(b"/HEAD");
+                    n
+                }))
+                .filter(|n| refname_problem(n).is_none())
+                .collect();
+            out.push(TopLevelRef { path, shadowed });
         }
     }
     out

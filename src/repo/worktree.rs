@@ -57,8 +57,25 @@ pub(super) fn dirt_at_depth(
     tree: Option<gix::ObjectId>,
     depth: usize,
 ) -> Result<Vec<Dirt>> {
+    worktree_dirt_after(repo, index_dirt_against(repo, tree)?, depth)
+}
+
+/// The first half of [`worktree_dirt_against`]: the index against `tree`
+/// (staged changes, the cache-tree), which reads the index and objects and
+/// no file of the worktree. What makes the two halves worth having: verify
+/// runs this one while its scan for special files in the worktree, which
+/// must answer before anything reads the worktree, is still walking.
+pub struct IndexDirt {
+    index: gix::worktree::Index,
+    out: Vec<Dirt>,
+}
+
+/// See [`IndexDirt`].
+pub fn index_dirt_against(
+    repo: &gix::Repository,
+    tree: Option<gix::ObjectId>,
+) -> Result<IndexDirt> {
     let index = repo.index_or_empty().context("cannot read the index")?;
-    let links = super::submodule::gitlinks_of(&index);
     let head_tree = match tree {
         Some(tree) => tree,
         None => super::head_tree_id_or_empty(repo)?,
@@ -81,6 +98,18 @@ pub(super) fn dirt_at_depth(
                 .context("cannot compare the index's cache-tree with the tip")?,
         );
     }
+    Ok(IndexDirt { index, out })
+}
+
+/// The second half of [`worktree_dirt_against`]: the worktree against the
+/// index `first` read, `depth` submodules deep; everything sorted.
+pub fn worktree_dirt_after(
+    repo: &gix::Repository,
+    first: IndexDirt,
+    depth: usize,
+) -> Result<Vec<Dirt>> {
+    let IndexDirt { index, mut out } = first;
+    let links = super::submodule::gitlinks_of(&index);
     // In a sparse checkout git looks at the skip-worktree files that are
     // present (see `sparse_present`); the staged side above keeps the index
     // as stored, which is what a commit writes.
