@@ -233,8 +233,10 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
     // differently, or a branch git would not resolve to itself by its short
     // name, is refused before anything is recorded.
     // Before the first byte of a ref is read: the loose refs' identities
-    // are trusted only if older (see `loose_at_arm`).
+    // are trusted only if older, and only once sealed (see `loose_at_arm`).
     let reading_since = now_nanos();
+    let sealed = !repo::is_reftable(&repo)
+        && repo::loose_at_arm::seal(&location.git_dir, &location.common_dir);
     let (refs, packed_at_arm, loose_list) =
         match repo::refstore::prove_settled(&repo, std::time::Duration::from_secs(3))? {
             Ok(strict) => {
@@ -248,6 +250,7 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
                         &location.common_dir,
                         &strict.refs,
                         reading_since,
+                        sealed,
                     )?;
                     let digest = format!("sha256:{}", crate::digest::sha256_hex(&list));
                     packed_at_arm =

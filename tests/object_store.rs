@@ -123,6 +123,68 @@ fn rejects_a_rewritten_loose_object_of_a_baseline_blob() {
     assert_eq!(r["evidence"]["metadata_intact"], false, "{r:#}");
 }
 
+/// A process that mapped a baseline object's file and dirtied its page
+/// before arm can write through the mapping after arm with no time moving
+/// (red-team finding, for loose refs first); arm seals every inventoried
+/// file (`fsync`), so the write faults and moves the change time.
+#[test]
+fn rejects_a_loose_object_rewritten_through_a_mapping_made_before_arm() {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::PermissionsExt;
+    let sb = Sandbox::new();
+    sb.commit_file("src/lib.rs", "pub fn baseline() {}\n", "baseline");
+    let blob = sb.git(&["rev-parse", "HEAD:src/lib.rs"]);
+    let target = loose_path(&sb, &blob);
+    let size = std::fs::metadata(&target).unwrap().len() as usize;
+    let forged = (1..size)
+        .map(|n| [format!("blob {n}\0").into_bytes(), vec![b'x'; n]].concat())
+        .find(|raw| raw.len() + 11 == size)
+        .expect("a forged object of the same size");
+    let bytes = zlib(&forged, gix::zlib::Compression::NONE);
+    assert_eq!(bytes.len(), size);
+    // Mapped writable and dirtied (the same byte) before arm.
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::File::open(&target).unwrap().sync_all().unwrap();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&target)
+        .unwrap();
+    // SAFETY: a shared mapping of the whole open file, unmapped below;
+    // nothing else in this process aliases it.
+    let map = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            size,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            0,
+        )
+    };
+    assert_ne!(map, libc::MAP_FAILED);
+    let mapped = map.cast::<u8>();
+    // SAFETY: within the mapping.
+    unsafe { mapped.write_volatile(mapped.read_volatile()) };
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/guide.md", "granted\n", "agent");
+    for (i, b) in bytes.iter().enumerate() {
+        // SAFETY: within the mapping (`size` bytes).
+        unsafe { mapped.add(i).write_volatile(*b) };
+    }
+    // SAFETY: the mapping made above.
+    unsafe { libc::munmap(map, size) };
+    assert!(
+        sb.git(&["cat-file", "-p", "HEAD:src/lib.rs"])
+            .starts_with("xxx"),
+        "git reads the forgery"
+    );
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &[INVALID]);
+    assert_problem(&r, "is not the object its name says");
+}
+
 #[test]
 fn rejects_a_loose_object_rewritten_in_place_with_size_and_mtime_restored() {
     let sb = Sandbox::new();

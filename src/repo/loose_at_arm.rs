@@ -21,16 +21,11 @@
 //! before arm started reading are trusted; the others are recorded without
 //! an identity and read at every verify.
 //!
-//! Memory mappings: the kernel stamps a file's times when a write to a
-//! *clean* page of a shared mapping faults, not on later writes to the
-//! page while it stays dirty. A process that mapped a ref file and dirtied
-//! its page before arm could rewrite it after arm with no time moving
-//! (red-team finding). So arm `fsync`s each file before taking its
-//! identity: writeback cleans the page and write-protects every mapping of
-//! it, and the next write faults and stamps the times. That holds on file
-//! systems with writeback ([`TRUSTED_FILE_SYSTEMS`]); on any other (tmpfs
-//! keeps pages dirty forever, overlayfs and network file systems pass it
-//! on to what they wrap) no identity is trusted and every loose ref is read.
+//! Memory mappings: see [`super::file_identity`]. arm seals every loose
+//! ref file ([`seal`]) before it reads the refs: a write through a mapping
+//! after that moves the file's change time past the moment arm started, so
+//! its identity is not trusted. On a file system where sealing does not
+//! hold, no identity is trusted and verify reads every loose ref.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -48,10 +43,6 @@ pub const FILE_NAME: &str = "baseline.loose";
 /// its identity to be trusted (see the module documentation): covers
 /// coarse file-system timestamps (one second on some) and clock ticks.
 pub const RACY_MARGIN_SECS: i64 = 2;
-
-/// The file systems (`statfs` magic numbers) whose `fsync` cleans and
-/// write-protects a file's mapped pages: ext2/3/4, XFS, Btrfs.
-pub const TRUSTED_FILE_SYSTEMS: &[i64] = &[0xEF53, 0x5846_5342, 0x9123_683E];
 
 /// The most bytes the list may have: 1 GiB, as for `packed-refs`.
 const MAX_FILE_BYTES: u64 = 1 << 30;
@@ -128,50 +119,47 @@ fn on_overlay(common_dir: &Path) -> std::io::Result<bool> {
     Ok(crate::fsutil::stable_device(common_dir, &meta) == 0)
 }
 
-/// Whether `dir` is on one of the [`TRUSTED_FILE_SYSTEMS`].
-fn on_trusted_file_system(dir: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+/// Seals every loose ref file (see [`super::file_identity::seal`]), before
+/// arm reads the refs; `true` when their identities can be trusted after
+/// (see [`super::file_identity::identities_hold`]): every file sealed, on a
+/// file system where that holds.
+pub fn seal(git_dir: &Path, common_dir: &Path) -> bool {
+    use super::file_identity::{identities_hold, seal};
+    let mut sealed = identities_hold(common_dir) && identities_hold(git_dir);
+    if !sealed {
         return false;
-    };
-    // SAFETY: statfs writes only into the zeroed struct we pass.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a NUL-terminated path and a live struct.
-    let answered = unsafe { libc::statfs(c.as_ptr(), &mut st) } == 0;
-    answered && TRUSTED_FILE_SYSTEMS.contains(&(st.f_type as i64))
-}
-
-/// The identity of the loose ref file at `path`, after `fsync` has
-/// cleaned and write-protected its pages (see the module documentation);
-/// `None` when it is not a regular file or cannot be opened.
-fn synced_identity(path: &Path, overlay: bool) -> Option<Identity> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .ok()?;
-    file.sync_all().ok()?;
-    let meta = file.metadata().ok()?;
-    meta.file_type()
-        .is_file()
-        .then(|| Identity::of(&meta, overlay))
+    }
+    let mut invalid = Invalid::default();
+    refstore::read_loose_except(git_dir, common_dir, &mut invalid, &mut |_, entry| {
+        sealed &= seal(&entry.path()).is_ok();
+        false
+    });
+    sealed && invalid.problems.is_empty()
 }
 
 /// The list arm writes: each loose ref of `refs` (the merged view arm
 /// proved, so a loose ref's value is its file's), sorted by name, with its
 /// file's identity when trusted. `since_ns`: the wall clock, in
-/// nanoseconds since the epoch, before arm started reading the refs.
-pub fn record(git_dir: &Path, common_dir: &Path, refs: &RefMap, since_ns: i128) -> Result<Vec<u8>> {
+/// nanoseconds since the epoch, before arm sealed the files ([`seal`],
+/// whose answer is `sealed`) and read the refs.
+pub fn record(
+    git_dir: &Path,
+    common_dir: &Path,
+    refs: &RefMap,
+    since_ns: i128,
+    sealed: bool,
+) -> Result<Vec<u8>> {
     let overlay = on_overlay(common_dir)
         .with_context(|| format!("cannot inspect {}", common_dir.display()))?;
-    let trust = on_trusted_file_system(common_dir) && on_trusted_file_system(git_dir);
     let mut entries: Vec<(BString, Option<Identity>)> = Vec::new();
     let mut invalid = Invalid::default();
     refstore::read_loose_except(git_dir, common_dir, &mut invalid, &mut |name, entry| {
-        let identity = trust
-            .then(|| synced_identity(&entry.path(), overlay))
-            .flatten()
+        // `fstatat` beside the directory the walk holds, not following.
+        let identity = entry
+            .metadata()
+            .ok()
+            .filter(|meta| sealed && meta.file_type().is_file())
+            .map(|meta| Identity::of(&meta, overlay))
             .filter(|id| trusted(id, since_ns));
         entries.push((BString::from(name), identity));
         false

@@ -23,6 +23,7 @@ mod commits;
 pub mod config_includes;
 mod encodings;
 pub mod entry_trees;
+pub mod file_identity;
 mod git_commit_tree;
 pub mod git_view;
 pub mod index_layout;

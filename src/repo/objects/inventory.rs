@@ -151,6 +151,31 @@ pub fn scan(objects: &Path, hex_len: usize) -> Result<Inventory> {
     Ok(out)
 }
 
+/// The change time recorded for a file whose identity arm cannot trust
+/// (see [`seal`]): no file has it, so verify proves that file every time.
+pub const UNTRUSTED_CTIME: i128 = -1;
+
+/// Seals every regular file of `inv` (see
+/// [`crate::repo::file_identity::seal`]) and records its identity as it is
+/// after: from then on, a write through a memory mapping made before arm
+/// moves the change time, as any other write does. Where sealing does not
+/// hold (tmpfs: see [`crate::repo::file_identity::identities_hold`]), or a
+/// file cannot be sealed, its identity is recorded as never matching.
+pub fn seal(objects: &Path, inv: &mut Inventory) {
+    use std::os::unix::ffi::OsStrExt;
+    let holds = crate::repo::file_identity::identities_hold(objects);
+    for (rel, entry) in inv.iter_mut() {
+        if !entry.stat.regular {
+            continue;
+        }
+        let path = objects.join(std::ffi::OsStr::from_bytes(rel));
+        match crate::repo::file_identity::seal(&path) {
+            Ok(meta) if holds && meta.file_type().is_file() => entry.stat = Stat::of(&meta),
+            _ => entry.stat.ctime_ns = UNTRUSTED_CTIME,
+        }
+    }
+}
+
 enum Dir {
     Fanout,
     Pack,

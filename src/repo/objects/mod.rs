@@ -61,8 +61,10 @@ pub fn objects_dir(common_dir: &Path) -> PathBuf {
 /// Scans the store and writes the inventory into `state` atomically;
 /// returns `sha256:<hex>` of what was written, for the baseline.
 pub fn record(common_dir: &Path, state: &Path, hash: gix::hash::Kind) -> Result<String> {
-    let inv = inventory::scan(&objects_dir(common_dir), hash.len_in_hex())
+    let objects = objects_dir(common_dir);
+    let mut inv = inventory::scan(&objects, hash.len_in_hex())
         .context("cannot inventory the object store")?;
+    inventory::seal(&objects, &mut inv);
     let bytes = inventory::encode(&inv);
     crate::fsutil::write_atomic(&state.join(FILE_NAME), &bytes)?;
     Ok(digest(&bytes))

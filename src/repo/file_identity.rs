@@ -1,0 +1,188 @@
+//! When a file's `lstat` identity can stand for its bytes, and how arm
+//! makes sure it can.
+//!
+//! arm records the identity (device, inode, size, times) of files it does
+//! not want to read again (the object store's files, many loose refs), and
+//! verify trusts a file whose identity is unchanged. The kernel stamps a
+//! file's change time on every `write`, rename, link or mode change, and no
+//! system call sets it back (only setting the clock does). One gap: a
+//! write to a page of a shared memory mapping stamps the times only when
+//! it faults, which it does on the first write to a *clean* page; a
+//! process that dirtied a mapped page before arm could keep writing
+//! through it after arm with no time moving (red-team finding).
+//!
+//! [`seal`] closes it: `fsync` writes the file's dirty pages back, which
+//! cleans them and write-protects every mapping of them, so the next write
+//! faults and stamps the change time. That holds on file systems with
+//! writeback ([`TRUSTED_FILE_SYSTEMS`]), and on overlayfs whose upper layer
+//! is one (a mapping of an overlay file maps the upper file, whose `fsync`
+//! overlayfs passes on: sealed workspaces live there); on any other (tmpfs
+//! keeps pages dirty for ever, network file systems) no identity is trusted
+//! ([`identities_hold`]).
+
+use std::path::Path;
+
+/// `statfs` magic numbers of the file systems whose `fsync` cleans and
+/// write-protects a file's mapped pages: ext2/3/4, XFS, Btrfs.
+pub const TRUSTED_FILE_SYSTEMS: &[i64] = &[0xEF53, 0x5846_5342, 0x9123_683E];
+
+/// Whether identities of files in `dir` can stand for their bytes once
+/// sealed: `dir` is on one of the [`TRUSTED_FILE_SYSTEMS`], or on overlayfs whose upper layer is.
+pub fn identities_hold(dir: &Path) -> bool {
+    match file_system(dir) {
+        Some(OVERLAYFS) => overlay_upper(dir).is_some_and(|upper| {
+            file_system(&upper).is_some_and(|t| TRUSTED_FILE_SYSTEMS.contains(&t))
+        }),
+        Some(t) => TRUSTED_FILE_SYSTEMS.contains(&t),
+        None => false,
+    }
+}
+
+const OVERLAYFS: i64 = 0x794C_7630;
+
+/// The `statfs` magic number of the file system holding `dir`.
+fn file_system(dir: &Path) -> Option<i64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statfs writes only into the zeroed struct we pass.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a live struct.
+    let answered = unsafe { libc::statfs(c.as_ptr(), &mut st) } == 0;
+    answered.then_some(st.f_type as i64)
+}
+
+/// The upper directory of the overlayfs mount holding `dir`, from this
+/// process's mount table (the mount nearest `dir`).
+fn overlay_upper(dir: &Path) -> Option<std::path::PathBuf> {
+    let dir = dir.canonicalize().ok()?;
+    let table = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mut best: Option<(usize, std::path::PathBuf)> = None;
+    for line in table.lines() {
+        let mut after = line.split_once(" - ").map(|(_, a)| a.split(' '));
+        let fields = after
+            .as_mut()
+            .and_then(|a| Some((a.next()?, a.next()?, a.next()?)));
+        let mount_point = line.split(' ').nth(4).map(unescape_mountinfo);
+        let (Some((fs_type, _source, options)), Some(mount_point)) = (fields, mount_point) else {
+            continue;
+        };
+        if fs_type != "overlay" || !dir.starts_with(&mount_point) {
+            continue;
+        }
+        let upper = options
+            .split(',')
+            .find_map(|o| o.strip_prefix("upperdir="))
+            .map(unescape_mountinfo);
+        let depth = mount_point.components().count();
+        if best.as_ref().is_none_or(|(d, _)| depth >= *d) {
+            best = upper.map(|u| (depth, u));
+        }
+    }
+    best.map(|(_, upper)| upper)
+}
+
+/// A path as `/proc/self/mountinfo` writes it (space, tab, newline and
+/// backslash as three octal digits after a backslash).
+fn unescape_mountinfo(text: &str) -> std::path::PathBuf {
+    use std::os::unix::ffi::OsStringExt;
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|b| (b'0'..=b'7').contains(b)));
+        match (bytes[i], octal) {
+            (b'\\', Some(d)) => {
+                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+                i += 4;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    std::path::PathBuf::from(std::ffi::OsString::from_vec(out))
+}
+
+/// `fsync`s the regular file at `path` (not following a symlink, never
+/// blocking on a FIFO) and returns its metadata after: from then on, a
+/// write through a mapping made earlier moves its change time.
+pub fn seal(path: &Path) -> std::io::Result<std::fs::Metadata> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if meta.file_type().is_file() {
+        file.sync_all()?;
+    }
+    file.metadata()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_paths_are_unescaped() {
+        assert_eq!(
+            unescape_mountinfo(r"/a\040b\134c\011d"),
+            std::path::PathBuf::from("/a b\\c\td")
+        );
+        assert_eq!(
+            unescape_mountinfo(r"/x\9"),
+            std::path::PathBuf::from(r"/x\9")
+        );
+    }
+
+    #[test]
+    fn a_write_through_a_mapping_dirtied_before_the_seal_moves_the_change_time() {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        if !identities_hold(dir.path()) {
+            return; // tmpfs and the like: nothing is trusted there.
+        }
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"aaaa\n").unwrap();
+        std::fs::File::open(&path).unwrap().sync_all().unwrap();
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        // SAFETY: a shared mapping of the 5 bytes of an open file, unmapped
+        // below.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                5,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(map, libc::MAP_FAILED);
+        let bytes = map.cast::<u8>();
+        // SAFETY: within the mapping.
+        unsafe { bytes.write_volatile(b'a') };
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let sealed = seal(&path).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        // SAFETY: within the mapping.
+        unsafe { bytes.add(1).write_volatile(b'b') };
+        // SAFETY: the mapping made above.
+        unsafe { libc::munmap(map, 5) };
+        let after = std::fs::metadata(&path).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"abaa\n");
+        assert_ne!(
+            (after.ctime(), after.ctime_nsec()),
+            (sealed.ctime(), sealed.ctime_nsec()),
+            "the write after the seal faulted and stamped the file"
+        );
+    }
+}
