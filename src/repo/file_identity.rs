@@ -11,31 +11,46 @@
 //! process that dirtied a mapped page before arm could keep writing
 //! through it after arm with no time moving (red-team finding).
 //!
-//! [`seal`] closes it: `fsync` writes the file's dirty pages back, which
-//! cleans them and write-protects every mapping of them, so the next write
+//! [`seal`] closes it: writing the file's dirty pages back cleans them and
+//! write-protects every mapping of them, so the next write
 //! faults and stamps the change time. That holds on file systems with
 //! writeback ([`TRUSTED_FILE_SYSTEMS`]), and on overlayfs whose upper layer
-//! is one (a mapping of an overlay file maps the upper file, whose `fsync`
-//! overlayfs passes on: sealed workspaces live there); on any other (tmpfs
+//! is one (a mapping of an overlay file maps the upper file, which
+//! overlayfs's `fsync` reaches: sealed workspaces live there); on any other (tmpfs
 //! keeps pages dirty for ever, network file systems) no identity is trusted
 //! ([`identities_hold`]).
 
 use std::path::Path;
 
-/// `statfs` magic numbers of the file systems whose `fsync` cleans and
+/// `statfs` magic numbers of the file systems whose writeback cleans and
 /// write-protects a file's mapped pages: ext2/3/4, XFS, Btrfs.
 pub const TRUSTED_FILE_SYSTEMS: &[i64] = &[0xEF53, 0x5846_5342, 0x9123_683E];
 
 /// Whether identities of files in `dir` can stand for their bytes once
-/// sealed: `dir` is on one of the [`TRUSTED_FILE_SYSTEMS`], or on overlayfs whose upper layer is.
-pub fn identities_hold(dir: &Path) -> bool {
-    match file_system(dir) {
-        Some(OVERLAYFS) => overlay_upper(dir).is_some_and(|upper| {
-            file_system(&upper).is_some_and(|t| TRUSTED_FILE_SYSTEMS.contains(&t))
-        }),
-        Some(t) => TRUSTED_FILE_SYSTEMS.contains(&t),
-        None => false,
+/// sealed, and how to seal them: `dir` is on one of the
+/// [`TRUSTED_FILE_SYSTEMS`], or on overlayfs whose upper layer is; `None`
+/// where they cannot.
+pub fn identities_hold(dir: &Path) -> Option<Sealing> {
+    let trusted = |t: i64| TRUSTED_FILE_SYSTEMS.contains(&t);
+    match file_system(dir)? {
+        OVERLAYFS => overlay_upper(dir)
+            .and_then(|upper| file_system(&upper))
+            .filter(|t| trusted(*t))
+            .map(|_| Sealing::Fsync),
+        t if trusted(t) => Some(Sealing::Writeback),
+        _ => None,
     }
+}
+
+/// How [`seal`] writes a file's dirty pages back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sealing {
+    /// `sync_file_range`: writeback of the file's own pages, nothing for a
+    /// clean file (an `fsync` each took arm 18 s on 100,000 loose refs).
+    Writeback,
+    /// `fsync`: on overlayfs, whose files' pages (mapped) are the upper
+    /// file's, which only `fsync` reaches.
+    Fsync,
 }
 
 const OVERLAYFS: i64 = 0x794C_7630;
@@ -106,10 +121,13 @@ fn unescape_mountinfo(text: &str) -> std::path::PathBuf {
     std::path::PathBuf::from(std::ffi::OsString::from_vec(out))
 }
 
-/// `fsync`s the regular file at `path` (not following a symlink, never
-/// blocking on a FIFO) and returns its metadata after: from then on, a
-/// write through a mapping made earlier moves its change time.
-pub fn seal(path: &Path) -> std::io::Result<std::fs::Metadata> {
+/// Writes back the dirty pages of the regular file at `path` (not
+/// following a symlink, never blocking on a FIFO) as `how` says, and
+/// returns its metadata after: from then on, a write through a mapping
+/// made earlier moves its change time. Nothing here needs the data on
+/// disk: the writeback is what cleans and write-protects the pages.
+pub fn seal(path: &Path, how: Sealing) -> std::io::Result<std::fs::Metadata> {
+    use std::os::fd::AsRawFd;
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
         .read(true)
@@ -117,7 +135,19 @@ pub fn seal(path: &Path) -> std::io::Result<std::fs::Metadata> {
         .open(path)?;
     let meta = file.metadata()?;
     if meta.file_type().is_file() {
-        file.sync_all()?;
+        match how {
+            Sealing::Fsync => file.sync_all()?,
+            Sealing::Writeback => {
+                let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE
+                    | libc::SYNC_FILE_RANGE_WRITE
+                    | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+                // SAFETY: a valid descriptor; the whole file (length 0: to
+                // the end).
+                if unsafe { libc::sync_file_range(file.as_raw_fd(), 0, 0, flags) } != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+        }
     }
     file.metadata()
 }
@@ -143,9 +173,9 @@ mod tests {
         use std::os::fd::AsRawFd;
         use std::os::unix::fs::MetadataExt;
         let dir = tempfile::tempdir().unwrap();
-        if !identities_hold(dir.path()) {
+        let Some(how) = identities_hold(dir.path()) else {
             return; // tmpfs and the like: nothing is trusted there.
-        }
+        };
         let path = dir.path().join("f");
         std::fs::write(&path, b"aaaa\n").unwrap();
         std::fs::File::open(&path).unwrap().sync_all().unwrap();
@@ -171,7 +201,7 @@ mod tests {
         // SAFETY: within the mapping.
         unsafe { bytes.write_volatile(b'a') };
         std::thread::sleep(std::time::Duration::from_millis(20));
-        let sealed = seal(&path).unwrap();
+        let sealed = seal(&path, how).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(20));
         // SAFETY: within the mapping.
         unsafe { bytes.add(1).write_volatile(b'b') };

@@ -125,13 +125,13 @@ fn on_overlay(common_dir: &Path) -> std::io::Result<bool> {
 /// file system where that holds.
 pub fn seal(git_dir: &Path, common_dir: &Path) -> bool {
     use super::file_identity::{identities_hold, seal};
-    let mut sealed = identities_hold(common_dir) && identities_hold(git_dir);
-    if !sealed {
+    let (Some(how), Some(_)) = (identities_hold(common_dir), identities_hold(git_dir)) else {
         return false;
-    }
+    };
+    let mut sealed = true;
     let mut invalid = Invalid::default();
     refstore::read_loose_except(git_dir, common_dir, &mut invalid, &mut |_, entry| {
-        sealed &= seal(&entry.path()).is_ok();
+        sealed &= seal(&entry.path(), how).is_ok();
         false
     });
     sealed && invalid.problems.is_empty()

@@ -163,14 +163,15 @@ pub const UNTRUSTED_CTIME: i128 = -1;
 /// file cannot be sealed, its identity is recorded as never matching.
 pub fn seal(objects: &Path, inv: &mut Inventory) {
     use std::os::unix::ffi::OsStrExt;
-    let holds = crate::repo::file_identity::identities_hold(objects);
+    let how = crate::repo::file_identity::identities_hold(objects);
     for (rel, entry) in inv.iter_mut() {
         if !entry.stat.regular {
             continue;
         }
         let path = objects.join(std::ffi::OsStr::from_bytes(rel));
-        match crate::repo::file_identity::seal(&path) {
-            Ok(meta) if holds && meta.file_type().is_file() => entry.stat = Stat::of(&meta),
+        let sealed = how.map(|how| crate::repo::file_identity::seal(&path, how));
+        match sealed {
+            Some(Ok(meta)) if meta.file_type().is_file() => entry.stat = Stat::of(&meta),
             _ => entry.stat.ctime_ns = UNTRUSTED_CTIME,
         }
     }
