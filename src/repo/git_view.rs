@@ -200,21 +200,21 @@ pub fn differences(decided: &Decided<'_>) -> Result<Vec<Difference>> {
         OsStr::from_bytes(if looks_like_option { b"HEAD" } else { short }),
     ];
     let short_name = git.spawn(&short_args, None)?;
-    // Asked by name, for-each-ref finds each in git's own sorted
-    // `packed-refs` (and loose files) instead of listing every ref; a
-    // pattern also matches the refs below it (`<name>/...`), which are
-    // not compared. Too many names for one command line: every ref.
-    let asked = decided.asked.filter(|a| a.len() <= MAX_NAMES_ASKED);
-    let mut for_each_ref: Vec<&OsStr> = vec![
-        "for-each-ref".as_ref(),
-        "--format=%(refname)%00%(objectname)%00%(symref)".as_ref(),
-    ];
-    if let Some(asked) = asked {
-        // A ref named like an option cannot exist (check-ref-format); `--`
-        // would still be taken as a pattern by git 2.45.
-        for_each_ref.extend(asked.iter().map(|n| OsStr::from_bytes(n)));
-    }
-    let refs = git.spawn(&for_each_ref, None)?;
+    // Asked by name (see `RefQuery::ByName`), or every ref listed.
+    let symbolic = |n: &BString| decided.refs.get(n).is_some_and(|v| v.starts_with(b"ref:"));
+    let asked = decided.asked.filter(|a| {
+        a.len() <= MAX_NAMES_ASKED && a.iter().filter(|n| symbolic(n)).count() <= MAX_SYMBOLIC_ASKED
+    });
+    let refs = match asked {
+        Some(asked) => RefQuery::by_name(&git, asked, decided.refs)?,
+        None => RefQuery::Listing(git.spawn(
+            &[
+                "for-each-ref",
+                "--format=%(refname)%00%(objectname)%00%(symref)",
+            ],
+            None,
+        )?),
+    };
     let history = match decided.tip {
         Some(tip) => {
             let range = match decided.baseline {
@@ -303,10 +303,20 @@ pub fn differences(decided: &Decided<'_>) -> Result<Vec<Difference>> {
             ),
         );
     }
-    let mut listed = finish(refs)?;
-    if let Some(asked) = decided.asked {
-        listed = only_asked(&listed, asked);
-    }
+    let listed = match refs {
+        RefQuery::Listing(all) => {
+            let listed = finish(all)?;
+            match decided.asked {
+                Some(asked) => only_asked(&listed, asked),
+                None => listed,
+            }
+        }
+        RefQuery::ByName {
+            names,
+            ids,
+            symbolic,
+        } => listing_by_name(names, ids, symbolic)?,
+    };
     compare_refs(decided.refs, decided.in_flight, &listed, &mut differ);
     if let Some(history) = history {
         compare_history(&decided.commits, &finish(history)?, &mut differ);
@@ -559,9 +569,104 @@ fn compare_location(
     Ok(())
 }
 
-/// Most names passed to one `for-each-ref` (git 2.45 has no `--stdin`
-/// for it); beyond, it lists every ref and [`only_asked`] filters.
+/// Most names asked one by one ([`RefQuery::ByName`]); beyond, git lists
+/// every ref and [`only_asked`] filters.
 const MAX_NAMES_ASKED: usize = 4096;
+
+/// Most names read as symbolic refs asked one by one: each is a `git
+/// symbolic-ref` process; beyond, git lists every ref.
+const MAX_SYMBOLIC_ASKED: usize = 32;
+
+/// How git is asked about the refs.
+enum RefQuery<'a> {
+    /// `for-each-ref` listing every ref.
+    Listing(Running),
+    /// Each asked name looked up on its own: `cat-file --batch-check`
+    /// resolves a full name by reading its loose file or its `packed-refs`
+    /// record, where `for-each-ref <name>` reads every loose ref in the
+    /// name's directory (100,000 loose tags for `refs/tags/main`: most of
+    /// a full listing). `symbolic-ref` gives the target of each name verify
+    /// reads as symbolic; a name git alone would take for symbolic cannot
+    /// differ in value, since the strict reader accepts only `ref: ` for
+    /// that and refuses a file that starts so but is not one.
+    ByName {
+        names: Vec<&'a BString>,
+        ids: Running,
+        symbolic: Vec<(&'a BString, Running)>,
+    },
+}
+
+impl<'a> RefQuery<'a> {
+    fn by_name(
+        git: &Git<'_>,
+        asked: &'a BTreeSet<BString>,
+        ours: &super::RefMap,
+    ) -> Result<RefQuery<'a>> {
+        let names: Vec<&BString> = asked.iter().collect();
+        let mut stdin = Vec::new();
+        for name in &names {
+            stdin.extend_from_slice(name);
+            stdin.push(b'\n');
+        }
+        let ids = git.spawn(&["cat-file", "--batch-check=%(objectname)"], Some(stdin))?;
+        let mut symbolic = Vec::new();
+        for name in &names {
+            if ours.get(*name).is_some_and(|v| v.starts_with(b"ref:")) {
+                let args: [&OsStr; 3] = [
+                    "symbolic-ref".as_ref(),
+                    "-q".as_ref(),
+                    OsStr::from_bytes(name),
+                ];
+                symbolic.push((*name, git.spawn(&args, None)?));
+            }
+        }
+        Ok(RefQuery::ByName {
+            names,
+            ids,
+            symbolic,
+        })
+    }
+}
+
+/// The answers of [`RefQuery::ByName`] as `for-each-ref` lines (`name NUL
+/// id NUL target`), of the names git finds: what [`compare_refs`] reads.
+fn listing_by_name(
+    names: Vec<&BString>,
+    ids: Running,
+    symbolic: Vec<(&BString, Running)>,
+) -> Result<Vec<u8>> {
+    let ids = finish(ids)?;
+    let lines: Vec<&[u8]> = ids.lines().collect();
+    if lines.len() != names.len() {
+        bail!(
+            "git cat-file answered {} lines for {} names",
+            lines.len(),
+            names.len()
+        );
+    }
+    let mut targets = std::collections::BTreeMap::new();
+    for (name, running) in symbolic {
+        let target = finish_allowing(running, &[1])?;
+        targets.insert(name, target.trim_end_with(|c| c == '\n').to_vec());
+    }
+    let mut out = Vec::new();
+    for (name, line) in names.into_iter().zip(lines) {
+        // `<name> missing` (or `ambiguous`) otherwise.
+        let found = !line.is_empty() && line.iter().all(u8::is_ascii_hexdigit);
+        if !found {
+            continue;
+        }
+        out.extend_from_slice(name);
+        out.push(0);
+        out.extend_from_slice(line);
+        out.push(0);
+        if let Some(target) = targets.get(name) {
+            out.extend_from_slice(target);
+        }
+        out.push(b'\n');
+    }
+    Ok(out)
+}
 
 /// The lines of `for-each-ref` output whose ref is one of `asked`.
 fn only_asked(output: &[u8], asked: &std::collections::BTreeSet<BString>) -> Vec<u8> {
@@ -816,6 +921,80 @@ mod tests {
             .len(),
             1
         );
+    }
+
+    /// Asked by name, git answers for exactly the names: values, symbolic
+    /// targets, names it has not, and a packed or loose store alike; a
+    /// value verify reads otherwise, a ref only one side has, and a symbolic
+    /// ref git reads as another target are differences.
+    #[test]
+    fn refs_asked_by_name_are_compared_as_listed() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("r");
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+                .arg("-C")
+                .arg(&repo)
+                .args(args)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("HOME", dir.path())
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+            String::from_utf8(out.stdout).unwrap().trim().to_owned()
+        };
+        std::fs::create_dir(&repo).unwrap();
+        git(&["init", "-q", "--ref-format=files"]);
+        git(&["commit", "-q", "--allow-empty", "-m", "one"]);
+        let a = git(&["rev-parse", "HEAD"]);
+        git(&["tag", "packed"]);
+        git(&["pack-refs", "--all"]);
+        git(&["commit", "-q", "--allow-empty", "-m", "two"]);
+        let b = git(&["rev-parse", "HEAD"]);
+        git(&["tag", "loose"]);
+        git(&["symbolic-ref", "refs/heads/alias", "refs/tags/loose"]);
+        let branch = git(&["symbolic-ref", "HEAD"]);
+        let scratch = tempfile::tempdir().unwrap();
+        let runner = Git {
+            empty_index: &scratch.path().join("index"),
+            work_dir: &repo,
+            explicit_git_dir: None,
+        };
+        let compare = |ours: &crate::repo::RefMap| {
+            let asked: BTreeSet<BString> = ours
+                .keys()
+                .cloned()
+                .chain([BString::from("refs/tags/absent")])
+                .collect();
+            let query = RefQuery::by_name(&runner, &asked, ours).unwrap();
+            let RefQuery::ByName {
+                names,
+                ids,
+                symbolic,
+            } = query
+            else {
+                panic!("asked by name");
+            };
+            let listed = listing_by_name(names, ids, symbolic).unwrap();
+            let mut out = Vec::new();
+            compare_refs(ours, &BTreeSet::new(), &listed, &mut |_, m| out.push(m));
+            out
+        };
+        let right = map(&[
+            (&branch, &b),
+            ("refs/tags/packed", &a),
+            ("refs/tags/loose", &b),
+            ("refs/heads/alias", "ref:refs/tags/loose"),
+        ]);
+        assert_eq!(compare(&right), Vec::<String>::new());
+        let mut wrong = right.clone();
+        wrong.insert("refs/tags/packed".into(), b.as_str().into());
+        wrong.insert("refs/tags/extra".into(), a.as_str().into());
+        wrong.insert("refs/heads/alias".into(), "ref:refs/tags/packed".into());
+        let diffs = compare(&wrong);
+        assert_eq!(diffs.len(), 3, "{diffs:#?}");
     }
 
     #[test]
