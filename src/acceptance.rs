@@ -890,11 +890,7 @@ fn evaluate(
     // (The ref store is proven before HEAD is read: a reftable store that
     // does not parse is a finding about the store, not an unreadable
     // repository.)
-    // Files at the top of the git dir that git reads as refs by name: the
-    // refs they would hide are looked up with the rest.
-    let top_level = refstore::top_level_refs(&location.git_dir, &location.common_dir);
-    let mut extra = lookups(baseline);
-    extra.extend(top_level.iter().flat_map(|t| t.shadowed.iter().cloned()));
+    let extra = lookups(baseline);
     let read = match read_refs(&repo, baseline, &extra)? {
         Ok(read) => read,
         Err(invalid) => {
@@ -927,22 +923,22 @@ fn evaluate(
             .with_ref(refname::encode(&baseline.branch)),
         );
     }
-    for file in &top_level {
-        for hidden in file.shadowed.iter().filter(|n| refs.contains_key(*n)) {
-            let short = file.path.file_name().unwrap_or_default().to_string_lossy();
-            findings.push(
-                Violation::new(
-                    rule::REF_STORE_INVALID,
-                    format!(
-                        "{} reads as a ref, and git takes it for {short:?} before {}: \
-                         `git rev-parse {short}` gives the file's value. Remove it",
-                        file.path.display(),
-                        refname::shown(hidden)
-                    ),
-                )
-                .with_ref(refname::encode(hidden)),
-            );
-        }
+    // Files in the git dir git would read instead of a ref named short.
+    // (The branch's own short name is `refstore::shadows`'s, below.)
+    let shadowing = refstore::shadowing_files(&location.git_dir, &location.common_dir);
+    for (file, hidden) in shadowing.into_iter().filter(|(_, h)| *h != baseline.branch) {
+        findings.push(
+            Violation::new(
+                rule::REF_STORE_INVALID,
+                format!(
+                    "{} hides {} from every git command that names it short (git reads \
+                     the file first, whatever it holds). Remove it",
+                    file.display(),
+                    refname::shown(&hidden)
+                ),
+            )
+            .with_ref(refname::encode(&hidden)),
+        );
     }
     check_head(&head, baseline.branch.as_ref(), findings);
     let tip = match refs.get(&baseline.branch) {
@@ -1166,8 +1162,6 @@ fn read_refs(
 
 /// The names verify looks up beside the refs that moved: the branch, and
 /// the refs that would shadow its short name (see [`refstore::shadows`]).
-/// (Also the refs a top-level file would hide: see
-/// [`refstore::top_level_refs`].)
 fn lookups(baseline: &Baseline) -> Vec<BString> {
     let mut names = vec![baseline.branch.clone()];
     if let Some(short) = baseline.branch.strip_prefix(b"refs/heads/") {

@@ -234,7 +234,7 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
     // name, is refused before anything is recorded.
     // Before the first byte of a ref is read: the loose refs' identities
     // are trusted only if older, and only once sealed (see `loose_at_arm`).
-    let reading_since = now_nanos();
+    let reading_since = repo::file_identity::now_nanos();
     let sealed = !repo::is_reftable(&repo)
         && repo::loose_at_arm::seal(&location.git_dir, &location.common_dir);
     let (refs, packed_at_arm, loose_list) =
@@ -760,11 +760,4 @@ fn now_secs() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
-}
-
-/// The wall clock in nanoseconds since the epoch (0 if it is before it).
-fn now_nanos() -> i128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i128)
 }

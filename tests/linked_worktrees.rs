@@ -120,9 +120,15 @@ fn rejects_shared_refs_hidden_in_another_worktrees_git_dir() {
     // writes into that worktree's git dir (created if <id> is no
     // worktree): `rev-parse worktrees/<id>/refs/heads/X` resolves it, no
     // listing shows it (red-team finding).
-    for id in ["live", "nosuch"] {
+    for id in ["live", "nosuch", "linked"] {
         let sb = with_worktrees();
         let head = sb.git(&["rev-parse", "HEAD~1"]);
+        if id == "linked" {
+            // A symlinked worktree dir: git follows it (red-team finding).
+            let elsewhere = sb.root.join("elsewhere");
+            std::fs::create_dir_all(elsewhere.join("refs/heads")).unwrap();
+            std::os::unix::fs::symlink(&elsewhere, sb.git_dir().join("worktrees/linked")).unwrap();
+        }
         let name = format!("worktrees/{id}/refs/heads/evil");
         sb.git_nohooks(&["update-ref", &name, head.trim()]);
         assert_eq!(sb.git(&["rev-parse", &name]).trim(), head.trim());

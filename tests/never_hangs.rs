@@ -180,7 +180,16 @@ fn rejects_a_symlink_to_a_device_where_git_reads_a_file() {
 
 #[test]
 fn rejects_a_fifo_at_the_places_that_were_already_refused_still_without_hanging() {
-    for rel in [".git/info/attributes", ".git/info/exclude", ".git/shallow"] {
+    for rel in [
+        ".git/info/attributes",
+        ".git/info/exclude",
+        ".git/shallow",
+        // What opening the object store reads (red-team finding: verify
+        // waited for its deadline on the first).
+        ".git/objects/info/alternates",
+        ".git/objects/pack/pack-0000000000000000000000000000000000000000.idx",
+        ".git/objects/info/commit-graph",
+    ] {
         let sb = armed_with_commit();
         let path = sb.repo.join(rel);
         let _ = std::fs::remove_file(&path);

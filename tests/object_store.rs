@@ -166,7 +166,9 @@ fn rejects_a_loose_object_rewritten_through_a_mapping_made_before_arm() {
     let mapped = map.cast::<u8>();
     // SAFETY: within the mapping.
     unsafe { mapped.write_volatile(mapped.read_volatile()) };
-    std::thread::sleep(std::time::Duration::from_millis(50));
+    // Older than arm's racy margin (src/repo/file_identity.rs), so that
+    // only the seal keeps the identity honest.
+    std::thread::sleep(std::time::Duration::from_millis(2_300));
     sb.arm(&sb.grant(&["docs/"], 1, 3));
     sb.commit_file("docs/guide.md", "granted\n", "agent");
     for (i, b) in bytes.iter().enumerate() {

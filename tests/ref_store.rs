@@ -434,37 +434,61 @@ fn rejects_a_file_in_the_git_dir_that_hides_a_tag_or_a_branch() {
         ("v1", &["tag", "v1"][..]),
         ("RELEASE", &["tag", "RELEASE"]),
         ("topic", &["branch", "topic"]),
+        // Below the git dir too: `$GIT_DIR/tags/v2` is git's first guess
+        // for `tags/v2` (`refs/tags/v2`), `$GIT_DIR/origin/main` for
+        // `origin/main`.
+        ("tags/v2", &["tag", "v2"]),
+        (
+            "origin/main",
+            &["update-ref", "refs/remotes/origin/main", "HEAD"],
+        ),
     ] {
-        let sb = Sandbox::with_files_refs();
-        sb.git(make);
-        let sb = arm(sb);
-        let base = sb.git(&["rev-parse", "HEAD"]);
-        let tip = sb.commit_file("docs/guide.md", "new\n", "docs");
-        std::fs::write(sb.git_dir().join(name), format!("{tip}\n")).unwrap();
-        let seen = sb.try_git(&["rev-parse", name]);
-        let seen = String::from_utf8_lossy(&seen.stdout).trim().to_owned();
-        assert_eq!(seen, tip.trim(), "{name}: git reads the file, not {base}");
-        let r = assert_store_rejected(&sb);
-        assert!(
-            r["violations"][0]["message"]
-                .as_str()
-                .unwrap()
-                .contains("reads as a ref"),
-            "{name}: {r:#}"
-        );
+        // git reads the id leniently: trailing garbage, CRLF, no newline
+        // (red-team finding: only the canonical form was looked at).
+        for content in ["{tip}\n", "{tip} x\n", "{tip}\r\n", "{tip}"] {
+            let sb = Sandbox::with_files_refs();
+            sb.git(make);
+            let sb = arm(sb);
+            let base = sb.git(&["rev-parse", "HEAD"]);
+            let tip = sb.commit_file("docs/guide.md", "new\n", "docs");
+            let content = content.replace("{tip}", tip.trim());
+            let file = sb.git_dir().join(name);
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(&file, &content).unwrap();
+            let seen = sb.try_git(&["rev-parse", name]);
+            let seen = String::from_utf8_lossy(&seen.stdout).trim().to_owned();
+            assert_eq!(
+                seen,
+                tip.trim(),
+                "{name} {content:?}: git reads the file, not {base}"
+            );
+            let r = assert_store_rejected(&sb);
+            assert!(
+                r["violations"][0]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("hides"),
+                "{name}: {r:#}"
+            );
+        }
     }
 }
 
 #[test]
 fn accepts_files_in_the_git_dir_that_hide_nothing() {
     // git's own root refs (`ORIG_HEAD` after a reset), a file named like no
-    // ref, and text that is no ref.
-    let sb = armed_files();
+    // ref, a directory (git cannot read it as a ref), and git's own files
+    // named like branches (`config` is no ref to git: `git rev-parse
+    // config` gives the branch).
+    let sb = Sandbox::with_files_refs();
+    sb.git(&["branch", "config"]);
+    sb.git(&["branch", "description"]);
+    let sb = arm(sb);
     let tip = sb.commit_file("docs/guide.md", "new\n", "docs");
     sb.git(&["reset", "-q", "--soft", "HEAD"]);
     std::fs::write(sb.git_dir().join("ORIG_HEAD"), format!("{tip}\n")).unwrap();
     std::fs::write(sb.git_dir().join("nothing-named-so"), format!("{tip}\n")).unwrap();
-    std::fs::write(sb.git_dir().join("v0"), "not a ref\n").unwrap();
+    std::fs::create_dir(sb.git_dir().join("v0")).unwrap();
     let (code, r) = sb.verify();
     assert_accepted(code, &r);
 }

@@ -14,11 +14,11 @@
 //! [`seal`] closes it: writing the file's dirty pages back cleans them and
 //! write-protects every mapping of them, so the next write
 //! faults and stamps the change time. That holds on file systems with
-//! writeback ([`TRUSTED_FILE_SYSTEMS`]), and on overlayfs whose upper layer
-//! is one (a mapping of an overlay file maps the upper file, which
-//! overlayfs's `fsync` reaches: sealed workspaces live there); on any other (tmpfs
-//! keeps pages dirty for ever, network file systems) no identity is trusted
-//! ([`identities_hold`]).
+//! writeback ([`TRUSTED_FILE_SYSTEMS`]); on any other (tmpfs keeps pages
+//! dirty for ever; overlayfs, network file systems) no identity is trusted
+//! ([`identities_hold`]). And a file changed within [`RACY_MARGIN_SECS`]
+//! before the seal is not trusted either: a process writing through a
+//! mapping while arm seals faults once, in the window.
 
 use std::path::Path;
 
@@ -27,19 +27,17 @@ use std::path::Path;
 pub const TRUSTED_FILE_SYSTEMS: &[i64] = &[0xEF53, 0x5846_5342, 0x9123_683E];
 
 /// Whether identities of files in `dir` can stand for their bytes once
-/// sealed, and how to seal them: `dir` is on one of the
-/// [`TRUSTED_FILE_SYSTEMS`], or on overlayfs whose upper layer is; `None`
-/// where they cannot.
+/// sealed: `dir` is on one of the [`TRUSTED_FILE_SYSTEMS`] (`statfs`).
+/// Not on overlayfs: a mapping of an overlay file maps the upper layer's
+/// file, which only the overlay's `fsync` reaches, and which layer that is
+/// cannot be told from here (the mount table's `upperdir=` is the text
+/// given at mount time, which a symlink or a lazy unmount can make name
+/// another file system: red-team finding). A sealed workspace's verify
+/// does not use the object inventory, and reads every loose ref there.
 pub fn identities_hold(dir: &Path) -> Option<Sealing> {
-    let trusted = |t: i64| TRUSTED_FILE_SYSTEMS.contains(&t);
-    match file_system(dir)? {
-        OVERLAYFS => overlay_upper(dir)
-            .and_then(|upper| file_system(&upper))
-            .filter(|t| trusted(*t))
-            .map(|_| Sealing::Fsync),
-        t if trusted(t) => Some(Sealing::Writeback),
-        _ => None,
-    }
+    file_system(dir)
+        .filter(|t| TRUSTED_FILE_SYSTEMS.contains(t))
+        .map(|_| Sealing::Writeback)
 }
 
 /// How [`seal`] writes a file's dirty pages back.
@@ -48,12 +46,20 @@ pub enum Sealing {
     /// `sync_file_range`: writeback of the file's own pages, nothing for a
     /// clean file (an `fsync` each took arm 18 s on 100,000 loose refs).
     Writeback,
-    /// `fsync`: on overlayfs, whose files' pages (mapped) are the upper
-    /// file's, which only `fsync` reaches.
-    Fsync,
 }
 
-const OVERLAYFS: i64 = 0x794C_7630;
+/// How long before arm sealed a file its change time must be for its
+/// identity to be trusted: a write through a mapping while arm seals
+/// faults once and stamps a time that would be recorded; and file systems
+/// with coarse timestamps (one second on some) and clock ticks.
+pub const RACY_MARGIN_SECS: i64 = 2;
+
+/// The wall clock in nanoseconds since the epoch (0 before it).
+pub fn now_nanos() -> i128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128)
+}
 
 /// The `statfs` magic number of the file system holding `dir`.
 fn file_system(dir: &Path) -> Option<i64> {
@@ -64,61 +70,6 @@ fn file_system(dir: &Path) -> Option<i64> {
     // SAFETY: a NUL-terminated path and a live struct.
     let answered = unsafe { libc::statfs(c.as_ptr(), &mut st) } == 0;
     answered.then_some(st.f_type as i64)
-}
-
-/// The upper directory of the overlayfs mount holding `dir`, from this
-/// process's mount table (the mount nearest `dir`).
-fn overlay_upper(dir: &Path) -> Option<std::path::PathBuf> {
-    let dir = dir.canonicalize().ok()?;
-    let table = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let mut best: Option<(usize, std::path::PathBuf)> = None;
-    for line in table.lines() {
-        let mut after = line.split_once(" - ").map(|(_, a)| a.split(' '));
-        let fields = after
-            .as_mut()
-            .and_then(|a| Some((a.next()?, a.next()?, a.next()?)));
-        let mount_point = line.split(' ').nth(4).map(unescape_mountinfo);
-        let (Some((fs_type, _source, options)), Some(mount_point)) = (fields, mount_point) else {
-            continue;
-        };
-        if fs_type != "overlay" || !dir.starts_with(&mount_point) {
-            continue;
-        }
-        let upper = options
-            .split(',')
-            .find_map(|o| o.strip_prefix("upperdir="))
-            .map(unescape_mountinfo);
-        let depth = mount_point.components().count();
-        if best.as_ref().is_none_or(|(d, _)| depth >= *d) {
-            best = upper.map(|u| (depth, u));
-        }
-    }
-    best.map(|(_, upper)| upper)
-}
-
-/// A path as `/proc/self/mountinfo` writes it (space, tab, newline and
-/// backslash as three octal digits after a backslash).
-fn unescape_mountinfo(text: &str) -> std::path::PathBuf {
-    use std::os::unix::ffi::OsStringExt;
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let octal = bytes
-            .get(i + 1..i + 4)
-            .filter(|d| d.iter().all(|b| (b'0'..=b'7').contains(b)));
-        match (bytes[i], octal) {
-            (b'\\', Some(d)) => {
-                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
-                i += 4;
-            }
-            (b, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    std::path::PathBuf::from(std::ffi::OsString::from_vec(out))
 }
 
 /// Writes back the dirty pages of the regular file at `path` (not
@@ -136,7 +87,6 @@ pub fn seal(path: &Path, how: Sealing) -> std::io::Result<std::fs::Metadata> {
     let meta = file.metadata()?;
     if meta.file_type().is_file() {
         match how {
-            Sealing::Fsync => file.sync_all()?,
             Sealing::Writeback => {
                 let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE
                     | libc::SYNC_FILE_RANGE_WRITE
@@ -155,18 +105,6 @@ pub fn seal(path: &Path, how: Sealing) -> std::io::Result<std::fs::Metadata> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn mountinfo_paths_are_unescaped() {
-        assert_eq!(
-            unescape_mountinfo(r"/a\040b\134c\011d"),
-            std::path::PathBuf::from("/a b\\c\td")
-        );
-        assert_eq!(
-            unescape_mountinfo(r"/x\9"),
-            std::path::PathBuf::from(r"/x\9")
-        );
-    }
 
     #[test]
     fn a_write_through_a_mapping_dirtied_before_the_seal_moves_the_change_time() {

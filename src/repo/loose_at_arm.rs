@@ -40,9 +40,8 @@ use super::refstore::{self, Invalid};
 pub const FILE_NAME: &str = "baseline.loose";
 
 /// How long before arm started reading a file must have last changed for
-/// its identity to be trusted (see the module documentation): covers
-/// coarse file-system timestamps (one second on some) and clock ticks.
-pub const RACY_MARGIN_SECS: i64 = 2;
+/// its identity to be trusted (see the module documentation).
+pub use super::file_identity::RACY_MARGIN_SECS;
 
 /// The most bytes the list may have: 1 GiB, as for `packed-refs`.
 const MAX_FILE_BYTES: u64 = 1 << 30;

@@ -211,13 +211,38 @@ pub(super) fn read_loose_except(
 /// (red-team finding; like `main-worktree/`, which is pinned as
 /// metadata). Refused wherever verify runs.
 fn check_other_worktrees(git_dir: &Path, common_dir: &Path, invalid: &mut Invalid) {
-    let Ok(entries) = std::fs::read_dir(common_dir.join("worktrees")) else {
+    let worktrees = common_dir.join("worktrees");
+    if worktrees
+        .symlink_metadata()
+        .is_ok_and(|m| m.file_type().is_symlink())
+    {
+        invalid.push(format!(
+            "{} is a symlink; git follows it to linked worktrees' refs. Remove it",
+            worktrees.display()
+        ));
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(&worktrees) else {
         return;
     };
     for entry in entries.flatten() {
         let dir = entry.path();
-        if dir == git_dir || !entry.file_type().is_ok_and(|t| t.is_dir()) {
+        if dir == git_dir {
             continue;
+        }
+        // git follows a symlinked `worktrees/<id>` (and a symlinked
+        // `worktrees`) to refs it resolves: never where git writes them.
+        match entry.file_type() {
+            Ok(t) if t.is_dir() => {}
+            Ok(t) if t.is_symlink() => {
+                invalid.push(format!(
+                    "{} is a symlink; git follows it for `worktrees/<id>/refs/...` names. \
+                     Remove it",
+                    dir.display()
+                ));
+                continue;
+            }
+            _ => continue,
         }
         match dir.join("refs").symlink_metadata() {
             Ok(meta) if meta.file_type().is_dir() => {}
@@ -1097,74 +1122,161 @@ const GIT_ROOT_REFS: &[&str] = &[
     "NOTES_MERGE_REF",
 ];
 
-/// A file at the top of a git dir that git reads as a ref by its name:
-/// `git rev-parse X` (and `checkout X`, `push REMOTE X`) tries `$GIT_DIR/X`
-/// before `refs/X`, `refs/tags/X`, `refs/heads/X`, `refs/remotes/X` and
-/// `refs/remotes/X/HEAD`. Where one of those refs exists, the file hides it
-/// from every command that names it short (red-team finding; the branch's
-/// own short name is checked by [`shadows`], whatever the file holds).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TopLevelRef {
-    /// The file.
-    pub path: PathBuf,
-    /// The refs it comes before.
-    pub shadowed: Vec<BString>,
-}
+/// The ref-name rules git tries for a short name `X` after `$GIT_DIR/X`
+/// (`refs/remotes/X/HEAD` is the last).
+const SHORT_NAME_RULES: [&str; 4] = ["refs/", "refs/tags/", "refs/heads/", "refs/remotes/"];
 
-/// Every [`TopLevelRef`] in `git_dir` and `common_dir` but git's own root
-/// refs: regular files whose name git takes as a ref name and whose
-/// content parses as a loose ref.
-pub fn top_level_refs(git_dir: &Path, common_dir: &Path) -> Vec<TopLevelRef> {
-    // A reftable store keeps its root refs in the tables: git 3.0 reads no
-    // such file as a ref.
+/// Most entries of one directory of the git dir walked for
+/// [`shadowing_files`]; a bigger one is reported rather than walked.
+const MAX_SHADOW_WALK: usize = 100_000;
+
+/// Files in the git dir (or the common dir) that hide an existing ref from
+/// every command naming it short: `git rev-parse X` (and `checkout X`,
+/// `merge X`, `push REMOTE X`) tries `$GIT_DIR/X` before `refs/X`,
+/// `refs/tags/X`, `refs/heads/X`, `refs/remotes/X` and
+/// `refs/remotes/X/HEAD`, and X may have slashes (`.git/origin/main`
+/// hides `refs/remotes/origin/main`). git reads such a file leniently
+/// (`<id> garbage`, `ref:target`, CRLF, no newline) and follows a symlink,
+/// so any entry but a directory counts (red-team findings). Not git's own
+/// root refs (`ORIG_HEAD` shadows a tag of that name for everyone, by
+/// git's design), nor in a reftable store (git 3.0 reads no such file).
+/// Each answer: the file, and the ref it hides.
+///
+/// Cost: a directory of the git dir is walked only when refs exist below
+/// a name it would shadow (`refs/tags/<dir>/...`): looked up as loose
+/// directories and in `packed-refs`, so neither `objects/` nor a big
+/// `logs/` is walked in an ordinary repository.
+pub fn shadowing_files(git_dir: &Path, common_dir: &Path) -> Vec<(PathBuf, BString)> {
     if common_dir.join("reftable").is_dir() {
         return Vec::new();
     }
+    let packed_bytes =
+        crate::fsutil::read_regular_limited(&common_dir.join("packed-refs"), MAX_PACKED_BYTES)
+            .unwrap_or_default();
+    let mut packed: Vec<&[u8]> = packed_bytes
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.starts_with(b"#") && !l.starts_with(b"^"))
+        .filter_map(|l| l.split_once_str(b" ").map(|(_, name)| name))
+        .collect();
+    packed.sort_unstable();
+    let loose = |name: &[u8], want_dir: bool| {
+        [common_dir, git_dir].iter().any(|dir| {
+            dir.join(std::ffi::OsStr::from_bytes(name))
+                .symlink_metadata()
+                .is_ok_and(|m| if want_dir { m.is_dir() } else { !m.is_dir() })
+        })
+    };
+    let exists = |name: &[u8]| loose(name, false) || packed.binary_search(&name).is_ok();
+    let has_below = |prefix: &[u8]| {
+        let at = packed.partition_point(|n| *n < prefix);
+        loose(&prefix[..prefix.len() - 1], true)
+            || packed.get(at).is_some_and(|n| n.starts_with(prefix))
+    };
+    let hidden = |short: &[u8]| -> Option<BString> {
+        let mut names: Vec<BString> = SHORT_NAME_RULES
+            .iter()
+            .map(|rule| [rule.as_bytes(), short].concat().into())
+            .collect();
+        names.push(
+            [b"refs/remotes/".as_slice(), short, b"/HEAD"]
+                .concat()
+                .into(),
+        );
+        names.into_iter().find(|n| exists(n))
+    };
+    let mut out = Vec::new();
     let mut dirs = vec![git_dir];
     if common_dir != git_dir {
         dirs.push(common_dir);
     }
-    let mut out = Vec::new();
-    for dir in dirs {
-        let Ok(entries) = std::fs::read_dir(dir) else {
+    for root in dirs {
+        let Ok(entries) = std::fs::read_dir(root) else {
             continue;
         };
         for entry in entries.flatten() {
             let name = entry.file_name();
             let short = name.as_bytes();
-            if !entry.file_type().is_ok_and(|t| t.is_file())
-                || component_problem(short).is_some()
+            if component_problem(short).is_some()
                 || GIT_ROOT_REFS.iter().any(|r| r.as_bytes() == short)
             {
                 continue;
             }
-            let path = entry.path();
-            // Bounded and non-blocking: the special-file scan refused FIFOs
-            // here already; a file larger than a ref is no ref.
-            let is_ref = crate::fsutil::read_regular_limited(&path, MAX_LOOSE_BYTES)
-                .is_ok_and(|bytes| parse_loose(&bytes).is_ok());
-            if !is_ref {
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                if let Some(ref_name) = hidden(short).filter(|_| git_reads_as_ref(&entry)) {
+                    out.push((entry.path(), ref_name));
+                }
                 continue;
             }
-            let shadowed = ["refs/", "refs/tags/", "refs/heads/", "refs/remotes/"]
-                .iter()
-                .map(|prefix| {
-                    let mut n = BString::from(*prefix);
-                    n.extend_from_slice(short);
-                    n
-                })
-                .chain(std::iter::once({
-                    let mut n = BString::from("refs/remotes/");
-                    n.extend_from_slice(short);
-                    n.extend_from_slice(b"/HEAD");
-                    n
-                }))
-                .filter(|n| refname_problem(n).is_none())
-                .collect();
-            out.push(TopLevelRef { path, shadowed });
+            let below = |rule: &&str| has_below(&[rule.as_bytes(), short, b"/"].concat());
+            if SHORT_NAME_RULES.iter().any(below) {
+                walk_shadows(&entry.path(), short, &hidden, &mut out);
+            }
         }
     }
     out
+}
+
+/// Whether git's files backend would take the entry for a ref: as git's
+/// `parse_loose_ref_contents` reads it, leniently (`ref:` and anything
+/// after; an id of either length followed by the end or any whitespace),
+/// and a symlink whatever it leads to (git follows it, or takes a target
+/// under `refs/` for a symbolic ref). A `config` or `index` file is not
+/// one, and git resolves a branch named so to the branch.
+fn git_reads_as_ref(entry: &std::fs::DirEntry) -> bool {
+    use std::io::Read;
+    if entry.file_type().is_ok_and(|t| t.is_symlink()) {
+        return true;
+    }
+    let Ok(file) = crate::fsutil::open_regular(&entry.path()) else {
+        return false;
+    };
+    let mut head = Vec::with_capacity(72);
+    if file.take(72).read_to_end(&mut head).is_err() {
+        return false;
+    }
+    if head.starts_with(b"ref:") {
+        return true;
+    }
+    [40, 64].iter().any(|&len| {
+        head.get(..len)
+            .is_some_and(|id| id.iter().all(u8::is_ascii_hexdigit))
+            && head.get(len).is_none_or(|c| c.is_ascii_whitespace())
+    })
+}
+
+/// The files below `dir` (the git dir's `<short>`) whose relative name
+/// hides a ref (see [`shadowing_files`]), without following anything.
+fn walk_shadows(
+    dir: &Path,
+    short: &[u8],
+    hidden: &dyn Fn(&[u8]) -> Option<BString>,
+    out: &mut Vec<(PathBuf, BString)>,
+) {
+    let mut stack = vec![(dir.to_path_buf(), BString::from(short))];
+    let mut seen = 0usize;
+    while let Some((path, name)) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&path) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            seen += 1;
+            if seen > MAX_SHADOW_WALK {
+                out.push((
+                    dir.to_path_buf(),
+                    BString::from("(too many files to check)"),
+                ));
+                return;
+            }
+            let mut child = name.clone();
+            child.push(b'/');
+            child.extend_from_slice(entry.file_name().as_bytes());
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push((entry.path(), child));
+            } else if let Some(ref_name) = hidden(&child).filter(|_| git_reads_as_ref(&entry)) {
+                out.push((entry.path(), ref_name));
+            }
+        }
+    }
 }
 
 #[cfg(test)]

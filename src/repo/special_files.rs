@@ -121,6 +121,19 @@ pub fn in_git_dirs(location: &Location) -> Vec<String> {
         dirs.push(location.common_dir.clone());
         dirs.push(location.common_dir.join("info"));
     }
+    // What opening the object store reads before any object (alternates,
+    // pack indexes, the multi-pack-index, commit-graphs): a FIFO at
+    // `objects/info/alternates` held verify until its deadline (red-team
+    // finding).
+    let objects = location.common_dir.join("objects");
+    for dir in [
+        "info",
+        "info/commit-graphs",
+        "pack",
+        "pack/multi-pack-index.d",
+    ] {
+        dirs.push(objects.join(dir));
+    }
     // Submodule git dirs, at any depth (module names nest).
     let mut stack = vec![location.common_dir.join("modules")];
     let mut visited = 0usize;

@@ -158,20 +158,32 @@ pub const UNTRUSTED_CTIME: i128 = -1;
 /// Seals every regular file of `inv` (see
 /// [`crate::repo::file_identity::seal`]) and records its identity as it is
 /// after: from then on, a write through a memory mapping made before arm
-/// moves the change time, as any other write does. Where sealing does not
-/// hold (tmpfs: see [`crate::repo::file_identity::identities_hold`]), or a
-/// file cannot be sealed, its identity is recorded as never matching.
+/// moves the change time, as any other write does. Trusted only when that
+/// change time is older than the seal by more than
+/// [`crate::repo::file_identity::RACY_MARGIN_SECS`]: a process writing
+/// through a mapping *while* arm seals faults once, stamping a time arm
+/// would otherwise record, and keeps a dirty, writable page afterwards
+/// (red-team finding). Where sealing does not hold (tmpfs, see
+/// [`crate::repo::file_identity::identities_hold`]), a file cannot be
+/// sealed, or it changed too recently, its identity is recorded as never
+/// matching: verify proves that file every time.
 pub fn seal(objects: &Path, inv: &mut Inventory) {
+    use crate::repo::file_identity::{RACY_MARGIN_SECS, identities_hold, now_nanos, seal};
     use std::os::unix::ffi::OsStrExt;
-    let how = crate::repo::file_identity::identities_hold(objects);
+    let how = identities_hold(objects);
+    let since = now_nanos() - i128::from(RACY_MARGIN_SECS) * 1_000_000_000;
     for (rel, entry) in inv.iter_mut() {
         if !entry.stat.regular {
             continue;
         }
         let path = objects.join(std::ffi::OsStr::from_bytes(rel));
-        let sealed = how.map(|how| crate::repo::file_identity::seal(&path, how));
-        match sealed {
-            Some(Ok(meta)) if meta.file_type().is_file() => entry.stat = Stat::of(&meta),
+        match how.map(|how| seal(&path, how)) {
+            Some(Ok(meta)) if meta.file_type().is_file() => {
+                entry.stat = Stat::of(&meta);
+                if entry.stat.ctime_ns >= since {
+                    entry.stat.ctime_ns = UNTRUSTED_CTIME;
+                }
+            }
             _ => entry.stat.ctime_ns = UNTRUSTED_CTIME,
         }
     }
@@ -428,6 +440,26 @@ fn kind_from(s: &str) -> Option<Kind> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A file changed within the racy margin before the seal (a process
+    /// writing through a mapping while arm seals stamps such a time) is
+    /// recorded as never matching, and so is every file where sealing does
+    /// not hold; an older one keeps its identity.
+    #[test]
+    fn a_file_changed_just_before_the_seal_is_not_trusted() {
+        let dir = tempfile::tempdir().unwrap();
+        let objects = dir.path();
+        std::fs::create_dir(objects.join("ab")).unwrap();
+        let hex = "ab".to_owned() + &"c".repeat(38);
+        std::fs::write(objects.join("ab").join(&hex[2..]), b"x").unwrap();
+        let mut inv = scan(objects, 40).unwrap();
+        assert_eq!(inv.len(), 1);
+        seal(objects, &mut inv);
+        let entry = inv.values().next().unwrap();
+        assert_eq!(entry.stat.ctime_ns, UNTRUSTED_CTIME, "changed just now");
+        // (A change time cannot be set back: a file old enough to be
+        // trusted is object_store::rejects_a_loose_object_rewritten_through_a_mapping_made_before_arm.)
+    }
 
     #[test]
     fn the_text_form_round_trips_odd_names() {
