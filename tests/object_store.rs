@@ -74,6 +74,32 @@ fn overwrite_in_place(path: &Path, bytes: &[u8]) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
+/// A loose object file of `size` bytes holding a blob of `x`s: a stored
+/// (uncompressed) zlib stream is 11 bytes longer than its input, so the
+/// forged content's length is picked for the file to keep its size.
+fn same_size_forgery(size: usize) -> Vec<u8> {
+    let forged = (1..size)
+        .map(|n| [format!("blob {n}\0").into_bytes(), vec![b'x'; n]].concat())
+        .find(|raw| raw.len() + 11 == size)
+        .expect("a forged object of the same size");
+    let bytes = zlib(&forged, gix::zlib::Compression::NONE);
+    assert_eq!(bytes.len(), size);
+    bytes
+}
+
+/// git reads the forged `src/lib.rs` of [`same_size_forgery`], and verify
+/// refuses the store.
+fn assert_forgery_read_by_git_and_refused(sb: &Sandbox) {
+    assert!(
+        sb.git(&["cat-file", "-p", "HEAD:src/lib.rs"])
+            .starts_with("xxx"),
+        "git reads the forgery"
+    );
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &[INVALID]);
+    assert_problem(&r, "is not the object its name says");
+}
+
 /// A sandbox whose baseline commit wrote `src/lib.rs` as a loose blob (the
 /// clone's own objects are packed); armed with `docs/` granted and one
 /// granted agent commit on top. Returns the loose blob's id.
@@ -136,12 +162,7 @@ fn rejects_a_loose_object_rewritten_through_a_mapping_made_before_arm() {
     let blob = sb.git(&["rev-parse", "HEAD:src/lib.rs"]);
     let target = loose_path(&sb, &blob);
     let size = std::fs::metadata(&target).unwrap().len() as usize;
-    let forged = (1..size)
-        .map(|n| [format!("blob {n}\0").into_bytes(), vec![b'x'; n]].concat())
-        .find(|raw| raw.len() + 11 == size)
-        .expect("a forged object of the same size");
-    let bytes = zlib(&forged, gix::zlib::Compression::NONE);
-    assert_eq!(bytes.len(), size);
+    let bytes = same_size_forgery(size);
     // Mapped writable and dirtied (the same byte) before arm.
     std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644)).unwrap();
     std::fs::File::open(&target).unwrap().sync_all().unwrap();
@@ -177,14 +198,7 @@ fn rejects_a_loose_object_rewritten_through_a_mapping_made_before_arm() {
     }
     // SAFETY: the mapping made above.
     unsafe { libc::munmap(map, size) };
-    assert!(
-        sb.git(&["cat-file", "-p", "HEAD:src/lib.rs"])
-            .starts_with("xxx"),
-        "git reads the forgery"
-    );
-    let (code, r) = sb.verify();
-    assert_rejected(code, &r, &[INVALID]);
-    assert_problem(&r, "is not the object its name says");
+    assert_forgery_read_by_git_and_refused(&sb);
 }
 
 #[test]
@@ -201,14 +215,7 @@ fn rejects_a_loose_object_rewritten_in_place_with_size_and_mtime_restored() {
         .arg(&reference)
         .status()
         .unwrap();
-    // A stored (uncompressed) zlib stream is 11 bytes longer than its
-    // input: pick the forged content's length so the file keeps its size.
-    let forged = (1..size)
-        .map(|n| [format!("blob {n}\0").into_bytes(), vec![b'x'; n]].concat())
-        .find(|raw| raw.len() + 11 == size)
-        .expect("a forged object of the same size");
-    let bytes = zlib(&forged, gix::zlib::Compression::NONE);
-    assert_eq!(bytes.len(), size);
+    let bytes = same_size_forgery(size);
     overwrite_in_place(&target, &bytes);
     let status = sb
         .command("touch")
@@ -226,14 +233,7 @@ fn rejects_a_loose_object_rewritten_in_place_with_size_and_mtime_restored() {
         (size as u64, meta_ref.mtime(), meta_ref.mtime_nsec()),
         "size and mtime are as at arm"
     );
-    assert!(
-        sb.git(&["cat-file", "-p", "HEAD:src/lib.rs"])
-            .starts_with("xxx"),
-        "git reads the forgery"
-    );
-    let (code, r) = sb.verify();
-    assert_rejected(code, &r, &[INVALID]);
-    assert_problem(&r, "is not the object its name says");
+    assert_forgery_read_by_git_and_refused(&sb);
 }
 
 /// The byte range of a chunk in a commit-graph file.
