@@ -58,11 +58,12 @@ pub struct Identity {
 }
 
 impl Identity {
-    /// The identity `meta` describes; its device as 0 on overlayfs (see
-    /// [`on_overlay`]).
-    fn of(meta: &std::fs::Metadata, overlay: bool) -> Identity {
+    /// The identity `meta` describes. (Never trusted on overlayfs, whose
+    /// device numbers change with every mount: see
+    /// [`super::file_identity::identities_hold`].)
+    fn of(meta: &std::fs::Metadata) -> Identity {
         Identity {
-            dev: if overlay { 0 } else { meta.dev() },
+            dev: meta.dev(),
             ino: meta.ino(),
             size: meta.size(),
             mode: meta.mode(),
@@ -110,14 +111,6 @@ impl Identity {
     }
 }
 
-/// Whether `common_dir` is on overlayfs, whose device numbers change with
-/// every mount (see [`crate::fsutil::stable_device`]): asked once rather
-/// than per file.
-fn on_overlay(common_dir: &Path) -> std::io::Result<bool> {
-    let meta = std::fs::symlink_metadata(common_dir)?;
-    Ok(crate::fsutil::stable_device(common_dir, &meta) == 0)
-}
-
 /// Seals every loose ref file (see [`super::file_identity::seal`]), before
 /// arm reads the refs; `true` when their identities can be trusted after
 /// (see [`super::file_identity::identities_hold`]): every file sealed, on a
@@ -148,8 +141,6 @@ pub fn record(
     since_ns: i128,
     sealed: bool,
 ) -> Result<Vec<u8>> {
-    let overlay = on_overlay(common_dir)
-        .with_context(|| format!("cannot inspect {}", common_dir.display()))?;
     let mut entries: Vec<(BString, Option<Identity>)> = Vec::new();
     let mut invalid = Invalid::default();
     refstore::read_loose_except(git_dir, common_dir, &mut invalid, &mut |name, entry| {
@@ -158,7 +149,7 @@ pub fn record(
             .metadata()
             .ok()
             .filter(|meta| sealed && meta.file_type().is_file())
-            .map(|meta| Identity::of(&meta, overlay))
+            .map(|meta| Identity::of(&meta))
             .filter(|id| trusted(id, since_ns));
         entries.push((BString::from(name), identity));
         false
@@ -276,18 +267,17 @@ impl Records {
     /// identity are read (strictly, as [`refstore::read_loose`] does);
     /// the others are as arm read them.
     pub fn read_loose(&self, git_dir: &Path, common_dir: &Path, invalid: &mut Invalid) -> Loose {
-        let overlay = on_overlay(common_dir).ok();
         let mut unchanged = vec![false; self.records.len()];
         let read = refstore::read_loose_except(git_dir, common_dir, invalid, &mut |name, entry| {
             let Some(at) = self.find(name) else {
                 return true;
             };
-            let (Some(recorded), Some(overlay)) = (self.records[at].identity, overlay) else {
+            let Some(recorded) = self.records[at].identity else {
                 return true;
             };
-            let same = entry.metadata().is_ok_and(|meta| {
-                meta.file_type().is_file() && Identity::of(&meta, overlay) == recorded
-            });
+            let same = entry
+                .metadata()
+                .is_ok_and(|meta| meta.file_type().is_file() && Identity::of(&meta) == recorded);
             unchanged[at] = same;
             !same
         });
