@@ -924,9 +924,24 @@ fn evaluate(
         );
     }
     // Files in the git dir git would read instead of a ref named short.
-    // (The branch's own short name is `refstore::shadows`'s, below.)
+    // (`$GIT_DIR/<the branch's short name>` is `refstore::shadows`'s, below.)
+    let own_short: Vec<std::path::PathBuf> = baseline
+        .branch
+        .strip_prefix(b"refs/heads/")
+        .map(|short| {
+            use std::os::unix::ffi::OsStrExt;
+            let short = std::ffi::OsStr::from_bytes(short);
+            vec![
+                location.git_dir.join(short),
+                location.common_dir.join(short),
+            ]
+        })
+        .unwrap_or_default();
     let shadowing = refstore::shadowing_files(&location.git_dir, &location.common_dir);
-    for (file, hidden) in shadowing.into_iter().filter(|(_, h)| *h != baseline.branch) {
+    for (file, hidden) in shadowing
+        .into_iter()
+        .filter(|(f, _)| !own_short.contains(f))
+    {
         findings.push(
             Violation::new(
                 rule::REF_STORE_INVALID,

@@ -291,6 +291,24 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
         }
         return Ok(result);
     }
+    // A file git would read instead of a ref named short: every verify
+    // would refuse it, so arm does now (round-3 red team).
+    let hiding = repo::refstore::shadowing_files(&location.git_dir, &location.common_dir);
+    if !hiding.is_empty() {
+        let mut result = ToolResult::failed("arm", FailureClass::Validation);
+        for (file, hidden) in hiding {
+            result.violations.push(Violation::new(
+                rule::REF_STORE_INVALID,
+                format!(
+                    "{} hides {} from every git command that names it short (git reads the \
+                     file first). Remove it and arm again",
+                    file.display(),
+                    repo::refname::shown(&hidden)
+                ),
+            ));
+        }
+        return Ok(result);
+    }
     let mut problems: Vec<String> = repo::in_progress_operations(&location.git_dir)
         .into_iter()
         .map(|op| format!("a {op} is in progress"))

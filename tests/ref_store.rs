@@ -442,10 +442,13 @@ fn rejects_a_file_in_the_git_dir_that_hides_a_tag_or_a_branch() {
             "origin/main",
             &["update-ref", "refs/remotes/origin/main", "HEAD"],
         ),
+        // The granted branch itself, under a name `shadows` does not look
+        // at (round-3 red team).
+        ("heads/main", &["rev-parse", "HEAD"]),
     ] {
         // git reads the id leniently: trailing garbage, CRLF, no newline
         // (red-team finding: only the canonical form was looked at).
-        for content in ["{tip}\n", "{tip} x\n", "{tip}\r\n", "{tip}"] {
+        for content in ["{tip}\n", "{tip} x\n", "{tip}\r\n", "{tip}", "{tip}\0junk"] {
             let sb = Sandbox::with_files_refs();
             sb.git(make);
             let sb = arm(sb);
@@ -472,6 +475,57 @@ fn rejects_a_file_in_the_git_dir_that_hides_a_tag_or_a_branch() {
             );
         }
     }
+}
+
+#[test]
+fn rejects_a_symlink_or_fifo_in_the_git_dir_where_git_looks_for_a_ref() {
+    // git follows a symlinked directory in the middle of a short name
+    // (`origin/main` through `.git/origin -> elsewhere`), and blocks on a
+    // FIFO it takes for a ref (round-3 red team).
+    for kind in ["symlinked directory", "fifo"] {
+        let sb = Sandbox::with_files_refs();
+        sb.git(&["update-ref", "refs/remotes/origin/main", "HEAD"]);
+        let sb = arm(sb);
+        let tip = sb.commit_file("docs/guide.md", "new\n", "docs");
+        if kind == "fifo" {
+            std::fs::create_dir(sb.git_dir().join("origin")).unwrap();
+            let path = sb.git_dir().join("origin/main");
+            let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+            // SAFETY: a NUL-terminated path.
+            assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        } else {
+            let elsewhere = sb.root.join("elsewhere");
+            std::fs::create_dir(&elsewhere).unwrap();
+            std::fs::write(elsewhere.join("main"), format!("{tip}\n")).unwrap();
+            symlink(&elsewhere, sb.git_dir().join("origin"));
+            let seen = sb.git(&["rev-parse", "origin/main"]);
+            assert_eq!(seen.trim(), tip.trim(), "git follows the link");
+        }
+        let r = assert_store_rejected(&sb);
+        assert!(
+            r["violations"][0]["message"]
+                .as_str()
+                .unwrap()
+                .contains("hides"),
+            "{kind}: {r:#}"
+        );
+    }
+}
+
+#[test]
+fn arm_refuses_a_file_that_hides_a_ref() {
+    let sb = Sandbox::with_files_refs();
+    sb.git(&["tag", "v1"]);
+    let head = sb.git(&["rev-parse", "HEAD"]);
+    std::fs::write(sb.git_dir().join("v1"), format!("{head} x\n")).unwrap();
+    let grant = sb.grant(&["docs/"], 1, 2);
+    let out = sb.arm_output(&grant, &sb.state);
+    assert!(!out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("ref_store_invalid") && said.contains("hides"),
+        "{said}"
+    );
 }
 
 #[test]

@@ -1201,34 +1201,44 @@ pub fn shadowing_files(git_dir: &Path, common_dir: &Path) -> Vec<(PathBuf, BStri
             {
                 continue;
             }
-            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
-                if let Some(ref_name) = hidden(short).filter(|_| git_reads_as_ref(&entry)) {
-                    out.push((entry.path(), ref_name));
-                }
+            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+            let is_link = entry.file_type().is_ok_and(|t| t.is_symlink());
+            if !is_dir && let Some(ref_name) = hidden(short).filter(|_| git_reads_as_ref(&entry)) {
+                out.push((entry.path(), ref_name));
                 continue;
             }
-            let below = |rule: &&str| has_below(&[rule.as_bytes(), short, b"/"].concat());
-            if SHORT_NAME_RULES.iter().any(below) {
-                walk_shadows(&entry.path(), short, &hidden, &mut out);
+            let below = SHORT_NAME_RULES
+                .iter()
+                .map(|rule| BString::from([rule.as_bytes(), short, b"/"].concat()))
+                .find(|prefix| has_below(prefix));
+            match below {
+                // git follows a symlink in the middle of a name too.
+                Some(prefix) if is_link => out.push((entry.path(), prefix)),
+                Some(_) if is_dir => {
+                    walk_shadows(&entry.path(), short, &hidden, &has_below, &mut out)
+                }
+                _ => {}
             }
         }
     }
     out
 }
 
-/// Whether git's files backend would take the entry for a ref: as git's
-/// `parse_loose_ref_contents` reads it, leniently (`ref:` and anything
-/// after; an id of either length followed by the end or any whitespace),
-/// and a symlink whatever it leads to (git follows it, or takes a target
-/// under `refs/` for a symbolic ref). A `config` or `index` file is not
-/// one, and git resolves a branch named so to the branch.
+/// Whether git's files backend would take the entry (not a directory) for
+/// a ref: as git's `parse_loose_ref_contents` reads it, leniently (`ref:`
+/// and anything after; an id of either length followed by the end, a NUL
+/// or any whitespace), and anything but a regular file whatever it is (git
+/// follows a symlink, and blocks on a FIFO). A `config` or `index` file is
+/// not one, and git resolves a branch named so to the branch.
 fn git_reads_as_ref(entry: &std::fs::DirEntry) -> bool {
     use std::io::Read;
-    if entry.file_type().is_ok_and(|t| t.is_symlink()) {
+    // A symlink git follows; a FIFO or a device git opens and blocks on
+    // or reads for ever (round-3 red team: `.git/tags/v1` a FIFO).
+    if !entry.file_type().is_ok_and(|t| t.is_file()) {
         return true;
     }
     let Ok(file) = crate::fsutil::open_regular(&entry.path()) else {
-        return false;
+        return true;
     };
     let mut head = Vec::with_capacity(72);
     if file.take(72).read_to_end(&mut head).is_err() {
@@ -1237,10 +1247,13 @@ fn git_reads_as_ref(entry: &std::fs::DirEntry) -> bool {
     if head.starts_with(b"ref:") {
         return true;
     }
+    // git reads the content as a C string: a NUL ends it too.
     [40, 64].iter().any(|&len| {
         head.get(..len)
             .is_some_and(|id| id.iter().all(u8::is_ascii_hexdigit))
-            && head.get(len).is_none_or(|c| c.is_ascii_whitespace())
+            && head
+                .get(len)
+                .is_none_or(|&c| c == 0 || c.is_ascii_whitespace())
     })
 }
 
@@ -1250,6 +1263,7 @@ fn walk_shadows(
     dir: &Path,
     short: &[u8],
     hidden: &dyn Fn(&[u8]) -> Option<BString>,
+    has_below: &dyn Fn(&[u8]) -> bool,
     out: &mut Vec<(PathBuf, BString)>,
 ) {
     let mut stack = vec![(dir.to_path_buf(), BString::from(short))];
@@ -1272,8 +1286,19 @@ fn walk_shadows(
             child.extend_from_slice(entry.file_name().as_bytes());
             if entry.file_type().is_ok_and(|t| t.is_dir()) {
                 stack.push((entry.path(), child));
-            } else if let Some(ref_name) = hidden(&child).filter(|_| git_reads_as_ref(&entry)) {
+                continue;
+            }
+            if let Some(ref_name) = hidden(&child).filter(|_| git_reads_as_ref(&entry)) {
                 out.push((entry.path(), ref_name));
+            } else if entry.file_type().is_ok_and(|t| t.is_symlink()) {
+                // git follows a symlink in the middle of a name too.
+                let below = SHORT_NAME_RULES
+                    .iter()
+                    .map(|rule| BString::from([rule.as_bytes(), &child[..], b"/"].concat()))
+                    .find(|prefix| has_below(prefix));
+                if let Some(prefix) = below {
+                    out.push((entry.path(), prefix));
+                }
             }
         }
     }
