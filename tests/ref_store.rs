@@ -425,6 +425,13 @@ fn rejects_a_file_in_the_git_dir_named_like_the_branch() {
     assert_shadowed(&sb);
 }
 
+/// verify refuses the store, saying a file hides a ref (`what`: which case).
+fn assert_hides_a_ref(sb: &Sandbox, what: &str) {
+    let r = assert_store_rejected(sb);
+    let message = r["violations"][0]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("hides"), "{what}: {r:#}");
+}
+
 #[test]
 fn rejects_a_file_in_the_git_dir_that_hides_a_tag_or_a_branch() {
     // `git rev-parse v1` reads `.git/v1` before `refs/tags/v1`: the file
@@ -465,14 +472,7 @@ fn rejects_a_file_in_the_git_dir_that_hides_a_tag_or_a_branch() {
                 tip.trim(),
                 "{name} {content:?}: git reads the file, not {base}"
             );
-            let r = assert_store_rejected(&sb);
-            assert!(
-                r["violations"][0]["message"]
-                    .as_str()
-                    .unwrap()
-                    .contains("hides"),
-                "{name}: {r:#}"
-            );
+            assert_hides_a_ref(&sb, name);
         }
     }
 }
@@ -501,14 +501,7 @@ fn rejects_a_symlink_or_fifo_in_the_git_dir_where_git_looks_for_a_ref() {
             let seen = sb.git(&["rev-parse", "origin/main"]);
             assert_eq!(seen.trim(), tip.trim(), "git follows the link");
         }
-        let r = assert_store_rejected(&sb);
-        assert!(
-            r["violations"][0]["message"]
-                .as_str()
-                .unwrap()
-                .contains("hides"),
-            "{kind}: {r:#}"
-        );
+        assert_hides_a_ref(&sb, kind);
     }
 }
 
