@@ -485,6 +485,9 @@ fn rejects_a_symlink_or_fifo_in_the_git_dir_where_git_looks_for_a_ref() {
     for kind in ["symlinked directory", "fifo"] {
         let sb = Sandbox::with_files_refs();
         sb.git(&["update-ref", "refs/remotes/origin/main", "HEAD"]);
+        // Without `origin/HEAD`, which `.git/origin` itself would hide: the
+        // link is what hides `origin/main`.
+        let _ = sb.try_git(&["update-ref", "-d", "--no-deref", "refs/remotes/origin/HEAD"]);
         let sb = arm(sb);
         let tip = sb.commit_file("docs/guide.md", "new\n", "docs");
         if kind == "fifo" {
