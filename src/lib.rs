@@ -23,6 +23,8 @@
 //!   registry and the admission gate (seed 000).
 //! - [`document`], [`digest`], [`fsutil`]: strict input parsing, digests and
 //!   durable writes shared by the rest.
+//! - [`allocator`], [`memcopy`]: the allocator and the `memcpy` of the
+//!   static musl build (`install.sh`), which starts fastest as a hook.
 //!
 //! The binary (`src/main.rs`) only parses arguments, calls these modules and
 //! maps results to exit codes.
@@ -40,6 +42,7 @@ pub mod fsutil;
 pub mod grant;
 pub mod hooks;
 pub mod journal;
+pub mod memcopy;
 pub mod metrics;
 pub mod next_step;
 pub mod peers;
