@@ -66,12 +66,28 @@ pub struct Decided<'a> {
 
 /// The index as verify read it (see [`Decided::index`]).
 pub struct IndexView {
-    /// Each entry as `ls-files -s -v -z --sparse` prints it: tag, mode,
-    /// id, stage, path (`None`: not compared).
-    pub entries: Option<Vec<BString>>,
+    /// The entries to hold against `ls-files -s -v -z --sparse` (`None`:
+    /// not compared).
+    entries: Option<Entries>,
     /// The tree the index must make (the tip's, when verify found it
     /// clean): what git's next commit from this index would write.
     pub tree: ObjectId,
+}
+
+/// The index whose entries are compared: as gix read the file, or as git
+/// holds it in memory where that differs (see [`IndexView::read`]).
+enum Entries {
+    AsRead(gix::worktree::Index),
+    Adjusted(Box<gix::index::State>),
+}
+
+impl Entries {
+    fn state(&self) -> &gix::index::State {
+        match self {
+            Entries::AsRead(file) => file,
+            Entries::Adjusted(state) => state,
+        }
+    }
 }
 
 impl IndexView {
@@ -90,50 +106,51 @@ impl IndexView {
         // where the adjusted index expands only the ones with files present.
         // The entries are then left to the layout check (git's sequential
         // and threaded readings, and gix's, agree) and the tree is compared.
-        if index.is_sparse() && adjusted.is_some() {
-            return Ok(IndexView {
-                entries: None,
-                tree,
-            });
-        }
-        Ok(IndexView::of(adjusted.as_ref().unwrap_or(&index), tree))
+        let entries = match adjusted {
+            Some(_) if index.is_sparse() => None,
+            Some(adjusted) => Some(Entries::Adjusted(Box::new(adjusted))),
+            None => Some(Entries::AsRead(index)),
+        };
+        Ok(IndexView { entries, tree })
     }
+}
 
-    /// The view of `index`, which must make `tree`.
-    pub fn of(index: &gix::index::State, tree: ObjectId) -> IndexView {
-        use gix::index::entry::Flags;
-        let entries = index
-            .entries()
-            .iter()
-            .map(|entry| {
-                let assumed = entry.flags.contains(Flags::ASSUME_VALID);
-                let tag = if entry.stage_raw() != 0 {
-                    "M"
-                } else if entry.flags.contains(Flags::SKIP_WORKTREE) {
-                    "S"
-                } else {
-                    "H"
-                };
-                let tag = if assumed {
-                    tag.to_ascii_lowercase()
-                } else {
-                    tag.to_owned()
-                };
-                let mut line = BString::from(format!(
-                    "{tag} {:06o} {} {}\t",
-                    entry.mode.bits(),
-                    entry.id,
-                    entry.stage_raw()
-                ));
-                line.extend_from_slice(entry.path(index));
-                line
-            })
-            .collect();
-        IndexView {
-            entries: Some(entries),
-            tree,
-        }
-    }
+/// `entry` as `ls-files -s -v -z --sparse` prints it, without the NUL:
+/// tag, mode, id, stage, path (`H 100644 <id> 0\tpath`), into `line`.
+fn ls_files_line(entry: &gix::index::Entry, state: &gix::index::State, line: &mut Vec<u8>) {
+    use gix::index::entry::Flags;
+    line.clear();
+    let tag = if entry.stage_raw() != 0 {
+        b'M'
+    } else if entry.flags.contains(Flags::SKIP_WORKTREE) {
+        b'S'
+    } else {
+        b'H'
+    };
+    line.push(if entry.flags.contains(Flags::ASSUME_VALID) {
+        tag.to_ascii_lowercase()
+    } else {
+        tag
+    });
+    // `%06o`: six octal digits, more when the mode needs them.
+    let mode = entry.mode.bits();
+    let digits = (1..=11)
+        .find(|&d| u64::from(mode) < 8u64.pow(d))
+        .unwrap_or(11)
+        .max(6);
+    line.push(b' ');
+    line.extend(
+        (0..digits)
+            .rev()
+            .map(|d| b'0' + ((mode >> (3 * d)) & 7) as u8),
+    );
+    line.push(b' ');
+    let mut hex = [0u8; gix::hash::Kind::longest().len_in_hex()];
+    line.extend_from_slice(entry.id.hex_to_buf(&mut hex).as_bytes());
+    line.push(b' ');
+    line.push(b'0' + entry.stage_raw() as u8);
+    line.push(b'\t');
+    line.extend_from_slice(entry.path(state));
 }
 
 /// Which part of the state git sees differently.
@@ -267,6 +284,11 @@ pub fn differences(decided: &Decided<'_>) -> Result<Vec<Difference>> {
 
     let mut out = Vec::new();
     let mut differ = |area, message: String| out.push(Difference { area, message });
+    // The index first: `ls-files` streams its entries into the comparison
+    // while the other queries finish on their own threads.
+    if let Some((view, (ls_files, write_tree))) = index_queries {
+        compare_index(view, ls_files, write_tree, &mut differ)?;
+    }
 
     compare_location(decided.location, &finish(location)?, &mut differ)?;
     let head = finish_allowing(head, &[1])?;
@@ -324,9 +346,6 @@ pub fn differences(decided: &Decided<'_>) -> Result<Vec<Difference>> {
     if let Some(diff) = diff {
         compare_changes(decided.changes, &finish(diff)?, &mut differ);
     }
-    if let Some((view, (ls_files, write_tree))) = index_queries {
-        compare_index(view, &finish(ls_files)?, &finish(write_tree)?, &mut differ);
-    }
     Ok(out)
 }
 
@@ -339,12 +358,27 @@ pub fn differences(decided: &Decided<'_>) -> Result<Vec<Difference>> {
 /// `core.splitIndex=false` it writes no shared index either), and the trees
 /// it writes go to an object directory of our own, with the repository's
 /// objects as an alternate.
-fn index_queries(location: &Location, scratch: &Path, git: &Git<'_>) -> Result<(Running, Running)> {
+fn index_queries(
+    location: &Location,
+    scratch: &Path,
+    git: &Git<'_>,
+) -> Result<(Streaming, Running)> {
     let copy = scratch.join("index-copy");
     let real = location.git_dir.join("index");
-    let bytes = crate::fsutil::read_regular_limited(&real, super::index_layout::MAX_INDEX_BYTES)
-        .with_context(|| format!("cannot read {}", real.display()))?;
-    std::fs::write(&copy, bytes).context("cannot copy the index for git")?;
+    let copied = crate::fsutil::open_regular(&real)
+        .and_then(|file| {
+            // `io::copy` between files is `copy_file_range`: no buffer here.
+            let mut limited = std::io::Read::take(file, super::index_layout::MAX_INDEX_BYTES + 1);
+            std::io::copy(&mut limited, &mut std::fs::File::create(&copy)?)
+        })
+        .with_context(|| format!("cannot copy {} for git", real.display()))?;
+    if copied > super::index_layout::MAX_INDEX_BYTES {
+        bail!(
+            "{} is larger than {} bytes",
+            real.display(),
+            super::index_layout::MAX_INDEX_BYTES
+        );
+    }
     let objects = scratch.join("objects");
     std::fs::create_dir_all(&objects).context("cannot make a scratch object directory")?;
     let alternates = location.common_dir.join("objects");
@@ -353,7 +387,8 @@ fn index_queries(location: &Location, scratch: &Path, git: &Git<'_>) -> Result<(
         work_dir: git.work_dir,
         explicit_git_dir: git.explicit_git_dir,
     };
-    let ls_files = with_copy.spawn(&["ls-files", "-s", "-v", "-z", "--sparse"], None)?;
+    let ls_files =
+        Streaming::spawn(with_copy.command(&["ls-files", "-s", "-v", "-z", "--sparse"]))?;
     let mut write_tree =
         with_copy.command(&["-c", "core.splitIndex=false", "write-tree", "--missing-ok"]);
     write_tree
@@ -365,32 +400,42 @@ fn index_queries(location: &Location, scratch: &Path, git: &Git<'_>) -> Result<(
     Ok((ls_files, Running::drain(write_tree)))
 }
 
+/// Holds git's index entries, as `ls_files` prints them, against `view`'s
+/// one by one while git writes them; then git's next tree against the
+/// view's.
 fn compare_index(
     view: &IndexView,
-    ls_files: &[u8],
-    write_tree: &[u8],
+    mut ls_files: Streaming,
+    write_tree: Running,
     differ: &mut impl FnMut(Area, String),
-) {
+) -> Result<()> {
+    let mut theirs = Vec::new();
+    let mut ours = Vec::new();
     if let Some(entries) = &view.entries {
-        let theirs: Vec<&[u8]> = ls_files
-            .split(|&c| c == 0)
-            .filter(|l| !l.is_empty())
-            .collect();
-        if theirs.len() != entries.len() {
+        let state = entries.state();
+        let mut counted = 0usize;
+        let mut first_difference = None;
+        while ls_files.next_record(&mut theirs)? {
+            if first_difference.is_none()
+                && let Some(entry) = state.entries().get(counted)
+            {
+                ls_files_line(entry, state, &mut ours);
+                if ours != theirs {
+                    first_difference = Some((theirs.clone(), ours.clone()));
+                }
+            }
+            counted += 1;
+        }
+        if counted != state.entries().len() {
             differ(
                 Area::Index,
                 format!(
-                    "git reads {} index entries, verify {}",
-                    theirs.len(),
-                    entries.len()
+                    "git reads {counted} index entries, verify {}",
+                    state.entries().len()
                 ),
             );
         }
-        if let Some((ours, theirs)) = entries
-            .iter()
-            .zip(&theirs)
-            .find(|(ours, theirs)| ours.as_slice() != **theirs)
-        {
+        if let Some((theirs, ours)) = first_difference {
             differ(
                 Area::Index,
                 format!(
@@ -400,7 +445,11 @@ fn compare_index(
                 ),
             );
         }
+    } else {
+        while ls_files.next_record(&mut theirs)? {}
     }
+    ls_files.finish()?;
+    let write_tree = finish(write_tree)?;
     let tree = write_tree.trim_end_with(|c| c == '\n');
     if tree != view.tree.to_string().as_bytes() {
         differ(
@@ -413,6 +462,7 @@ fn compare_index(
             ),
         );
     }
+    Ok(())
 }
 
 struct Git<'a> {
@@ -505,6 +555,72 @@ struct Running(std::thread::JoinHandle<std::io::Result<Output>>);
 impl Running {
     fn drain(child: std::process::Child) -> Running {
         Running(std::thread::spawn(move || child.wait_with_output()))
+    }
+}
+
+/// A git process whose output is read as it comes, by the caller: what
+/// `ls-files` prints of a large index (8 MB for 100,000 entries) is
+/// compared record by record instead of held. Its stderr is drained by a
+/// thread, so that git never waits on it.
+struct Streaming {
+    child: std::process::Child,
+    output: std::io::BufReader<std::process::ChildStdout>,
+    stderr: std::thread::JoinHandle<Vec<u8>>,
+}
+
+impl Streaming {
+    fn spawn(mut command: Command) -> Result<Streaming> {
+        let mut child = command
+            .spawn()
+            .context("cannot run git for the cross-check (is git installed?)")?;
+        let output = std::io::BufReader::with_capacity(
+            1 << 16,
+            child.stdout.take().expect("stdout is piped"),
+        );
+        let mut stderr = child.stderr.take().expect("stderr is piped");
+        let stderr = std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut stderr, &mut bytes);
+            bytes
+        });
+        Ok(Streaming {
+            child,
+            output,
+            stderr,
+        })
+    }
+
+    /// The next non-empty NUL-terminated record of the output, without its
+    /// NUL, into `record`; `false` at the end.
+    fn next_record(&mut self, record: &mut Vec<u8>) -> Result<bool> {
+        use std::io::BufRead;
+        loop {
+            record.clear();
+            let read = self
+                .output
+                .read_until(0, record)
+                .context("cannot read git's output")?;
+            if record.last() == Some(&0) {
+                record.pop();
+            }
+            if read == 0 || !record.is_empty() {
+                return Ok(read != 0);
+            }
+        }
+    }
+
+    /// Waits for git once its output was read to the end: exit 0, or the
+    /// error with what git said.
+    fn finish(mut self) -> Result<()> {
+        let status = self.child.wait().context("git did not finish")?;
+        let stderr = self.stderr.join().unwrap_or_default();
+        if !status.success() {
+            bail!(
+                "git failed ({status}) in the cross-check: {}",
+                String::from_utf8_lossy(&stderr).trim()
+            );
+        }
+        Ok(())
     }
 }
 
@@ -995,6 +1111,132 @@ mod tests {
         wrong.insert("refs/heads/alias".into(), "ref:refs/tags/packed".into());
         let diffs = compare(&wrong);
         assert_eq!(diffs.len(), 3, "{diffs:#?}");
+    }
+
+    /// The index queries against real git, on an index with every kind of
+    /// entry `ls-files -s -v` tags differently: a file, an executable, a
+    /// symlink, a gitlink, skip-worktree and assume-valid entries, and a
+    /// conflict's three stages. Read as it is, no difference; with one
+    /// entry of verify's view changed, that entry is the difference; with
+    /// an entry fewer, the count; with another tree, the tree.
+    #[test]
+    fn index_entries_compare_with_what_git_lists_one_by_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo_dir = dir.path().join("r");
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+                .arg("-C")
+                .arg(&repo_dir)
+                .args(args)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("HOME", dir.path())
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+            String::from_utf8(out.stdout).unwrap().trim().to_owned()
+        };
+        std::fs::create_dir(&repo_dir).unwrap();
+        git(&["init", "-q"]);
+        std::fs::write(repo_dir.join("a.txt"), "a\n").unwrap();
+        std::fs::write(repo_dir.join("run.sh"), "#!/bin/sh\n").unwrap();
+        std::os::unix::fs::symlink("a.txt", repo_dir.join("link")).unwrap();
+        std::fs::write(repo_dir.join("hidden"), "h\n").unwrap();
+        std::fs::write(repo_dir.join("assumed"), "s\n").unwrap();
+        git(&["add", "."]);
+        git(&["update-index", "--chmod=+x", "run.sh"]);
+        git(&["commit", "-q", "-m", "one"]);
+        let commit = git(&["rev-parse", "HEAD"]);
+        git(&[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &format!("160000,{commit},sub"),
+        ]);
+        git(&["update-index", "--skip-worktree", "hidden"]);
+        git(&["update-index", "--assume-unchanged", "assumed"]);
+        let blob = git(&["hash-object", "-w", "a.txt"]);
+        let stages: String = (1..=3)
+            .map(|stage| format!("100644 {blob} {stage}\tconflict\n"))
+            .collect();
+        let mut feed = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&repo_dir)
+            .args(["update-index", "--index-info"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        feed.stdin
+            .take()
+            .unwrap()
+            .write_all(stages.as_bytes())
+            .unwrap();
+        assert!(feed.wait().unwrap().success());
+        let listed = git(&["ls-files", "-s", "-v"]);
+        for tag in [
+            "H 100644", "H 100755", "H 120000", "H 160000", "S 100644", "h 100644", "M 100644",
+        ] {
+            assert!(listed.contains(tag), "no {tag:?} in {listed}");
+        }
+
+        let repo = gix::open(&repo_dir).unwrap();
+        let index = repo.index_or_empty().unwrap();
+        let location = Location {
+            work_dir: repo_dir.clone(),
+            git_dir: repo_dir.join(".git"),
+            common_dir: repo_dir.join(".git"),
+            explicit_git_dir: false,
+        };
+        // The tree git's next commit from this index would write is not
+        // the point here (the conflict keeps write-tree from writing one):
+        // only the entries are compared below.
+        let compare = |state: gix::index::State| {
+            let scratch = tempfile::tempdir().unwrap();
+            let runner = Git {
+                empty_index: &scratch.path().join("index"),
+                work_dir: &repo_dir,
+                explicit_git_dir: None,
+            };
+            let (ls_files, write_tree) = index_queries(&location, scratch.path(), &runner).unwrap();
+            let view = IndexView {
+                entries: Some(Entries::Adjusted(Box::new(state))),
+                tree: ObjectId::empty_tree(gix::hash::Kind::Sha1),
+            };
+            let mut out = Vec::new();
+            let result = compare_index(&view, ls_files, write_tree, &mut |_, m| out.push(m));
+            (result.map_err(|e| e.to_string()), out)
+        };
+        let as_read: gix::index::State = gix::index::State::clone(&index);
+        // write-tree refuses an index with a conflict: the comparison
+        // reports git's failure, after the entries.
+        let (result, diffs) = compare(as_read.clone());
+        assert!(diffs.is_empty(), "{diffs:#?}");
+        assert!(result.unwrap_err().contains("git failed"));
+
+        let mut changed = as_read.clone();
+        let run = changed
+            .entries()
+            .iter()
+            .position(|e| e.path(&changed) == "run.sh")
+            .unwrap();
+        changed.entries_mut()[run].mode = gix::index::entry::Mode::FILE;
+        let (_, diffs) = compare(changed);
+        assert_eq!(diffs.len(), 1, "{diffs:#?}");
+        assert!(
+            diffs[0].contains("H 100755") && diffs[0].contains("H 100644"),
+            "{diffs:#?}"
+        );
+
+        let mut fewer = as_read;
+        fewer.remove_entries(|_, path, _| path == "a.txt");
+        let (_, diffs) = compare(fewer);
+        assert!(
+            diffs
+                .iter()
+                .any(|d| d.contains("git reads 9 index entries, verify 8")),
+            "{diffs:#?}"
+        );
     }
 
     #[test]
