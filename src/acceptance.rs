@@ -1751,15 +1751,28 @@ fn check_index(
     // (`index.threads`, split index), and gix must read what git reads.
     let index_path = location.git_dir.join("index");
     let hash_len = repo.object_hash().len_in_bytes();
-    let layout = repo::index_layout::check_file(&index_path, &location.git_dir, hash_len).and_then(
-        |layout| match layout {
-            Some(layout) => {
-                let index = repo.index_or_empty().context("cannot read the index")?;
-                repo::index_layout::same_entries(&layout, &index)
-            }
-            None => Ok(()),
-        },
-    );
+    let layout = match repo.index_or_empty() {
+        // gix's entries are held against git's reading as it decodes them,
+        // one at a time.
+        Ok(index) => {
+            let mut against = repo::index_layout::AgainstGix::new(&index);
+            let checked = repo::index_layout::check_file(
+                &index_path,
+                &location.git_dir,
+                hash_len,
+                &mut |entry| against.visit(entry),
+            );
+            checked.and_then(|checked| match checked {
+                Some(checked) => against.finish(&checked),
+                None => Ok(()),
+            })
+        }
+        // What git's reading finds wrong says more than gix's error.
+        Err(e) => {
+            repo::index_layout::check_file(&index_path, &location.git_dir, hash_len, &mut |_| {})
+                .and_then(|_| Err(anyhow::Error::new(e).context("cannot read the index")))
+        }
+    };
     if let Err(e) = layout {
         findings.push(Violation::new(
             rule::WORKTREE_NOT_CLEAN,
