@@ -351,11 +351,23 @@ fn the_reader_accepts_only_indexes_git_reads_one_way_and_reads_them_as_git() {
                 "seed {seed}: git reads this index two ways, yet it was accepted"
             );
         }
+        // The windowed reading (gitlinks) never panics, and reads what the
+        // check reads in every file the check accepts.
+        let mut streamed = Vec::new();
+        let stream = index_layout::stream_file(&index, 20, &mut |e| streamed.push(e.clone()));
         let Ok(layout) = ours else {
             refused += 1;
             continue;
         };
         accepted += 1;
+        let stream = stream.unwrap_or_else(|e| panic!("seed {seed}: streaming fails: {e:#}"));
+        let stream = stream.expect("the file exists");
+        assert_eq!(
+            streamed, layout.entries,
+            "seed {seed}: streamed other entries"
+        );
+        assert_eq!(stream.count, layout.entries.len(), "seed {seed}");
+        assert_eq!(stream.split, layout.shared_index.is_some(), "seed {seed}");
         if index_layout::gix_agrees(&index, &layout, HashKind::Sha1).is_err() {
             continue;
         }

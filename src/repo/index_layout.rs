@@ -41,7 +41,7 @@
 
 use std::path::Path;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 
 /// The object hash kinds, for callers without gix of their own (the fuzz
 /// target).
@@ -533,6 +533,105 @@ fn check_shared(git_dir: &Path, shared: &str, hash_len: usize) -> Result<()> {
     Ok(())
 }
 
+/// What [`stream_file`] read.
+#[derive(Debug)]
+pub struct Streamed {
+    /// How many entries the file holds.
+    pub count: usize,
+    /// Whether it has a `link` extension: a split index, whose entries are
+    /// only the changes to a shared index's.
+    pub split: bool,
+}
+
+/// Bytes [`stream_file`] reads at a time.
+const WINDOW: usize = 64 * 1024;
+
+/// The entries of the index file at `path` in git's sequential reading,
+/// handed to `visit` one at a time, read through a window of about
+/// [`WINDOW`] bytes: for callers that need a fact about some entries
+/// (the gitlinks a checkout has) without holding the file or its decoding
+/// (11 MB on a 100,000-file index). Not a check: extensions are only
+/// walked for a `link`, and [`check_file`] judges the file. `Ok(None)`
+/// when there is no index.
+pub fn stream_file(
+    path: &Path,
+    hash_len: usize,
+    visit: &mut dyn FnMut(&RawEntry),
+) -> Result<Option<Streamed>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = match crate::fsutil::open_regular(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(anyhow::Error::new(e).context(format!("cannot read {}", path.display())));
+        }
+    };
+    let len = file.metadata()?.len();
+    if len > MAX_INDEX_BYTES {
+        bail!("the index is larger than {MAX_INDEX_BYTES} bytes");
+    }
+    let len = len as usize;
+    if len < HEADER + hash_len {
+        bail!("the index has no index header");
+    }
+    let body_end = len - hash_len;
+    // `buf` holds the file's bytes from offset `start`.
+    let (mut buf, mut start) = (Vec::with_capacity(WINDOW), 0usize);
+    let mut fill = |buf: &mut Vec<u8>, start: &mut usize, keep_from: usize| -> Result<bool> {
+        buf.drain(..keep_from - *start);
+        *start = keep_from;
+        let want = WINDOW.max(2 * buf.len());
+        let before = buf.len();
+        (&mut file)
+            .take(want as u64)
+            .read_to_end(buf)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        Ok(buf.len() > before)
+    };
+    fill(&mut buf, &mut start, 0)?;
+    if buf.len() < HEADER || &buf[..4] != b"DIRC" {
+        bail!("the index has no index header");
+    }
+    let version = be32(&buf, 4).expect("in range");
+    if !(2..=4).contains(&version) {
+        bail!("the index is version {version}, which git does not read");
+    }
+    let count = be32(&buf, 8).expect("in range") as usize;
+    let (mut current, mut previous) = (RawEntry::default(), RawEntry::default());
+    let mut at = HEADER;
+    for i in 0..count {
+        let before = (i > 0).then_some(&previous);
+        let size = loop {
+            let end = (start + buf.len()).min(body_end);
+            let window = buf.get(at - start..end - start).unwrap_or_default();
+            match decode(window, 0, version, hash_len, before, &mut current) {
+                Ok(size) => break size,
+                // Perhaps only cut off by the window's end: read on.
+                Err(_) if start + buf.len() < body_end && fill(&mut buf, &mut start, at)? => {}
+                Err(e) => return Err(e.context(format!("at byte {at} of the index"))),
+            }
+        };
+        at += size;
+        visit(&current);
+        std::mem::swap(&mut current, &mut previous);
+    }
+    drop(buf);
+    // Only the extensions' headers, for a `link`.
+    let mut split = false;
+    while at + 8 <= body_end {
+        let mut header = [0u8; 8];
+        file.seek(SeekFrom::Start(at as u64))?;
+        file.read_exact(&mut header)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        split |= &header[..4] == b"link";
+        at += 8 + be32(&header, 4).expect("in range") as usize;
+    }
+    if at != body_end {
+        bail!("the index's extensions do not end at its checksum");
+    }
+    Ok(Some(Streamed { count, split }))
+}
+
 /// Holds the entries git's sequential reading finds, as [`check_with`]
 /// hands them over, against gix's decoded index: path, id, mode, stage and
 /// the flags status reads. A split index is merged by gix, so it is
@@ -821,5 +920,66 @@ mod tests {
         );
         let e = check_shared(dir.path(), &"1".repeat(40), 20).unwrap_err();
         assert!(e.to_string().contains("cannot be read"), "{e}");
+    }
+
+    #[test]
+    fn streaming_reads_what_the_check_reads_window_after_window() {
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path().join("r");
+        std::fs::create_dir(&work).unwrap();
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .args(["-c", "user.name=t", "-c", "user.email=t@t", "-C"])
+                .arg(&work)
+                .args(args)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("HOME", dir.path())
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+        };
+        git(&["init", "-q"]);
+        // 5,000 entries of 70 to 130 bytes: five windows or more, entries cut at
+        // every window's end.
+        for d in 0..50 {
+            let sub = work.join(format!("directory-with-a-long-name-{d:03}"));
+            std::fs::create_dir(&sub).unwrap();
+            for f in 0..100 {
+                std::fs::write(sub.join(format!("file-with-a-long-name-{f:04}.txt")), "x").unwrap();
+            }
+        }
+        git(&["add", "."]);
+        std::fs::write(work.join("intent"), "i").unwrap();
+        git(&["add", "-N", "intent"]);
+        let path = work.join(".git/index");
+        for version in ["2", "3", "4"] {
+            if version != "3" {
+                // An intent-to-add entry makes git write version 3.
+                git(&["update-index", "--index-version", version]);
+            }
+            let bytes = std::fs::read(&path).unwrap();
+            assert!(bytes.len() > 4 * WINDOW, "{}", bytes.len());
+            let checked = check(&bytes, 20).unwrap();
+            let mut streamed = Vec::new();
+            let got = stream_file(&path, 20, &mut |e| streamed.push(e.clone()))
+                .unwrap()
+                .unwrap();
+            assert_eq!(got.count, 5001, "v{version}");
+            assert!(!got.split);
+            assert!(streamed == checked.entries, "v{version}: other entries");
+            // Cut short, the file is refused, not read as fewer entries.
+            let cut = dir.path().join("cut");
+            std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+            assert!(stream_file(&cut, 20, &mut |_| {}).is_err(), "v{version}");
+        }
+        git(&["update-index", "--split-index"]);
+        let got = stream_file(&path, 20, &mut |_| {}).unwrap().unwrap();
+        assert!(got.split);
+        assert!(
+            stream_file(&dir.path().join("none"), 20, &mut |_| {})
+                .unwrap()
+                .is_none()
+        );
     }
 }

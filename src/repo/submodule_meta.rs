@@ -199,11 +199,44 @@ pub fn checkout_entries(
 }
 
 /// The paths of the gitlinks (mode 160000) recorded in the index at `path`;
-/// none when there is no index.
+/// none when there is no index. Streamed through a small window (verify
+/// asks twice, at its start and its end); a split index, or a file the
+/// stream cannot read, is decoded by gix as before, whose merging of the
+/// shared index and whose errors stand.
 pub fn gitlinks(path: &Path, hash: gix::hash::Kind) -> Result<Vec<PathBuf>> {
     if !path.exists() {
         return Ok(Vec::new());
     }
+    let mut found: Vec<Vec<u8>> = Vec::new();
+    let mut unusual = false;
+    let streamed = super::index_layout::stream_file(path, hash.len_in_bytes(), &mut |entry| {
+        match entry.mode {
+            0o160000 => found.push(entry.path.clone()),
+            // What gix makes of any other mode is gix's to say.
+            0o100644 | 0o100755 | 0o120000 | 0o040000 => {}
+            _ => unusual = true,
+        }
+    });
+    match streamed {
+        Ok(Some(streamed)) if !streamed.split && !unusual => {
+            let mut out = Vec::with_capacity(found.len());
+            for rela in found {
+                let rela = gix::bstr::BStr::new(&rela);
+                out.push(
+                    gix::path::from_bstr(rela)
+                        .with_context(|| format!("the gitlink path {rela} is not a valid path"))?
+                        .into_owned(),
+                );
+            }
+            out.dedup();
+            Ok(out)
+        }
+        _ => gitlinks_by_gix(path, hash),
+    }
+}
+
+/// [`gitlinks`] through gix's decoding of the whole index.
+fn gitlinks_by_gix(path: &Path, hash: gix::hash::Kind) -> Result<Vec<PathBuf>> {
     let options = gix::index::decode::Options {
         thread_limit: Some(1),
         ..Default::default()
