@@ -29,6 +29,8 @@
 //!   that holds a NUL or disagrees with its recorded length;
 //! - entries out of order or repeated (two entries for one path and stage,
 //!   or a merged entry beside unmerged ones for the same path);
+//! - an entry of a mode git never writes (`0160001` is a gitlink to git,
+//!   which looks at the type bits only, and not to gix);
 //! - a split index (`link`) whose shared index file is missing or itself
 //!   refused.
 //!
@@ -82,6 +84,9 @@ pub struct Layout {
 pub const MAX_INDEX_BYTES: u64 = 1024 * 1024 * 1024;
 
 const HEADER: usize = 12;
+/// The modes git writes into an index (`create_ce_mode`), and a sparse
+/// index's directories.
+const GIT_MODES: [u32; 5] = [0o100644, 0o100755, 0o120000, 0o160000, 0o040000];
 const CE_NAMEMASK: u16 = 0x0fff;
 const CE_EXTENDED: u16 = 0x4000;
 /// git's `CE_EXTENDED_FLAGS` (intent-to-add, skip-worktree), as stored in
@@ -271,6 +276,7 @@ pub fn check_with(
     let (mut current, mut previous) = (RawEntry::default(), RawEntry::default());
     let mut order = Order::default();
     let mut any_unnamed = false;
+    let mut odd_mode = None;
     let mut at = HEADER;
     for i in 0..count {
         let before = (i > 0).then_some(&previous);
@@ -280,6 +286,14 @@ pub fn check_with(
             any_unnamed = true;
         } else {
             order.next(&current);
+        }
+        if odd_mode.is_none() && !GIT_MODES.contains(&current.mode) {
+            odd_mode = Some(anyhow::anyhow!(
+                "the index entry {:?} has mode {:o}, which git never writes: git reads it by \
+                 its type bits where gix and grantguard read it whole",
+                String::from_utf8_lossy(&current.path),
+                current.mode
+            ));
         }
         std::mem::swap(&mut current, &mut previous);
     }
@@ -345,7 +359,7 @@ pub fn check_with(
     if !split && any_unnamed {
         bail!("the index has an entry with an empty name");
     }
-    if let Some(problem) = order.problem {
+    if let Some(problem) = order.problem.or(odd_mode) {
         return Err(problem);
     }
     let shared_index = extensions
@@ -981,5 +995,22 @@ mod tests {
                 .unwrap()
                 .is_none()
         );
+    }
+
+    #[test]
+    fn an_entry_of_a_mode_git_never_writes_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, _) = real_index(dir.path());
+        let mut bytes = std::fs::read(&path).unwrap();
+        check(&bytes, 20).unwrap();
+        // The first entry's mode, 24 bytes into it.
+        for odd in [0o100664u32, 0o160001, 0o170000, 0] {
+            bytes[HEADER + 24..HEADER + 28].copy_from_slice(&odd.to_be_bytes());
+            let e = check(&bytes, 20).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("mode {odd:o}, which git never writes")),
+                "{e}"
+            );
+        }
     }
 }

@@ -36,7 +36,7 @@ pub fn gitlinks_of(index: &gix::index::State) -> Vec<Gitlink> {
     index
         .entries()
         .iter()
-        .filter(|e| e.mode.is_submodule() && e.stage_raw() == 0)
+        .filter(|e| super::submodule_meta::is_gitlink_mode(e.mode.bits()) && e.stage_raw() == 0)
         .map(|e| Gitlink {
             path: e.path(index).to_owned(),
             id: e.id,

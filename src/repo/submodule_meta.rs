@@ -208,17 +208,13 @@ pub fn gitlinks(path: &Path, hash: gix::hash::Kind) -> Result<Vec<PathBuf>> {
         return Ok(Vec::new());
     }
     let mut found: Vec<Vec<u8>> = Vec::new();
-    let mut unusual = false;
     let streamed = super::index_layout::stream_file(path, hash.len_in_bytes(), &mut |entry| {
-        match entry.mode {
-            0o160000 => found.push(entry.path.clone()),
-            // What gix makes of any other mode is gix's to say.
-            0o100644 | 0o100755 | 0o120000 | 0o040000 => {}
-            _ => unusual = true,
+        if is_gitlink_mode(entry.mode) {
+            found.push(entry.path.clone());
         }
     });
     match streamed {
-        Ok(Some(streamed)) if !streamed.split && !unusual => {
+        Ok(Some(streamed)) if !streamed.split => {
             let mut out = Vec::with_capacity(found.len());
             for rela in found {
                 let rela = gix::bstr::BStr::new(&rela);
@@ -235,6 +231,16 @@ pub fn gitlinks(path: &Path, hash: gix::hash::Kind) -> Result<Vec<PathBuf>> {
     }
 }
 
+/// Whether git reads an index entry of mode `mode` as a gitlink: by its
+/// type bits alone (`S_ISGITLINK`), whatever else is set. A submodule's
+/// own index is not held to the modes git writes (the superproject's is,
+/// by [`super::index_layout`]), and git recurses into a `0160001` entry as
+/// into any gitlink, where gix's `is_submodule` asks for `0160000` exactly
+/// (red-team finding).
+pub fn is_gitlink_mode(mode: u32) -> bool {
+    mode & 0o170000 == 0o160000
+}
+
 /// [`gitlinks`] through gix's decoding of the whole index.
 fn gitlinks_by_gix(path: &Path, hash: gix::hash::Kind) -> Result<Vec<PathBuf>> {
     let options = gix::index::decode::Options {
@@ -245,7 +251,7 @@ fn gitlinks_by_gix(path: &Path, hash: gix::hash::Kind) -> Result<Vec<PathBuf>> {
         .with_context(|| format!("cannot read the index {}", path.display()))?;
     let mut out = Vec::new();
     for entry in index.entries() {
-        if entry.mode.is_submodule() {
+        if is_gitlink_mode(entry.mode.bits()) {
             let rela = entry.path(&index);
             out.push(
                 gix::path::from_bstr(rela)
@@ -357,5 +363,73 @@ mod tests {
         assert!(digest.starts_with("gitfile:"), "{digest}");
         assert_eq!(git_dir, Some(root.join("g/modules/s")));
         assert!(dot_git_entry(&root.join("w/.git")).unwrap().is_none());
+    }
+
+    /// An index with the gitlinks `odd` and `sub`: a split index, or one
+    /// where `odd` has mode 160001 (which git reads as a gitlink too).
+    fn index_with_gitlinks(dir: &Path, split: bool) -> PathBuf {
+        let work = dir.join(if split { "split" } else { "plain" });
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .args(["-c", "user.name=t", "-c", "user.email=t@t", "-C"])
+                .arg(&work)
+                .args(args)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("HOME", dir)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+            String::from_utf8(out.stdout).unwrap().trim().to_owned()
+        };
+        std::fs::create_dir(&work).unwrap();
+        git(&["init", "-q"]);
+        std::fs::write(work.join("a"), "a").unwrap();
+        git(&["add", "a"]);
+        git(&["commit", "-q", "-m", "a"]);
+        let commit = git(&["rev-parse", "HEAD"]);
+        for name in ["odd", "sub"] {
+            let info = format!("160000,{commit},{name}");
+            git(&["update-index", "--add", "--cacheinfo", &info]);
+        }
+        let path = work.join(".git/index");
+        if split {
+            // The entries move to the shared index, left as git wrote it.
+            git(&["update-index", "--split-index"]);
+            return path;
+        }
+        let mut bytes = std::fs::read(&path).unwrap();
+        let at = find_entry_mode(&bytes, b"odd");
+        bytes[at..at + 4].copy_from_slice(&0o160001u32.to_be_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+        path
+    }
+
+    /// The offset of the mode of the v2 entry named `name` in `bytes`.
+    fn find_entry_mode(bytes: &[u8], name: &[u8]) -> usize {
+        let mut at = 12;
+        loop {
+            let len = usize::from(u16::from_be_bytes([bytes[at + 60], bytes[at + 61]]) & 0xfff);
+            if &bytes[at + 62..at + 62 + len] == name {
+                return at + 24;
+            }
+            at += (62 + len + 8) & !7;
+        }
+    }
+
+    #[test]
+    fn gitlinks_are_what_git_reads_as_gitlinks_streamed_or_not() {
+        assert!(is_gitlink_mode(0o160000) && is_gitlink_mode(0o160001));
+        assert!(!is_gitlink_mode(0o170000) && !is_gitlink_mode(0o100644));
+        let dir = tempfile::tempdir().unwrap();
+        for split in [false, true] {
+            let index = index_with_gitlinks(dir.path(), split);
+            let want = [PathBuf::from("odd"), PathBuf::from("sub")];
+            let found = gitlinks(&index, gix::hash::Kind::Sha1).unwrap();
+            assert_eq!(found, want, "split: {split}");
+            // gix's decoding, the fallback, reads the same.
+            let by_gix = gitlinks_by_gix(&index, gix::hash::Kind::Sha1).unwrap();
+            assert_eq!(by_gix, want, "split: {split}");
+        }
     }
 }
