@@ -160,6 +160,84 @@ pub fn remove_tree(dir: &Path) -> std::io::Result<()> {
     }
 }
 
+/// A directory held open, whose entries are looked at by name: `fstatat`
+/// beside it, so that the kernel looks up one name where a full path costs
+/// a lookup per component. (In the static musl build std's
+/// `DirEntry::metadata` is an `lstat` of the full path: on 100,000 loose
+/// refs, each stat'ed three times by verify, that lookup was a sixth of
+/// verify's time.)
+pub struct OpenDir(std::fs::File);
+
+/// What `fstatat` says of one entry of an [`OpenDir`], symlinks not
+/// followed: the fields an identity is made of, as std's `MetadataExt`
+/// gives them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stat {
+    /// The device.
+    pub dev: u64,
+    /// The inode number.
+    pub ino: u64,
+    /// The size in bytes.
+    pub size: u64,
+    /// Type and permission bits (`st_mode`).
+    pub mode: u32,
+    /// Seconds and nanoseconds.
+    pub mtime: (i64, i64),
+    /// Seconds and nanoseconds.
+    pub ctime: (i64, i64),
+}
+
+impl Stat {
+    /// Whether the entry is a regular file.
+    pub fn is_file(&self) -> bool {
+        self.mode & libc::S_IFMT == libc::S_IFREG
+    }
+}
+
+impl OpenDir {
+    /// Opens the directory at `path`, which must not be a symlink.
+    pub fn open(path: &Path) -> std::io::Result<OpenDir> {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+            .open(path)
+            .map(OpenDir)
+    }
+
+    /// The entry `name` of this directory, not following a symlink.
+    pub fn stat(&self, name: &std::ffi::OsStr) -> std::io::Result<Stat> {
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::io::AsRawFd;
+        let name = std::ffi::CString::new(name.as_bytes())?;
+        let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+        // SAFETY: an open directory, a NUL-terminated name, and a buffer
+        // of the size the call writes.
+        let r = unsafe {
+            libc::fstatat(
+                self.0.as_raw_fd(),
+                name.as_ptr(),
+                st.as_mut_ptr(),
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        };
+        if r != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: fstatat succeeded, so it filled the struct.
+        let st = unsafe { st.assume_init() };
+        #[allow(clippy::unnecessary_cast)]
+        Ok(Stat {
+            dev: st.st_dev as u64,
+            ino: st.st_ino as u64,
+            size: st.st_size as u64,
+            mode: st.st_mode as u32,
+            mtime: (st.st_mtime as i64, st.st_mtime_nsec as i64),
+            ctime: (st.st_ctime as i64, st.st_ctime_nsec as i64),
+        })
+    }
+}
+
 /// The device number of `path` for identities that must hold across
 /// mounts: `meta.dev()`, except on overlayfs, whose device number is new
 /// with every mount (a sealed workspace is mounted anew by each of
@@ -333,5 +411,36 @@ mod tests {
             std::fs::metadata(&d).unwrap().permissions().mode() & 0o777,
             0o700
         );
+    }
+
+    #[test]
+    fn an_open_directory_stats_its_entries_as_lstat_does() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("file"), "twelve bytes").unwrap();
+        std::fs::create_dir(root.join("sub")).unwrap();
+        std::os::unix::fs::symlink("file", root.join("link")).unwrap();
+        let open = OpenDir::open(root).unwrap();
+        for name in ["file", "sub", "link"] {
+            let ours = open.stat(std::ffi::OsStr::new(name)).unwrap();
+            let std = std::fs::symlink_metadata(root.join(name)).unwrap();
+            let want = Stat {
+                dev: std.dev(),
+                ino: std.ino(),
+                size: std.size(),
+                mode: std.mode(),
+                mtime: (std.mtime(), std.mtime_nsec()),
+                ctime: (std.ctime(), std.ctime_nsec()),
+            };
+            assert_eq!(ours, want, "{name}");
+            assert_eq!(ours.is_file(), name == "file", "{name}");
+        }
+        let missing = open.stat(std::ffi::OsStr::new("missing")).unwrap_err();
+        assert_eq!(missing.kind(), std::io::ErrorKind::NotFound);
+        // A directory reached through a symlink is not opened.
+        std::os::unix::fs::symlink("sub", root.join("dirlink")).unwrap();
+        assert!(OpenDir::open(&root.join("dirlink")).is_err());
+        assert!(OpenDir::open(&root.join("file")).is_err());
     }
 }

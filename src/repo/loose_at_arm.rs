@@ -27,7 +27,6 @@
 //! its identity is not trusted. On a file system where sealing does not
 //! hold, no identity is trusted and verify reads every loose ref.
 
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
@@ -61,14 +60,14 @@ impl Identity {
     /// The identity `meta` describes. (Never trusted on overlayfs, whose
     /// device numbers change with every mount: see
     /// [`super::file_identity::identities_hold`].)
-    fn of(meta: &std::fs::Metadata) -> Identity {
+    fn of(stat: &crate::fsutil::Stat) -> Identity {
         Identity {
-            dev: meta.dev(),
-            ino: meta.ino(),
-            size: meta.size(),
-            mode: meta.mode(),
-            mtime: (meta.mtime(), meta.mtime_nsec()),
-            ctime: (meta.ctime(), meta.ctime_nsec()),
+            dev: stat.dev,
+            ino: stat.ino,
+            size: stat.size,
+            mode: stat.mode,
+            mtime: stat.mtime,
+            ctime: stat.ctime,
         }
     }
 
@@ -146,10 +145,10 @@ pub fn record(
     refstore::read_loose_except(git_dir, common_dir, &mut invalid, &mut |name, entry| {
         // `fstatat` beside the directory the walk holds, not following.
         let identity = entry
-            .metadata()
+            .stat()
             .ok()
-            .filter(|meta| sealed && meta.file_type().is_file())
-            .map(|meta| Identity::of(&meta))
+            .filter(|stat| sealed && stat.is_file())
+            .map(|stat| Identity::of(&stat))
             .filter(|id| trusted(id, since_ns));
         entries.push((BString::from(name), identity));
         false
@@ -276,8 +275,8 @@ impl Records {
                 return true;
             };
             let same = entry
-                .metadata()
-                .is_ok_and(|meta| meta.file_type().is_file() && Identity::of(&meta) == recorded);
+                .stat()
+                .is_ok_and(|stat| stat.is_file() && Identity::of(&stat) == recorded);
             unchanged[at] = same;
             !same
         });

@@ -168,7 +168,7 @@ pub(super) fn read_loose_except(
     git_dir: &Path,
     common_dir: &Path,
     invalid: &mut Invalid,
-    read_it: &mut dyn FnMut(&[u8], &std::fs::DirEntry) -> bool,
+    read_it: &mut dyn FnMut(&[u8], &LooseFile<'_>) -> bool,
 ) -> RefMap {
     let linked = git_dir != common_dir;
     let mut loose = BTreeMap::new();
@@ -530,10 +530,30 @@ pub fn parse_loose(bytes: &[u8]) -> Result<BString, String> {
 /// loose ref's name and raw value, of those `read_it` (given name and
 /// directory entry) wants read. Iterative, so no depth can exhaust the
 /// stack.
+/// A loose ref file [`read_loose_except`] found: its directory entry,
+/// beside its directory held open.
+pub(super) struct LooseFile<'a> {
+    dir: &'a crate::fsutil::OpenDir,
+    entry: &'a std::fs::DirEntry,
+}
+
+impl LooseFile<'_> {
+    /// The file's path.
+    pub fn path(&self) -> PathBuf {
+        self.entry.path()
+    }
+
+    /// The file's metadata, not following a symlink: one name looked up
+    /// beside its directory ([`crate::fsutil::OpenDir`]).
+    pub fn stat(&self) -> std::io::Result<crate::fsutil::Stat> {
+        self.dir.stat(&self.entry.file_name())
+    }
+}
+
 fn walk(
     dir: &Path,
     invalid: &mut Invalid,
-    read_it: &mut dyn FnMut(&[u8], &std::fs::DirEntry) -> bool,
+    read_it: &mut dyn FnMut(&[u8], &LooseFile<'_>) -> bool,
     found: &mut dyn FnMut(&[u8], BString),
 ) {
     let root = dir.join("refs");
@@ -554,8 +574,15 @@ fn walk(
         if invalid.problems.len() >= MAX_PROBLEMS {
             return;
         }
-        let entries = match std::fs::read_dir(&path) {
-            Ok(e) => e,
+        // Opened as it is listed, by the same path: a directory swapped in
+        // between is judged by the re-read that catches changes during
+        // verify, as a file swapped after its stat always was.
+        let listed = crate::fsutil::OpenDir::open(&path).and_then(|open| {
+            let entries = std::fs::read_dir(&path)?;
+            Ok((open, entries))
+        });
+        let (open, entries) = match listed {
+            Ok(listed) => listed,
             Err(e) => {
                 invalid.push(format!("cannot list {}: {e}", path.display()));
                 continue;
@@ -624,7 +651,11 @@ fn walk(
                 ));
                 continue;
             }
-            if !read_it(&child, &entry) {
+            let file = LooseFile {
+                dir: &open,
+                entry: &entry,
+            };
+            if !read_it(&child, &file) {
                 continue;
             }
             let Some(bytes) = read_regular(&child_path, "a loose ref", MAX_LOOSE_BYTES, invalid)

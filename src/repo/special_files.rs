@@ -192,6 +192,9 @@ pub fn in_git_dirs(location: &Location) -> Vec<String> {
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
         };
+        // `None` where the directory is reached through a symlink (the
+        // refs walk refuses that later; still scanned here, by path).
+        let open = crate::fsutil::OpenDir::open(&dir).ok();
         for entry in entries.flatten() {
             let Ok(kind) = entry.file_type() else {
                 continue;
@@ -205,16 +208,27 @@ pub fn in_git_dirs(location: &Location) -> Vec<String> {
                 out.push(hang_message(&path, what));
                 continue;
             }
-            let meta = if kind.is_symlink() {
+            let size = if kind.is_symlink() {
                 std::fs::metadata(&path)
+                    .ok()
+                    .filter(|m| m.is_file())
+                    .map(|m| m.len())
+            } else if let Some(open) = &open {
+                open.stat(&entry.file_name())
+                    .ok()
+                    .filter(|s| s.is_file())
+                    .map(|s| s.size)
             } else {
-                entry.metadata()
+                entry
+                    .metadata()
+                    .ok()
+                    .filter(|m| m.is_file())
+                    .map(|m| m.len())
             };
-            if let Ok(meta) = meta
-                && meta.is_file()
-                && meta.len() > MAX_SMALL_FILE
+            if let Some(len) = size
+                && len > MAX_SMALL_FILE
             {
-                out.push(oversized_message(&path, meta.len(), MAX_SMALL_FILE));
+                out.push(oversized_message(&path, len, MAX_SMALL_FILE));
             }
         }
     }
