@@ -1718,7 +1718,16 @@ fn dirt_advice(what: &str) -> &'static str {
         "staged" => "; commit it, or unstage it (git restore --staged)",
         "unstaged" => "; commit it, or discard the change (git restore)",
         "untracked" => "; commit it, remove it, or ignore it in a granted .gitignore",
+        "intent-to-add" => {
+            "; stage and commit it (git add), or take it out of the index and keep the file \
+             (git rm --cached)"
+        }
         "conflict" => "; resolve the conflict and commit, or abort the operation",
+        repo::HIDDEN => {
+            "; clear the flags (git update-index --no-assume-unchanged <path>, then git \
+             update-index --no-skip-worktree <path>: one command clears only the first), then \
+             commit or discard what they hid"
+        }
         _ => "",
     }
 }
@@ -1800,7 +1809,7 @@ fn check_worktree_files(
         findings.push(
             Violation::new(
                 rule::WORKTREE_NOT_CLEAN,
-                format!("{shown:?} is {}{}", dirt.what, dirt_advice(dirt.what)),
+                format!("{shown:?} {}{}", dirt.phrase(), dirt_advice(dirt.what)),
             )
             .with_path(shown),
         );

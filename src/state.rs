@@ -321,7 +321,7 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
     dirt.extend(repo::hidden_index_entries(&repo, &location.git_dir)?);
     let advice = (!dirt.is_empty()).then(|| dirt_advice(&dirt));
     for dirt in dirt {
-        problems.push(format!("{} is {}", dirt.path, dirt.what));
+        problems.push(format!("{} {}", dirt.path, dirt.phrase()));
     }
     if !problems.is_empty() {
         let mut result = ToolResult::failed("arm", FailureClass::Validation);

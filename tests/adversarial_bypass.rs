@@ -259,5 +259,18 @@ fn worktree_changes_hidden_by_index_flags_are_not_clean() {
         let (code, r) = sb.verify();
         assert_eq!(code, 1, "{flag}: {r:#}");
         assert_eq!(rules(&r), ["worktree_not_clean"], "{flag}: {r:#}");
+        let advice = "clear the flags (git update-index --no-assume-unchanged <path>, then git \
+                      update-index --no-skip-worktree <path>: one command clears only the first)";
+        assert!(r.to_string().contains(advice), "{flag}: {r:#}");
+        // The advice, followed: the change shows.
+        sb.git_nohooks(&["update-index", "--no-assume-unchanged", "src/lib.rs"]);
+        sb.git_nohooks(&["update-index", "--no-skip-worktree", "src/lib.rs"]);
+        let (code, r) = sb.verify();
+        assert_eq!(code, 1, "{flag}: {r:#}");
+        assert_eq!(
+            r["violations"][0]["message"],
+            "\"src/lib.rs\" is unstaged; commit it, or discard the change (git restore)",
+            "{flag}: {r:#}"
+        );
     }
 }

@@ -716,3 +716,73 @@ fn rejects_repositories_where_git_at_the_checkout_reads() {
     assert_rejected(code, &r, &["worktree_not_clean"]);
     assert!(r.to_string().contains("target/.git"), "{r:#}");
 }
+
+/// The messages of `r`'s violations.
+fn violation_messages(r: &Value) -> Vec<String> {
+    r["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["message"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// An intent-to-add entry (`git add -N`) is not clean, under a name of its
+/// own: `git restore`, the advice for an unstaged file, would empty the
+/// file and leave the entry (user red-team finding). The advice given
+/// works.
+#[test]
+fn an_intent_to_add_entry_is_named_with_advice_that_keeps_the_file() {
+    let sb = armed(&["docs/"], 1, 1);
+    sb.commit_file("docs/guide.md", "better guide\n", "docs");
+    sb.write("docs/new.md", "important new work\n");
+    sb.git_nohooks(&["add", "-N", "docs/new.md"]);
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["worktree_not_clean"]);
+    let messages = violation_messages(&r);
+    assert!(
+        messages.iter().any(|m| m.contains(
+            "\"docs/new.md\" is intent-to-add (git add -N); stage and commit it (git add), or \
+             take it out of the index and keep the file (git rm --cached)"
+        )),
+        "{messages:?}"
+    );
+    sb.git_nohooks(&["rm", "-q", "--cached", "docs/new.md"]);
+    assert_eq!(
+        std::fs::read_to_string(sb.repo.join("docs/new.md")).unwrap(),
+        "important new work\n"
+    );
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["worktree_not_clean"]);
+    assert!(
+        violation_messages(&r)
+            .iter()
+            .any(|m| m.starts_with("\"docs/new.md\" is untracked")),
+        "{r:#}"
+    );
+    std::fs::remove_file(sb.repo.join("docs/new.md")).unwrap();
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
+/// An unresolved conflict reads as one.
+#[test]
+fn a_conflicted_path_is_reported_as_a_merge_conflict() {
+    let sb = armed(&["docs/"], 1, 1);
+    sb.commit_file("docs/guide.md", "better guide\n", "docs");
+    sb.write("docs/conflict.md", "ours\n");
+    let blob = sb.git(&["hash-object", "-w", "docs/conflict.md"]);
+    let stages: String = (1..=3)
+        .map(|stage| format!("100644 {blob} {stage}\tdocs/conflict.md\n"))
+        .collect();
+    sb.git_stdin(&["update-index", "--index-info"], &stages);
+    let (code, r) = sb.verify();
+    assert_eq!(code, 1, "{r:#}");
+    let messages = violation_messages(&r);
+    assert!(
+        messages.iter().any(|m| m.starts_with(
+            "\"docs/conflict.md\" has a merge conflict; resolve the conflict and commit, or abort"
+        )),
+        "{messages:?}"
+    );
+}

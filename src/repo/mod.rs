@@ -62,8 +62,9 @@ pub use metadata::{
 pub use refs::{Head, RefMap, head, head_tree_id_or_empty, ref_snapshot};
 pub use staged::{CacheTreeUse, staged_changes};
 pub use worktree::{
-    Dirt, InProgress, IndexDirt, hidden_index_entries, in_progress_operations, index_dirt_against,
-    operations_in_progress, worktree_dirt, worktree_dirt_after, worktree_dirt_against,
+    Dirt, HIDDEN, InProgress, IndexDirt, hidden_index_entries, in_progress_operations,
+    index_dirt_against, operations_in_progress, worktree_dirt, worktree_dirt_after,
+    worktree_dirt_against,
 };
 
 /// Where a repository lives on disk, resolved to canonical absolute paths.

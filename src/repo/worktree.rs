@@ -24,8 +24,24 @@ pub struct Dirt {
     pub path: BString,
     /// `staged` (index differs from the tip), `unstaged` (worktree differs
     /// from the index), `untracked` (a new file that is not ignored),
-    /// `conflict`, or hidden by an index flag.
+    /// `intent-to-add` (`git add -N`), `conflict`, or hidden by an index
+    /// flag ([`HIDDEN`]).
     pub what: &'static str,
+}
+
+/// The [`Dirt::what`] of an entry an index flag hides from status.
+pub const HIDDEN: &str = "hidden from status by an assume-unchanged or skip-worktree flag";
+
+impl Dirt {
+    /// What the path is, after its name: `is unstaged`, `has a merge
+    /// conflict`.
+    pub fn phrase(&self) -> String {
+        match self.what {
+            "conflict" => "has a merge conflict".into(),
+            "intent-to-add" => "is intent-to-add (git add -N)".into(),
+            what => format!("is {what}"),
+        }
+    }
 }
 
 /// Everything that keeps the checkout from being clean: staged, unstaged and
@@ -190,7 +206,10 @@ pub fn worktree_dirt_after(
                 let gix_says = match &status {
                     EntryStatus::NeedsUpdate(_) => None,
                     EntryStatus::Conflict { .. } => Some("conflict"),
-                    EntryStatus::Change(_) | EntryStatus::IntentToAdd => Some("unstaged"),
+                    EntryStatus::Change(_) => Some("unstaged"),
+                    // `git restore` would empty the file and leave the
+                    // entry: its own kind, with its own advice.
+                    EntryStatus::IntentToAdd => Some("intent-to-add"),
                 };
                 // gix compared this file's raw content with the index: for
                 // an LFS path git compares the clean filter's output.
@@ -368,7 +387,7 @@ pub fn hidden_index_entries(repo: &gix::Repository, git_dir: &Path) -> Result<Ve
         if hidden {
             out.push(Dirt {
                 path: entry.path(&index).to_owned(),
-                what: "hidden from status by an assume-unchanged or skip-worktree flag",
+                what: HIDDEN,
             });
         }
     }

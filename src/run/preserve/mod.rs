@@ -341,7 +341,8 @@ fn refuse_unresettable(repo: &gix::Repository, git_dir: &Path) -> Result<()> {
         bail!(
             "{} is {} (and {} more index entries are hidden); restore cannot promise a clean \
              checkout over them, so nothing was reset: clear the flags (git update-index \
-             --no-assume-unchanged --no-skip-worktree), then restore",
+             --no-assume-unchanged <path>, then git update-index --no-skip-worktree <path>), \
+             then restore",
             first.path,
             first.what,
             hidden.len() - 1
