@@ -111,15 +111,38 @@ pub fn check(repo: &gix::Repository, common_dir: &Path, before: &Inventory) -> R
             return Ok(problems);
         }
         if start.elapsed() >= SETTLE_PATIENCE {
-            problems.push(
-                "the object store kept changing while verify was proving it; verify again once \
-                 the repository is quiet"
-                    .into(),
-            );
+            let who = match running_gc(common_dir) {
+                Some(pid) => format!(
+                    " (git gc is running: process {pid}, named in gc.pid; git starts one in the \
+                     background after a commit that leaves many loose objects)"
+                ),
+                None => String::new(),
+            };
+            problems.push(format!(
+                "the object store kept changing while verify was proving it{who}; verify again \
+                 once the repository is quiet"
+            ));
             return Ok(problems);
         }
         proven = std::borrow::Cow::Owned(now);
     }
+}
+
+/// The process `git gc` names in `<common>/gc.pid` (`<pid> <host>`), when
+/// it runs on this host: what usually keeps rewriting a store after a
+/// commit (`gc --auto` detaches).
+fn running_gc(common_dir: &Path) -> Option<u32> {
+    let text = crate::fsutil::read_regular_limited(&common_dir.join("gc.pid"), 4096).ok()?;
+    let text = String::from_utf8(text).ok()?;
+    let (pid, host) = text.trim_end().split_once(' ')?;
+    let pid: u32 = pid.parse().ok()?;
+    let ours = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
+    if host != ours.trim_end() || pid == 0 {
+        return None;
+    }
+    std::path::Path::new(&format!("/proc/{pid}"))
+        .exists()
+        .then_some(pid)
 }
 
 /// One round of [`check`]: the problems, the scan it proved, and whether
@@ -469,5 +492,36 @@ fn guarded(f: impl FnOnce() -> Result<()>) -> Result<()> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(result) => result,
         Err(_) => bail!("its content makes the reader fail"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_running_gc_is_the_live_process_gc_pid_names_on_this_host() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+        let host = host.trim_end();
+        let pid = std::process::id();
+        assert_eq!(running_gc(dir.path()), None, "no gc.pid");
+        // As git writes it: `<pid> <host>`, no newline.
+        std::fs::write(dir.path().join("gc.pid"), format!("{pid} {host}")).unwrap();
+        assert_eq!(running_gc(dir.path()), Some(pid));
+        std::fs::write(dir.path().join("gc.pid"), format!("{pid} {host}\n")).unwrap();
+        assert_eq!(running_gc(dir.path()), Some(pid));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        for text in [
+            format!("{pid} another-{host}"),
+            format!("{dead} {host}"),
+            format!("0 {host}"),
+            "garbage".to_owned(),
+        ] {
+            std::fs::write(dir.path().join("gc.pid"), &text).unwrap();
+            assert_eq!(running_gc(dir.path()), None, "{text}");
+        }
     }
 }
