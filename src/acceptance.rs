@@ -1611,7 +1611,7 @@ impl<'repo> IgnoredDirs<'repo> {
         for entry in state.entries() {
             let path: &[u8] = entry.path(state).as_ref();
             let below = path.starts_with(rel) && path.get(rel.len()).is_none_or(|&b| b == b'/');
-            let submodule_above = entry.mode == gix::index::entry::Mode::COMMIT
+            let submodule_above = repo::submodule_meta::is_gitlink_mode(entry.mode.bits())
                 && rel.starts_with(path)
                 && rel.get(path.len()) == Some(&b'/');
             if below || submodule_above {

@@ -17,9 +17,12 @@
 //! dlmalloc behind the standard library's mutex (one atomic operation when
 //! uncontended; the crate's own global wrapper uses a pthread mutex, a tenth
 //! of `verify`'s time in musl's implementation), one per CPU: a thread
-//! allocates from the heap of the CPU it runs on (`sched_getcpu`, a vDSO
-//! call), so two threads meet on a lock only when one was preempted while
-//! holding it. Per CPU rather than per thread: the memory a heap keeps after
+//! allocates from the heap of the CPU it ran on when it last asked
+//! (`sched_getcpu`, asked again every [`REFRESH`] allocations: a vDSO call
+//! on x86_64, but a system call on aarch64), so two threads rarely meet on
+//! a lock (when one moved to another CPU since it asked, or was preempted
+//! holding it, or on more than [`HEAPS`] CPUs). Per CPU rather than per
+//! thread: the memory a heap keeps after
 //! frees serves whichever thread runs there next, so `verify`'s short-lived
 //! worker threads do not each leave a heap's worth behind (on the
 //! benchmark repository after `git gc`, whose whole store `verify` proves on
@@ -29,14 +32,27 @@
 //! block carries its heap's number in a header of [`header_len`] bytes in
 //! front of it, and goes back to that heap.
 //!
-//! The allocator is compiled on every target so that its tests run
+//! The allocator is compiled on every Linux target so that its tests run
 //! everywhere; `main.rs` installs it only in musl builds.
 
 use std::alloc::{GlobalAlloc, Layout};
+use std::cell::Cell;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// How many heaps there are at most: CPUs beyond this share them.
 pub const HEAPS: usize = 16;
+
+/// How many allocations a thread makes from one heap before it asks again
+/// which CPU it runs on.
+pub const REFRESH: u32 = 64;
+
+thread_local! {
+    /// This thread's heap and the allocations left before it asks again. A
+    /// `Cell` with a constant initializer and no destructor: readable at
+    /// any point of a thread's life, its teardown included, which a global
+    /// allocator needs.
+    static CHOSEN: Cell<(usize, u32)> = const { Cell::new((0, 0)) };
+}
 
 /// dlmalloc heaps behind a mutex each, usable as the global allocator.
 pub struct Allocator {
@@ -58,12 +74,21 @@ impl Allocator {
         }
     }
 
-    /// The heap of the CPU this thread runs on now (the first heap when
-    /// the kernel does not say).
+    /// The heap of the CPU this thread ran on when it last asked (the
+    /// first heap when the kernel does not say).
     fn own_heap(&self) -> usize {
-        // SAFETY: no arguments; it only reads which CPU runs the caller.
-        let cpu = unsafe { libc::sched_getcpu() };
-        usize::try_from(cpu).map_or(0, |cpu| cpu % HEAPS)
+        CHOSEN.with(|chosen| {
+            let (heap, left) = chosen.get();
+            if left > 0 {
+                chosen.set((heap, left - 1));
+                return heap;
+            }
+            // SAFETY: no arguments; it only reads which CPU runs the caller.
+            let cpu = unsafe { libc::sched_getcpu() };
+            let heap = usize::try_from(cpu).map_or(0, |cpu| cpu % HEAPS);
+            chosen.set((heap, REFRESH - 1));
+            heap
+        })
     }
 
     fn heap(&self, index: usize) -> MutexGuard<'_, dlmalloc::Dlmalloc> {
@@ -74,7 +99,7 @@ impl Allocator {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Allocates `layout` plus its header from this thread's heap and
+    /// Allocates `layout` plus its header from this thread's CPU's heap and
     /// returns the block after the header, `zeroed` or not.
     unsafe fn allocate(&self, layout: Layout, zeroed: bool) -> *mut u8 {
         let header = header_len(layout.align());
@@ -243,15 +268,18 @@ mod tests {
         }
     }
 
-    /// Pins the calling thread to `cpu`; `false` where that is not allowed.
+    /// Pins the calling thread to `cpu`, and makes its next allocation ask
+    /// which CPU it runs on; `false` where pinning is not allowed.
     fn pin_to(cpu: usize) -> bool {
         // SAFETY: a zeroed `cpu_set_t` is an empty set; the calls only read
         // it.
-        unsafe {
+        let pinned = unsafe {
             let mut set: libc::cpu_set_t = std::mem::zeroed();
             libc::CPU_SET(cpu, &mut set);
             libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) == 0
-        }
+        };
+        CHOSEN.with(|chosen| chosen.set((0, 0)));
+        pinned
     }
 
     /// The CPUs this process may run on.
@@ -316,8 +344,8 @@ mod tests {
         let cpus = cpus();
         let (first, second) = (cpus[0], *cpus.last().unwrap());
         let made = std::thread::spawn(move || {
-            pin_to(first);
-            layouts.map(|layout| {
+            let pinned = pin_to(first);
+            let made = layouts.map(|layout| {
                 // SAFETY: non-zero sizes.
                 let p = unsafe { HEAP.alloc(layout) };
                 assert!(!p.is_null());
@@ -325,16 +353,26 @@ mod tests {
                 unsafe { p.write_bytes(0xa5, layout.size()) };
                 // SAFETY: just made with `layout`.
                 (p as usize, unsafe { Allocator::owner(p, layout) }.2)
-            })
+            });
+            (made, pinned)
         })
         .join()
         .unwrap();
+        let (made, pinned_first) = made;
         std::thread::spawn(move || {
-            pin_to(second);
+            let pinned = pin_to(second) && pinned_first;
             for ((p, heap), layout) in made.into_iter().zip(layouts) {
                 let p = p as *mut u8;
                 assert_eq!(p as usize % layout.align(), 0);
-                assert!(heap < HEAPS);
+                // SAFETY: made with `layout`; the header is intact.
+                let (_, _, owner) = unsafe { Allocator::owner(p, layout) };
+                assert_eq!(owner, heap);
+                if pinned && first % HEAPS != second % HEAPS {
+                    // This thread allocates elsewhere: the block still
+                    // goes back where it came from.
+                    assert_eq!(heap, first % HEAPS);
+                    assert_eq!(HEAP.own_heap(), second % HEAPS);
+                }
                 // SAFETY: made with `layout`, grown once, freed once.
                 unsafe {
                     let grown = HEAP.realloc(p, layout, layout.size() * 2);

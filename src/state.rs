@@ -537,10 +537,20 @@ fn dirt_advice(dirt: &[repo::Dirt]) -> String {
             top.join(", ")
         ));
     }
-    if kinds.keys().any(|k| *k != "untracked") {
+    if kinds
+        .keys()
+        .any(|k| *k != "untracked" && *k != "intent-to-add")
+    {
         out.push_str(
             " Commit or discard changes to tracked files (git status), and finish or abort an \
              operation in progress, before arming.",
+        );
+    }
+    if kinds.contains_key("intent-to-add") {
+        // `git restore` would empty such a file and leave its entry.
+        out.push_str(
+            " Stage and commit each intent-to-add file (git add), or take it out of the index \
+             and keep the file (git rm --cached), before arming.",
         );
     }
     out

@@ -130,3 +130,45 @@ fn arm_with_thousands_of_untracked_files_lists_a_few_and_says_how_to_proceed() {
     .unwrap();
     assert!(sb.grantguard(&args).status.success());
 }
+
+/// arm refuses a checkout with an intent-to-add file, and its advice keeps
+/// the file (`git restore` would empty it).
+#[test]
+fn arm_refuses_an_intent_to_add_file_with_advice_that_keeps_it() {
+    let sb = Sandbox::new();
+    let grant = sb.grant(&["docs/"], 1, 2);
+    sb.write("docs/new.md", "work in progress\n");
+    sb.git(&["add", "-N", "docs/new.md"]);
+    let out = sb.grantguard(&[
+        "arm",
+        "--repo",
+        sb.repo.to_str().unwrap(),
+        "--grant",
+        grant.to_str().unwrap(),
+        "--state",
+        sb.state.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(!out.status.success());
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let text = json.to_string();
+    assert!(
+        text.contains("docs/new.md is intent-to-add (git add -N)"),
+        "{json:#}"
+    );
+    assert!(
+        text.contains(
+            "Stage and commit each intent-to-add file (git add), or take it out of the index \
+             and keep the file (git rm --cached), before arming."
+        ),
+        "{json:#}"
+    );
+    assert!(
+        !text.contains("Commit or discard changes to tracked files"),
+        "{json:#}"
+    );
+    sb.git(&["rm", "-q", "--cached", "docs/new.md"]);
+    sb.git(&["add", "docs/new.md"]);
+    sb.git(&["commit", "-q", "-m", "new"]);
+    assert!(sb.arm_output(&grant, &sb.state).status.success());
+}

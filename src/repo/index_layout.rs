@@ -123,16 +123,19 @@ fn varint(b: &[u8], at: &mut usize) -> Option<u64> {
 /// reusing `out`'s buffers (the sequential reading decodes the 100,000
 /// entries of a large index through two of them); `previous` is the entry
 /// before it in the same run (`None` at the start of a block, where git
-/// ignores the v4 strip length). Returns its size on disk.
+/// ignores the v4 strip length). Returns its size on disk. `origin` is the
+/// offset in the file of `b`'s first byte, for messages ([`stream_file`]
+/// decodes from a window).
 fn decode(
     b: &[u8],
     at: usize,
+    origin: usize,
     version: u32,
     hash_len: usize,
     previous: Option<&RawEntry>,
     out: &mut RawEntry,
 ) -> Result<usize> {
-    let bad = |what: &str| anyhow::anyhow!("the index entry at byte {at} {what}");
+    let bad = |what: &str| anyhow::anyhow!("the index entry at byte {} {what}", origin + at);
     let fixed = 40 + hash_len + 2;
     let head = b
         .get(at..at + fixed)
@@ -280,7 +283,15 @@ pub fn check_with(
     let mut at = HEADER;
     for i in 0..count {
         let before = (i > 0).then_some(&previous);
-        at += decode(&b[..body_end], at, version, hash_len, before, &mut current)?;
+        at += decode(
+            &b[..body_end],
+            at,
+            0,
+            version,
+            hash_len,
+            before,
+            &mut current,
+        )?;
         visit(&current);
         if current.path.is_empty() {
             any_unnamed = true;
@@ -393,8 +404,9 @@ impl Table<'_> {
     /// to the same entries. Decoding is a function of the bytes, the
     /// position and the previous entry, so a block whose first entry
     /// decodes the same both ways decodes the same throughout, entry for
-    /// entry and position for position: only each block's first entry is
-    /// decoded twice, on a second sequential pass that holds one entry.
+    /// entry and position for position. So the entries are decoded again
+    /// in one sequential pass that holds two of them, and each block's
+    /// first entry once more without its previous one.
     fn check_ieot(&self, data: usize, size: usize, count: usize) -> Result<()> {
         let b = self.b;
         let ambiguous = |what: String| {
@@ -413,6 +425,7 @@ impl Table<'_> {
             decode(
                 &b[..self.body_end],
                 at,
+                0,
                 self.version,
                 self.hash_len,
                 previous,
@@ -618,11 +631,16 @@ pub fn stream_file(
         let size = loop {
             let end = (start + buf.len()).min(body_end);
             let window = buf.get(at - start..end - start).unwrap_or_default();
-            match decode(window, 0, version, hash_len, before, &mut current) {
+            match decode(window, 0, at, version, hash_len, before, &mut current) {
                 Ok(size) => break size,
-                // Perhaps only cut off by the window's end: read on.
-                Err(_) if start + buf.len() < body_end && fill(&mut buf, &mut start, at)? => {}
-                Err(e) => return Err(e.context(format!("at byte {at} of the index"))),
+                // Perhaps only cut off by the window's end: read on, once.
+                // With a whole window in hand the entry is malformed (or
+                // longer than a window, which the caller's fallback reads).
+                Err(_)
+                    if window.len() < WINDOW
+                        && end < body_end
+                        && fill(&mut buf, &mut start, at)? => {}
+                Err(e) => return Err(e),
             }
         };
         at += size;
@@ -692,7 +710,7 @@ impl<'a> AgainstGix<'a> {
             return Ok(());
         }
         let ours = self.state.entries().len();
-        if ours != checked.count || self.seen != checked.count {
+        if ours != checked.count {
             bail!(
                 "gix reads {ours} index entries where git reads {}",
                 checked.count
@@ -964,22 +982,26 @@ mod tests {
             }
         }
         git(&["add", "."]);
-        std::fs::write(work.join("intent"), "i").unwrap();
-        git(&["add", "-N", "intent"]);
         let path = work.join(".git/index");
-        for version in ["2", "3", "4"] {
-            if version != "3" {
-                // An intent-to-add entry makes git write version 3.
-                git(&["update-index", "--index-version", version]);
+        for version in [2u32, 3, 4] {
+            if version == 3 {
+                // An intent-to-add entry (extended flags) makes git write
+                // version 3.
+                std::fs::write(work.join("intent"), "i").unwrap();
+                git(&["add", "-N", "intent"]);
+            } else {
+                git(&["update-index", "--index-version", &version.to_string()]);
             }
             let bytes = std::fs::read(&path).unwrap();
+            assert_eq!(be32(&bytes, 4), Some(version));
             assert!(bytes.len() > 4 * WINDOW, "{}", bytes.len());
             let checked = check(&bytes, 20).unwrap();
             let mut streamed = Vec::new();
             let got = stream_file(&path, 20, &mut |e| streamed.push(e.clone()))
                 .unwrap()
                 .unwrap();
-            assert_eq!(got.count, 5001, "v{version}");
+            let entries = if version == 2 { 5000 } else { 5001 };
+            assert_eq!(got.count, entries, "v{version}");
             assert!(!got.split);
             assert!(streamed == checked.entries, "v{version}: other entries");
             // Cut short, the file is refused, not read as fewer entries.

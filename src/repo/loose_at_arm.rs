@@ -57,7 +57,7 @@ pub struct Identity {
 }
 
 impl Identity {
-    /// The identity `meta` describes. (Never trusted on overlayfs, whose
+    /// The identity `stat` describes. (Never trusted on overlayfs, whose
     /// device numbers change with every mount: see
     /// [`super::file_identity::identities_hold`].)
     fn of(stat: &crate::fsutil::Stat) -> Identity {

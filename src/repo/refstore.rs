@@ -526,10 +526,6 @@ pub fn parse_loose(bytes: &[u8]) -> Result<BString, String> {
     ))
 }
 
-/// Walks `<dir>/refs` without following anything; `found` gets each valid
-/// loose ref's name and raw value, of those `read_it` (given name and
-/// directory entry) wants read. Iterative, so no depth can exhaust the
-/// stack.
 /// A loose ref file [`read_loose_except`] found: its directory entry,
 /// beside its directory held open.
 pub(super) struct LooseFile<'a> {
@@ -550,6 +546,9 @@ impl LooseFile<'_> {
     }
 }
 
+/// Walks `<dir>/refs` without following anything; `found` gets each valid
+/// loose ref's name and raw value, of those `read_it` (given name and
+/// file) wants read. Iterative, so no depth can exhaust the stack.
 fn walk(
     dir: &Path,
     invalid: &mut Invalid,

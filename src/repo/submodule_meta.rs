@@ -198,8 +198,8 @@ pub fn checkout_entries(
     Ok(Some(out))
 }
 
-/// The paths of the gitlinks (mode 160000) recorded in the index at `path`;
-/// none when there is no index. Streamed through a small window (verify
+/// The paths of the gitlinks ([`is_gitlink_mode`]) recorded in the index
+/// at `path`; none when there is no index. Streamed through a small window (verify
 /// asks twice, at its start and its end); a split index, or a file the
 /// stream cannot read, is decoded by gix as before, whose merging of the
 /// shared index and whose errors stand.
@@ -424,6 +424,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         for split in [false, true] {
             let index = index_with_gitlinks(dir.path(), split);
+            // The plain index is streamed; the split one left to gix.
+            let streamed = crate::repo::index_layout::stream_file(&index, 20, &mut |_| {})
+                .unwrap()
+                .unwrap();
+            assert_eq!(streamed.split, split);
             let want = [PathBuf::from("odd"), PathBuf::from("sub")];
             let found = gitlinks(&index, gix::hash::Kind::Sha1).unwrap();
             assert_eq!(found, want, "split: {split}");
