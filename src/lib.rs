@@ -53,3 +53,6 @@ pub mod run;
 pub mod state;
 pub mod status;
 pub mod workspace;
+
+#[cfg(test)]
+mod test_git;

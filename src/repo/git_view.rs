@@ -1047,20 +1047,7 @@ mod tests {
     fn refs_asked_by_name_are_compared_as_listed() {
         let dir = tempfile::tempdir().unwrap();
         let repo = dir.path().join("r");
-        let git = |args: &[&str]| {
-            let out = std::process::Command::new("git")
-                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-                .arg("-C")
-                .arg(&repo)
-                .args(args)
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .env("GIT_CONFIG_GLOBAL", "/dev/null")
-                .env("HOME", dir.path())
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{out:?}");
-            String::from_utf8(out.stdout).unwrap().trim().to_owned()
-        };
+        let git = |args: &[&str]| crate::test_git::git(&repo, dir.path(), args);
         std::fs::create_dir(&repo).unwrap();
         git(&["init", "-q", "--ref-format=files"]);
         git(&["commit", "-q", "--allow-empty", "-m", "one"]);
@@ -1123,20 +1110,7 @@ mod tests {
     fn index_entries_compare_with_what_git_lists_one_by_one() {
         let dir = tempfile::tempdir().unwrap();
         let repo_dir = dir.path().join("r");
-        let git = |args: &[&str]| {
-            let out = std::process::Command::new("git")
-                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-                .arg("-C")
-                .arg(&repo_dir)
-                .args(args)
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .env("GIT_CONFIG_GLOBAL", "/dev/null")
-                .env("HOME", dir.path())
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{out:?}");
-            String::from_utf8(out.stdout).unwrap().trim().to_owned()
-        };
+        let git = |args: &[&str]| crate::test_git::git(&repo_dir, dir.path(), args);
         std::fs::create_dir(&repo_dir).unwrap();
         git(&["init", "-q"]);
         std::fs::write(repo_dir.join("a.txt"), "a\n").unwrap();

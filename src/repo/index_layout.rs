@@ -837,18 +837,7 @@ mod tests {
     /// A real git index with a skip-worktree and an intent-to-add entry,
     /// its path, and gix's reading of it.
     fn real_index(dir: &Path) -> (std::path::PathBuf, gix::index::File) {
-        let git = |args: &[&str]| {
-            let out = std::process::Command::new("git")
-                .args(["-c", "user.name=t", "-c", "user.email=t@t", "-C"])
-                .arg(dir)
-                .args(args)
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .env("GIT_CONFIG_GLOBAL", "/dev/null")
-                .env("HOME", dir)
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{out:?}");
-        };
+        let git = |args: &[&str]| crate::test_git::git(dir, dir, args);
         git(&["init", "-q"]);
         for name in ["a", "b", "c"] {
             std::fs::write(dir.join(name), name).unwrap();
@@ -959,18 +948,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let work = dir.path().join("r");
         std::fs::create_dir(&work).unwrap();
-        let git = |args: &[&str]| {
-            let out = std::process::Command::new("git")
-                .args(["-c", "user.name=t", "-c", "user.email=t@t", "-C"])
-                .arg(&work)
-                .args(args)
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .env("GIT_CONFIG_GLOBAL", "/dev/null")
-                .env("HOME", dir.path())
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{out:?}");
-        };
+        let git = |args: &[&str]| crate::test_git::git(&work, dir.path(), args);
         git(&["init", "-q"]);
         // 5,000 entries of 70 to 130 bytes: five windows or more, entries cut at
         // every window's end.

@@ -215,15 +215,10 @@ pub fn gitlinks(path: &Path, hash: gix::hash::Kind) -> Result<Vec<PathBuf>> {
     });
     match streamed {
         Ok(Some(streamed)) if !streamed.split => {
-            let mut out = Vec::with_capacity(found.len());
-            for rela in found {
-                let rela = gix::bstr::BStr::new(&rela);
-                out.push(
-                    gix::path::from_bstr(rela)
-                        .with_context(|| format!("the gitlink path {rela} is not a valid path"))?
-                        .into_owned(),
-                );
-            }
+            let mut out = found
+                .iter()
+                .map(|rela| gitlink_path(gix::bstr::BStr::new(rela)))
+                .collect::<Result<Vec<_>>>()?;
             out.dedup();
             Ok(out)
         }
@@ -241,6 +236,13 @@ pub fn is_gitlink_mode(mode: u32) -> bool {
     mode & 0o170000 == 0o160000
 }
 
+/// A gitlink's index path as a path of this system.
+fn gitlink_path(rela: &gix::bstr::BStr) -> Result<PathBuf> {
+    Ok(gix::path::from_bstr(rela)
+        .with_context(|| format!("the gitlink path {rela} is not a valid path"))?
+        .into_owned())
+}
+
 /// [`gitlinks`] through gix's decoding of the whole index.
 fn gitlinks_by_gix(path: &Path, hash: gix::hash::Kind) -> Result<Vec<PathBuf>> {
     let options = gix::index::decode::Options {
@@ -252,12 +254,7 @@ fn gitlinks_by_gix(path: &Path, hash: gix::hash::Kind) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for entry in index.entries() {
         if is_gitlink_mode(entry.mode.bits()) {
-            let rela = entry.path(&index);
-            out.push(
-                gix::path::from_bstr(rela)
-                    .with_context(|| format!("the gitlink path {rela} is not a valid path"))?
-                    .into_owned(),
-            );
+            out.push(gitlink_path(entry.path(&index))?);
         }
     }
     out.dedup();
@@ -369,19 +366,7 @@ mod tests {
     /// where `odd` has mode 160001 (which git reads as a gitlink too).
     fn index_with_gitlinks(dir: &Path, split: bool) -> PathBuf {
         let work = dir.join(if split { "split" } else { "plain" });
-        let git = |args: &[&str]| {
-            let out = std::process::Command::new("git")
-                .args(["-c", "user.name=t", "-c", "user.email=t@t", "-C"])
-                .arg(&work)
-                .args(args)
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .env("GIT_CONFIG_GLOBAL", "/dev/null")
-                .env("HOME", dir)
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{out:?}");
-            String::from_utf8(out.stdout).unwrap().trim().to_owned()
-        };
+        let git = |args: &[&str]| crate::test_git::git(&work, dir, args);
         std::fs::create_dir(&work).unwrap();
         git(&["init", "-q"]);
         std::fs::write(work.join("a"), "a").unwrap();
