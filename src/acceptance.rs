@@ -601,7 +601,17 @@ fn judge(state: &Path, repo_dir: Option<&Path>, site: Site) -> ToolResult {
             .with_evidence("metadata_intact", false);
         }
     };
-    if let Some(rejected) = special_files(&baseline.repo) {
+    // The refs that can have moved since arm, read before anything else
+    // opens the repository: the strict walk refuses every loose ref file
+    // git could hang on, so the special-file scan need not list them again
+    // (100,000 loose refs are listed once less; issue 29). Any problem,
+    // and the scan lists them as before, and the read is proven afresh.
+    let early_refs = early_refs(&baseline);
+    let loose_refs = match early_refs {
+        Some(_) => repo::special_files::LooseRefs::ReadStrictly,
+        None => repo::special_files::LooseRefs::Scan,
+    };
+    if let Some(rejected) = special_files(&baseline.repo, loose_refs) {
         return rejected;
     }
     // The rest of the worktree is walked for special files meanwhile; its
@@ -667,6 +677,7 @@ fn judge(state: &Path, repo_dir: Option<&Path>, site: Site) -> ToolResult {
         state,
         metadata.as_ref().filter(|_| metadata_intact),
         worktree_scan,
+        early_refs,
         &mut findings,
     );
     let observed = match observed {
@@ -797,8 +808,11 @@ pub fn metadata_intact(state: &Path) -> bool {
 /// hang `verify`. Unsafe state: git run on this checkout (run's restore)
 /// would hang too. The rest of the worktree is scanned on a thread and
 /// awaited before gix reads it (see `evaluate`).
-fn special_files(location: &repo::Location) -> Option<ToolResult> {
-    let mut violations: Vec<Violation> = repo::special_files::in_git_dirs(location)
+fn special_files(
+    location: &repo::Location,
+    loose_refs: repo::special_files::LooseRefs,
+) -> Option<ToolResult> {
+    let mut violations: Vec<Violation> = repo::special_files::in_git_dirs(location, loose_refs)
         .into_iter()
         .map(|m| Violation::new(rule::REPOSITORY_UNREADABLE, m))
         .collect();
@@ -854,6 +868,7 @@ fn evaluate(
     state: &Path,
     metadata: Option<&BTreeMap<String, String>>,
     worktree_scan: std::thread::JoinHandle<Result<repo::special_files::Scan, String>>,
+    early_refs: Option<refs_since_arm::Moved>,
     findings: &mut Findings,
 ) -> Result<Observed> {
     let (mut repo, location) = repo::layout::open_armed(&baseline.repo)?;
@@ -891,7 +906,7 @@ fn evaluate(
     // does not parse is a finding about the store, not an unreadable
     // repository.)
     let extra = lookups(baseline);
-    let read = match read_refs(&repo, baseline, &extra)? {
+    let read = match read_refs(&repo, baseline, &extra, early_refs)? {
         Ok(read) => read,
         Err(invalid) => {
             for problem in invalid.problems {
@@ -1156,14 +1171,41 @@ impl RefsRead {
     }
 }
 
+/// The strict read of the refs that can have moved since arm
+/// ([`refs_since_arm::read`], no waiting), when the baseline allows it and
+/// it found nothing wrong; `None` otherwise.
+fn early_refs(baseline: &Baseline) -> Option<refs_since_arm::Moved> {
+    let at_arm = baseline.packed_at_arm.as_ref()?;
+    let listed = baseline.loose_list().ok()?;
+    let location = &baseline.repo;
+    refs_since_arm::read(
+        &location.git_dir,
+        &location.common_dir,
+        at_arm,
+        listed,
+        &lookups(baseline),
+    )
+    .ok()
+    .flatten()
+}
+
 /// Reads the refs: only those that can have moved when the baseline allows
 /// it and `packed-refs` is unchanged, else every ref (proven as arm proved
-/// them).
+/// them). `early`: the strict read of those refs made at the start
+/// ([`early_refs`]), proven here; anything wrong with it, and they are
+/// read and proven again, waiting as ever for running git commands.
 fn read_refs(
     repo: &gix::Repository,
     baseline: &Baseline,
     extra: &[BString],
+    early: Option<refs_since_arm::Moved>,
 ) -> Result<std::result::Result<RefsRead, refstore::Invalid>> {
+    if let Some(Ok(moved)) = early
+        .map(|moved| refs_since_arm::confirm(repo, moved))
+        .transpose()?
+    {
+        return Ok(Ok(RefsRead::Moved(moved)));
+    }
     if let Some(at_arm) = &baseline.packed_at_arm {
         let listed = baseline.loose_list()?;
         match refs_since_arm::prove_settled(repo, at_arm, listed, extra, REF_STORE_PATIENCE)? {

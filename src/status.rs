@@ -46,7 +46,8 @@ fn checkout_status(state: &Path) -> Result<Value> {
     let (baseline, grant, armed) = Baseline::read_live_or_retired(state)?;
     // A FIFO where gix reads a file would hang status as it hung verify
     // (see `repo::special_files`): refuse before opening anything.
-    let mut special = repo::special_files::in_git_dirs(&baseline.repo);
+    let mut special =
+        repo::special_files::in_git_dirs(&baseline.repo, repo::special_files::LooseRefs::Scan);
     special.extend(
         repo::special_files::in_worktree(&baseline.repo.work_dir).unwrap_or_else(|e| vec![e]),
     );

@@ -22,32 +22,6 @@ const HANG: Duration = Duration::from_secs(30);
 /// Debug-only fault injection (see `main.rs`).
 const FAULT: &str = "GRANTGUARD_TEST_FAULT";
 
-/// Spawns `cmd` with piped output and waits at most [`HANG`]; `None` when
-/// it had to be killed.
-fn bounded(mut cmd: Command) -> (Option<Output>, Duration) {
-    let start = Instant::now();
-    let child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    finish(child, start)
-}
-
-fn finish(mut child: Child, start: Instant) -> (Option<Output>, Duration) {
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > HANG {
-            let _ = child.kill();
-            let _ = child.wait();
-            return (None, start.elapsed());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let elapsed = start.elapsed();
-    (Some(child.wait_with_output().unwrap()), elapsed)
-}
-
 /// stdout as exactly one JSON document.
 fn parse(out: &Output) -> (i32, Value) {
     let result: Value = common::tool_result(out);
@@ -63,21 +37,10 @@ fn verify(sb: &Sandbox, extra: &[&str], fault: Option<&str>) -> (i32, Value, Dur
     if let Some(fault) = fault {
         cmd.env(FAULT, fault);
     }
-    let (out, elapsed) = bounded(cmd);
+    let (out, elapsed) = common::bounded(cmd, HANG);
     let out = out.unwrap_or_else(|| panic!("verify hung for {elapsed:?}"));
     let (code, r) = parse(&out);
     (code, r, elapsed)
-}
-
-fn mkfifo(path: &Path) {
-    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: a valid NUL-terminated path.
-    assert_eq!(
-        unsafe { libc::mkfifo(c.as_ptr(), 0o644) },
-        0,
-        "mkfifo {}",
-        path.display()
-    );
 }
 
 /// A sandbox armed for `docs/`, one granted commit made.
@@ -128,7 +91,7 @@ fn rejects_a_fifo_where_git_reads_a_file_within_seconds_naming_it() {
             std::fs::remove_file(&path).unwrap();
         }
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        mkfifo(&path);
+        common::mkfifo(&path);
         let (code, r, elapsed) = verify(&sb, &[], None);
         assert_eq!(code, 1, "{what}: {r:#}");
         assert_eq!(r["failure_class"], "unsafe_state", "{what}: {r:#}");
@@ -151,11 +114,11 @@ fn rejects_a_fifo_where_git_reads_a_file_within_seconds_naming_it() {
 #[test]
 fn status_reports_a_fifo_instead_of_hanging() {
     let sb = armed_with_commit();
-    mkfifo(&sb.repo.join("docs/.gitattributes"));
+    common::mkfifo(&sb.repo.join("docs/.gitattributes"));
     let mut cmd = sb.command(env!("CARGO_BIN_EXE_grantguard"));
     cmd.current_dir(&sb.repo)
         .args(["status", "--state", sb.state.to_str().unwrap(), "--json"]);
-    let (out, elapsed) = bounded(cmd);
+    let (out, elapsed) = common::bounded(cmd, HANG);
     let out = out.unwrap_or_else(|| panic!("status hung for {elapsed:?}"));
     assert!(!out.status.success());
     assert!(
@@ -193,7 +156,7 @@ fn rejects_a_fifo_at_the_places_that_were_already_refused_still_without_hanging(
         let sb = armed_with_commit();
         let path = sb.repo.join(rel);
         let _ = std::fs::remove_file(&path);
-        mkfifo(&path);
+        common::mkfifo(&path);
         let (code, r, elapsed) = verify(&sb, &[], None);
         assert_eq!(code, 1, "{rel}: {r:#}");
         assert_eq!(r["failure_class"], "unsafe_state", "{rel}: {r:#}");
@@ -208,13 +171,13 @@ fn accepts_an_untracked_or_ignored_fifo_git_never_opens() {
         let sb = armed_with_commit();
         let path = sb.repo.join(rel);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        mkfifo(&path);
+        common::mkfifo(&path);
         // git itself does not list it, and does not hang on it.
-        let (status, _) = bounded({
-            let mut c = sb.command("git");
-            c.current_dir(&sb.repo).args(["status", "--porcelain"]);
-            c
-        });
+        let mut git_status = sb.command("git");
+        git_status
+            .current_dir(&sb.repo)
+            .args(["status", "--porcelain"]);
+        let (status, _) = common::bounded(git_status, HANG);
         let status = status.expect("git status hung");
         assert_eq!(String::from_utf8_lossy(&status.stdout), "", "{rel}");
         let (code, r, _) = verify(&sb, &[], None);
@@ -365,7 +328,7 @@ fn assert_recorded(sb: &Sandbox, (code, code_seen): (i32, i32), r: &Value, statu
 fn rejects_a_run_whose_agent_leaves_a_fifo_and_records_it_disarmed() {
     let sb = Sandbox::new();
     let a = agent(&sb, &format!("{DOCS_COMMIT}\nmkfifo docs/.gitattributes"));
-    let (out, elapsed) = bounded(run_cmd(&sb, &[], &a, None));
+    let (out, elapsed) = common::bounded(run_cmd(&sb, &[], &a, None), HANG);
     let out = out.unwrap_or_else(|| panic!("run hung for {elapsed:?}"));
     let (code, r) = parse(&out);
     assert_eq!(code, 1, "{r:#}");
@@ -418,7 +381,7 @@ fn a_signal_while_verify_hangs_cancels_disarms_and_records_the_run() {
         // SAFETY: plain kill of our own child.
         assert_eq!(unsafe { libc::kill(pid, number) }, 0);
         let signalled = Instant::now();
-        let (out, _) = finish(child, Instant::now());
+        let (out, _) = common::finish(child, Instant::now(), HANG);
         let out = out.unwrap_or_else(|| panic!("{name}: run did not end"));
         assert!(
             signalled.elapsed() < Duration::from_secs(10),
@@ -447,7 +410,7 @@ fn a_verify_child_past_its_deadline_is_an_internal_defect_disarmed_and_recorded(
     // deadline (1 s plus the 5 s grace) has to end it.
     let (child, start) =
         start_run_with_hanging_verify(&sb, "verify-hang-unwatched", &["--verify-timeout", "1"]);
-    let (out, elapsed) = finish(child, start);
+    let (out, elapsed) = common::finish(child, start, HANG);
     let out = out.unwrap_or_else(|| panic!("run hung for {elapsed:?}"));
     assert!(elapsed < Duration::from_secs(20), "took {elapsed:?}");
     let (code, r) = parse(&out);
@@ -466,7 +429,7 @@ fn a_verify_child_that_times_out_itself_is_an_unsafe_rejection_disarmed_and_reco
     let sb = Sandbox::new();
     let (child, start) =
         start_run_with_hanging_verify(&sb, "verify-hang", &["--verify-timeout", "1"]);
-    let (out, elapsed) = finish(child, start);
+    let (out, elapsed) = common::finish(child, start, HANG);
     let out = out.unwrap_or_else(|| panic!("run hung for {elapsed:?}"));
     let (code, r) = parse(&out);
     assert_eq!(code, 1, "{r:#}");
@@ -492,7 +455,7 @@ fn a_planted_hook_stub_never_hangs_status_verify_or_disarm() {
         assert!(stub.exists(), "arm placed no stub at {}", stub.display());
         std::fs::remove_file(&stub).unwrap();
         match plant {
-            "fifo" => mkfifo(&stub),
+            "fifo" => common::mkfifo(&stub),
             "dev-zero" => std::os::unix::fs::symlink("/dev/zero", &stub).unwrap(),
             _ => {
                 let f = std::fs::File::create(&stub).unwrap();
@@ -506,7 +469,7 @@ fn a_planted_hook_stub_never_hangs_status_verify_or_disarm() {
         ] {
             let mut cmd = sb.command(env!("CARGO_BIN_EXE_grantguard"));
             cmd.current_dir(&sb.repo).args(&args);
-            let (out, elapsed) = bounded(cmd);
+            let (out, elapsed) = common::bounded(cmd, HANG);
             let out = out.unwrap_or_else(|| panic!("{plant}: {args:?} hung for {elapsed:?}"));
             assert!(
                 elapsed < Duration::from_secs(20),
@@ -553,7 +516,7 @@ fn a_planted_file_at_every_path_read_never_hangs_status_verify_or_disarm() {
             let path = sb.repo.join(rel);
             let _ = std::fs::remove_file(&path);
             match plant {
-                "fifo" => mkfifo(&path),
+                "fifo" => common::mkfifo(&path),
                 "dev-zero" => std::os::unix::fs::symlink("/dev/zero", &path).unwrap(),
                 _ => {
                     let f = std::fs::File::create(&path).unwrap();
@@ -567,7 +530,7 @@ fn a_planted_file_at_every_path_read_never_hangs_status_verify_or_disarm() {
             ] {
                 let mut cmd = sb.command(env!("CARGO_BIN_EXE_grantguard"));
                 cmd.current_dir(&sb.repo).args(&args);
-                let (out, elapsed) = bounded(cmd);
+                let (out, elapsed) = common::bounded(cmd, HANG);
                 let out =
                     out.unwrap_or_else(|| panic!("{rel} {plant}: {args:?} hung for {elapsed:?}"));
                 assert!(
@@ -620,7 +583,7 @@ fn a_planted_file_never_hangs_run_with_restore() {
             &a,
             None,
         );
-        let (out, elapsed) = bounded(cmd);
+        let (out, elapsed) = common::bounded(cmd, HANG);
         let out = out.unwrap_or_else(|| panic!("{rel} {plant}: run hung for {elapsed:?}"));
         let (code, r) = parse(&out);
         assert_ne!(code, 0, "{rel} {plant}: accepted: {r:#}");

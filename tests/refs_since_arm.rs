@@ -416,6 +416,69 @@ fn many_loose_refs_are_judged_by_file_identity_and_every_move_is_seen() {
     );
 }
 
+/// verify reads the refs that can have moved before anything else opens the
+/// repository, and leaves them out of its scan for files git would hang on
+/// when that read found nothing wrong (issue 29). A FIFO, a link to
+/// `/dev/zero` or an 8 GiB sparse file as a listed loose ref, or as a new
+/// one, fails that read, so the scan walks the refs and refuses it within
+/// seconds, naming it.
+#[test]
+fn a_planted_file_among_listed_loose_refs_is_refused_without_hanging() {
+    let sb = armed_with_old_loose_refs();
+    let (code, result) = sb.verify();
+    assert_accepted(code, &result);
+    let listed = loose_file(&sb, "refs/tags/l0042");
+    let original = std::fs::read(&listed).unwrap();
+    let new = sb.git_dir().join("refs/tags/planted");
+    for path in [&listed, &new] {
+        for plant in ["fifo", "dev-zero", "huge"] {
+            let _ = std::fs::remove_file(path);
+            match plant {
+                "fifo" => common::mkfifo(path),
+                "dev-zero" => std::os::unix::fs::symlink("/dev/zero", path).unwrap(),
+                _ => {
+                    let f = std::fs::File::create(path).unwrap();
+                    f.set_len(8 * 1024 * 1024 * 1024).unwrap();
+                }
+            }
+            let mut cmd = sb.command(env!("CARGO_BIN_EXE_grantguard"));
+            cmd.current_dir(&sb.repo).args([
+                "verify",
+                "--state",
+                sb.state.to_str().unwrap(),
+                "--json",
+            ]);
+            let (out, elapsed) = common::bounded(cmd, std::time::Duration::from_secs(30));
+            let what = format!("{} as {plant}", path.display());
+            let out = out.unwrap_or_else(|| panic!("{what}: verify hung for {elapsed:?}"));
+            let result = common::tool_result(&out);
+            assert_eq!(out.status.code(), Some(1), "{what}: {result:#}");
+            // The strict read refuses it, so the scan lists the refs again
+            // and names what git would hang on.
+            assert_eq!(
+                common::rules(&result),
+                ["repository_unreadable"],
+                "{what}: {result:#}"
+            );
+            assert!(
+                result["violations"]
+                    .to_string()
+                    .contains(path.to_str().unwrap()),
+                "{what}: not named: {result:#}"
+            );
+            assert!(
+                elapsed < std::time::Duration::from_secs(20),
+                "{what}: took {elapsed:?}"
+            );
+        }
+        std::fs::remove_file(path).unwrap();
+    }
+    std::fs::write(&listed, &original).unwrap();
+    let (code, result) = sb.verify();
+    // Rewritten, so read: the same bytes are the same ref.
+    assert_accepted(code, &result);
+}
+
 /// A process that mapped a loose ref file and dirtied its page before arm
 /// can write through the mapping later without a fault, so without the
 /// file's times moving; arm's `fsync` cleans and write-protects the page,

@@ -268,19 +268,24 @@ pub fn read(
     }
 }
 
-/// [`read`], then what [`refstore::prove`] proves of a full read, for the
-/// refs read: every id has the repository's length, and gix reads HEAD and
-/// each asked name as the strict reader does.
+/// [`read`], then [`confirm`].
 pub fn prove(
     repo: &gix::Repository,
     at_arm: &PackedAtArm,
     listed: Option<&Records>,
     extra: &[BString],
 ) -> anyhow::Result<Result<Option<Moved>, Invalid>> {
-    let moved = match read(repo.git_dir(), repo.common_dir(), at_arm, listed, extra) {
-        Ok(Some(moved)) => moved,
-        other => return Ok(other),
-    };
+    match read(repo.git_dir(), repo.common_dir(), at_arm, listed, extra) {
+        Ok(Some(moved)) => Ok(confirm(repo, moved)?.map(Some)),
+        other => Ok(other),
+    }
+}
+
+/// What [`refstore::prove`] proves of a full read, for the refs `moved`
+/// holds (a [`read`] of this repository): every id has the repository's
+/// length, and gix reads HEAD and each asked name as the strict reader
+/// does. A ref that moved since the read is a transient problem.
+pub fn confirm(repo: &gix::Repository, moved: Moved) -> anyhow::Result<Result<Moved, Invalid>> {
     let mut invalid = Invalid::default();
     let view = StrictRefs {
         head: moved.head.clone(),
@@ -320,7 +325,7 @@ pub fn prove(
     }
     refstore::check_head(repo, &moved.head, &mut invalid)?;
     Ok(if invalid.problems.is_empty() {
-        Ok(Some(moved))
+        Ok(moved)
     } else {
         Err(invalid)
     })

@@ -526,29 +526,67 @@ pub fn parse_loose(bytes: &[u8]) -> Result<BString, String> {
     ))
 }
 
-/// A loose ref file [`read_loose_except`] found: its directory entry,
-/// beside its directory held open.
+/// A loose ref file [`read_loose_except`] found: its name in its
+/// directory, held open.
 pub(super) struct LooseFile<'a> {
     dir: &'a crate::fsutil::OpenDir,
-    entry: &'a std::fs::DirEntry,
+    dir_path: &'a Path,
+    name: &'a std::ffi::OsStr,
 }
 
 impl LooseFile<'_> {
     /// The file's path.
     pub fn path(&self) -> PathBuf {
-        self.entry.path()
+        self.dir_path.join(self.name)
     }
 
     /// The file's metadata, not following a symlink: one name looked up
     /// beside its directory ([`crate::fsutil::OpenDir`]).
     pub fn stat(&self) -> std::io::Result<crate::fsutil::Stat> {
-        self.dir.stat(&self.entry.file_name())
+        self.dir.stat(self.name)
     }
+}
+
+/// A directory's entries: each name with its type as the directory says.
+type Listing = Vec<(std::ffi::OsString, std::io::Result<std::fs::FileType>)>;
+
+/// The entries of the directory at `path`, opened as it is listed (by the
+/// same path: a directory swapped in between is judged by the re-read
+/// that catches changes during verify, as a file swapped after its stat
+/// always was), each with its type from the directory (no system call;
+/// std asks `lstat` where the file system does not say), in name order.
+///
+/// In name order, as git lists a directory of refs: within a directory a
+/// walk then meets the refs in the order of a sorted list of names, which
+/// [`super::loose_at_arm`] matches in one sequential pass instead of a
+/// lookup per ref (issue 29).
+fn list_sorted(path: &Path, invalid: &mut Invalid) -> Option<(crate::fsutil::OpenDir, Listing)> {
+    let listed = crate::fsutil::OpenDir::open(path).and_then(|open| {
+        let entries = std::fs::read_dir(path)?;
+        Ok((open, entries))
+    });
+    let (open, entries) = match listed {
+        Ok(listed) => listed,
+        Err(e) => {
+            invalid.push(format!("cannot list {}: {e}", path.display()));
+            return None;
+        }
+    };
+    let mut sorted = Vec::new();
+    for entry in entries {
+        match entry {
+            Ok(e) => sorted.push((e.file_name(), e.file_type())),
+            Err(e) => invalid.push(format!("cannot list {}: {e}", path.display())),
+        }
+    }
+    sorted.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    Some((open, sorted))
 }
 
 /// Walks `<dir>/refs` without following anything; `found` gets each valid
 /// loose ref's name and raw value, of those `read_it` (given name and
-/// file) wants read. Iterative, so no depth can exhaust the stack.
+/// file) wants read. Each directory is listed in name order
+/// ([`list_sorted`]). Iterative, so no depth can exhaust the stack.
 fn walk(
     dir: &Path,
     invalid: &mut Invalid,
@@ -569,45 +607,26 @@ fn walk(
         return;
     }
     let mut stack: Vec<(PathBuf, BString)> = vec![(root, BString::from("refs"))];
+    let mut child = BString::default();
     while let Some((path, name)) = stack.pop() {
         if invalid.problems.len() >= MAX_PROBLEMS {
             return;
         }
-        // Opened as it is listed, by the same path: a directory swapped in
-        // between is judged by the re-read that catches changes during
-        // verify, as a file swapped after its stat always was.
-        let listed = crate::fsutil::OpenDir::open(&path).and_then(|open| {
-            let entries = std::fs::read_dir(&path)?;
-            Ok((open, entries))
-        });
-        let (open, entries) = match listed {
-            Ok(listed) => listed,
-            Err(e) => {
-                invalid.push(format!("cannot list {}: {e}", path.display()));
-                continue;
-            }
+        let Some((open, entries)) = list_sorted(&path, invalid) else {
+            continue;
         };
-        for entry in entries {
-            let entry = match entry {
-                Ok(e) => e,
-                Err(e) => {
-                    invalid.push(format!("cannot list {}: {e}", path.display()));
-                    continue;
-                }
-            };
-            let file_name = entry.file_name();
+        for (file_name, file_type) in &entries {
             let component = file_name.as_bytes();
-            let mut child = name.clone();
+            child.clear();
+            child.extend_from_slice(&name);
             child.push(b'/');
             child.extend_from_slice(component);
-            let child_path = entry.path();
-            // The directory entry's type (no system call; std asks lstat
-            // where the file system does not say). A file is judged again
-            // by what is opened (see `read_regular`).
-            let t = match entry.file_type() {
-                Ok(t) => t,
+            let child_path = || path.join(file_name);
+            // A file is judged again by what is opened (see `read_regular`).
+            let t = match file_type {
+                Ok(t) => *t,
                 Err(e) => {
-                    invalid.push(format!("cannot inspect {}: {e}", child_path.display()));
+                    invalid.push(format!("cannot inspect {}: {e}", child_path().display()));
                     continue;
                 }
             };
@@ -615,7 +634,7 @@ fn walk(
                 invalid.push(format!(
                     "{} is {}; git follows or misreads it while grantguard cannot prove what \
                      it sees. Replace it with a real ref (git update-ref) or remove it",
-                    child_path.display(),
+                    child_path().display(),
                     kind_of(t)
                 ));
                 continue;
@@ -630,7 +649,7 @@ fn walk(
                 };
                 let problem = format!(
                     "{} is not a valid ref name: it {why}{advice}",
-                    child_path.display()
+                    child_path().display()
                 );
                 if lock {
                     invalid.push_transient(problem);
@@ -640,24 +659,25 @@ fn walk(
                 continue;
             }
             if t.is_dir() {
-                stack.push((child_path, child));
+                stack.push((child_path(), child.clone()));
                 continue;
             }
             if let Some(why) = refname_problem(&child) {
                 invalid.push(format!(
                     "{} is not a valid ref name: it {why}",
-                    child_path.display()
+                    child_path().display()
                 ));
                 continue;
             }
             let file = LooseFile {
                 dir: &open,
-                entry: &entry,
+                dir_path: &path,
+                name: file_name,
             };
             if !read_it(&child, &file) {
                 continue;
             }
-            let Some(bytes) = read_regular(&child_path, "a loose ref", MAX_LOOSE_BYTES, invalid)
+            let Some(bytes) = read_regular(&child_path(), "a loose ref", MAX_LOOSE_BYTES, invalid)
             else {
                 continue;
             };
@@ -667,7 +687,7 @@ fn walk(
                     "the loose ref {} ({}) {why}; git reads it leniently. Rewrite it with git \
                      update-ref",
                     shown(&child),
-                    child_path.display()
+                    child_path().display()
                 )),
             }
         }
@@ -1358,6 +1378,29 @@ mod tests {
     }
 
     const B: &str = "2222222222222222222222222222222222222222";
+
+    #[test]
+    fn a_walk_meets_each_directory_s_refs_in_name_order() {
+        let dir = store();
+        let git = dir.path();
+        // Created out of order, with names whose order differs by byte.
+        for name in ["t9", "t10", "T1", "t1-", "t1", "t1.x"] {
+            std::fs::write(git.join("refs/tags").join(name), format!("{A}\n")).unwrap();
+        }
+        let mut met = Vec::new();
+        let mut invalid = Invalid::default();
+        read_loose_except(git, git, &mut invalid, &mut |name, _| {
+            met.push(BString::from(name));
+            false
+        });
+        assert!(invalid.problems.is_empty(), "{invalid}");
+        let tags: Vec<&BStr> = met
+            .iter()
+            .filter_map(|n| n.strip_prefix(b"refs/tags/"))
+            .map(|n| n.as_bstr())
+            .collect();
+        assert_eq!(tags, ["T1", "t1", "t1-", "t1.x", "t10", "t9"]);
+    }
 
     #[test]
     fn moved_since_sees_every_kind_of_move_and_nothing_else() {

@@ -113,9 +113,23 @@ fn special_entries(dir: &Path, names: Option<&[&str]>) -> Vec<(PathBuf, &'static
     out
 }
 
+/// Whether [`in_git_dirs`] scans the loose refs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LooseRefs {
+    /// Scan them with the rest.
+    Scan,
+    /// Leave them out: the caller has read every loose ref strictly (the
+    /// walk of [`super::refstore`], which refuses any file that is not a
+    /// regular one of at most [`super::refstore::MAX_LOOSE_BYTES`], opens
+    /// nothing but non-blocking, and follows nothing) before anything else
+    /// reads them. A repository with 100,000 loose refs then lists them
+    /// once less (issue 29).
+    ReadStrictly,
+}
+
 /// Problems in the git dir and common dir of `location`: each a message
 /// naming the file.
-pub fn in_git_dirs(location: &Location) -> Vec<String> {
+pub fn in_git_dirs(location: &Location, loose_refs: LooseRefs) -> Vec<String> {
     let mut dirs = vec![location.git_dir.clone(), location.git_dir.join("info")];
     if location.common_dir != location.git_dir {
         dirs.push(location.common_dir.clone());
@@ -176,9 +190,12 @@ pub fn in_git_dirs(location: &Location) -> Vec<String> {
     }
     // Loose refs: gix reads one whole when it resolves HEAD or lists refs
     // (the strict reader is bounded, but status and verify open gix too).
-    let mut refs = vec![location.common_dir.join("refs")];
-    if location.common_dir != location.git_dir {
-        refs.push(location.git_dir.join("refs"));
+    let mut refs = Vec::new();
+    if loose_refs == LooseRefs::Scan {
+        refs.push(location.common_dir.join("refs"));
+        if location.common_dir != location.git_dir {
+            refs.push(location.git_dir.join("refs"));
+        }
     }
     // One pass per directory of refs (a repository can have 100,000 loose
     // refs): the entry's type from the directory, `fstatat` beside it for
@@ -473,15 +490,25 @@ mod tests {
             common_dir: git.clone(),
             explicit_git_dir: false,
         };
-        assert!(in_git_dirs(&location).is_empty());
+        assert!(in_git_dirs(&location, LooseRefs::Scan).is_empty());
         mkfifo(&git.join("index"));
         mkfifo(&git.join("info/exclude"));
         std::fs::create_dir_all(git.join("modules/a/b")).unwrap();
         mkfifo(&git.join("modules/a/b/index"));
         let socket = git.join("fsmonitor--daemon.ipc");
         let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
-        let found = in_git_dirs(&location);
-        assert_eq!(found.len(), 3, "{found:?}");
+        std::fs::create_dir_all(git.join("refs/tags")).unwrap();
+        mkfifo(&git.join("refs/tags/v1"));
+        let found = in_git_dirs(&location, LooseRefs::Scan);
+        assert_eq!(found.len(), 4, "{found:?}");
         assert!(found.iter().all(|m| m.contains("is a FIFO")), "{found:?}");
+        assert!(
+            found.iter().any(|m| m.contains("refs/tags/v1")),
+            "{found:?}"
+        );
+        // Left to the caller's strict read of the refs.
+        let found = in_git_dirs(&location, LooseRefs::ReadStrictly);
+        assert_eq!(found.len(), 3, "{found:?}");
+        assert!(!found.iter().any(|m| m.contains("refs/")), "{found:?}");
     }
 }

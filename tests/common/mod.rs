@@ -5,7 +5,8 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -656,5 +657,45 @@ pub fn assert_fsck_clean(sb: &Sandbox, dir: &Path) {
         dir.display(),
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Spawns `cmd` with piped output and waits at most `limit`; `None` when
+/// it had to be killed (so that a test of a hang never hangs itself).
+pub fn bounded(mut cmd: Command, limit: Duration) -> (Option<Output>, Duration) {
+    let start = Instant::now();
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    finish(child, start, limit)
+}
+
+/// Waits for `child`, started at `start`, until `limit` has passed since;
+/// then kills it and answers `None`.
+pub fn finish(mut child: Child, start: Instant, limit: Duration) -> (Option<Output>, Duration) {
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return (None, start.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let elapsed = start.elapsed();
+    (Some(child.wait_with_output().unwrap()), elapsed)
+}
+
+/// Makes a FIFO at `path`.
+pub fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(
+        unsafe { libc::mkfifo(c.as_ptr(), 0o644) },
+        0,
+        "mkfifo {}",
+        path.display()
     );
 }
