@@ -580,14 +580,11 @@ pub fn verify_as(state: &Path, repo_dir: Option<&Path>, site: Site) -> ToolResul
 /// [`verify`] without recording the verdict.
 fn judge(state: &Path, repo_dir: Option<&Path>, site: Site) -> ToolResult {
     // The record and its refs (a file of their own) are one baseline.
-    // (Parsed only when verify will read every ref: see `read_refs`.)
+    // (The refs are parsed only when verify reads every ref, entry by
+    // entry: see `Baseline::for_each_ref`.)
     let read = Baseline::read_live_or_retired(state).and_then(|record| {
-        if record.0.packed_at_arm.is_some() {
-            record.0.check_refs_file()?;
-            record.0.loose_list()?;
-        } else {
-            record.0.refs()?;
-        }
+        record.0.check_refs_file()?;
+        record.0.loose_list()?;
         Ok(record)
     });
     let (baseline, grant, armed) = match read {
@@ -999,17 +996,23 @@ fn evaluate(
         CountCheck::Full,
         findings,
     )?;
-    let before = match &read {
-        RefsRead::All(_) => baseline.refs()?,
-        RefsRead::Moved(moved) => &moved.before,
+    let excused = |name: &BStr, before: Option<&BString>, now: Option<&BString>| {
+        peers.excuse_ref(name, before, now)
     };
-    compare_refs(
-        before,
-        refs,
-        baseline.branch.as_ref(),
-        &|name, before, now| peers.excuse_ref(name, before, now),
-        findings,
-    );
+    match &read {
+        RefsRead::All(_) => {
+            let mut comparison = RefComparison::new(refs, baseline.branch.as_ref(), &excused);
+            baseline.for_each_ref(&mut |name, old| comparison.before(name, old, findings))?;
+            comparison.finish(findings);
+        }
+        RefsRead::Moved(moved) => compare_refs(
+            &moved.before,
+            refs,
+            baseline.branch.as_ref(),
+            &excused,
+            findings,
+        ),
+    }
     // The index half of the worktree check reads no worktree file: it runs
     // while the special-file scan is still walking. Its findings count only
     // if the scan finds nothing (as before, a hostile worktree stops here).
@@ -1710,14 +1713,66 @@ pub fn compare_refs(
     excused: &Excuse<'_>,
     findings: &mut Findings,
 ) {
-    let names: BTreeSet<&BString> = before.keys().chain(now.keys()).collect();
-    for name in names.into_iter().filter(|n| n.as_bstr() != branch) {
-        let (old, new) = (before.get(name), now.get(name));
-        if old != new && excused(name.as_bstr(), old, new) {
-            continue;
+    let mut comparison = RefComparison::new(now, branch, excused);
+    for (name, old) in before {
+        comparison.before(name.as_bstr(), old.as_bstr(), findings);
+    }
+    comparison.finish(findings);
+}
+
+/// [`compare_refs`] as a merge of two lists in name order, the baseline's
+/// handed in one ref at a time: a full read of 100,000 refs is compared
+/// with the baseline read entry by entry from its file, not with a second
+/// map of every ref (issue 29).
+struct RefComparison<'a> {
+    now: std::iter::Peekable<std::collections::btree_map::Iter<'a, BString, BString>>,
+    branch: &'a BStr,
+    excused: &'a Excuse<'a>,
+}
+
+impl<'a> RefComparison<'a> {
+    fn new(now: &'a RefMap, branch: &'a BStr, excused: &'a Excuse<'a>) -> RefComparison<'a> {
+        RefComparison {
+            now: now.iter().peekable(),
+            branch,
+            excused,
+        }
+    }
+
+    /// The baseline's next ref (names strictly increasing from call to
+    /// call) and its value at arm.
+    fn before(&mut self, name: &BStr, old: &BStr, findings: &mut Findings) {
+        while let Some((created, new)) = self.now.next_if(|(n, _)| n.as_bstr() < name) {
+            self.judge(created.as_bstr(), None, Some(new), findings);
+        }
+        let new = self
+            .now
+            .next_if(|(n, _)| n.as_bstr() == name)
+            .map(|(_, v)| v);
+        self.judge(name, Some(&BString::from(old)), new, findings);
+    }
+
+    /// The refs created after the baseline's last.
+    fn finish(mut self, findings: &mut Findings) {
+        while let Some((created, new)) = self.now.next() {
+            self.judge(created.as_bstr(), None, Some(new), findings);
+        }
+    }
+
+    fn judge(
+        &self,
+        name: &BStr,
+        old: Option<&BString>,
+        new: Option<&BString>,
+        findings: &mut Findings,
+    ) {
+        if name == self.branch || old == new {
+            return;
+        }
+        if (self.excused)(name, old, new) {
+            return;
         }
         let what = match (old, new) {
-            (Some(a), Some(b)) if a == b => continue,
             (None, Some(_)) => "was created",
             (Some(_), None) => "was deleted",
             _ => "was moved",
@@ -1957,5 +2012,49 @@ mod tests {
         );
         assert_eq!(f.totals[rule::REF_CHANGED], 2);
         assert_eq!(f.totals[rule::REMOTE_TRACKING_REF_CHANGED], 1);
+    }
+
+    proptest::proptest! {
+        /// The merge of two lists in name order finds what a lookup of
+        /// every name on both sides finds, in the same order.
+        #[test]
+        fn the_ref_merge_finds_what_a_lookup_of_every_name_finds(
+            before in proptest::collection::btree_map("[a-c]{1,3}", "[xy]", 0..12),
+            now in proptest::collection::btree_map("[a-c]{1,3}", "[xy]", 0..12),
+            excused_names in proptest::collection::btree_set("[a-c]{1,3}", 0..3),
+        ) {
+            let map = |m: &BTreeMap<String, String>| -> RefMap {
+                m.iter().map(|(k, v)| (format!("refs/{k}").into(), v.as_str().into())).collect()
+            };
+            let (before, now) = (map(&before), map(&now));
+            let excused_names: BTreeSet<BString> =
+                excused_names.iter().map(|n| format!("refs/{n}").into()).collect();
+            let excused = |name: &BStr, _: Option<&BString>, _: Option<&BString>| {
+                excused_names.contains(name)
+            };
+            let branch: &BStr = "refs/a".into();
+            let mut merged = Findings::default();
+            compare_refs(&before, &now, branch, &excused, &mut merged);
+            let mut expected = Vec::new();
+            let names: BTreeSet<&BString> = before.keys().chain(now.keys()).collect();
+            for name in names {
+                let (old, new) = (before.get(name), now.get(name));
+                if name == branch || old == new || excused_names.contains(name) {
+                    continue;
+                }
+                let what = match (old, new) {
+                    (None, _) => "was created",
+                    (_, None) => "was deleted",
+                    _ => "was moved",
+                };
+                expected.push(format!("{name} {what}"));
+            }
+            let found: Vec<String> = merged
+                .listed
+                .iter()
+                .map(|v| v.message.split(" since arm").next().unwrap().to_owned())
+                .collect();
+            proptest::prop_assert_eq!(found, expected);
+        }
     }
 }

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use gix::bstr::BString;
+use gix::bstr::{BStr, BString, ByteSlice};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -132,6 +132,43 @@ struct RefsFile {
     refs: RefMap,
 }
 
+/// [`RefsFile`] read entry by entry (see [`crate::repo::refname::map::Each`]).
+struct EachRef<'f>(&'f mut dyn FnMut(BString, BString));
+
+impl<'de> serde::de::DeserializeSeed<'de> for EachRef<'_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for EachRef<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an object with the one field \"refs\"")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut fields: A) -> Result<(), A::Error> {
+        use serde::de::Error;
+        let mut each = Some(self.0);
+        while let Some(field) = fields.next_key::<std::borrow::Cow<'de, str>>()? {
+            if field != "refs" {
+                return Err(A::Error::unknown_field(&field, &["refs"]));
+            }
+            let each = each
+                .take()
+                .ok_or_else(|| A::Error::duplicate_field("refs"))?;
+            fields.next_value_seed(crate::repo::refname::map::Each(each))?;
+        }
+        match each {
+            Some(_) => Err(A::Error::missing_field("refs")),
+            None => Ok(()),
+        }
+    }
+}
+
 /// Largest refs file read back: 100,000 refs take about 10 MB.
 const MAX_REFS_FILE: u64 = 1 << 30;
 
@@ -219,6 +256,25 @@ impl Baseline {
         )?;
         let listed = crate::repo::loose_at_arm::Records::read(state, digest)?;
         Ok(Some(self.refs.listed.get_or_init(|| listed)))
+    }
+
+    /// Hands every ref of [`Baseline::refs`] to `each`, in name order,
+    /// without a map of them when they are still on disk: the file is
+    /// checked against [`Baseline::ref_list`] and read entry by entry
+    /// (issue 29). An unreadable, altered or malformed file is an error;
+    /// `each` may have been called before a malformed entry was met.
+    pub fn for_each_ref(&self, each: &mut dyn FnMut(&BStr, &BStr)) -> Result<()> {
+        if let Some(refs) = self.refs.loaded.get() {
+            refs.iter()
+                .for_each(|(n, v)| each(n.as_bstr(), v.as_bstr()));
+            return Ok(());
+        }
+        let (path, bytes) = self.read_refs_file()?;
+        let mut handed = |n: BString, v: BString| each(n.as_bstr(), v.as_bstr());
+        let mut json = serde_json::Deserializer::from_slice(&bytes);
+        serde::de::DeserializeSeed::deserialize(EachRef(&mut handed), &mut json)
+            .and_then(|()| json.end())
+            .with_context(|| format!("the baseline's refs {} are malformed", path.display()))
     }
 
     /// Checks [`REFS_FILE_NAME`] against [`Baseline::ref_list`] without
@@ -333,5 +389,62 @@ impl Baseline {
         self.commit
             .as_deref()
             .map(|c| crate::repo::parse_id(c).expect("checked when the baseline was read"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The entries [`EachRef`] hands over for the text of a refs file.
+    fn entries(json: &str) -> std::result::Result<Vec<(BString, BString)>, String> {
+        let mut out = Vec::new();
+        let mut each = |n: BString, v: BString| out.push((n, v));
+        let mut de = serde_json::Deserializer::from_str(json);
+        serde::de::DeserializeSeed::deserialize(EachRef(&mut each), &mut de)
+            .and_then(|()| de.end())
+            .map_err(|e| e.to_string())?;
+        Ok(out)
+    }
+
+    #[test]
+    fn a_refs_file_is_read_entry_by_entry_as_the_map_reads_it() {
+        let refs: RefMap = [
+            (&b"refs/heads/caf\xe9"[..], &b"1111"[..]),
+            (b"refs/heads/main", b"ref:refs/heads/x"),
+            (b"refs/tags/v1", b"2222"),
+        ]
+        .into_iter()
+        .map(|(n, v)| (BString::from(n), BString::from(v)))
+        .collect();
+        let json = serde_json::to_string(&RefsFile { refs: refs.clone() }).unwrap();
+        let read: RefMap = entries(&json).unwrap().into_iter().collect();
+        assert_eq!(read, refs);
+        let parsed: RefsFile = serde_json::from_str(&json).unwrap();
+        assert_eq!(parsed.refs, refs);
+        assert_eq!(entries(r#"{"refs": {}}"#).unwrap(), []);
+    }
+
+    #[test]
+    fn a_refs_file_out_of_order_repeated_or_misshapen_is_refused() {
+        for (json, why) in [
+            (
+                r#"{"refs": {"refs/b": "1", "refs/a": "1"}}"#,
+                "out of name order",
+            ),
+            (
+                r#"{"refs": {"refs/a": "1", "refs/a": "2"}}"#,
+                "out of name order",
+            ),
+            (r#"{"refs": {"refs/a": "hex:zz"}}"#, ""),
+            (r#"{"refs": {}, "more": 1}"#, "unknown field"),
+            (r#"{"refs": {}, "refs": {}}"#, "duplicate field"),
+            (r#"{}"#, "missing field"),
+            (r#"{"refs": []}"#, ""),
+            (r#"{"refs": {}} trailing"#, ""),
+        ] {
+            let error = entries(json).expect_err(json);
+            assert!(error.contains(why), "{json}: {error}");
+        }
     }
 }

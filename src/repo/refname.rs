@@ -139,6 +139,47 @@ pub mod map {
         }
         d.deserialize_map(Entries)
     }
+
+    /// Hands each entry, decoded as [`deserialize`] decodes it, to `each`,
+    /// holding none of them: a full read of 100,000 refs compared with the
+    /// baseline held a map of every ref at verify's peak (issue 29). The
+    /// names must come in strictly increasing order, as [`serialize`]
+    /// writes them (so none repeats).
+    pub struct Each<'f>(pub &'f mut dyn FnMut(BString, BString));
+
+    impl<'de> serde::de::DeserializeSeed<'de> for Each<'_> {
+        type Value = ();
+
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+
+    impl<'de> serde::de::Visitor<'de> for Each<'_> {
+        type Value = ();
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a map of ref names to values, in name order")
+        }
+
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut entries: A) -> Result<(), A::Error> {
+            let mut previous: Option<BString> = None;
+            while let Some((k, v)) =
+                entries.next_entry::<std::borrow::Cow<'de, str>, std::borrow::Cow<'de, str>>()?
+            {
+                let key = decode(&k).map_err(serde::de::Error::custom)?;
+                let value = decode(&v).map_err(serde::de::Error::custom)?;
+                if previous.as_ref().is_some_and(|p| *p >= key) {
+                    return Err(serde::de::Error::custom(format!(
+                        "ref {k:?} is out of name order or repeated"
+                    )));
+                }
+                previous = Some(key.clone());
+                (self.0)(key, value);
+            }
+            Ok(())
+        }
+    }
 }
 
 /// Prefixes of the refs each worktree has for itself (git reads them from
