@@ -194,7 +194,123 @@ impl Stat {
     }
 }
 
+/// An entry's type as a directory listing gives it (`d_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryKind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Dir,
+    /// A symbolic link.
+    Symlink,
+    /// A named pipe.
+    Fifo,
+    /// A Unix socket.
+    Socket,
+    /// A block or character device.
+    Device,
+    /// The file system did not say (`DT_UNKNOWN`): ask [`OpenDir::stat`].
+    Unknown,
+}
+
+impl EntryKind {
+    /// The kind `st_mode` names.
+    pub fn of_mode(mode: u32) -> EntryKind {
+        match mode & libc::S_IFMT {
+            libc::S_IFREG => EntryKind::File,
+            libc::S_IFDIR => EntryKind::Dir,
+            libc::S_IFLNK => EntryKind::Symlink,
+            libc::S_IFIFO => EntryKind::Fifo,
+            libc::S_IFSOCK => EntryKind::Socket,
+            libc::S_IFBLK | libc::S_IFCHR => EntryKind::Device,
+            _ => EntryKind::Unknown,
+        }
+    }
+
+    /// What an error message calls it.
+    pub fn name(self) -> &'static str {
+        match self {
+            EntryKind::File => "a regular file",
+            EntryKind::Dir => "a directory",
+            EntryKind::Symlink => "a symlink",
+            EntryKind::Fifo => "a FIFO",
+            EntryKind::Socket => "a socket",
+            EntryKind::Device => "a device",
+            EntryKind::Unknown => "a file of unknown type",
+        }
+    }
+}
+
 impl OpenDir {
+    /// The entries of this directory (`.` and `..` left out), each with
+    /// its type as the listing gives it, read from the directory held open:
+    /// listing it again by its path could list another directory swapped
+    /// in meanwhile, whose names [`OpenDir::stat`] would then look up in
+    /// this one.
+    pub fn entries(&self) -> std::io::Result<Vec<(std::ffi::OsString, EntryKind)>> {
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::io::AsRawFd;
+        // SAFETY: duplicates an open descriptor; the copy is owned by the
+        // stream below, which `closedir` closes.
+        let fd = unsafe { libc::dup(self.0.as_raw_fd()) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is an open directory descriptor this function owns.
+        let stream = unsafe { libc::fdopendir(fd) };
+        if stream.is_null() {
+            let e = std::io::Error::last_os_error();
+            // SAFETY: `fd` is still ours when fdopendir failed.
+            unsafe { libc::close(fd) };
+            return Err(e);
+        }
+        // The copy shares its offset with `self`: from the start, whatever
+        // read it before.
+        // SAFETY: a valid stream.
+        unsafe { libc::rewinddir(stream) };
+        let mut entries = Vec::new();
+        let result = loop {
+            // SAFETY: errno is this thread's; readdir reports an error
+            // only through it.
+            unsafe { *libc::__errno_location() = 0 };
+            // SAFETY: a valid stream, read by this thread alone.
+            let entry = unsafe { libc::readdir(stream) };
+            if entry.is_null() {
+                let e = std::io::Error::last_os_error();
+                break match e.raw_os_error() {
+                    Some(0) | None => Ok(()),
+                    Some(_) => Err(e),
+                };
+            }
+            // SAFETY: readdir returned an entry, valid until the next call,
+            // whose name is NUL-terminated.
+            let (name, d_type) = unsafe {
+                let entry = &*entry;
+                (
+                    std::ffi::CStr::from_ptr(entry.d_name.as_ptr()),
+                    entry.d_type,
+                )
+            };
+            let name = std::ffi::OsStr::from_bytes(name.to_bytes());
+            if name == "." || name == ".." {
+                continue;
+            }
+            let kind = match d_type {
+                libc::DT_REG => EntryKind::File,
+                libc::DT_DIR => EntryKind::Dir,
+                libc::DT_LNK => EntryKind::Symlink,
+                libc::DT_FIFO => EntryKind::Fifo,
+                libc::DT_SOCK => EntryKind::Socket,
+                libc::DT_BLK | libc::DT_CHR => EntryKind::Device,
+                _ => EntryKind::Unknown,
+            };
+            entries.push((name.to_owned(), kind));
+        };
+        // SAFETY: the stream opened above, closed once (with `fd`).
+        unsafe { libc::closedir(stream) };
+        result.map(|()| entries)
+    }
+
     /// Opens the directory at `path`, which must not be a symlink.
     pub fn open(path: &Path) -> std::io::Result<OpenDir> {
         use std::os::unix::fs::OpenOptionsExt;
@@ -337,6 +453,47 @@ fn resolve_path_following(path: &Path, followed: usize) -> Result<std::path::Pat
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_open_directory_lists_itself_even_when_swapped_by_path() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("refs");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("file"), "x").unwrap();
+        std::fs::create_dir(dir.join("sub")).unwrap();
+        std::os::unix::fs::symlink("file", dir.join("link")).unwrap();
+        let fifo = std::ffi::CString::new(dir.join("fifo").as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        let open = OpenDir::open(&dir).unwrap();
+        // Another directory swapped in under the same path.
+        std::fs::rename(&dir, root.path().join("old")).unwrap();
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("other"), "y").unwrap();
+        let mut entries = open.entries().unwrap();
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        let resolved: Vec<(String, EntryKind)> = entries
+            .into_iter()
+            .map(|(name, kind)| {
+                let kind = match kind {
+                    EntryKind::Unknown => EntryKind::of_mode(open.stat(&name).unwrap().mode),
+                    known => known,
+                };
+                (name.into_string().unwrap(), kind)
+            })
+            .collect();
+        assert_eq!(
+            resolved,
+            [
+                ("fifo".to_owned(), EntryKind::Fifo),
+                ("file".to_owned(), EntryKind::File),
+                ("link".to_owned(), EntryKind::Symlink),
+                ("sub".to_owned(), EntryKind::Dir),
+            ]
+        );
+        // Listed twice, from the start each time.
+        assert_eq!(open.entries().unwrap().len(), 4);
+    }
 
     #[test]
     fn reading_a_fifo_is_an_error_not_a_hang() {

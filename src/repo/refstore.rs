@@ -225,9 +225,17 @@ fn check_other_worktrees(git_dir: &Path, common_dir: &Path, invalid: &mut Invali
     let Ok(entries) = std::fs::read_dir(&worktrees) else {
         return;
     };
+    // This worktree's own git dir by identity: the common dir a linked
+    // worktree names is `<git dir>/../..`, so the paths differ (and its own
+    // refs were reported twice, red-team finding).
+    let identity = |m: &Metadata| {
+        use std::os::unix::fs::MetadataExt;
+        (m.dev(), m.ino())
+    };
+    let own = git_dir.symlink_metadata().ok().map(|m| identity(&m));
     for entry in entries.flatten() {
         let dir = entry.path();
-        if dir == git_dir {
+        if dir == git_dir || own.is_some() && entry.metadata().ok().map(|m| identity(&m)) == own {
             continue;
         }
         // git follows a symlinked `worktrees/<id>` (and a symlinked
@@ -548,13 +556,12 @@ impl LooseFile<'_> {
 }
 
 /// A directory's entries: each name with its type as the directory says.
-type Listing = Vec<(std::ffi::OsString, std::io::Result<std::fs::FileType>)>;
+type Listing = Vec<(std::ffi::OsString, crate::fsutil::EntryKind)>;
 
-/// The entries of the directory at `path`, opened as it is listed (by the
-/// same path: a directory swapped in between is judged by the re-read
-/// that catches changes during verify, as a file swapped after its stat
-/// always was), each with its type from the directory (no system call;
-/// std asks `lstat` where the file system does not say), in name order.
+/// The directory at `path`, opened without following a symlink, and its
+/// entries in name order, listed from the directory held open
+/// ([`crate::fsutil::OpenDir::entries`]), so that each name is the one
+/// [`LooseFile::stat`] looks up.
 ///
 /// In name order, as git lists a directory of refs: within a directory a
 /// walk then meets the refs in the order of a sorted list of names, which
@@ -562,25 +569,19 @@ type Listing = Vec<(std::ffi::OsString, std::io::Result<std::fs::FileType>)>;
 /// lookup per ref (issue 29).
 fn list_sorted(path: &Path, invalid: &mut Invalid) -> Option<(crate::fsutil::OpenDir, Listing)> {
     let listed = crate::fsutil::OpenDir::open(path).and_then(|open| {
-        let entries = std::fs::read_dir(path)?;
+        let entries = open.entries()?;
         Ok((open, entries))
     });
-    let (open, entries) = match listed {
-        Ok(listed) => listed,
+    match listed {
+        Ok((open, mut entries)) => {
+            entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            Some((open, entries))
+        }
         Err(e) => {
             invalid.push(format!("cannot list {}: {e}", path.display()));
-            return None;
-        }
-    };
-    let mut sorted = Vec::new();
-    for entry in entries {
-        match entry {
-            Ok(e) => sorted.push((e.file_name(), e.file_type())),
-            Err(e) => invalid.push(format!("cannot list {}: {e}", path.display())),
+            None
         }
     }
-    sorted.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    Some((open, sorted))
 }
 
 /// Walks `<dir>/refs` without following anything; `found` gets each valid
@@ -615,27 +616,32 @@ fn walk(
         let Some((open, entries)) = list_sorted(&path, invalid) else {
             continue;
         };
-        for (file_name, file_type) in &entries {
+        for (file_name, kind) in &entries {
+            use crate::fsutil::EntryKind;
             let component = file_name.as_bytes();
             child.clear();
             child.extend_from_slice(&name);
             child.push(b'/');
             child.extend_from_slice(component);
             let child_path = || path.join(file_name);
-            // A file is judged again by what is opened (see `read_regular`).
-            let t = match file_type {
-                Ok(t) => *t,
-                Err(e) => {
-                    invalid.push(format!("cannot inspect {}: {e}", child_path().display()));
-                    continue;
-                }
+            // The type the listing gives (no system call); a file is judged
+            // again by what is opened (see `read_regular`).
+            let kind = match kind {
+                EntryKind::Unknown => match open.stat(file_name) {
+                    Ok(stat) => EntryKind::of_mode(stat.mode),
+                    Err(e) => {
+                        invalid.push(format!("cannot inspect {}: {e}", child_path().display()));
+                        continue;
+                    }
+                },
+                known => *known,
             };
-            if t.is_symlink() || !(t.is_dir() || t.is_file()) {
+            if !matches!(kind, EntryKind::File | EntryKind::Dir) {
                 invalid.push(format!(
                     "{} is {}; git follows or misreads it while grantguard cannot prove what \
                      it sees. Replace it with a real ref (git update-ref) or remove it",
                     child_path().display(),
-                    kind_of(t)
+                    kind.name()
                 ));
                 continue;
             }
@@ -658,7 +664,7 @@ fn walk(
                 }
                 continue;
             }
-            if t.is_dir() {
+            if kind == EntryKind::Dir {
                 stack.push((child_path(), child.clone()));
                 continue;
             }
