@@ -587,7 +587,7 @@ fn judge(state: &Path, repo_dir: Option<&Path>, site: Site) -> ToolResult {
         record.0.loose_list()?;
         Ok(record)
     });
-    let (baseline, grant, armed) = match read {
+    let (mut baseline, grant, armed) = match read {
         Ok(b) => b,
         Err(e) => {
             return ToolResult::rejected(
@@ -605,9 +605,14 @@ fn judge(state: &Path, repo_dir: Option<&Path>, site: Site) -> ToolResult {
     // and the scan lists them as before, and the read is proven afresh.
     let early_refs = early_refs(&baseline);
     let loose_refs = match early_refs {
-        Some(_) => repo::special_files::LooseRefs::ReadStrictly,
-        None => repo::special_files::LooseRefs::Scan,
+        EarlyRefs::Read(_) => repo::special_files::LooseRefs::ReadStrictly,
+        EarlyRefs::AllRefs | EarlyRefs::Unsure => repo::special_files::LooseRefs::Scan,
     };
+    if matches!(early_refs, EarlyRefs::AllRefs) {
+        // Not needed by the full read: 100,000 listed loose refs were a
+        // fifth of its peak memory.
+        baseline.release_loose_list();
+    }
     if let Some(rejected) = special_files(&baseline.repo, loose_refs) {
         return rejected;
     }
@@ -865,7 +870,7 @@ fn evaluate(
     state: &Path,
     metadata: Option<&BTreeMap<String, String>>,
     worktree_scan: std::thread::JoinHandle<Result<repo::special_files::Scan, String>>,
-    early_refs: Option<refs_since_arm::Moved>,
+    early_refs: EarlyRefs,
     findings: &mut Findings,
 ) -> Result<Observed> {
     let (mut repo, location) = repo::layout::open_armed(&baseline.repo)?;
@@ -1174,42 +1179,62 @@ impl RefsRead {
     }
 }
 
-/// The strict read of the refs that can have moved since arm
-/// ([`refs_since_arm::read`], no waiting), when the baseline allows it and
-/// it found nothing wrong; `None` otherwise.
-fn early_refs(baseline: &Baseline) -> Option<refs_since_arm::Moved> {
-    let at_arm = baseline.packed_at_arm.as_ref()?;
-    let listed = baseline.loose_list().ok()?;
+/// What the strict read of the refs that can have moved since arm
+/// ([`refs_since_arm::read`], made at the start, no waiting) found.
+enum EarlyRefs {
+    /// Those refs, nothing wrong with them.
+    Read(refs_since_arm::Moved),
+    /// `packed-refs` changed since arm (or the store is reftable): only
+    /// the full read can judge.
+    AllRefs,
+    /// The baseline does not allow the read, or it found a problem (a
+    /// running git command's lock, say): read again later, waiting.
+    Unsure,
+}
+
+fn early_refs(baseline: &Baseline) -> EarlyRefs {
+    let Some(at_arm) = &baseline.packed_at_arm else {
+        return EarlyRefs::Unsure;
+    };
+    let Ok(listed) = baseline.loose_list() else {
+        return EarlyRefs::Unsure;
+    };
     let location = &baseline.repo;
-    refs_since_arm::read(
+    match refs_since_arm::read(
         &location.git_dir,
         &location.common_dir,
         at_arm,
         listed,
         &lookups(baseline),
-    )
-    .ok()
-    .flatten()
+    ) {
+        Ok(Some(moved)) => EarlyRefs::Read(moved),
+        Ok(None) => EarlyRefs::AllRefs,
+        Err(_) => EarlyRefs::Unsure,
+    }
 }
 
 /// Reads the refs: only those that can have moved when the baseline allows
 /// it and `packed-refs` is unchanged, else every ref (proven as arm proved
-/// them). `early`: the strict read of those refs made at the start
-/// ([`early_refs`]), proven here; anything wrong with it, and they are
-/// read and proven again, waiting as ever for running git commands.
+/// them). `early`: what the strict read of those refs at the start found
+/// ([`early_refs`]). Refs it read are proven here; anything wrong with
+/// them, and they are read and proven again, waiting as ever for running
+/// git commands. (The re-read at the end of verify compares with the read
+/// that is judged, early or not.)
 fn read_refs(
     repo: &gix::Repository,
     baseline: &Baseline,
     extra: &[BString],
-    early: Option<refs_since_arm::Moved>,
+    early: EarlyRefs,
 ) -> Result<std::result::Result<RefsRead, refstore::Invalid>> {
-    if let Some(Ok(moved)) = early
-        .map(|moved| refs_since_arm::confirm(repo, moved))
-        .transpose()?
-    {
-        return Ok(Ok(RefsRead::Moved(moved)));
-    }
-    if let Some(at_arm) = &baseline.packed_at_arm {
+    let since_arm = match early {
+        EarlyRefs::Read(moved) => match refs_since_arm::confirm(repo, moved)? {
+            Ok(moved) => return Ok(Ok(RefsRead::Moved(moved))),
+            Err(_) => baseline.packed_at_arm.as_ref(),
+        },
+        EarlyRefs::AllRefs => None,
+        EarlyRefs::Unsure => baseline.packed_at_arm.as_ref(),
+    };
+    if let Some(at_arm) = since_arm {
         let listed = baseline.loose_list()?;
         match refs_since_arm::prove_settled(repo, at_arm, listed, extra, REF_STORE_PATIENCE)? {
             Ok(Some(moved)) => return Ok(Ok(RefsRead::Moved(moved))),

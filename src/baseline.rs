@@ -262,7 +262,10 @@ impl Baseline {
     /// without a map of them when they are still on disk: the file is
     /// checked against [`Baseline::ref_list`] and read entry by entry
     /// (issue 29). An unreadable, altered or malformed file is an error;
-    /// `each` may have been called before a malformed entry was met.
+    /// `each` may have been called before a malformed entry was met. (verify
+    /// checks the digest at the start, so only a file arm could not have
+    /// written fails here, and verify then reports the repository as
+    /// unreadable.)
     pub fn for_each_ref(&self, each: &mut dyn FnMut(&BStr, &BStr)) -> Result<()> {
         if let Some(refs) = self.refs.loaded.get() {
             refs.iter()
@@ -275,6 +278,12 @@ impl Baseline {
         serde::de::DeserializeSeed::deserialize(EachRef(&mut handed), &mut json)
             .and_then(|()| json.end())
             .with_context(|| format!("the baseline's refs {} are malformed", path.display()))
+    }
+
+    /// Drops the loose refs [`Baseline::loose_list`] read, for a verify
+    /// that reads every ref and needs them no more; read again on next use.
+    pub fn release_loose_list(&mut self) {
+        self.refs.listed.take();
     }
 
     /// Checks [`REFS_FILE_NAME`] against [`Baseline::ref_list`] without
@@ -413,6 +422,9 @@ mod tests {
             (&b"refs/heads/caf\xe9"[..], &b"1111"[..]),
             (b"refs/heads/main", b"ref:refs/heads/x"),
             (b"refs/tags/v1", b"2222"),
+            // Encoded as `hex:...`, which sorts before every name above:
+            // the file is in the order of the names, not of their text.
+            (b"refs/tags/\xff", b"3333"),
         ]
         .into_iter()
         .map(|(n, v)| (BString::from(n), BString::from(v)))

@@ -596,3 +596,25 @@ fn a_peel_claim_arm_could_not_prove_keeps_verify_on_the_full_read() {
     let (code, result) = sb.verify();
     assert_rejected(code, &result, &["ref_store_invalid"]);
 }
+
+/// Listed loose refs packed after arm (`git pack-refs`, as `git gc` runs
+/// it): verify drops the list and reads every ref, accepting the same
+/// refs and refusing a tag moved before the packing.
+#[test]
+fn listed_loose_refs_packed_after_arm_are_judged_by_the_full_read() {
+    let sb = armed_with_old_loose_refs();
+    sb.git_nohooks(&["pack-refs", "--all"]);
+    assert!(!sb.git_dir().join("refs/tags/l0000").exists(), "packed");
+    let (code, result) = sb.verify();
+    assert_accepted(code, &result);
+    assert_eq!(refs_read(&result), "all");
+    let other = sb.git(&["rev-parse", "HEAD"]);
+    sb.git_nohooks(&["update-ref", "refs/tags/l0007", other.trim()]);
+    sb.git_nohooks(&["pack-refs", "--all"]);
+    let (code, result) = sb.verify();
+    assert_rejected(code, &result, &["ref_changed"]);
+    assert!(
+        result["violations"].to_string().contains("refs/tags/l0007"),
+        "{result:#}"
+    );
+}

@@ -33,7 +33,9 @@
 //!   every entry at any depth.
 //!
 //! - under `refs/` (loose refs, which gix reads when it resolves HEAD):
-//!   every entry at any depth.
+//!   every entry at any depth, unless the caller has already read them
+//!   strictly and found nothing wrong ([`LooseRefs::ReadStrictly`]: verify
+//!   reads the refs that can have moved since arm first).
 //!
 //! Besides types, sizes (`stat`, nothing opened): a file at the top of a
 //! git dir, in `info/` or under `refs/` larger than git ever writes there
@@ -118,11 +120,12 @@ fn special_entries(dir: &Path, names: Option<&[&str]>) -> Vec<(PathBuf, &'static
 pub enum LooseRefs {
     /// Scan them with the rest.
     Scan,
-    /// Leave them out: the caller has read every loose ref strictly (the
-    /// walk of [`super::refstore`], which refuses any file that is not a
-    /// regular one of at most [`super::refstore::MAX_LOOSE_BYTES`], opens
-    /// nothing but non-blocking, and follows nothing) before anything else
-    /// reads them. A repository with 100,000 loose refs then lists them
+    /// Leave them out: the caller has walked every loose ref strictly (the
+    /// walk of [`super::refstore`], which follows nothing, refuses any entry
+    /// that is neither a directory nor a regular file, and either reads a
+    /// file, non-blocking and at most [`super::refstore::MAX_LOOSE_BYTES`],
+    /// or finds by `fstatat` the type, size and inode arm recorded for it)
+    /// before anything else reads them, and found nothing wrong. A repository with 100,000 loose refs then lists them
     /// once less (issue 29).
     ReadStrictly,
 }
