@@ -625,8 +625,20 @@ fi
 # moved (packed: unchanged `packed-refs` by hash; loose: unchanged files by
 # identity), against `git for-each-ref` listing them; arm and disarm are
 # reported.
+# verify_rows TIME_LABEL NOTE MEMORY_LABEL: verify of the current
+# refs-$n-$kind repository against for-each-ref, time then peak memory.
+verify_rows() {
+  local ver fer mem fermem state="$work/refs-$n-$kind.state"
+  local listing="git for-each-ref --format='%(objectname) %(refname)'"
+  ver=$(median_ms "" "$gg verify --state $state")
+  fer=$(median_ms "" "$listing")
+  row "$1" "$ver" "$fer" "$(ratio "$ver" "$fer")" "$2"
+  mem=$(peak_mib "$gg verify --state $state")
+  fermem=$(peak_mib "$listing")
+  row "$3" "$mem" "$fermem" "$(ratio "$mem" "$fermem")" "target <= 64 MiB"
+}
 refs_rows() {
-  local counts label n kind start arm_ms disarm_ms ver fer mem fermem
+  local counts label n kind start arm_ms disarm_ms
   if [ "$smoke" = 1 ]; then counts="1:packed 1000:packed 1000:loose"; else
     counts="1:packed 10000:packed 100000:packed 100000:loose"; fi
   for spec in $counts; do
@@ -651,24 +663,17 @@ refs_rows() {
     cd "$work/refs-$n-$kind"
     git checkout -q -- docs/guide.md
     new_commits 1
-    ver=$(median_ms "" "$gg verify --state $work/refs-$n-$kind.state")
-    fer=$(median_ms "" "git for-each-ref --format='%(objectname) %(refname)'")
-    row "verify vs for-each-ref, $label (ms)" "$ver" "$fer" "$(ratio "$ver" "$fer")" "target <= 1.0x"
-    mem=$(peak_mib "$gg verify --state $work/refs-$n-$kind.state")
-    fermem=$(peak_mib "git for-each-ref --format='%(objectname) %(refname)'")
-    row "  verify peak RSS vs for-each-ref's, $label (MiB)" "$mem" "$fermem" "$(ratio "$mem" "$fermem")" "target <= 64 MiB"
+    verify_rows "verify vs for-each-ref, $label (ms)" "target <= 1.0x" \
+      "  verify peak RSS vs for-each-ref's, $label (MiB)"
     # `git pack-refs` (as `git gc` runs it) rewrote `packed-refs`: verify
     # reads every ref, once, compared with the baseline entry by entry.
     # (Hooks off: git runs reference-transaction once per loose ref it
     # prunes, 4,000 hook processes for 2,000 refs, 12 s armed and 11 s with
     # a no-op shell hook, against 0.3 s without.)
     $nohooks pack-refs --all
-    ver=$(median_ms "" "$gg verify --state $work/refs-$n-$kind.state")
-    fer=$(median_ms "" "git for-each-ref --format='%(objectname) %(refname)'")
-    row "  verify vs for-each-ref, $label, then pack-refs (ms)" "$ver" "$fer" "$(ratio "$ver" "$fer")" "every ref read: packed-refs rewritten"
-    mem=$(peak_mib "$gg verify --state $work/refs-$n-$kind.state")
-    fermem=$(peak_mib "git for-each-ref --format='%(objectname) %(refname)'")
-    row "  its peak RSS vs for-each-ref's, $label, then pack-refs (MiB)" "$mem" "$fermem" "$(ratio "$mem" "$fermem")" "target <= 64 MiB"
+    verify_rows "  verify vs for-each-ref, $label, then pack-refs (ms)" \
+      "every ref read: packed-refs rewritten" \
+      "  its peak RSS vs for-each-ref's, $label, then pack-refs (MiB)"
     start=$(date +%s%N)
     "$gg" disarm --state "$work/refs-$n-$kind.state" >/dev/null 2>&1
     disarm_ms=$(( ($(date +%s%N) - start) / 1000000 ))

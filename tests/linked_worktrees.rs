@@ -165,22 +165,14 @@ fn a_shared_ref_in_the_armed_linked_worktrees_own_git_dir_is_reported_once() {
     sb.git(&["worktree", "add", "-q", "-b", "agent", wt.to_str().unwrap()]);
     let state = sb.root.join("agent.state");
     let grant = sb.grant(&["docs/"], 1, 1);
-    let out = sb.grantguard(&[
-        "arm",
-        "--repo",
-        wt.to_str().unwrap(),
-        "--grant",
-        grant.to_str().unwrap(),
-        "--state",
-        state.to_str().unwrap(),
-    ]);
+    let out = sb.arm_worktree(&wt, &grant, &state);
     assert!(out.status.success(), "{out:?}");
     let git_dir = sb.run_git(&wt, &["rev-parse", "--absolute-git-dir"]);
     let own = std::path::Path::new(git_dir.trim()).join("refs/tags");
     std::fs::create_dir_all(&own).unwrap();
     let head = sb.git(&["rev-parse", "HEAD"]);
     std::fs::write(own.join("v1"), format!("{}\n", head.trim())).unwrap();
-    let out = sb.grantguard(&["verify", "--state", state.to_str().unwrap(), "--json"]);
+    let out = sb.verify_command(&state).output().unwrap();
     let r = common::tool_result(&out);
     assert_eq!(out.status.code(), Some(1), "{r:#}");
     // (No commit made: the count is short too.)

@@ -30,10 +30,8 @@ fn parse(out: &Output) -> (i32, Value) {
 
 /// `verify --json` (with `extra` arguments and `fault`), bounded.
 fn verify(sb: &Sandbox, extra: &[&str], fault: Option<&str>) -> (i32, Value, Duration) {
-    let mut cmd = sb.command(env!("CARGO_BIN_EXE_grantguard"));
-    cmd.current_dir(&sb.repo)
-        .args(["verify", "--state", sb.state.to_str().unwrap(), "--json"])
-        .args(extra);
+    let mut cmd = sb.verify_command(&sb.state);
+    cmd.args(extra);
     if let Some(fault) = fault {
         cmd.env(FAULT, fault);
     }

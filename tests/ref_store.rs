@@ -705,15 +705,7 @@ fn armed_linked_in(sb: Sandbox) -> (Sandbox, std::path::PathBuf) {
         wt.to_str().unwrap(),
     ]);
     let grant = sb.grant(&["docs/"], 1, 2);
-    let out = sb.grantguard(&[
-        "arm",
-        "--repo",
-        wt.to_str().unwrap(),
-        "--grant",
-        grant.to_str().unwrap(),
-        "--state",
-        sb.state.to_str().unwrap(),
-    ]);
+    let out = sb.arm_worktree(&wt, &grant, &sb.state);
     assert!(
         out.status.success(),
         "{}",

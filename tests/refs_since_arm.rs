@@ -441,14 +441,10 @@ fn a_planted_file_among_listed_loose_refs_is_refused_without_hanging() {
                     f.set_len(8 * 1024 * 1024 * 1024).unwrap();
                 }
             }
-            let mut cmd = sb.command(env!("CARGO_BIN_EXE_grantguard"));
-            cmd.current_dir(&sb.repo).args([
-                "verify",
-                "--state",
-                sb.state.to_str().unwrap(),
-                "--json",
-            ]);
-            let (out, elapsed) = common::bounded(cmd, std::time::Duration::from_secs(30));
+            let (out, elapsed) = common::bounded(
+                sb.verify_command(&sb.state),
+                std::time::Duration::from_secs(30),
+            );
             let what = format!("{} as {plant}", path.display());
             let out = out.unwrap_or_else(|| panic!("{what}: verify hung for {elapsed:?}"));
             let result = common::tool_result(&out);

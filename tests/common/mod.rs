@@ -250,15 +250,29 @@ impl Sandbox {
 
     /// Runs `grantguard arm` of the repository into `state`.
     pub fn arm_output(&self, grant: &Path, state: &Path) -> Output {
+        self.arm_worktree(&self.repo, grant, state)
+    }
+
+    /// Runs `grantguard arm` of the worktree at `dir` (a linked one, say)
+    /// into `state`.
+    pub fn arm_worktree(&self, dir: &Path, grant: &Path, state: &Path) -> Output {
         self.grantguard(&[
             "arm",
             "--repo",
-            self.repo.to_str().unwrap(),
+            dir.to_str().unwrap(),
             "--grant",
             grant.to_str().unwrap(),
             "--state",
             state.to_str().unwrap(),
         ])
+    }
+
+    /// The command `verify --state <state> --json`, run in the repository.
+    pub fn verify_command(&self, state: &Path) -> Command {
+        let mut cmd = self.command(env!("CARGO_BIN_EXE_grantguard"));
+        cmd.current_dir(&self.repo)
+            .args(["verify", "--state", state.to_str().unwrap(), "--json"]);
+        cmd
     }
 
     /// Arms the repository under `grant`, asserting success.
