@@ -269,6 +269,26 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
                 return Ok(result);
             }
         };
+    // verify asks git what the branch's short name resolves to, and git
+    // reads a name that starts with '-' as an option: every verify after a
+    // commit would refuse it, so arm does now (new-user finding; `git
+    // branch` refuses such names, plumbing makes them).
+    if branch
+        .strip_prefix(b"refs/heads/")
+        .is_some_and(|short| short.starts_with(b"-"))
+    {
+        let mut result = ToolResult::failed("arm", FailureClass::Validation);
+        result.violations.push(Violation::new(
+            rule::REF_STORE_INVALID,
+            format!(
+                "the branch {} has a short name that starts with '-', which git reads as an \
+                 option (`git branch` refuses such names). Rename the branch (git branch -m) \
+                 and arm again",
+                repo::refname::shown(&branch)
+            ),
+        ));
+        return Ok(result);
+    }
     let shadows = repo::refstore::shadows(
         &location.git_dir,
         &location.common_dir,

@@ -172,3 +172,24 @@ fn arm_refuses_an_intent_to_add_file_with_advice_that_keeps_it() {
     sb.git(&["commit", "-q", "-m", "new"]);
     assert!(sb.arm_output(&grant, &sb.state).status.success());
 }
+
+/// A branch whose short name starts with '-' (plumbing makes one; `git
+/// branch` refuses it) would be refused by every verify after a commit,
+/// since git reads the name as an option: arm refuses it up front, and
+/// arms once it is renamed (new-user finding).
+#[test]
+fn arm_refuses_a_branch_whose_short_name_starts_with_a_dash() {
+    let sb = Sandbox::new();
+    let grant = sb.grant(&["docs/"], 1, 2);
+    sb.git(&["update-ref", "refs/heads/-lead", "HEAD"]);
+    sb.git(&["symbolic-ref", "HEAD", "refs/heads/-lead"]);
+    let out = sb.arm_output(&grant, &sb.state);
+    assert!(!out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("[ref_store_invalid]") && stderr.contains("starts with '-'"),
+        "{stderr}"
+    );
+    sb.git(&["branch", "-m", "--", "-lead", "lead"]);
+    sb.arm(&grant);
+}
