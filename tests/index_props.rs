@@ -210,8 +210,13 @@ fn random_index(rng: &mut Rng) -> Vec<u8> {
     if rng.chance(3) {
         let payload = match rng.below(3) {
             0 => {
-                // A hidden cache-tree node.
-                let mut node = b"\0-1 1\na\x001 0\n".to_vec();
+                // A hidden cache-tree: a valid node below the root, or a
+                // valid root.
+                let mut node = if rng.chance(2) {
+                    b"\0-1 1\na\x001 0\n".to_vec()
+                } else {
+                    format!("\0{} 0\n", entries.len()).into_bytes()
+                };
                 node.extend([7u8; 20]);
                 ext(b"TREE", &node)
             }
@@ -395,4 +400,109 @@ fn the_reader_accepts_only_indexes_git_reads_one_way_and_reads_them_as_git() {
         accepted > 0 && refused > 0,
         "the generator covers both sides"
     );
+}
+
+/// Replaces every run of twenty `from` bytes in `bytes` with `to`.
+fn substitute(bytes: &mut [u8], from: u8, to: &[u8; 20]) {
+    let mut at = 0;
+    while at + 20 <= bytes.len() {
+        if bytes[at..at + 20].iter().all(|&b| b == from) {
+            bytes[at..at + 20].copy_from_slice(to);
+            at += 20;
+        } else {
+            at += 1;
+        }
+    }
+}
+
+/// A tree object written into the repository at `work`, distinct per
+/// `name`.
+fn real_tree(work: &Path, name: &str) -> [u8; 20] {
+    let out = git_in(
+        work,
+        &["mktree", "--missing"],
+        Some(&format!(
+            "100644 blob 1111111111111111111111111111111111111111\t{name}\n"
+        )),
+    );
+    let hex = String::from_utf8(out.expect("mktree")).unwrap();
+    let id = gix::ObjectId::from_hex(hex.trim().as_bytes()).unwrap();
+    id.as_slice().try_into().unwrap()
+}
+
+/// git in `work` with the isolated environment, `stdin` fed; its stdout
+/// when it succeeds.
+fn git_in(work: &Path, args: &[&str], stdin: Option<&str>) -> Option<Vec<u8>> {
+    use std::io::Write;
+    let mut child = Command::new("git")
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", "/nonexistent")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("LC_ALL", "C")
+        .current_dir(work)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+    drop(input);
+    let out = child.wait_with_output().unwrap();
+    out.status.success().then_some(out.stdout)
+}
+
+/// The pre-commit hook's shortcut (`repo::commit_root`) against git: on
+/// the same random files, now with cache-trees that name real trees,
+/// whenever the shortcut names a root tree, git's `write-tree` (which
+/// builds a tree as `git commit` does) writes that tree or none, under
+/// both of git's readings, never another.
+#[test]
+fn the_cache_tree_root_read_without_entries_is_the_tree_git_writes() {
+    let cases: u64 = std::env::var("INDEX_PROP_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300);
+    let first: u64 = std::env::var("INDEX_PROP_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(24);
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("r");
+    git_in(dir.path(), &["init", "-q", work.to_str().unwrap()], None).expect("git init");
+    let (visible, hidden) = (real_tree(&work, "visible"), real_tree(&work, "hidden"));
+    let index = work.join(".git/index");
+    let (mut answered, mut written) = (0u64, 0u64);
+    for seed in first..first + cases {
+        let mut rng = Rng(seed);
+        let mut bytes = random_index(&mut rng);
+        substitute(&mut bytes, 9, &visible);
+        substitute(&mut bytes, 7, &hidden);
+        std::fs::write(&index, &bytes).unwrap();
+        let Some(root) = grantguard::repo::commit_root::valid_root(&index, HashKind::Sha1) else {
+            continue;
+        };
+        answered += 1;
+        for threads in ["index.threads=1", "index.threads=4"] {
+            // write-tree writes the index back: the same bytes each time.
+            std::fs::write(&index, &bytes).unwrap();
+            if let Some(out) = git_in(&work, &["-c", threads, "write-tree"], None) {
+                written += 1;
+                assert_eq!(
+                    String::from_utf8_lossy(&out).trim(),
+                    root.to_string(),
+                    "seed {seed}: git ({threads}) writes another tree than the shortcut names"
+                );
+            }
+        }
+    }
+    eprintln!(
+        "index_props: {cases} files (seeds {first}..{}): the shortcut named a root in \
+         {answered}; git wrote a tree {written} times, always that one",
+        first + cases
+    );
+    assert!(written > 0, "the generator reaches git's writing");
 }

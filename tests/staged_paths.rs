@@ -348,6 +348,20 @@ fn staged_paths_equal_git_diff_cached_on_random_repositories() {
             }
         }
         check(&sb, &repo, seed, "with cache-tree");
+        // git write-tree brings the cache-tree up to date in place, as
+        // git commit does before its hook: the hook then reads the root's
+        // tree without the entries (repo::commit_root).
+        let written = sb.run_git(&repo, &["write-tree"]);
+        let root = grantguard::repo::commit_root::valid_root(
+            &repo.join(".git/index"),
+            gix::hash::Kind::Sha1,
+        );
+        assert_eq!(
+            root.map(|id| id.to_string()),
+            Some(written.trim().to_owned()),
+            "seed {seed}: the root git writes"
+        );
+        check(&sb, &repo, seed, "cache-tree written again");
         // A valid cache-tree that is not HEAD's: commit, then move HEAD back
         // (what `git reset --soft` and amending do).
         sb.run_git(&repo, &["commit", "-q", "--allow-empty", "-m", "next"]);

@@ -17,8 +17,9 @@ use crate::result::Violation;
 /// deletes and mode changes. Reads the index git named for the hook
 /// (`GIT_INDEX_FILE`) and skips the directories proven unchanged (see
 /// [`repo::staged_changes`]): for git's `commit` ([`committer`]), the tree
-/// git writes; for any other client, both the tree git would write and the
-/// tree the entries make.
+/// git writes (from the cache-tree's root alone when that is valid, see
+/// [`repo::commit_root`]); for any other client, both the tree git would
+/// write and the tree the entries make.
 pub fn staged_paths(repo: &gix::Repository) -> Result<Vec<BString>> {
     let view = if committer::parent_is_git_commit() {
         repo::CacheTreeUse::GitsViewOnly
@@ -31,6 +32,15 @@ pub fn staged_paths(repo: &gix::Repository) -> Result<Vec<BString>> {
 /// [`staged_paths`] for the client `view` names.
 pub fn staged_paths_as(repo: &gix::Repository, view: repo::CacheTreeUse) -> Result<Vec<BString>> {
     let head_tree = repo::head_tree_id_or_empty(repo)?;
+    // git's commit writes a valid root node's tree as it is: judging that
+    // tree needs no entry of the index (issue 29).
+    if view == repo::CacheTreeUse::GitsViewOnly
+        && let Some(root) = repo::commit_root::valid_root(&repo.index_path(), repo.object_hash())
+        && repo.has_object(root)
+    {
+        return repo::changes_to_root(repo, Some(head_tree), root)
+            .context("cannot compare the index with HEAD");
+    }
     let index = repo.index_or_empty().context("cannot read the index")?;
     repo::staged_changes(repo, Some(head_tree), &index, view)
         .context("cannot compare the index with HEAD")

@@ -19,6 +19,7 @@
 mod cache_tree;
 pub mod canonical;
 pub mod clean_settings;
+pub mod commit_root;
 mod commits;
 pub mod config_includes;
 mod encodings;
@@ -60,7 +61,7 @@ pub use metadata::{
     worktree_names,
 };
 pub use refs::{Head, RefMap, head, head_tree_id_or_empty, ref_snapshot};
-pub use staged::{CacheTreeUse, staged_changes};
+pub use staged::{CacheTreeUse, changes_to_root, staged_changes};
 pub use worktree::{
     Dirt, HIDDEN, InProgress, IndexDirt, hidden_index_entries, in_progress_operations,
     index_dirt_against, operations_in_progress, worktree_dirt, worktree_dirt_after,

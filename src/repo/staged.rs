@@ -140,14 +140,43 @@ pub fn staged_changes(
     for pair in std::mem::take(&mut walk.sparse) {
         sparse_dir::tree_changes(repo, pair, &mut walk.out)?;
     }
-    if let Some(deep) = walk
-        .out
+    finish(walk.out, dedup)
+}
+
+/// What `git commit` changes when it writes `root` as the commit's tree:
+/// the paths where `root` differs from `head_tree` (HEAD's, `None` or the
+/// empty tree when unborn), as [`staged_changes`] reports them for a valid
+/// root cache-tree node. For the hook, which learns `root` without decoding
+/// the index ([`super::commit_root`]).
+pub fn changes_to_root(
+    repo: &gix::Repository,
+    head_tree: Option<ObjectId>,
+    root: ObjectId,
+) -> Result<Vec<BString>> {
+    let head_tree = head_tree.filter(|id| !id.is_empty_tree());
+    let mut out = Vec::new();
+    if head_tree != Some(root) {
+        let pair = Pair {
+            prefix: BString::default(),
+            old: head_tree,
+            new: Some(root),
+            depth: 0,
+        };
+        sparse_dir::tree_changes(repo, pair, &mut out)?;
+    }
+    finish(out, true)
+}
+
+/// The changed paths, refused when one is nested past git's depth limit,
+/// sorted and without repeats when `dedup` (two views may name a path
+/// twice).
+fn finish(mut out: Vec<BString>, dedup: bool) -> Result<Vec<BString>> {
+    if let Some(deep) = out
         .iter()
         .find(|p| p.iter().filter(|&&b| b == b'/').count() > MAX_TREE_DEPTH)
     {
         bail!("{}", too_deep(deep));
     }
-    let mut out = walk.out;
     if dedup {
         out.sort();
         out.dedup();
