@@ -80,6 +80,8 @@ fn template() -> &'static Template {
     })
 }
 
+const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+
 fn substitute(bytes: &mut [u8], from: u8, to: &[u8; 20]) {
     let mut at = 0;
     while at + 20 <= bytes.len() {
@@ -103,6 +105,18 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let root: String = root.iter().map(|b| format!("{b:02x}")).collect();
+    // The hook uses a root only when its tree exists (as git does): here,
+    // the template's two trees, or the empty tree, which both always have.
+    let exists = |hex: &str| {
+        hex == EMPTY_TREE
+            || t.trees.iter().any(|id| {
+                let tree: String = id.iter().map(|b| format!("{b:02x}")).collect();
+                tree == hex
+            })
+    };
+    if !exists(&root) {
+        return;
+    }
     let index = t.repo.join(".git/index");
     for threads in ["index.threads=1", "index.threads=4"] {
         // write-tree writes the index back: the same bytes each time.

@@ -36,19 +36,38 @@ fuzz_target!(|data: &[u8]| {
 });
 
 fn check_invariants(p: &Publication) {
-    let reparsed = document::parse(&format!("{{\"repository_publication\":{}}}", p.canonical()), Format::Json)
-        .expect("canonical text is JSON");
+    let reparsed = document::parse(
+        &format!("{{\"repository_publication\":{}}}", p.canonical()),
+        Format::Json,
+    )
+    .expect("canonical text is JSON");
     let again = Publication::from_document(&reparsed).expect("the canonical form is valid");
-    assert_eq!(again.canonical(), p.canonical(), "canonical form is a fixed point");
+    assert_eq!(
+        again.canonical(),
+        p.canonical(),
+        "canonical form is a fixed point"
+    );
     assert_eq!(again.id(), p.id());
     let evidence = serde_json::to_value(p.evidence()).expect("evidence serialises");
     let fields = evidence.as_object().expect("evidence is an object");
     assert_eq!(fields.len(), 6);
     let remote = fields["remote"].as_str().unwrap();
-    let authority = remote.split("://").nth(1).unwrap().split('/').next().unwrap();
-    assert!(!authority.contains('@'), "userinfo in the evidence: {remote}");
+    let authority = remote
+        .split("://")
+        .nth(1)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap();
+    assert!(
+        !authority.contains('@'),
+        "userinfo in the evidence: {remote}"
+    );
     for run_id in ["r1", "a..b", "HEAD", "x*", "", "run-1.2_3"] {
-        let names = Names { run_id: Some(run_id), task_id: Some(run_id) };
+        let names = Names {
+            run_id: Some(run_id),
+            task_id: Some(run_id),
+        };
         if let Ok(name) = p.target_ref().expand(names) {
             assert!(name.starts_with("refs/"));
             assert!(!name.contains('*') && name != "HEAD");
