@@ -20,6 +20,11 @@
 //! detection) and holds the cache-tree against the tip separately
 //! (`cache_tree_dirt`).
 //!
+//! Under git's `commit` with a valid root node, the hook does not come
+//! here at all: git commits that node's tree, which [`changes_to_root`]
+//! diffs with HEAD's, learnt without decoding the index
+//! ([`super::commit_root`]).
+//!
 //! A sparse index's directory entries (`dir/`, mode `040000`) are compared
 //! with HEAD's subtree by id, and a differing one by the paths where the two
 //! trees differ ([`super::sparse_dir`]); a full index never reaches that
