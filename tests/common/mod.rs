@@ -128,8 +128,18 @@ impl Sandbox {
         // Tests run git inside the bare `origin.git` (`git -C origin.git
         // ...`); Git 3.0 refuses that by default (safe.bareRepository =
         // explicit). A test-environment setting in the isolated global
-        // config: grantguard never reads it.
-        std::fs::write(home.join(".gitconfig"), "[safe]\n\tbareRepository = all\n").unwrap();
+        // config: grantguard never reads it. Likewise no detached auto
+        // maintenance: git 2.55's, run after a commit, prunes worktrees
+        // and repacks while the test goes on (its worktree-prune removed
+        // a `.git/worktrees/wt` that `worktree add` was still creating, in
+        // CI); in the foreground it does the same work, in order.
+        std::fs::write(
+            home.join(".gitconfig"),
+            "[safe]\n\tbareRepository = all\n\
+             [gc]\n\tautoDetach = false\n\
+             [maintenance]\n\tautoDetach = false\n",
+        )
+        .unwrap();
         Sandbox {
             origin: root.join("origin.git"),
             repo: root.join("repo"),
