@@ -1,25 +1,36 @@
 //! The tree `git commit` writes, read from the index's cache-tree root
 //! without decoding the entries (`repo::commit_root`), against git itself:
 //!
-//! - every index git writes in its ordinary settings yields the tree `git
-//!   write-tree` writes from it, and the settings that let git read an
-//!   index two ways (`EOIE`), or read entries from elsewhere (a split or a
-//!   sparse index), yield nothing, so the hook decodes the entries as
-//!   before;
+//! - every index git writes in its ordinary settings (`EOIE` and threads
+//!   included, in both hashes) yields the tree `git write-tree` writes from
+//!   it, and the settings that let git read entries from elsewhere (a split
+//!   or a sparse index) leave the entries to read, as before;
 //! - the index `git commit` hands the `pre-commit` hook (plain, `-a`,
 //!   `--amend`) has a valid root naming exactly the tree of the commit git
 //!   then makes: the premise of the hook's shortcut, on this git. A partial
-//!   commit's temporary index has none, and is read whole.
+//!   commit's temporary index has none, and is read whole;
+//! - an index crafted so that git's threaded reading commits another
+//!   cache-tree than its sequential one has no answer but a refusal, in
+//!   SHA-1 and in SHA-256 (where git looks for the `EOIE` elsewhere than
+//!   it writes it), and the armed hook refuses the commit.
 
 mod common;
 
 use std::path::Path;
 
 use common::Sandbox;
-use grantguard::repo::commit_root::valid_root;
+use grantguard::repo::commit_root::{Root, valid_root};
 
-fn root(index: &Path) -> Option<String> {
-    valid_root(index, gix::hash::Kind::Sha1).map(|id| id.to_string())
+fn root_in(index: &Path, hash: gix::hash::Kind) -> Root<String> {
+    match valid_root(index, hash) {
+        Root::Tree(id) => Root::Tree(id.to_string()),
+        Root::FromEntries => Root::FromEntries,
+        Root::Ambiguous(why) => Root::Ambiguous(why),
+    }
+}
+
+fn root(index: &Path) -> Root<String> {
+    root_in(index, gix::hash::Kind::Sha1)
 }
 
 /// A few files in nested directories and a skip-worktree entry (extended
@@ -55,34 +66,40 @@ fn indexes_git_reads_one_way_yield_the_tree_git_writes() {
         &["index.version=4"],
         &["index.skipHash=true"],
         &["feature.manyFiles=true"],
+        &["index.threads=4"],
+        &["index.recordEndOfIndexEntries=true"],
     ] {
-        let sb = Sandbox::new();
-        let tree = staged_with(&sb, config);
-        assert_eq!(
-            root(&sb.git_dir().join("index")),
-            Some(tree),
-            "under {config:?}"
-        );
+        for (format, hash) in [
+            ("sha1", gix::hash::Kind::Sha1),
+            ("sha256", gix::hash::Kind::Sha256),
+        ] {
+            let sb = Sandbox::with_object_format(format);
+            let tree = staged_with(&sb, config);
+            let index = sb.git_dir().join("index");
+            if config.first().is_some_and(|c| c.starts_with("index.re")) {
+                let bytes = std::fs::read(&index).unwrap();
+                assert!(bytes.windows(4).any(|w| w == b"EOIE"), "{format}: no EOIE");
+            }
+            assert_eq!(
+                root_in(&index, hash),
+                Root::Tree(tree),
+                "{format} under {config:?}"
+            );
+        }
     }
 }
 
 #[test]
-fn indexes_git_may_read_otherwise_yield_nothing() {
-    for config in [
-        &["index.threads=4"][..],
-        &["index.recordEndOfIndexEntries=true"],
+fn indexes_git_reads_entries_from_elsewhere_leave_them_to_read() {
+    let sb = Sandbox::new();
+    staged_with(
+        &sb,
         &["core.splitIndex=true", "splitIndex.maxPercentChange=100"],
-    ] {
-        let sb = Sandbox::new();
-        staged_with(&sb, config);
-        let index = sb.git_dir().join("index");
-        let bytes = std::fs::read(&index).unwrap();
-        assert!(
-            bytes.windows(4).any(|w| w == b"EOIE" || w == b"link"),
-            "under {config:?}, git wrote neither an EOIE nor a link"
-        );
-        assert_eq!(root(&index), None, "under {config:?}");
-    }
+    );
+    let index = sb.git_dir().join("index");
+    let bytes = std::fs::read(&index).unwrap();
+    assert!(bytes.windows(4).any(|w| w == b"link"), "git wrote no link");
+    assert_eq!(root(&index), Root::FromEntries);
     // A sparse index: its directory entries are judged by the full read.
     let sb = Sandbox::new();
     sb.git(&["sparse-checkout", "set", "--cone", "--sparse-index", "docs"]);
@@ -90,12 +107,12 @@ fn indexes_git_may_read_otherwise_yield_nothing() {
     let index = sb.git_dir().join("index");
     let bytes = std::fs::read(&index).unwrap();
     assert!(bytes.windows(4).any(|w| w == b"sdir"), "git wrote no sdir");
-    assert_eq!(root(&index), None);
+    assert_eq!(root(&index), Root::FromEntries);
 }
 
 /// Commits with a `pre-commit` hook that keeps a copy of the index git
 /// hands it; returns the root read from that copy and the commit's tree.
-fn commit_seen_by_hook(sb: &Sandbox, args: &[&str]) -> (Option<String>, String) {
+fn commit_seen_by_hook(sb: &Sandbox, args: &[&str]) -> (Root<String>, String) {
     let hooks = sb.root.join("copying-hooks");
     let copy = sb.root.join("index-at-pre-commit");
     let _ = std::fs::remove_file(&copy);
@@ -135,46 +152,36 @@ fn git_commit_hands_the_hook_a_valid_root_naming_the_tree_it_commits() {
     sb.git(&["add", "docs/two.md"]);
     let amend = commit_seen_by_hook(&sb, &["commit", "-q", "--amend", "-m", "amended"]);
     for (what, (seen, tree)) in [("plain", plain), ("-a", all), ("--amend", amend)] {
-        assert_eq!(seen, Some(tree), "git commit {what}");
+        assert_eq!(seen, Root::Tree(tree), "git commit {what}");
     }
     // git builds a partial commit's temporary index without a cache-tree
     // update: the hook reads its entries, as before. Never another tree.
     let (seen, tree) = partial;
     assert!(
-        seen.is_none() || seen == Some(tree),
+        seen == Root::FromEntries || seen == Root::Tree(tree),
         "git commit <path>: {seen:?}"
     );
-}
-
-/// SHA-1 over each extension header from `offset` to the end of `body`:
-/// the hash git's `EOIE` carries.
-fn header_hash(body: &[u8], offset: usize) -> Vec<u8> {
-    let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
-    let mut at = offset;
-    while at + 8 <= body.len() {
-        hasher.update(&body[at..at + 8]);
-        let size = u32::from_be_bytes(body[at + 4..at + 8].try_into().unwrap()) as usize;
-        at += 8 + size;
-    }
-    hasher.try_finalize().unwrap().as_slice().to_vec()
-}
-
-fn extension(sig: &[u8; 4], data: &[u8]) -> Vec<u8> {
-    let mut out = sig.to_vec();
-    out.extend((data.len() as u32).to_be_bytes());
-    out.extend(data);
-    out
 }
 
 /// issue 24's attack on the shortcut: an unknown optional extension at the
 /// end hides a cache-tree and an `EOIE` pointing at it. git's sequential
 /// reading skips the extension and commits the visible cache-tree; its
-/// threaded reading honours the `EOIE` and commits the hidden one. The
-/// shortcut reads sequentially, so it must not answer at all.
-#[test]
-fn a_cache_tree_only_the_threaded_reading_sees_leaves_the_shortcut_without_an_answer() {
-    let sb = Sandbox::new();
-    let visible = staged_with(&sb, &[]);
+/// threaded reading honours the `EOIE` and commits the hidden one. git
+/// looks for an `EOIE` of SHA-1's size in either hash, and in SHA-256 its
+/// hash runs on into the trailing checksum, which git does not verify:
+/// the attack's checksum starts with the rest of that hash (red team).
+/// Returns the crafted file, the visible tree (`staged_with`'s, or with
+/// `staging` false the index's as it is) and the hidden one.
+fn hiding_a_cache_tree(
+    sb: &Sandbox,
+    hash: gix::hash::Kind,
+    staging: bool,
+) -> (Vec<u8>, String, String) {
+    let visible = if staging {
+        staged_with(sb, &[])
+    } else {
+        sb.git(&["write-tree"]).trim().to_owned()
+    };
     let hidden = sb
         .git_stdin(
             &["mktree"],
@@ -186,9 +193,9 @@ fn a_cache_tree_only_the_threaded_reading_sees_leaves_the_shortcut_without_an_an
         )
         .trim()
         .to_owned();
-    let index = sb.git_dir().join("index");
-    let bytes = std::fs::read(&index).unwrap();
-    let mut body = bytes[..bytes.len() - 20].to_vec();
+    let hash_len = hash.len_in_bytes();
+    let bytes = std::fs::read(sb.git_dir().join("index")).unwrap();
+    let mut body = bytes[..bytes.len() - hash_len].to_vec();
     // The hidden extension: a cache-tree whose root is valid and names
     // the forged tree, then the EOIE that points at it.
     let count = sb.git(&["ls-files"]).lines().count();
@@ -206,24 +213,112 @@ fn a_cache_tree_only_the_threaded_reading_sees_leaves_the_shortcut_without_an_an
     walked.extend(b"ZZZZ");
     walked.extend(((tree.len() + eoie_len) as u32).to_be_bytes());
     walked.extend(&tree);
+    let headers = header_hash(&walked, hidden_at, hash);
     let mut eoie = (hidden_at as u32).to_be_bytes().to_vec();
-    eoie.extend(header_hash(&walked, hidden_at));
+    eoie.extend(&headers[..20]);
     data.extend(extension(b"EOIE", &eoie));
     body.extend(extension(b"ZZZZ", &data));
-    let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
+    let mut hasher = gix::hash::hasher(hash);
     hasher.update(&body);
-    body.extend(hasher.try_finalize().unwrap().as_slice());
+    let mut checksum = hasher.try_finalize().unwrap().as_slice().to_vec();
+    checksum[..hash_len - 20].copy_from_slice(&headers[20..]);
+    body.extend(checksum);
+    (body, visible, hidden)
+}
 
-    let write_tree = |threads: &str| {
+#[test]
+fn a_cache_tree_only_the_threaded_reading_sees_has_no_answer_but_a_refusal() {
+    for (format, hash) in [
+        ("sha1", gix::hash::Kind::Sha1),
+        ("sha256", gix::hash::Kind::Sha256),
+    ] {
+        let sb = Sandbox::with_object_format(format);
+        let (body, visible, hidden) = hiding_a_cache_tree(&sb, hash, true);
+        let index = sb.git_dir().join("index");
+        let write_tree = |threads: &str| {
+            std::fs::write(&index, &body).unwrap();
+            sb.git(&["-c", threads, "write-tree"]).trim().to_owned()
+        };
+        assert_eq!(write_tree("index.threads=1"), visible, "{format}");
+        assert_eq!(
+            write_tree("index.threads=4"),
+            hidden,
+            "{format}: git's threaded reading honours the hidden EOIE"
+        );
         std::fs::write(&index, &body).unwrap();
-        sb.git(&["-c", threads, "write-tree"]).trim().to_owned()
-    };
-    assert_eq!(write_tree("index.threads=1"), visible);
-    assert_eq!(
-        write_tree("index.threads=4"),
-        hidden,
-        "git's threaded reading honours the hidden EOIE"
-    );
-    std::fs::write(&index, &body).unwrap();
-    assert_eq!(root(&index), None);
+        assert!(
+            matches!(root_in(&index, hash), Root::Ambiguous(_)),
+            "{format}"
+        );
+    }
+}
+
+#[test]
+fn the_armed_hook_refuses_a_commit_from_a_cache_tree_git_reads_two_ways() {
+    for (format, hash) in [
+        ("sha1", gix::hash::Kind::Sha1),
+        ("sha256", gix::hash::Kind::Sha256),
+    ] {
+        let sb = Sandbox::with_object_format(format);
+        // Granted: the visible staging, all under docs/, src/ and z.txt;
+        // not the hidden tree's forged.md.
+        sb.arm(&sb.grant(&["docs/", "src/", "z.txt", "README.md"], 1, 1));
+        let head = sb.git(&["rev-parse", "HEAD"]);
+        let (body, _, _) = hiding_a_cache_tree(&sb, hash, true);
+        std::fs::write(sb.git_dir().join("index"), &body).unwrap();
+        let out = sb.try_git(&["-c", "index.threads=4", "commit", "-q", "-m", "forged"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{format}: {stderr}");
+        assert!(
+            stderr.contains("the index cannot be judged"),
+            "{format}: {stderr}"
+        );
+        assert!(stderr.contains("EOIE"), "{format}: {stderr}");
+        assert_eq!(sb.git(&["rev-parse", "HEAD"]), head, "{format}");
+    }
+}
+
+/// The same file left behind after a granted commit, its visible reading
+/// the tip's tree: verify refuses it (git's next commit with threads would
+/// commit the hidden tree), in SHA-256 too, where verify once looked for
+/// the `EOIE` where git writes it, not where git reads it (red team).
+#[test]
+fn verify_refuses_a_cache_tree_git_reads_two_ways_left_after_a_granted_commit() {
+    for (format, hash) in [
+        ("sha1", gix::hash::Kind::Sha1),
+        ("sha256", gix::hash::Kind::Sha256),
+    ] {
+        let sb = Sandbox::with_object_format(format);
+        sb.arm(&sb.grant(&["docs/"], 1, 1));
+        sb.commit_file("docs/guide.md", "granted\n", "docs");
+        let (code, r) = sb.verify();
+        common::assert_accepted(code, &r);
+        let (body, visible, _) = hiding_a_cache_tree(&sb, hash, false);
+        assert_eq!(visible, sb.git(&["rev-parse", "HEAD^{tree}"]).trim());
+        std::fs::write(sb.git_dir().join("index"), &body).unwrap();
+        let (code, r) = sb.verify();
+        assert_eq!(code, 1, "{format}: {r:#}");
+        assert_eq!(common::rules(&r), ["worktree_not_clean"], "{format}: {r:#}");
+        assert!(r.to_string().contains("EOIE"), "{format}: {r:#}");
+    }
+}
+
+/// Each extension header from `offset` to the end of `body`, hashed with
+/// `hash`: the hash git's `EOIE` carries.
+fn header_hash(body: &[u8], offset: usize, hash: gix::hash::Kind) -> Vec<u8> {
+    let mut hasher = gix::hash::hasher(hash);
+    let mut at = offset;
+    while at + 8 <= body.len() {
+        hasher.update(&body[at..at + 8]);
+        let size = u32::from_be_bytes(body[at + 4..at + 8].try_into().unwrap()) as usize;
+        at += 8 + size;
+    }
+    hasher.try_finalize().unwrap().as_slice().to_vec()
+}
+
+fn extension(sig: &[u8; 4], data: &[u8]) -> Vec<u8> {
+    let mut out = sig.to_vec();
+    out.extend((data.len() as u32).to_be_bytes());
+    out.extend(data);
+    out
 }

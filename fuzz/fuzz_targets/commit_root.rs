@@ -101,7 +101,7 @@ fuzz_target!(|data: &[u8]| {
     let mut bytes = data.to_vec();
     substitute(&mut bytes, 9, &t.trees[0]);
     substitute(&mut bytes, 7, &t.trees[1]);
-    let Some(root) = commit_root::read_root(&bytes, 20).map(|r| r.to_vec()) else {
+    let commit_root::Root::Tree(root) = commit_root::read_root(&bytes, 20) else {
         return;
     };
     let root: String = root.iter().map(|b| format!("{b:02x}")).collect();

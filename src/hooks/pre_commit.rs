@@ -3,7 +3,7 @@
 //! grant's `max`. It runs before git writes the commit, so the agent can fix
 //! its index and try again.
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use gix::bstr::{BString, ByteSlice};
 
 use super::committer;
@@ -34,12 +34,19 @@ pub fn staged_paths_as(repo: &gix::Repository, view: repo::CacheTreeUse) -> Resu
     let head_tree = repo::head_tree_id_or_empty(repo)?;
     // git's commit writes a valid root node's tree as it is: judging that
     // tree needs no entry of the index (issue 29).
-    if view == repo::CacheTreeUse::GitsViewOnly
-        && let Some(root) = repo::commit_root::valid_root(&repo.index_path(), repo.object_hash())
-        && repo.has_object(root)
-    {
-        return repo::changes_to_root(repo, Some(head_tree), root)
-            .context("cannot compare the index with HEAD");
+    if view == repo::CacheTreeUse::GitsViewOnly {
+        match repo::commit_root::valid_root(&repo.index_path(), repo.object_hash()) {
+            repo::commit_root::Root::Tree(root) if repo.has_object(root) => {
+                return repo::changes_to_root(repo, Some(head_tree), root)
+                    .context("cannot compare the index with HEAD");
+            }
+            repo::commit_root::Root::Ambiguous(why) => bail!(
+                "the index cannot be judged: {why}. git writes no such index; rebuild it from \
+                 HEAD, keeping the worktree's changes unstaged: rm \"$(git rev-parse --git-path \
+                 index)\" && git reset -q, then stage again"
+            ),
+            _ => {}
+        }
     }
     let index = repo.index_or_empty().context("cannot read the index")?;
     repo::staged_changes(repo, Some(head_tree), &index, view)

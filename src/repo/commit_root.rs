@@ -2,54 +2,69 @@
 //! without decoding one entry.
 //!
 //! Before it runs the `pre-commit` hook, `git commit` brings the index's
-//! cache-tree up to date and writes it out (`prepare_index`: every staged
-//! change invalidates the nodes above it, `cache_tree_update` writes their
-//! trees again). After the hook it reads the index again and commits the
-//! root node's tree as it is, without looking at the entries, whenever
-//! that node is valid (entry count not -1) and its tree exists
-//! (`update_one`). So the root node names exactly what the commit holds,
-//! and what the commit changes is where that tree differs from HEAD's: a
-//! tree diff, whose cost follows the change (issue 29). Decoding the
-//! 100,000 entries of a large index to learn the same was most of the
-//! hook's time.
+//! cache-tree up to date (`prepare_index`: every staged change invalidates
+//! the nodes above it, `cache_tree_update` writes their trees again). After
+//! the hook it reads the index again and commits the root node's tree as
+//! it is, without looking at the entries, whenever that node is valid
+//! (entry count not negative) and its tree exists (`update_one`). So the
+//! root node names exactly what the commit holds, and what the commit
+//! changes is where that tree differs from HEAD's: a tree diff, whose cost
+//! follows the change (issue 29). Decoding the 100,000 entries of a large
+//! index to learn the same was most of the hook's time. (A plain commit
+//! with nothing to refresh hands the hook the index file as it was, not
+//! one git wrote: the file is whatever its last writer made it.)
 //!
-//! [`valid_root`] answers only for a file every git reads the same way
-//! and whose cache-tree git writes itself; anything else is `None`, and
-//! the caller reads the whole index as before:
+//! [`valid_root`] says what git will do with the file, in one of three
+//! answers ([`Root`]):
 //!
-//! - the entries are skipped as git's sequential reading does
-//!   (`create_from_disk`: versions 2 to 4, extended flags, long names);
-//! - the extensions tile the file exactly up to the trailing checksum;
-//! - no `EOIE` extension, nor anything where git's threaded reading would
-//!   look for one (an `EOIE` that git honours can make it read other
-//!   extensions than the sequential reading: issue 24), no split index
-//!   (`link`), no sparse index (`sdir`), no mandatory extension git does
-//!   not know (git would refuse the file), one `TREE` only;
-//! - the `TREE` extension parses whole, as git's `read_one` would parse it
-//!   (git drops a malformed one and builds the tree from the entries),
-//!   in the form git writes: canonical decimal counts, each node's
-//!   children in git's order (by name length, then bytes), so no name
-//!   twice (git dies on one), and no byte after the root's last node.
+//! - [`Root::Tree`]: git commits this tree, if it exists. Only for a file
+//!   every git reads the same way: the entries are skipped as git's
+//!   sequential reading does (`create_from_disk`: versions 2 to 4,
+//!   extended flags, long names); the extensions tile the file exactly up
+//!   to the trailing checksum; an `EOIE` that git could honour says the
+//!   extensions start where the entries end, so git's threaded reading
+//!   reads the same ones (issue 24); one `TREE`, in the form every writer
+//!   of it uses (canonical decimal counts, no name twice among a node's
+//!   children, in whatever order, no byte after the last node), so that
+//!   git 2.45's `strtol` and 2.55's `parse_int` read the same numbers.
+//! - [`Root::FromEntries`]: git builds the tree from the entries; the
+//!   caller reads them. No cache-tree, an invalid root, and what this
+//!   reading leaves to the full one: a split index (`link`), a sparse index
+//!   (`sdir`), a mandatory extension git does not know or an entry git
+//!   dies on (git refuses the file), a file too short or cut.
+//! - [`Root::Ambiguous`]: gits could commit a tree from this file's
+//!   cache-tree that this reading does not see, or another one: an `EOIE`
+//!   git could honour pointing elsewhere than the entries' end, two `TREE`
+//!   extensions (git reads the last), a `TREE` in a form no writer uses.
+//!   The entries would not say what git commits, so the hook refuses.
 //!
-//! The trailing checksum is not verified: git refuses a file whose
-//! checksum is wrong, so no commit is made from it whatever the hook says.
+//! The trailing checksum is not verified, as git does not verify it when
+//! reading (only `fsck` does).
 
 use std::path::Path;
 
 use gix::ObjectId;
 
-const HEADER: usize = 12;
-const CE_NAMEMASK: u16 = 0x0fff;
-const CE_EXTENDED: u16 = 0x4000;
-/// git's `CE_EXTENDED_FLAGS` (intent-to-add, skip-worktree), as stored in
-/// the second flags word; any other bit makes git die.
-const KNOWN_EXTENDED: u16 = (1 << 13) | (1 << 14);
+use super::index_layout::{
+    CE_EXTENDED, CE_NAMEMASK, HEADER, KNOWN_EXTENDED, be16, be32, eoie_offsets, varint,
+};
 
-/// The root tree of the index file at `path` that `git commit` writes as
-/// it is, if the file qualifies (see the module docs); `None` for anything
-/// else, a missing or unreadable file included. `hash` is the repository's
-/// object hash. Whether the tree exists, git's other condition, is the
-/// caller's to check.
+/// What `git commit` will commit from an index file: see the module docs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Root<T> {
+    /// The cache-tree's root tree, as it is, if that tree exists.
+    Tree(T),
+    /// A tree built from the entries: read them.
+    FromEntries,
+    /// Not knowable from the file alone; the reason, for the refusal.
+    Ambiguous(&'static str),
+}
+
+/// What `git commit` will commit from the index file at `path` (see the
+/// module docs); a missing or unreadable file is [`Root::FromEntries`],
+/// for the full reading to report. `hash` is the repository's object
+/// hash. Whether the tree exists, git's other condition, is the caller's
+/// to check.
 ///
 /// The file is mapped, not read: the entries are only skipped, and a copy
 /// of a 9 MB index was most of what was left of the hook's time. git
@@ -57,26 +72,74 @@ const KNOWN_EXTENDED: u16 = (1 << 13) | (1 << 14);
 /// file does not change under it; a file truncated in place while mapped
 /// kills the hook (`SIGBUS`), which refuses the commit, as gix's mapping
 /// of the index always could.
-pub fn valid_root(path: &Path, hash: gix::hash::Kind) -> Option<ObjectId> {
-    let file = crate::fsutil::open_regular(path).ok()?;
-    if file.metadata().ok()?.len() < HEADER as u64 {
-        return None;
+pub fn valid_root(path: &Path, hash: gix::hash::Kind) -> Root<ObjectId> {
+    let Ok(file) = crate::fsutil::open_regular(path) else {
+        return Root::FromEntries;
+    };
+    if file.metadata().map_or(true, |m| m.len() < HEADER as u64) {
+        return Root::FromEntries;
     }
     // SAFETY: a read-only private mapping of a regular file; see above for
     // a file changed while mapped.
-    let bytes = unsafe { memmap2::Mmap::map(&file) }.ok()?;
-    let root = read_root(&bytes, hash.len_in_bytes())?;
-    ObjectId::try_from(root).ok()
+    let Ok(bytes) = (unsafe { memmap2::Mmap::map(&file) }) else {
+        return Root::FromEntries;
+    };
+    match read_root(&bytes, hash.len_in_bytes()) {
+        Root::Tree(id) => ObjectId::try_from(id).map_or(Root::FromEntries, Root::Tree),
+        Root::FromEntries => Root::FromEntries,
+        Root::Ambiguous(why) => Root::Ambiguous(why),
+    }
 }
 
 /// [`valid_root`] on the bytes of an index file: the root node's tree id.
-pub fn read_root(bytes: &[u8], hash_len: usize) -> Option<&[u8]> {
-    if eoie_possible(bytes, hash_len) {
-        return None;
+pub fn read_root(bytes: &[u8], hash_len: usize) -> Root<&[u8]> {
+    let Some(body) = bytes.len().checked_sub(hash_len).map(|end| &bytes[..end]) else {
+        return Root::FromEntries;
+    };
+    let Some(entries_end) = skip_entries(body, hash_len) else {
+        return Root::FromEntries;
+    };
+    if eoie_offsets(bytes, hash_len).any(|offset| offset != entries_end) {
+        return Root::Ambiguous(
+            "its EOIE extension names another start for the extensions than the entries' end, \
+             so git reading with index.threads would read other extensions",
+        );
     }
-    let body = bytes.get(..bytes.len().checked_sub(hash_len)?)?;
-    let header = body.get(..HEADER)?;
-    if &header[..4] != b"DIRC" {
+    let mut tree = None;
+    let mut at = entries_end;
+    while at < body.len() {
+        let Some((sig, size)) = body.get(at..at + 4).zip(be32(body, at + 4)) else {
+            return Root::FromEntries;
+        };
+        let data = (at + 8)
+            .checked_add(size as usize)
+            .and_then(|end| body.get(at + 8..end));
+        let Some(data) = data else {
+            return Root::FromEntries;
+        };
+        match sig {
+            b"TREE" if tree.is_none() => tree = Some(data),
+            b"TREE" => {
+                return Root::Ambiguous("it has two TREE extensions, of which git reads the last");
+            }
+            b"link" | b"sdir" => return Root::FromEntries,
+            // Optional extensions git skips (EOIE, IEOT and REUC among
+            // them), and mandatory ones it refuses the file for.
+            _ if sig[0].is_ascii_uppercase() => {}
+            _ => return Root::FromEntries,
+        }
+        at += 8 + size as usize;
+    }
+    match tree {
+        Some(data) => tree_root(data, hash_len),
+        None => Root::FromEntries,
+    }
+}
+
+/// Skips the header and the entries as git's sequential reading does:
+/// where the extensions start, or `None` for a file git would not read.
+fn skip_entries(body: &[u8], hash_len: usize) -> Option<usize> {
+    if body.get(..4)? != b"DIRC" {
         return None;
     }
     let version = be32(body, 4)?;
@@ -88,31 +151,7 @@ pub fn read_root(bytes: &[u8], hash_len: usize) -> Option<&[u8]> {
     for _ in 0..count {
         previous_len = skip_entry(body, &mut at, version, hash_len, previous_len)?;
     }
-    let mut tree = None;
-    while at < body.len() {
-        let sig = body.get(at..at + 4)?;
-        let size = be32(body, at + 4)? as usize;
-        let data = body.get(at + 8..at.checked_add(8)?.checked_add(size)?)?;
-        match sig {
-            b"TREE" if tree.is_none() => tree = Some(data),
-            // A second TREE, EOIE, link, sdir, or a mandatory extension.
-            b"TREE" | b"EOIE" => return None,
-            _ if sig[0].is_ascii_uppercase() => {}
-            _ => return None,
-        }
-        at += 8 + size;
-    }
-    tree_root(tree?, hash_len)
-}
-
-/// Whether git's threaded reading could find an `EOIE` extension at the
-/// end of the file: it looks at a fixed distance from the end, wherever
-/// the sequential reading's extensions begin and end.
-fn eoie_possible(bytes: &[u8], hash_len: usize) -> bool {
-    bytes
-        .len()
-        .checked_sub(8 + 4 + 2 * hash_len)
-        .is_some_and(|at| &bytes[at..at + 4] == b"EOIE")
+    Some(at)
 }
 
 /// Skips the entry at `at` as git's `create_from_disk` reads it;
@@ -172,64 +211,48 @@ fn skip_entry(
     }
 }
 
-/// git's `decode_varint`.
-fn varint(b: &[u8], at: &mut usize) -> Option<u64> {
-    let mut c = *b.get(*at)?;
-    *at += 1;
-    let mut val = u64::from(c & 127);
-    while c & 128 != 0 {
-        val = val.checked_add(1)?;
-        if val.leading_zeros() < 7 {
-            return None;
-        }
-        c = *b.get(*at)?;
-        *at += 1;
-        val = (val << 7) + u64::from(c & 127);
+/// What git commits from a `TREE` extension's `data` (see the module
+/// docs): its valid root's tree, [`Root::FromEntries`] for an invalid
+/// root, [`Root::Ambiguous`] for a form no writer uses.
+pub fn tree_root(data: &[u8], hash_len: usize) -> Root<&[u8]> {
+    const ODD: &str = "its cache-tree (TREE extension) is not in the form git writes, \
+                       and gits read such a cache-tree differently";
+    if data.is_empty() {
+        // Every git drops it.
+        return Root::FromEntries;
     }
-    Some(val)
-}
-
-fn be32(b: &[u8], at: usize) -> Option<u32> {
-    b.get(at..at + 4)
-        .map(|s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
-}
-
-fn be16(b: &[u8], at: usize) -> Option<u16> {
-    b.get(at..at + 2).map(|s| u16::from_be_bytes([s[0], s[1]]))
-}
-
-/// The root node's tree id in a `TREE` extension git writes and reads
-/// whole, if that node is valid (see the module docs).
-pub fn tree_root(data: &[u8], hash_len: usize) -> Option<&[u8]> {
     let mut at = 0usize;
-    let root = node(data, &mut at, hash_len)?;
+    let Some(root) = node(data, &mut at, hash_len) else {
+        return Root::Ambiguous(ODD);
+    };
     if !root.name.is_empty() {
         // git reads no cache-tree that does not start at the root.
-        return None;
+        return Root::FromEntries;
     }
-    // The children still to read at each level, and the last name read
-    // there: an explicit stack, as a cache-tree can be as deep as its
-    // writer likes.
-    let mut levels: Vec<(u32, Option<&[u8]>)> = vec![(root.subtrees, None)];
-    while let Some((remaining, last)) = levels.last_mut() {
+    // The children still to read at each level and the names read there:
+    // an explicit stack, as a cache-tree can be as deep as its writer
+    // likes. git dies on a name twice among one node's children.
+    let mut levels: Vec<(u32, Vec<&[u8]>)> = vec![(root.subtrees, Vec::new())];
+    while let Some((remaining, names)) = levels.last_mut() {
         if *remaining == 0 {
+            names.sort_unstable();
+            if names.windows(2).any(|pair| pair[0] == pair[1]) {
+                return Root::Ambiguous(ODD);
+            }
             levels.pop();
             continue;
         }
         *remaining -= 1;
-        let child = node(data, &mut at, hash_len)?;
-        let in_order =
-            last.is_none_or(|before| (before.len(), before) < (child.name.len(), child.name));
-        if !in_order {
-            return None;
-        }
-        *last = Some(child.name);
-        levels.push((child.subtrees, None));
+        let Some(child) = node(data, &mut at, hash_len) else {
+            return Root::Ambiguous(ODD);
+        };
+        names.push(child.name);
+        levels.push((child.subtrees, Vec::new()));
     }
     if at != data.len() {
-        return None;
+        return Root::Ambiguous(ODD);
     }
-    root.id
+    root.id.map_or(Root::FromEntries, Root::Tree)
 }
 
 /// One cache-tree node as written: its name, its subtree count, and its
@@ -344,8 +367,20 @@ mod tests {
         out
     }
 
-    fn root_of(bytes: &[u8]) -> Option<Vec<u8>> {
-        read_root(bytes, 20).map(<[u8]>::to_vec)
+    fn root_of(bytes: &[u8]) -> Root<Vec<u8>> {
+        match read_root(bytes, 20) {
+            Root::Tree(id) => Root::Tree(id.to_vec()),
+            Root::FromEntries => Root::FromEntries,
+            Root::Ambiguous(why) => Root::Ambiguous(why),
+        }
+    }
+
+    fn the_root() -> Root<Vec<u8>> {
+        Root::Tree(ID.to_vec())
+    }
+
+    fn is_ambiguous<T>(root: &Root<T>) -> bool {
+        matches!(root, Root::Ambiguous(_))
     }
 
     #[test]
@@ -366,7 +401,7 @@ mod tests {
                     (b"TREE", valid_tree()),
                 ],
             );
-            assert_eq!(root_of(&bytes), Some(ID.to_vec()), "version {version}");
+            assert_eq!(root_of(&bytes), the_root(), "version {version}");
         }
     }
 
@@ -383,61 +418,71 @@ mod tests {
         };
         let entries = [v4(0, b"a/one", 5), v4(3, b"two", 5), v4(5, b"bc/x", 4)];
         let bytes = index(4, &entries, &[(b"TREE", valid_tree())]);
-        assert_eq!(root_of(&bytes), Some(ID.to_vec()));
+        assert_eq!(root_of(&bytes), the_root());
         // A strip longer than the name before, or a recorded length that
-        // disagrees with the name: git dies or misreads; no answer here.
+        // disagrees with the name: git dies or misreads; the full reading
+        // says which.
         let bad_strip = index(
             4,
             &[v4(0, b"a", 1), v4(2, b"b", 1)],
             &[(b"TREE", valid_tree())],
         );
-        assert_eq!(root_of(&bad_strip), None);
+        assert_eq!(root_of(&bad_strip), Root::FromEntries);
         let bad_len = index(4, &[v4(0, b"abc", 2)], &[(b"TREE", valid_tree())]);
-        assert_eq!(root_of(&bad_len), None);
+        assert_eq!(root_of(&bad_len), Root::FromEntries);
     }
 
     #[test]
-    fn anything_but_one_tree_extension_git_reads_one_way_has_no_answer() {
+    fn anything_but_one_tree_extension_git_reads_one_way_has_another_answer() {
         let entries = [entry(b"a/one", None)];
         let with = |exts: &[(&[u8; 4], Vec<u8>)]| root_of(&index(2, &entries, exts));
         let tree = || (b"TREE", valid_tree());
-        assert_eq!(with(&[tree()]), Some(ID.to_vec()));
-        assert_eq!(with(&[]), None, "no cache-tree");
-        assert_eq!(with(&[tree(), tree()]), None, "two cache-trees");
-        for sig in [b"link", b"sdir", b"EOIE", b"abcd"] {
-            assert_eq!(with(&[tree(), (sig, vec![0; 24])]), None, "{sig:?}");
+        assert_eq!(with(&[tree()]), the_root());
+        assert_eq!(with(&[]), Root::FromEntries, "no cache-tree");
+        assert_eq!(with(&[(b"TREE", Vec::new())]), Root::FromEntries, "empty");
+        assert!(is_ambiguous(&with(&[tree(), tree()])), "two cache-trees");
+        for sig in [b"link", b"sdir", b"abcd"] {
+            let got = with(&[tree(), (sig, vec![0; 24])]);
+            assert_eq!(got, Root::FromEntries, "{sig:?}");
+        }
+        // Optional extensions are skipped, an EOIE git would not honour
+        // (offset 0) among them.
+        for sig in [b"REUC", b"EOIE", b"IEOT"] {
+            assert_eq!(with(&[tree(), (sig, vec![0; 24])]), the_root(), "{sig:?}");
         }
         // Unknown extended flags: git dies.
         let odd = index(3, &[entry(b"a/one", Some(1))], &[tree()]);
-        assert_eq!(root_of(&odd), None);
+        assert_eq!(root_of(&odd), Root::FromEntries);
         // Stray bytes before the checksum, an extension past the end, a
         // file cut short, another header, another version.
         let mut stray = index(2, &entries, &[tree()]);
         stray.splice(stray.len() - 20..stray.len() - 20, [0u8; 5]);
-        assert_eq!(root_of(&stray), None);
+        assert_eq!(root_of(&stray), Root::FromEntries);
         let mut past = index(2, &entries, &[tree()]);
         let at = past.len() - 20 - valid_tree().len() - 4;
         past[at..at + 4].copy_from_slice(&1000u32.to_be_bytes());
-        assert_eq!(root_of(&past), None);
+        assert_eq!(root_of(&past), Root::FromEntries);
         let whole = index(2, &entries, &[tree()]);
         for cut in [0, 11, 40, whole.len() - 21] {
-            assert_eq!(root_of(&whole[..cut]), None, "cut at {cut}");
+            assert_eq!(root_of(&whole[..cut]), Root::FromEntries, "cut at {cut}");
         }
         let mut other = whole.clone();
         other[..4].copy_from_slice(b"DIRX");
-        assert_eq!(root_of(&other), None);
+        assert_eq!(root_of(&other), Root::FromEntries);
         let mut v5 = whole;
         v5[7] = 5;
-        assert_eq!(root_of(&v5), None);
+        assert_eq!(root_of(&v5), Root::FromEntries);
     }
 
     #[test]
     fn only_the_cache_tree_form_git_writes_is_read() {
-        assert_eq!(tree_root(&valid_tree(), 20), Some(&ID[..]));
+        assert_eq!(tree_root(&valid_tree(), 20), Root::Tree(&ID[..]));
         let invalid_root = node_bytes("", -1, 0, None);
-        assert_eq!(tree_root(&invalid_root, 20), None, "an invalid root");
+        let got = tree_root(&invalid_root, 20);
+        assert_eq!(got, Root::FromEntries, "an invalid root");
         let not_root = node_bytes("a", 1, 0, Some(ID));
-        assert_eq!(tree_root(&not_root, 20), None, "not the root");
+        let got = tree_root(&not_root, 20);
+        assert_eq!(got, Root::FromEntries, "git drops one not at the root");
         for line in [
             "01 0\n",
             "+1 0\n",
@@ -453,29 +498,41 @@ mod tests {
             let mut tree = b"\0".to_vec();
             tree.extend(line.as_bytes());
             tree.extend(ID);
-            assert_eq!(tree_root(&tree, 20), None, "{line:?}");
+            assert!(is_ambiguous(&tree_root(&tree, 20)), "{line:?}");
         }
         let mut trailing = valid_tree();
         trailing.push(0);
-        assert_eq!(tree_root(&trailing, 20), None, "a byte past the last node");
+        let got = tree_root(&trailing, 20);
+        assert!(
+            is_ambiguous(&got),
+            "a byte past the last node (git reads on)"
+        );
         let short = valid_tree();
-        assert_eq!(tree_root(&short[..short.len() - 1], 20), None, "a cut id");
+        assert!(
+            is_ambiguous(&tree_root(&short[..short.len() - 1], 20)),
+            "a cut id"
+        );
         let mut missing_child = node_bytes("", 3, 3, Some(ID));
         missing_child.extend(node_bytes("a", 1, 0, Some([1; 20])));
-        assert_eq!(tree_root(&missing_child, 20), None, "a child missing");
-        // Children in git's order only (length, then bytes): so never a
-        // name twice, on which git dies.
-        for (first, second) in [("a", "a"), ("b", "a"), ("ab", "c")] {
+        assert!(
+            is_ambiguous(&tree_root(&missing_child, 20)),
+            "a child missing"
+        );
+        // Children in any order (libgit2 writes them in a tree's order, git
+        // by length then bytes), but never a name twice, on which git dies.
+        for (first, second, read) in [("a", "a", false), ("b", "a", true), ("ab", "c", true)] {
             let mut tree = node_bytes("", 2, 2, Some(ID));
             tree.extend(node_bytes(first, 1, 0, Some([1; 20])));
             tree.extend(node_bytes(second, 1, 0, Some([2; 20])));
-            assert_eq!(tree_root(&tree, 20), None, "{first} then {second}");
+            let got = tree_root(&tree, 20);
+            assert_eq!(got == Root::Tree(&ID[..]), read, "{first} then {second}");
+            assert_eq!(is_ambiguous(&got), !read, "{first} then {second}");
         }
-        // Duplicates at different levels are fine.
+        // The same name at different levels is fine.
         let mut nested = node_bytes("", 2, 1, Some(ID));
         nested.extend(node_bytes("a", 2, 1, Some([1; 20])));
         nested.extend(node_bytes("a", 1, 0, Some([2; 20])));
-        assert_eq!(tree_root(&nested, 20), Some(&ID[..]));
+        assert_eq!(tree_root(&nested, 20), Root::Tree(&ID[..]));
     }
 
     #[test]
@@ -485,53 +542,114 @@ mod tests {
             tree.extend(b"d\0-1 1\n");
         }
         tree.extend(node_bytes("f", 1, 0, Some([3; 20])));
-        assert_eq!(tree_root(&tree, 20), Some(&ID[..]));
+        assert_eq!(tree_root(&tree, 20), Root::Tree(&ID[..]));
     }
 
-    /// The data of the last extension of an index made by [`index`].
-    fn payload_of(bytes: &[u8]) -> Vec<u8> {
-        let body = &bytes[..bytes.len() - 20];
-        let at = body.windows(4).rposition(|w| w == b"ZZZZ").unwrap();
-        body[at + 8..].to_vec()
+    /// An index with one entry, its cache-tree, and a last optional
+    /// extension `ZZZZ` holding `payload` and then, as its last bytes, an
+    /// `EOIE` of git's size naming `offset`: where git's threaded reading
+    /// looks, whatever the sequential reading makes of it.
+    fn with_tail_eoie(payload: &[u8], offset: u32) -> Vec<u8> {
+        let mut hiding = payload.to_vec();
+        hiding.extend(b"EOIE");
+        hiding.extend(24u32.to_be_bytes());
+        hiding.extend(offset.to_be_bytes());
+        hiding.extend([0u8; 20]);
+        let entries = [entry(b"a/one", None)];
+        index(2, &entries, &[(b"TREE", valid_tree()), (b"ZZZZ", hiding)])
     }
 
     #[test]
-    fn a_file_whose_tail_could_be_an_eoie_extension_has_no_answer() {
+    fn an_eoie_git_could_honour_must_name_the_entries_end() {
+        let entries_end = HEADER + entry(b"a/one", None).len();
+        let honest = with_tail_eoie(b"abc", entries_end as u32);
+        assert_eq!(root_of(&honest), the_root());
+        // Pointing into the hidden payload: the threaded reading would read
+        // other extensions.
+        let hiding = with_tail_eoie(b"abc", entries_end as u32 + 30);
+        assert!(is_ambiguous(&root_of(&hiding)));
+        // Offsets git does not honour (before the entries, past the EOIE).
+        for offset in [0, 11, u32::MAX] {
+            assert_eq!(
+                root_of(&with_tail_eoie(b"abc", offset)),
+                the_root(),
+                "{offset}"
+            );
+        }
+        // One byte off the place git looks: no EOIE git could find.
+        let mut shifted = with_tail_eoie(b"abc", entries_end as u32 + 30);
+        let checksum_at = shifted.len() - 20;
+        shifted.insert(checksum_at, 0);
+        let size_at = HEADER + entry(b"a/one", None).len() + 8 + valid_tree().len() + 4;
+        let size = u32::from_be_bytes(shifted[size_at..size_at + 4].try_into().unwrap());
+        shifted[size_at..size_at + 4].copy_from_slice(&(size + 1).to_be_bytes());
+        assert_eq!(root_of(&shifted), the_root());
+    }
+
+    #[test]
+    fn in_sha256_git_looks_where_an_eoie_of_sha1_size_would_end() {
+        // git honours a 24-byte EOIE before a 32-byte checksum (its
+        // EOIE_SIZE is SHA-1's), and writes one of 36 bytes, which it
+        // never honours: both places count.
+        let id = [0xcd; 32];
+        let mut tree = b"\0".to_vec();
+        tree.extend(b"1 0\n");
+        tree.extend(id);
+        let mut e = vec![0u8; 40];
+        e[24..28].copy_from_slice(&0o100644u32.to_be_bytes());
+        e.extend([7u8; 32]);
+        e.extend(1u16.to_be_bytes());
+        e.push(b'a');
+        let size = (e.len() + 8) & !7;
+        e.resize(size, 0);
+        let entries_end = (HEADER + e.len()) as u32;
+        for (eoie_size, offset, ambiguous) in [
+            (24, entries_end, false),
+            (24, entries_end + 8, true),
+            (36, entries_end, false),
+            (36, entries_end + 8, true),
+            (28, entries_end + 8, false),
+        ] {
+            let mut b = b"DIRC".to_vec();
+            b.extend(2u32.to_be_bytes());
+            b.extend(1u32.to_be_bytes());
+            b.extend(&e);
+            b.extend(b"TREE");
+            b.extend((tree.len() as u32).to_be_bytes());
+            b.extend(&tree);
+            b.extend(b"EOIE");
+            b.extend((eoie_size as u32).to_be_bytes());
+            b.extend(offset.to_be_bytes());
+            b.extend(vec![0u8; eoie_size - 4]);
+            b.extend([0u8; 32]);
+            let got = read_root(&b, 32);
+            assert_eq!(
+                is_ambiguous(&got),
+                ambiguous,
+                "{eoie_size} {offset}: {got:?}"
+            );
+            if !ambiguous {
+                assert_eq!(got, Root::Tree(&id[..]), "{eoie_size} {offset}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_file_is_mapped_and_a_missing_one_leaves_the_entries_to_read() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("index");
-        // An unknown optional extension that ends in what git's threaded
-        // reading would take for an EOIE.
-        let mut hiding = b"EOIE".to_vec();
-        hiding.extend(24u32.to_be_bytes());
-        hiding.extend([0u8; 24]);
-        let mut payload = vec![0u8; 3];
-        payload.extend(&hiding);
-        let bytes = index(
-            2,
-            &[entry(b"a/one", None)],
-            &[(b"TREE", valid_tree()), (b"ZZZZ", payload)],
-        );
-        std::fs::write(&path, &bytes).unwrap();
-        assert_eq!(root_of(&bytes), None);
-        assert_eq!(valid_root(&path, gix::hash::Kind::Sha1), None);
-        // The same bytes one place off are no EOIE git could find.
-        let mut shifted = payload_of(&bytes);
-        shifted.push(0);
-        let moved = index(
-            2,
-            &[entry(b"a/one", None)],
-            &[(b"TREE", valid_tree()), (b"ZZZZ", shifted)],
-        );
-        assert_eq!(root_of(&moved), Some(ID.to_vec()));
         let plain = index(2, &[entry(b"a/one", None)], &[(b"TREE", valid_tree())]);
         std::fs::write(&path, &plain).unwrap();
         assert_eq!(
             valid_root(&path, gix::hash::Kind::Sha1),
-            Some(ObjectId::try_from(&ID[..]).unwrap())
+            Root::Tree(ObjectId::try_from(&ID[..]).unwrap())
         );
+        let hiding = with_tail_eoie(b"abc", 60);
+        std::fs::write(&path, &hiding).unwrap();
+        assert!(is_ambiguous(&valid_root(&path, gix::hash::Kind::Sha1)));
         assert_eq!(
             valid_root(&dir.path().join("missing"), gix::hash::Kind::Sha1),
-            None
+            Root::FromEntries
         );
     }
 }

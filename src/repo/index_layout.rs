@@ -83,27 +83,27 @@ pub struct Layout {
 /// Largest index read (a 100,000-file index is about 10 MiB).
 pub const MAX_INDEX_BYTES: u64 = 1024 * 1024 * 1024;
 
-const HEADER: usize = 12;
+pub(super) const HEADER: usize = 12;
 /// The modes git writes into an index (`create_ce_mode`), and a sparse
 /// index's directories.
 const GIT_MODES: [u32; 5] = [0o100644, 0o100755, 0o120000, 0o160000, 0o040000];
-const CE_NAMEMASK: u16 = 0x0fff;
-const CE_EXTENDED: u16 = 0x4000;
+pub(super) const CE_NAMEMASK: u16 = 0x0fff;
+pub(super) const CE_EXTENDED: u16 = 0x4000;
 /// git's `CE_EXTENDED_FLAGS` (intent-to-add, skip-worktree), as stored in
-/// the second flags word.
-const KNOWN_EXTENDED: u16 = (1 << 13) | (1 << 14);
+/// the second flags word; any other bit makes git die.
+pub(super) const KNOWN_EXTENDED: u16 = (1 << 13) | (1 << 14);
 
-fn be32(b: &[u8], at: usize) -> Option<u32> {
+pub(super) fn be32(b: &[u8], at: usize) -> Option<u32> {
     b.get(at..at + 4)
         .map(|s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
 }
 
-fn be16(b: &[u8], at: usize) -> Option<u16> {
+pub(super) fn be16(b: &[u8], at: usize) -> Option<u16> {
     b.get(at..at + 2).map(|s| u16::from_be_bytes([s[0], s[1]]))
 }
 
 /// git's `decode_varint`.
-fn varint(b: &[u8], at: &mut usize) -> Option<u64> {
+pub(super) fn varint(b: &[u8], at: &mut usize) -> Option<u64> {
     let mut c = *b.get(*at)?;
     *at += 1;
     let mut val = u64::from(c & 127);
@@ -206,32 +206,31 @@ fn decode(
     }
 }
 
-/// Where git's `read_eoie_extension` would start reading the extensions,
-/// if it would honour the file's `EOIE` at all. The hash over the
-/// extension headers is not checked: a file whose `EOIE` git could honour
-/// must name the one offset that reads the same either way, whatever its
-/// hash says.
-fn eoie_offset(b: &[u8], hash_len: usize) -> Option<usize> {
-    // The offset and a hash of the repository's kind (git 2.47 writes 36
-    // bytes in a SHA-256 repository).
-    let eoie_size = 4 + hash_len;
-    if b.len() < HEADER + 8 + eoie_size + hash_len {
-        return None;
-    }
-    let eoie = b.len() - 8 - eoie_size - hash_len;
-    if &b[eoie..eoie + 4] != b"EOIE" || be32(b, eoie + 4)? as usize != eoie_size {
-        return None;
-    }
-    let offset = be32(b, eoie + 8)? as usize;
-    if offset < HEADER || offset >= eoie {
-        return None;
-    }
-    let mut at = offset;
-    while at < eoie {
-        let size = be32(b, at + 4)? as usize;
-        at = at.checked_add(8)?.checked_add(size)?;
-    }
-    (at == eoie).then_some(offset)
+/// The offsets at which an `EOIE` extension git could honour says the
+/// extensions start: what git's `read_eoie_extension` would use.
+///
+/// git looks at one place only, a fixed distance from the end: an `EOIE`
+/// of SHA-1's size (`EOIE_SIZE`, 4 + 20 bytes) before the trailing
+/// checksum, in either hash, and compares the checksum's first bytes as
+/// the rest of a SHA-256 hash. It writes 4 + 32 bytes in a SHA-256
+/// repository, which it then never honours; that place counts too, for a
+/// git that mends this. The hash over the extension headers is not
+/// checked, nor that they tile up to the `EOIE` (git's loop does not ask):
+/// a file whose `EOIE` git could honour must name the one offset that
+/// reads the same either way, whatever its hash says.
+pub(super) fn eoie_offsets(b: &[u8], hash_len: usize) -> impl Iterator<Item = usize> + '_ {
+    let sizes = [Some(24), (hash_len != 20).then_some(4 + hash_len)];
+    sizes.into_iter().flatten().filter_map(move |eoie_size| {
+        let eoie = b.len().checked_sub(8 + eoie_size + hash_len)?;
+        if eoie < HEADER
+            || &b[eoie..eoie + 4] != b"EOIE"
+            || be32(b, eoie + 4)? as usize != eoie_size
+        {
+            return None;
+        }
+        let offset = be32(b, eoie + 8)? as usize;
+        (HEADER..eoie).contains(&offset).then_some(offset)
+    })
 }
 
 /// Checks `bytes` (an index file) as described in the module docs; `hash_len`
@@ -342,7 +341,9 @@ pub fn check_with(
     }
     // The threaded reading: extensions from EOIE's offset, entries from
     // IEOT's blocks.
-    if let Some(offset) = eoie_offset(b, hash_len) {
+    let mut honoured = eoie_offsets(b, hash_len).peekable();
+    let threaded = honoured.peek().is_some();
+    for offset in honoured {
         if offset != entries_end {
             bail!(
                 "the index's EOIE extension says the entries end at byte {offset}, but they end \
@@ -350,15 +351,15 @@ pub fn check_with(
                  extensions than a sequential reading"
             );
         }
-        if let Some(&(_, data, size)) = extensions.iter().find(|(sig, ..)| sig == b"IEOT") {
-            let table = Table {
-                b,
-                body_end,
-                version,
-                hash_len,
-            };
-            table.check_ieot(data, size, count)?;
-        }
+    }
+    if threaded && let Some(&(_, data, size)) = extensions.iter().find(|(sig, ..)| sig == b"IEOT") {
+        let table = Table {
+            b,
+            body_end,
+            version,
+            hash_len,
+        };
+        table.check_ieot(data, size, count)?;
     }
     // A split index's own file lists the entries that replace shared ones
     // with empty names: git merges them into the shared index's, and the
@@ -785,8 +786,8 @@ mod tests {
 
     /// A one-entry index of `hash_len`-byte ids whose extensions are
     /// `ZZZZ` (wrapping a `TREE`) then `EOIE` pointing at `eoie_at` (relative
-    /// to the end of the entries).
-    fn with_eoie(hash_len: usize, eoie_at: usize) -> Vec<u8> {
+    /// to the end of the entries), with an `eoie_hash`-byte hash.
+    fn with_eoie(hash_len: usize, eoie_at: usize, eoie_hash: usize) -> Vec<u8> {
         let mut b = b"DIRC".to_vec();
         b.extend(2u32.to_be_bytes());
         b.extend(1u32.to_be_bytes());
@@ -806,23 +807,28 @@ mod tests {
         b.extend((tree.len() as u32).to_be_bytes());
         b.extend(&tree);
         b.extend(b"EOIE");
-        b.extend(((4 + hash_len) as u32).to_be_bytes());
+        b.extend(((4 + eoie_hash) as u32).to_be_bytes());
         b.extend(((end + eoie_at) as u32).to_be_bytes());
-        b.extend(vec![0u8; hash_len]);
+        b.extend(vec![0u8; eoie_hash]);
         b.extend(vec![0u8; hash_len]);
         b
     }
 
     #[test]
     fn an_eoie_offset_other_than_the_entries_end_is_refused_in_both_hashes() {
-        for hash_len in [20, 32] {
+        // git honours an EOIE of SHA-1's size in either hash (in SHA-256
+        // its hash runs into the checksum); git's own SHA-256 EOIE, of 36
+        // bytes, counts too, for a git that mends this.
+        for (hash_len, eoie_hash) in [(20, 20), (32, 20), (32, 32)] {
             assert!(
-                check(&with_eoie(hash_len, 0), hash_len).is_ok(),
-                "{hash_len}"
+                check(&with_eoie(hash_len, 0, eoie_hash), hash_len).is_ok(),
+                "{hash_len} {eoie_hash}"
             );
-            let e = check(&with_eoie(hash_len, 8), hash_len).unwrap_err();
+            let e = check(&with_eoie(hash_len, 8, eoie_hash), hash_len).unwrap_err();
             assert!(e.to_string().contains("EOIE"), "{hash_len}: {e}");
         }
+        // Of another size, no git honours it.
+        assert!(check(&with_eoie(32, 8, 24), 32).is_ok());
     }
 
     #[test]
