@@ -15,11 +15,20 @@
 //!   it writes it), and the armed hook refuses the commit.
 
 mod common;
+#[path = "support/index_bytes.rs"]
+mod index_bytes;
 
 use std::path::Path;
 
 use common::Sandbox;
 use grantguard::repo::commit_root::{Root, valid_root};
+use index_bytes::{extension, header_hash};
+
+/// Both object formats, as `git init --object-format` and gix name them.
+const FORMATS: [(&str, gix::hash::Kind); 2] = [
+    ("sha1", gix::hash::Kind::Sha1),
+    ("sha256", gix::hash::Kind::Sha256),
+];
 
 fn root_in(index: &Path, hash: gix::hash::Kind) -> Root<String> {
     match valid_root(index, hash) {
@@ -69,10 +78,7 @@ fn indexes_git_reads_one_way_yield_the_tree_git_writes() {
         &["index.threads=4"],
         &["index.recordEndOfIndexEntries=true"],
     ] {
-        for (format, hash) in [
-            ("sha1", gix::hash::Kind::Sha1),
-            ("sha256", gix::hash::Kind::Sha256),
-        ] {
+        for (format, hash) in FORMATS {
             let sb = Sandbox::with_object_format(format);
             let tree = staged_with(&sb, config);
             let index = sb.git_dir().join("index");
@@ -228,10 +234,7 @@ fn hiding_a_cache_tree(
 
 #[test]
 fn a_cache_tree_only_the_threaded_reading_sees_has_no_answer_but_a_refusal() {
-    for (format, hash) in [
-        ("sha1", gix::hash::Kind::Sha1),
-        ("sha256", gix::hash::Kind::Sha256),
-    ] {
+    for (format, hash) in FORMATS {
         let sb = Sandbox::with_object_format(format);
         let (body, visible, hidden) = hiding_a_cache_tree(&sb, hash, true);
         let index = sb.git_dir().join("index");
@@ -255,10 +258,7 @@ fn a_cache_tree_only_the_threaded_reading_sees_has_no_answer_but_a_refusal() {
 
 #[test]
 fn the_armed_hook_refuses_a_commit_from_a_cache_tree_git_reads_two_ways() {
-    for (format, hash) in [
-        ("sha1", gix::hash::Kind::Sha1),
-        ("sha256", gix::hash::Kind::Sha256),
-    ] {
+    for (format, hash) in FORMATS {
         let sb = Sandbox::with_object_format(format);
         // Granted: the visible staging, all under docs/, src/ and z.txt;
         // not the hidden tree's forged.md.
@@ -284,10 +284,7 @@ fn the_armed_hook_refuses_a_commit_from_a_cache_tree_git_reads_two_ways() {
 /// the `EOIE` where git writes it, not where git reads it (red team).
 #[test]
 fn verify_refuses_a_cache_tree_git_reads_two_ways_left_after_a_granted_commit() {
-    for (format, hash) in [
-        ("sha1", gix::hash::Kind::Sha1),
-        ("sha256", gix::hash::Kind::Sha256),
-    ] {
+    for (format, hash) in FORMATS {
         let sb = Sandbox::with_object_format(format);
         sb.arm(&sb.grant(&["docs/"], 1, 1));
         sb.commit_file("docs/guide.md", "granted\n", "docs");
@@ -301,24 +298,4 @@ fn verify_refuses_a_cache_tree_git_reads_two_ways_left_after_a_granted_commit() 
         assert_eq!(common::rules(&r), ["worktree_not_clean"], "{format}: {r:#}");
         assert!(r.to_string().contains("EOIE"), "{format}: {r:#}");
     }
-}
-
-/// Each extension header from `offset` to the end of `body`, hashed with
-/// `hash`: the hash git's `EOIE` carries.
-fn header_hash(body: &[u8], offset: usize, hash: gix::hash::Kind) -> Vec<u8> {
-    let mut hasher = gix::hash::hasher(hash);
-    let mut at = offset;
-    while at + 8 <= body.len() {
-        hasher.update(&body[at..at + 8]);
-        let size = u32::from_be_bytes(body[at + 4..at + 8].try_into().unwrap()) as usize;
-        at += 8 + size;
-    }
-    hasher.try_finalize().unwrap().as_slice().to_vec()
-}
-
-fn extension(sig: &[u8; 4], data: &[u8]) -> Vec<u8> {
-    let mut out = sig.to_vec();
-    out.extend((data.len() as u32).to_be_bytes());
-    out.extend(data);
-    out
 }

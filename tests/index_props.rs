@@ -19,11 +19,14 @@
 //! `INDEX_PROP_SEED` the first seed.
 
 mod common;
+#[path = "support/index_bytes.rs"]
+mod index_bytes;
 
 use std::path::Path;
 use std::process::Command;
 
 use grantguard::repo::index_layout::{self, HashKind};
+use index_bytes::{extension, header_hash};
 
 struct Rng(u64);
 
@@ -137,13 +140,6 @@ fn encode(e: &Entry, version: u32, previous: Option<&[u8]>, strip: Option<usize>
     out
 }
 
-fn ext(sig: &[u8; 4], data: &[u8]) -> Vec<u8> {
-    let mut out = sig.to_vec();
-    out.extend((data.len() as u32).to_be_bytes());
-    out.extend(data);
-    out
-}
-
 /// A random index file, git-written or perturbed.
 fn random_index(rng: &mut Rng) -> Vec<u8> {
     let version = [2u32, 3, 4][rng.below(3)];
@@ -218,7 +214,7 @@ fn random_index(rng: &mut Rng) -> Vec<u8> {
                     format!("\0{} 0\n", entries.len()).into_bytes()
                 };
                 node.extend([7u8; 20]);
-                ext(b"TREE", &node)
+                extension(b"TREE", &node)
             }
             1 => {
                 // A hidden copy of an entry with another id.
@@ -229,13 +225,13 @@ fn random_index(rng: &mut Rng) -> Vec<u8> {
             _ => (0..rng.below(24)).map(|_| rng.next() as u8).collect(),
         };
         hidden_at = Some(body.len() + exts.iter().map(Vec::len).sum::<usize>() + 8);
-        exts.push(ext(b"ZZZZ", &payload));
+        exts.push(extension(b"ZZZZ", &payload));
     }
     if rng.chance(4) {
         let mut tree = b"\0".to_vec();
         tree.extend(format!("{} 0\n", entries.len()).as_bytes());
         tree.extend([9u8; 20]);
-        exts.push(ext(b"TREE", &tree));
+        exts.push(extension(b"TREE", &tree));
     }
     let with_eoie = rng.chance(2) || blocks > 1;
     if blocks > 1 || rng.chance(10) {
@@ -252,7 +248,7 @@ fn random_index(rng: &mut Rng) -> Vec<u8> {
             data.extend(offset.to_be_bytes());
             data.extend(nr.to_be_bytes());
         }
-        exts.push(ext(b"IEOT", &data));
+        exts.push(extension(b"IEOT", &data));
     }
     for e in &exts {
         body.extend(e);
@@ -267,24 +263,11 @@ fn random_index(rng: &mut Rng) -> Vec<u8> {
         let mut data = (offset as u32).to_be_bytes().to_vec();
         // The hash over the extension headers from `offset` (git checks
         // it; the reader under test does not need to).
-        data.extend(header_hash(&body, offset));
-        body.extend(ext(b"EOIE", &data));
+        data.extend(header_hash(&body, offset, gix::hash::Kind::Sha1));
+        body.extend(extension(b"EOIE", &data));
     }
     body.extend([0u8; 20]);
     body
-}
-
-/// SHA-1 over each extension header from `offset` to the end of `body`:
-/// git's EOIE hash.
-fn header_hash(body: &[u8], offset: usize) -> Vec<u8> {
-    let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
-    let mut at = offset;
-    while at + 8 <= body.len() {
-        hasher.update(&body[at..at + 8]);
-        let size = u32::from_be_bytes(body[at + 4..at + 8].try_into().unwrap()) as usize;
-        at += 8 + size;
-    }
-    hasher.try_finalize().unwrap().as_slice().to_vec()
 }
 
 fn ls_files(work: &Path, threads: &str) -> Option<Vec<u8>> {
@@ -318,16 +301,20 @@ fn listed(layout: &index_layout::Layout) -> Vec<u8> {
     out
 }
 
+/// `INDEX_PROP_CASES` and `INDEX_PROP_SEED` (see the module docs).
+fn cases_and_first_seed() -> (u64, u64) {
+    let var = |name: &str, default: u64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    (var("INDEX_PROP_CASES", 300), var("INDEX_PROP_SEED", 24))
+}
+
 #[test]
 fn the_reader_accepts_only_indexes_git_reads_one_way_and_reads_them_as_git() {
-    let cases: u64 = std::env::var("INDEX_PROP_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(300);
-    let first: u64 = std::env::var("INDEX_PROP_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(24);
+    let (cases, first) = cases_and_first_seed();
     let dir = tempfile::tempdir().unwrap();
     let work = dir.path().join("r");
     let init = Command::new("git")
@@ -462,14 +449,7 @@ fn git_in(work: &Path, args: &[&str], stdin: Option<&str>) -> Option<Vec<u8>> {
 /// both of git's readings, never another.
 #[test]
 fn the_cache_tree_root_read_without_entries_is_the_tree_git_writes() {
-    let cases: u64 = std::env::var("INDEX_PROP_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(300);
-    let first: u64 = std::env::var("INDEX_PROP_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(24);
+    let (cases, first) = cases_and_first_seed();
     let dir = tempfile::tempdir().unwrap();
     let work = dir.path().join("r");
     git_in(dir.path(), &["init", "-q", work.to_str().unwrap()], None).expect("git init");
