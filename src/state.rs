@@ -409,7 +409,7 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
         let object_inventory =
             repo::objects::record(&location.common_dir, &state, repo.object_hash())?;
         let chained = if joined.is_none() {
-            discard_leftover_hub(&hub)?;
+            discard_leftover_hub(&hub, &state)?;
             hub.create()?;
             let installed = install::install(&location, &hub.dir, &binary)?;
             installed.chained.iter().map(|(n, _)| n.clone()).collect()
@@ -785,10 +785,18 @@ const UNREADABLE: &str = "unreadable";
 /// the config pointed at it (or after it was restored): nothing dispatches
 /// through it, so its stubs and records go, and the default stub it placed
 /// (if still unchanged). Refuses when it still lists armed worktrees whose
-/// state exists.
-fn discard_leftover_hub(hub: &hub::Hub) -> Result<()> {
+/// state exists, but for `own_state`, the one this arm found without a
+/// baseline and is filling: an entry naming it is a run whose state was
+/// removed since (a harness that deletes and re-creates a scratch
+/// repository and its state at the same paths; red-team finding).
+fn discard_leftover_hub(hub: &hub::Hub, own_state: &Path) -> Result<()> {
     if !hub.dir.exists() {
         return Ok(());
+    }
+    for entry in hub.armed()? {
+        if entry.state == own_state {
+            hub.release(&hub::key(&entry.git_dir), None)?;
+        }
     }
     hub.prune_stale(|_: &hub::Entry| None)?;
     if let Some(entry) = hub.armed()?.first() {

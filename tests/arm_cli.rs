@@ -193,3 +193,32 @@ fn arm_refuses_a_branch_whose_short_name_starts_with_a_dash() {
     sb.git(&["branch", "-m", "--", "-lead", "lead"]);
     sb.arm(&grant);
 }
+
+#[test]
+fn arm_again_after_the_repository_and_its_state_were_removed_and_made_anew() {
+    // A harness that deletes a scratch repository and its state and makes
+    // them again at the same paths: the hub the first arm left names the
+    // same state directory, which this arm has just found without a
+    // baseline. The first arm of the new repository succeeds (it once was
+    // refused with advice to disarm a state that no longer existed).
+    let sb = Sandbox::new();
+    let grant = sb.grant(&["docs/"], 1, 1);
+    sb.arm(&grant);
+    std::fs::remove_dir_all(&sb.repo).unwrap();
+    std::fs::remove_dir_all(&sb.state).unwrap();
+    sb.run_git(&sb.root, &["init", "-q", "-b", "main", "repo"]);
+    sb.write("docs/guide.md", "guide\n");
+    sb.git_nohooks(&["add", "docs/guide.md"]);
+    sb.git_nohooks(&["commit", "-q", "-m", "anew"]);
+    let out = sb.arm_output(&grant, &sb.state);
+    assert!(out.status.success(), "{out:?}");
+    // Armed for real: an ungranted commit is refused, a granted one kept.
+    sb.write("src/new.rs", "x\n");
+    sb.git(&["add", "src/new.rs"]);
+    assert!(!sb.try_git(&["commit", "-q", "-m", "src"]).status.success());
+    sb.git(&["rm", "-q", "--cached", "src/new.rs"]);
+    std::fs::remove_file(sb.repo.join("src/new.rs")).unwrap();
+    sb.commit_file("docs/guide.md", "granted\n", "docs");
+    let (code, r) = sb.verify();
+    common::assert_accepted(code, &r);
+}
