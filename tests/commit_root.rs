@@ -22,7 +22,7 @@ use std::path::Path;
 
 use common::Sandbox;
 use grantguard::repo::commit_root::{Root, valid_root};
-use index_bytes::{extension, header_hash};
+use index_bytes::{extension, header_hash, with_tree};
 
 /// Both object formats, as `git init --object-format` and gix name them.
 const FORMATS: [(&str, gix::hash::Kind); 2] = [
@@ -297,5 +297,117 @@ fn verify_refuses_a_cache_tree_git_reads_two_ways_left_after_a_granted_commit() 
         assert_eq!(code, 1, "{format}: {r:#}");
         assert_eq!(common::rules(&r), ["worktree_not_clean"], "{format}: {r:#}");
         assert!(r.to_string().contains("EOIE"), "{format}: {r:#}");
+    }
+}
+
+/// A tree like the index's but with `src/lib.rs` changed: what the
+/// agent wants committed, written through a scratch index.
+fn ungranted_tree(sb: &Sandbox) -> String {
+    let scratch = sb.root.join("scratch-index");
+    std::fs::copy(sb.git_dir().join("index"), &scratch).unwrap();
+    let blob = sb.git_stdin(&["hash-object", "-w", "--stdin"], "forged\n");
+    let with_scratch = |args: &[&str]| {
+        let out = sb
+            .command("git")
+            .current_dir(&sb.repo)
+            .env("GIT_INDEX_FILE", &scratch)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    let entry = format!("100644,{},src/lib.rs", blob.trim());
+    with_scratch(&["update-index", "--add", "--cacheinfo", &entry]);
+    with_scratch(&["write-tree"])
+}
+
+/// A root node naming `tree` over `count` entries whose count line is
+/// `line` (with `{n}` for the count), then `after`.
+fn root_node(line: &str, count: usize, tree: &str, after: &[u8]) -> Vec<u8> {
+    let mut node = format!("\0{}", line.replace("{n}", &count.to_string())).into_bytes();
+    node.extend(gix::ObjectId::from_hex(tree.as_bytes()).unwrap().as_slice());
+    node.extend(after);
+    node
+}
+
+/// Cache-tree forms no writer uses, which gits read differently: 2.45's
+/// `strtol` honours `N 0x` and ` N 0`, 2.55's `parse_int` drops both and
+/// honours `--N` (read as N), which `strtol` drops; every git honours a
+/// root followed by bytes its nodes do not use. gix drops them all (red
+/// team). Left after a granted commit, verify refuses each, whichever git
+/// it runs beside; and this git honours at least the last.
+#[test]
+fn verify_refuses_a_cache_tree_in_a_form_gits_read_differently() {
+    for (line, after) in [
+        ("--{n} 0\n", &b""[..]),
+        ("{n} 0x\n", b""),
+        (" {n} 0\n", b""),
+        ("{n} 0\n", b"junk"),
+    ] {
+        let sb = Sandbox::new();
+        sb.git(&["config", "index.version", "2"]);
+        sb.arm(&sb.grant(&["docs/"], 1, 1));
+        sb.commit_file("docs/guide.md", "granted\n", "docs");
+        let evil = ungranted_tree(&sb);
+        let count = sb.git(&["ls-files"]).lines().count();
+        let index = sb.git_dir().join("index");
+        let bytes = std::fs::read(&index).unwrap();
+        let forged = with_tree(
+            &bytes,
+            gix::hash::Kind::Sha1,
+            &root_node(line, count, &evil, after),
+        );
+        std::fs::write(&index, &forged).unwrap();
+        let (code, r) = sb.verify();
+        assert_eq!(code, 1, "{line:?}: {r:#}");
+        assert_eq!(common::rules(&r), ["worktree_not_clean"], "{line:?}: {r:#}");
+        assert!(r.to_string().contains("cache-tree"), "{line:?}: {r:#}");
+        if !after.is_empty() {
+            std::fs::write(&index, &forged).unwrap();
+            assert_eq!(sb.git(&["write-tree"]).trim(), evil, "git honours the root");
+        }
+    }
+}
+
+/// A split index's and a sparse index's cache-tree is judged for its form
+/// too: the shortcut leaves their entries to the full reading, which drops
+/// a cache-tree git honours (red team: the hook passed, only the
+/// reference-transaction hook stopped the commit).
+#[test]
+fn the_hook_refuses_a_split_or_sparse_index_whose_cache_tree_gits_read_differently() {
+    for setup in [
+        &["config", "core.splitIndex", "true"][..],
+        &["sparse-checkout", "set", "--cone", "--sparse-index", "docs"],
+    ] {
+        let sb = Sandbox::new();
+        sb.git(&["config", "index.version", "2"]);
+        sb.git(setup);
+        sb.arm(&sb.grant(&["docs/"], 1, 1));
+        let head = sb.git(&["rev-parse", "HEAD"]);
+        sb.write("docs/guide.md", "granted\n");
+        sb.git(&["add", "docs/guide.md"]);
+        let staged = sb.git(&["write-tree"]);
+        let evil = ungranted_tree(&sb);
+        let index = sb.git_dir().join("index");
+        let bytes = std::fs::read(&index).unwrap();
+        let signature: &[u8; 4] = if setup[0] == "config" {
+            b"link"
+        } else {
+            b"sdir"
+        };
+        assert!(bytes.windows(4).any(|w| w == signature), "{setup:?}");
+        let count = sb.git(&["ls-files", "--sparse"]).lines().count();
+        let node = root_node("{n} 0\n", count, &evil, b"junk");
+        std::fs::write(&index, with_tree(&bytes, gix::hash::Kind::Sha1, &node)).unwrap();
+        let out = sb.try_git(&["commit", "-q", "-m", "forged"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{setup:?}: {stderr}");
+        assert!(
+            stderr.contains("grantguard (pre-commit)"),
+            "{setup:?}: {stderr}"
+        );
+        assert_eq!(sb.git(&["rev-parse", "HEAD"]), head, "{setup:?}");
+        assert_ne!(staged, evil);
     }
 }

@@ -33,20 +33,23 @@ pub fn staged_paths(repo: &gix::Repository) -> Result<Vec<BString>> {
 pub fn staged_paths_as(repo: &gix::Repository, view: repo::CacheTreeUse) -> Result<Vec<BString>> {
     let head_tree = repo::head_tree_id_or_empty(repo)?;
     // git's commit writes a valid root node's tree as it is: judging that
-    // tree needs no entry of the index (issue 29).
-    if view == repo::CacheTreeUse::GitsViewOnly {
-        match repo::commit_root::valid_root(&repo.index_path(), repo.object_hash()) {
-            repo::commit_root::Root::Tree(root) if repo.has_object(root) => {
-                return repo::changes_to_root(repo, Some(head_tree), root)
-                    .context("cannot compare the index with HEAD");
-            }
-            repo::commit_root::Root::Ambiguous(why) => bail!(
-                "the index cannot be judged: {why}. git writes no such index; rebuild it from \
-                 HEAD, keeping the worktree's changes unstaged: rm \"$(git rev-parse --git-path \
-                 index)\" && git reset -q, then stage again"
-            ),
-            _ => {}
+    // tree needs no entry of the index (issue 29). For any client, a
+    // cache-tree gits read in more than one way is refused: gix, the full
+    // reading, drops it whole, and the entries would not say what a git
+    // commits.
+    match repo::commit_root::valid_root(&repo.index_path(), repo.object_hash()) {
+        repo::commit_root::Root::Tree(root)
+            if view == repo::CacheTreeUse::GitsViewOnly && repo.has_object(root) =>
+        {
+            return repo::changes_to_root(repo, Some(head_tree), root)
+                .context("cannot compare the index with HEAD");
         }
+        repo::commit_root::Root::Ambiguous(why) => bail!(
+            "the index cannot be judged: {why}. git writes no such index; rebuild it from HEAD, \
+             keeping the worktree's changes unstaged: rm \"$(git rev-parse --git-path index)\" \
+             && git reset -q, then stage again"
+        ),
+        _ => {}
     }
     let index = repo.index_or_empty().context("cannot read the index")?;
     repo::staged_changes(repo, Some(head_tree), &index, view)

@@ -31,7 +31,8 @@
 //!   caller reads them. No cache-tree, an invalid root, and what this
 //!   reading leaves to the full one: a split index (`link`), a sparse index
 //!   (`sdir`), a mandatory extension git does not know or an entry git
-//!   dies on (git refuses the file), a file too short or cut.
+//!   dies on (git refuses the file), a file too short or cut. (A split or
+//!   sparse index's cache-tree is still judged for its form.)
 //! - [`Root::Ambiguous`]: gits could commit a tree from this file's
 //!   cache-tree that this reading does not see, or another one: an `EOIE`
 //!   git could honour pointing elsewhere than the entries' end, two `TREE`
@@ -105,7 +106,7 @@ pub fn read_root(bytes: &[u8], hash_len: usize) -> Root<&[u8]> {
              so git reading with index.threads would read other extensions",
         );
     }
-    let mut tree = None;
+    let (mut tree, mut from_entries) = (None, false);
     let mut at = entries_end;
     while at < body.len() {
         let Some((sig, size)) = body.get(at..at + 4).zip(be32(body, at + 4)) else {
@@ -122,7 +123,10 @@ pub fn read_root(bytes: &[u8], hash_len: usize) -> Root<&[u8]> {
             b"TREE" => {
                 return Root::Ambiguous("it has two TREE extensions, of which git reads the last");
             }
-            b"link" | b"sdir" => return Root::FromEntries,
+            // Read whole, but the cache-tree's form is still this
+            // reading's to judge: the full reading (gix) drops one git
+            // honours (red team).
+            b"link" | b"sdir" => from_entries = true,
             // Optional extensions git skips (EOIE, IEOT and REUC among
             // them), and mandatory ones it refuses the file for.
             _ if sig[0].is_ascii_uppercase() => {}
@@ -130,9 +134,10 @@ pub fn read_root(bytes: &[u8], hash_len: usize) -> Root<&[u8]> {
         }
         at += 8 + size as usize;
     }
-    match tree {
-        Some(data) => tree_root(data, hash_len),
-        None => Root::FromEntries,
+    match tree.map(|data| tree_root(data, hash_len)) {
+        Some(Root::Ambiguous(why)) => Root::Ambiguous(why),
+        Some(root) if !from_entries => root,
+        _ => Root::FromEntries,
     }
 }
 

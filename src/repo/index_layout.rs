@@ -339,6 +339,27 @@ pub fn check_with(
         extensions.push((sig, data, size));
         at = data + size;
     }
+    // The cache-tree in the form every writer of it uses: gits read other
+    // forms differently (2.45's `strtol` honours a root 2.55's `parse_int`
+    // drops, and the other way round) and gix drops them whole, so neither
+    // gix's view nor the cross-check with one git would see the tree
+    // another git's next commit writes (red team, issue 29's sixth stop).
+    let mut trees = extensions.iter().filter(|(sig, ..)| sig == b"TREE");
+    if let Some(&(_, data, size)) = trees.next() {
+        if trees.next().is_some() {
+            bail!(
+                "the index has two cache-tree (TREE) extensions, of which git reads the last and \
+                 gix the first"
+            );
+        }
+        if let super::commit_root::Root::Ambiguous(why) =
+            super::commit_root::tree_root(&b[data..data + size], hash_len)
+        {
+            bail!(
+                "in the index, {why}: git's next commit may write a tree its entries do not show"
+            );
+        }
+    }
     // The threaded reading: extensions from EOIE's offset, entries from
     // IEOT's blocks.
     let mut honoured = eoie_offsets(b, hash_len).peekable();
@@ -829,6 +850,37 @@ mod tests {
         }
         // Of another size, no git honours it.
         assert!(check(&with_eoie(32, 8, 24), 32).is_ok());
+    }
+
+    /// A one-entry SHA-1 index with a `TREE` extension for each of `trees`.
+    fn with_trees(trees: &[&[u8]]) -> Vec<u8> {
+        let mut b = with_eoie(20, 0, 20);
+        let end = b.windows(4).position(|w| w == b"ZZZZ").unwrap();
+        b.truncate(end);
+        for tree in trees {
+            b.extend(b"TREE");
+            b.extend((tree.len() as u32).to_be_bytes());
+            b.extend(*tree);
+        }
+        b.extend([0u8; 20]);
+        b
+    }
+
+    #[test]
+    fn a_cache_tree_gits_read_differently_is_refused() {
+        let mut valid = b"\0-1 1\na\x001 0\n".to_vec();
+        valid.extend([7u8; 20]);
+        assert!(check(&with_trees(&[&valid]), 20).is_ok());
+        let mut trailing = valid.clone();
+        trailing.extend(b"junk");
+        let e = check(&with_trees(&[&trailing]), 20).unwrap_err();
+        assert!(e.to_string().contains("cache-tree"), "{e}");
+        let mut odd = b"\0--1 0\n".to_vec();
+        odd.extend([7u8; 20]);
+        let e = check(&with_trees(&[&odd]), 20).unwrap_err();
+        assert!(e.to_string().contains("cache-tree"), "{e}");
+        let e = check(&with_trees(&[&valid, &valid]), 20).unwrap_err();
+        assert!(e.to_string().contains("two cache-tree"), "{e}");
     }
 
     #[test]
