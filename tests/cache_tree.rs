@@ -16,17 +16,7 @@ fn poison_cache_tree(sb: &Sandbox) -> String {
     std::fs::copy(sb.git_dir().join("index"), &good).unwrap();
     let evil_blob = sb.git_stdin(&["hash-object", "-w", "--stdin"], "EVIL\n");
     let evil_index = sb.root.join("idx.evil");
-    let with_index = |args: &[&str]| {
-        let out = sb
-            .command("git")
-            .current_dir(&sb.repo)
-            .env("GIT_INDEX_FILE", &evil_index)
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{args:?}");
-        String::from_utf8(out.stdout).unwrap().trim().to_owned()
-    };
+    let with_index = |args: &[&str]| sb.git_with_index(&evil_index, args);
     with_index(&["read-tree", "HEAD"]);
     with_index(&[
         "update-index",

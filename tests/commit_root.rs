@@ -306,17 +306,7 @@ fn ungranted_tree(sb: &Sandbox) -> String {
     let scratch = sb.root.join("scratch-index");
     std::fs::copy(sb.git_dir().join("index"), &scratch).unwrap();
     let blob = sb.git_stdin(&["hash-object", "-w", "--stdin"], "forged\n");
-    let with_scratch = |args: &[&str]| {
-        let out = sb
-            .command("git")
-            .current_dir(&sb.repo)
-            .env("GIT_INDEX_FILE", &scratch)
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        String::from_utf8(out.stdout).unwrap().trim().to_owned()
-    };
+    let with_scratch = |args: &[&str]| sb.git_with_index(&scratch, args);
     let entry = format!("100644,{},src/lib.rs", blob.trim());
     with_scratch(&["update-index", "--add", "--cacheinfo", &entry]);
     with_scratch(&["write-tree"])

@@ -205,6 +205,20 @@ impl Sandbox {
             .unwrap()
     }
 
+    /// Runs git in the repository with `GIT_INDEX_FILE=index` (a scratch
+    /// index), asserting success; returns trimmed stdout.
+    pub fn git_with_index(&self, index: &Path, args: &[&str]) -> String {
+        let out = self
+            .command("git")
+            .current_dir(&self.repo)
+            .env("GIT_INDEX_FILE", index)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?} failed: {out:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    }
+
     /// Runs git with stdin, asserting success; returns trimmed stdout.
     pub fn git_stdin(&self, args: &[&str], stdin: &str) -> String {
         let mut cmd = self.command("git");
