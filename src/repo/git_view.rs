@@ -224,13 +224,12 @@ pub fn differences(decided: &Decided<'_>) -> Result<Vec<Difference>> {
     });
     let refs = match asked {
         Some(asked) => RefQuery::by_name(&git, asked, decided.refs)?,
-        None => RefQuery::Listing(git.spawn(
-            &[
-                "for-each-ref",
-                "--format=%(refname)%00%(objectname)%00%(symref)",
-            ],
-            None,
-        )?),
+        // Read as git writes it (see `compare_refs`): 100,000 refs are six
+        // megabytes of output that need not be held at once (issue 29).
+        None => RefQuery::Listing(Streaming::spawn(git.command(&[
+            "for-each-ref",
+            "--format=%(refname)%00%(objectname)%00%(symref)",
+        ]))?),
     };
     let history = match decided.tip {
         Some(tip) => {
@@ -325,21 +324,32 @@ pub fn differences(decided: &Decided<'_>) -> Result<Vec<Difference>> {
             ),
         );
     }
-    let listed = match refs {
-        RefQuery::Listing(all) => {
-            let listed = finish(all)?;
-            match decided.asked {
-                Some(asked) => only_asked(&listed, asked),
-                None => listed,
-            }
+    match refs {
+        RefQuery::Listing(mut all) => {
+            compare_refs(
+                decided.refs,
+                decided.in_flight,
+                decided.asked,
+                &mut all,
+                &mut differ,
+            )?;
+            all.finish()?;
         }
         RefQuery::ByName {
             names,
             ids,
             symbolic,
-        } => listing_by_name(names, ids, symbolic)?,
-    };
-    compare_refs(decided.refs, decided.in_flight, &listed, &mut differ);
+        } => {
+            let listed = listing_by_name(names, ids, symbolic)?;
+            compare_refs(
+                decided.refs,
+                decided.in_flight,
+                None,
+                &mut listed.as_slice(),
+                &mut differ,
+            )?;
+        }
+    }
     if let Some(history) = history {
         compare_history(&decided.commits, &finish(history)?, &mut differ);
     }
@@ -686,7 +696,7 @@ fn compare_location(
 }
 
 /// Most names asked one by one ([`RefQuery::ByName`]); beyond, git lists
-/// every ref and [`only_asked`] filters.
+/// every ref and [`compare_refs`] reads only their lines.
 const MAX_NAMES_ASKED: usize = 4096;
 
 /// Most names read as symbolic refs asked one by one: each is a `git
@@ -696,7 +706,7 @@ const MAX_SYMBOLIC_ASKED: usize = 32;
 /// How git is asked about the refs.
 enum RefQuery<'a> {
     /// `for-each-ref` listing every ref.
-    Listing(Running),
+    Listing(Streaming),
     /// Each asked name looked up on its own: `cat-file --batch-check`
     /// resolves a full name by reading its loose file or its `packed-refs`
     /// record, where `for-each-ref <name>` reads every loose ref in the
@@ -784,54 +794,89 @@ fn listing_by_name(
     Ok(out)
 }
 
-/// The lines of `for-each-ref` output whose ref is one of `asked`.
-fn only_asked(output: &[u8], asked: &std::collections::BTreeSet<BString>) -> Vec<u8> {
-    let mut out = Vec::new();
-    for line in output.lines_with_terminator() {
-        let name = line.split(|&b| b == 0).next().unwrap_or_default();
-        if asked.contains(name.as_bstr()) {
-            out.extend_from_slice(line);
+/// Lines of `for-each-ref` output (`name NUL id NUL target`), one at a
+/// time: git's own, read as it writes them, or lines made from other
+/// answers ([`listing_by_name`]).
+trait RefLines {
+    /// The next line, without its newline, into `line`; `false` at the end.
+    fn next_line(&mut self, line: &mut Vec<u8>) -> Result<bool>;
+}
+
+impl RefLines for &[u8] {
+    fn next_line(&mut self, line: &mut Vec<u8>) -> Result<bool> {
+        if self.is_empty() {
+            return Ok(false);
         }
+        let (this, rest) = match self.find_byte(b'\n') {
+            Some(at) => (&self[..at], &self[at + 1..]),
+            None => (*self, &[][..]),
+        };
+        line.clear();
+        line.extend_from_slice(this);
+        *self = rest;
+        Ok(true)
     }
-    out
+}
+
+impl RefLines for Streaming {
+    fn next_line(&mut self, line: &mut Vec<u8>) -> Result<bool> {
+        use std::io::BufRead;
+        line.clear();
+        let read = self
+            .output
+            .read_until(b'\n', line)
+            .context("cannot read git's output")?;
+        if line.last() == Some(&b'\n') {
+            line.pop();
+        }
+        Ok(read != 0)
+    }
 }
 
 /// The refs as git lists them: `for-each-ref` resolves symbolic refs and
 /// leaves out those that resolve to nothing (and any ref it cannot read).
+/// With `asked`, only the lines of those refs count.
+///
+/// git lists refs in name order, which is the map's: the two are walked
+/// side by side ([`super::refs::Beside`]), with no other copy of either
+/// (a 100,000-ref store; issue 29).
 fn compare_refs(
     ours: &super::RefMap,
     in_flight: &BTreeSet<BString>,
-    output: &[u8],
+    asked: Option<&BTreeSet<BString>>,
+    lines: &mut impl RefLines,
     differ: &mut impl FnMut(Area, String),
-) {
-    // One list of borrowed pairs (the map's order is by name), searched by
-    // name: a 100,000-ref store is compared without another copy of it
-    // (issue 29).
-    let raw: Vec<(&BStr, &BStr)> = ours
-        .iter()
-        .map(|(n, v)| (n.as_bstr(), v.as_bstr()))
-        .collect();
-    let mut seen = vec![false; raw.len()];
-    for line in output.lines() {
+) -> Result<()> {
+    let mut beside = super::refs::Beside::new(ours);
+    let mut line = Vec::new();
+    while lines.next_line(&mut line)? {
         let mut fields = line.splitn(3, |&b| b == 0);
-        let (Some(name), Some(id), Some(symref)) = (fields.next(), fields.next(), fields.next())
-        else {
+        let first = fields.next().unwrap_or_default().as_bstr();
+        if asked.is_some_and(|asked| !asked.contains(first)) {
+            continue;
+        }
+        let (name, Some(id), Some(symref)) = (first, fields.next(), fields.next()) else {
             differ(
                 Area::Refs,
                 format!("unexpected for-each-ref line {:?}", line.as_bstr()),
             );
             continue;
         };
-        let name = name.as_bstr();
-        let at = raw.binary_search_by(|(n, _)| (*n).cmp(name)).ok();
-        if let Some(at) = at {
-            seen[at] = true;
-        }
+        // A ref listed twice compares twice.
+        let ours_value = beside
+            .take(name)
+            .map(|(_, value)| value)
+            .or_else(|| ours.get(name));
         if in_flight.contains(name) {
             continue;
         }
+        let resolved = match ours_value {
+            Some(value) if !value.starts_with(b"ref:") => Some((value.as_bstr(), None)),
+            Some(_) => resolve(ours, name),
+            None => None,
+        };
         let target = (!symref.is_empty()).then(|| symref.as_bstr());
-        match at.and_then(|_| resolve(&raw, name)) {
+        match resolved {
             Some((our_id, our_target)) if our_id == id.as_bstr() && our_target == target => {}
             Some((our_id, _)) => differ(
                 Area::Refs,
@@ -849,27 +894,22 @@ fn compare_refs(
             ),
         }
     }
-    for (at, (name, _)) in raw.iter().enumerate() {
-        if !seen[at] && !in_flight.contains(*name) && resolve(&raw, name).is_some() {
+    for (name, _) in beside.rest() {
+        if !in_flight.contains(name) && resolve(ours, name.as_bstr()).is_some() {
             differ(
                 Area::Refs,
                 format!("verify sees a ref {name:?} that git does not list"),
             );
         }
     }
+    Ok(())
 }
 
-/// Follows a ref in `refs` (sorted by name) to an object id, as
-/// for-each-ref shows it: the id and, for a symbolic ref, its immediate
-/// target. `None` for a symbolic ref that resolves to nothing (git leaves
-/// those out).
-fn resolve<'a>(refs: &[(&'a BStr, &'a BStr)], name: &BStr) -> Option<(&'a BStr, Option<&'a BStr>)> {
-    let get = |name: &BStr| {
-        refs.binary_search_by(|(n, _)| (*n).cmp(name))
-            .ok()
-            .map(|at| refs[at].1)
-    };
-    let mut value = get(name)?;
+/// Follows a ref in `refs` to an object id, as for-each-ref shows it: the
+/// id and, for a symbolic ref, its immediate target. `None` for a symbolic
+/// ref that resolves to nothing (git leaves those out).
+fn resolve<'a>(refs: &'a super::RefMap, name: &BStr) -> Option<(&'a BStr, Option<&'a BStr>)> {
+    let mut value = refs.get(name)?.as_bstr();
     let mut first_target = None;
     // git follows at most 5 levels of symbolic refs (SYMREF_MAXDEPTH).
     for _ in 0..=5 {
@@ -877,7 +917,7 @@ fn resolve<'a>(refs: &[(&'a BStr, &'a BStr)], name: &BStr) -> Option<(&'a BStr, 
             Some(target) => {
                 let target = target.trim_start().as_bstr();
                 first_target.get_or_insert(target);
-                value = get(target)?;
+                value = refs.get(target)?.as_bstr();
             }
             None => return Some((value, first_target)),
         }
@@ -1004,9 +1044,14 @@ mod tests {
 
     fn diffs_of(ours: &crate::repo::RefMap, output: &str) -> Vec<String> {
         let mut out = Vec::new();
-        compare_refs(ours, &BTreeSet::new(), output.as_bytes(), &mut |_, m| {
-            out.push(m)
-        });
+        compare_refs(
+            ours,
+            &BTreeSet::new(),
+            None,
+            &mut output.as_bytes(),
+            &mut |_, m| out.push(m),
+        )
+        .unwrap();
         out
     }
 
@@ -1037,6 +1082,53 @@ mod tests {
             .len(),
             1
         );
+    }
+
+    /// git lists in name order; lines out of it compare all the same: a
+    /// ref the walk went past and git lists later is no difference, and
+    /// one git never lists, or reads otherwise, is one.
+    #[test]
+    fn lines_out_of_name_order_compare_as_in_order() {
+        let ours = map(&[
+            ("refs/heads/a", "aa"),
+            ("refs/heads/b", "bb"),
+            ("refs/tags/c", "cc"),
+        ]);
+        let shuffled = "refs/tags/c\0cc\0\nrefs/heads/a\0aa\0\nrefs/heads/b\0bb\0\n";
+        assert!(diffs_of(&ours, shuffled).is_empty());
+        let twice =
+            "refs/heads/a\0aa\0\nrefs/heads/b\0bb\0\nrefs/tags/c\0cc\0\nrefs/heads/a\0aa\0\n";
+        assert!(diffs_of(&ours, twice).is_empty());
+        let missing = "refs/tags/c\0cc\0\nrefs/heads/b\0bb\0\n";
+        assert_eq!(diffs_of(&ours, missing).len(), 1);
+        let other_value = "refs/tags/c\0cc\0\nrefs/heads/a\0ab\0\nrefs/heads/b\0bb\0\n";
+        assert_eq!(diffs_of(&ours, other_value).len(), 1);
+        let extra =
+            "refs/tags/c\0cc\0\nrefs/heads/0\0aa\0\nrefs/heads/a\0aa\0\nrefs/heads/b\0bb\0\n";
+        assert_eq!(diffs_of(&ours, extra).len(), 1);
+    }
+
+    /// With names asked, the lines of other refs do not count (a listing
+    /// when too many were asked); an asked ref's line still must parse.
+    #[test]
+    fn only_the_lines_of_asked_refs_count() {
+        let ours = map(&[("refs/heads/main", "aa")]);
+        let asked: BTreeSet<BString> = [BString::from("refs/heads/main")].into();
+        let diffs = |output: &str| {
+            let mut out = Vec::new();
+            compare_refs(
+                &ours,
+                &BTreeSet::new(),
+                Some(&asked),
+                &mut output.as_bytes(),
+                &mut |_, m| out.push(m),
+            )
+            .unwrap();
+            out
+        };
+        assert!(diffs("refs/heads/main\0aa\0\nrefs/tags/x\0bb\0\nodd line\n").is_empty());
+        assert_eq!(diffs("refs/heads/main\0aa\n").len(), 2);
+        assert_eq!(diffs("refs/tags/x\0bb\0\n").len(), 1);
     }
 
     /// Asked by name, git answers for exactly the names: values, symbolic
@@ -1082,7 +1174,14 @@ mod tests {
             };
             let listed = listing_by_name(names, ids, symbolic).unwrap();
             let mut out = Vec::new();
-            compare_refs(ours, &BTreeSet::new(), &listed, &mut |_, m| out.push(m));
+            compare_refs(
+                ours,
+                &BTreeSet::new(),
+                None,
+                &mut listed.as_slice(),
+                &mut |_, m| out.push(m),
+            )
+            .unwrap();
             out
         };
         let right = map(&[

@@ -1,9 +1,9 @@
 //! HEAD and the snapshot of every ref.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Context, Result};
-use gix::bstr::BString;
+use gix::bstr::{BStr, BString, ByteSlice};
 use gix::refs::TargetRef;
 
 /// Every ref under `refs/` (loose and packed) and its raw value: the hex
@@ -118,6 +118,96 @@ pub(super) fn raw_target(target: TargetRef<'_>) -> BString {
             let mut v = BString::from("ref:");
             v.extend_from_slice(target.as_bstr());
             v
+        }
+    }
+}
+
+/// A walk of a [`RefMap`] beside another reader's listing of the same refs,
+/// in one pass: each listed name is matched with the map's entry without a
+/// lookup, and without a set of every name seen (a 100,000-ref store;
+/// issue 29), as long as the listing is in name order, as git's and gix's
+/// are. It is right in any order all the same: entries the walk passed are
+/// kept aside until they are listed, and a name out of order is found
+/// there.
+pub struct Beside<'a> {
+    map: &'a RefMap,
+    cursor: std::iter::Peekable<std::collections::btree_map::Iter<'a, BString, BString>>,
+    passed: BTreeSet<&'a BString>,
+}
+
+impl<'a> Beside<'a> {
+    /// A walk of `map` from its first entry.
+    pub fn new(map: &'a RefMap) -> Beside<'a> {
+        Beside {
+            map,
+            cursor: map.iter().peekable(),
+            passed: BTreeSet::new(),
+        }
+    }
+
+    /// The map's entry for `name` the first time it is listed; `None` when
+    /// the map has none, or it was listed before.
+    pub fn take(&mut self, name: &BStr) -> Option<(&'a BString, &'a BString)> {
+        while let Some((key, _)) = self.cursor.next_if(|(key, _)| key.as_bstr() < name) {
+            self.passed.insert(key);
+        }
+        if let Some(entry) = self.cursor.next_if(|(key, _)| key.as_bstr() == name) {
+            return Some(entry);
+        }
+        let key = self.passed.take(&BString::from(name))?;
+        self.map.get_key_value(key)
+    }
+
+    /// The entries never taken, in name order.
+    pub fn rest(mut self) -> impl Iterator<Item = (&'a BString, &'a BString)> {
+        self.passed.extend(self.cursor.map(|(key, _)| key));
+        let map = self.map;
+        self.passed
+            .into_iter()
+            .filter_map(move |key| map.get_key_value(key))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_walk_beside_finds_each_entry_once_in_any_order() {
+        let names = ["refs/a-b", "refs/a.b", "refs/a/b", "refs/a0", "refs/z"];
+        let map: RefMap = names
+            .iter()
+            .map(|n| (BString::from(*n), BString::from(format!("v{n}"))))
+            .collect();
+        let orders: [&[&str]; 4] = [
+            &names,
+            &["refs/a/b", "refs/a-b", "refs/a.b", "refs/a0", "refs/z"],
+            &["refs/z", "refs/a0", "refs/a/b", "refs/a.b", "refs/a-b"],
+            &["refs/a.b", "refs/0", "refs/a.b", "refs/zz", "refs/a-b"],
+        ];
+        for order in orders {
+            let mut walk = Beside::new(&map);
+            let mut taken = Vec::new();
+            for name in order {
+                match walk.take(name.as_bytes().as_bstr()) {
+                    Some((key, value)) => {
+                        assert_eq!(key, name);
+                        assert_eq!(*value, format!("v{name}"));
+                        taken.push(*name);
+                    }
+                    None => assert!(
+                        !map.contains_key(name.as_bytes()) || taken.contains(name),
+                        "{name} of {order:?}"
+                    ),
+                }
+            }
+            let rest: Vec<&BString> = walk.rest().map(|(k, _)| k).collect();
+            let expected: Vec<&str> = names
+                .iter()
+                .copied()
+                .filter(|n| !taken.contains(n))
+                .collect();
+            assert_eq!(rest, expected, "{order:?}");
         }
     }
 }
