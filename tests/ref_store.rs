@@ -195,6 +195,43 @@ fn accepts_git_gc_and_annotated_tags_packed_with_peeled_lines() {
     );
 }
 
+/// gix lists loose refs by path (`a/b` before `a-b`), git and the strict
+/// reader by bytes (`a-b`, `a.b`, then `a/b`): the full read walks the
+/// views side by side and must not take the other order for a difference.
+#[test]
+fn accepts_refs_whose_path_order_is_not_their_name_order() {
+    let sb = Sandbox::with_files_refs();
+    for name in [
+        "refs/tags/t/u",
+        "refs/tags/t-u",
+        "refs/tags/t.u",
+        "refs/tags/t0",
+    ] {
+        sb.git(&["update-ref", name, "HEAD"]);
+    }
+    sb.git(&["pack-refs", "--all"]);
+    for name in [
+        "refs/heads/a/b",
+        "refs/heads/a-b",
+        "refs/heads/a.b",
+        "refs/heads/a0",
+        "refs/tags/t-v",
+        "refs/tags/t/v",
+    ] {
+        sb.git(&["update-ref", name, "HEAD"]);
+    }
+    sb.arm(&sb.grant(&["docs/"], 1, 2));
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    // Packs the two loose tags: `packed-refs` changes, so every ref is read.
+    let before = packed_refs(&sb);
+    sb.git_nohooks(&["pack-refs"]);
+    assert_ne!(packed_refs(&sb), before);
+    assert!(sb.git_dir().join("refs/heads/a/b").is_file());
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    assert_git_agrees(&sb, &r, b"refs/heads/main");
+}
+
 // ---- symlinks ------------------------------------------------------------
 
 #[test]

@@ -297,9 +297,8 @@ fn packed_refs(common_dir: &Path) -> Result<BTreeMap<BString, BString>> {
     let parsed = crate::repo::packed_refs::parse(&text)
         .map_err(|why| anyhow::anyhow!("{}: {why}", path.display()))?;
     Ok(parsed
-        .refs
-        .into_iter()
-        .map(|r| (r.name, r.id.into()))
+        .iter()
+        .map(|r| (r.name.to_owned(), r.id.into()))
         .collect())
 }
 

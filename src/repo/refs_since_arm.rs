@@ -65,12 +65,8 @@ impl PackedAtArm {
     /// read, which proves every claim again, may judge it.
     pub fn of(strict: &StrictRefs) -> Option<PackedAtArm> {
         let packed_refs = Self::packed_file(strict)?;
-        let packed: std::collections::HashMap<&BStr, &str> = strict
-            .packed
-            .refs
-            .iter()
-            .map(|r| (r.name.as_bstr(), r.id.as_str()))
-            .collect();
+        let packed: std::collections::HashMap<&BStr, &str> =
+            strict.packed.iter().map(|r| (r.name, r.id)).collect();
         let mut beyond_packed = RefMap::new();
         for (name, value) in &strict.refs {
             if packed.get(name.as_bstr()).map(|id| id.as_bytes()) != Some(value.as_bytes()) {

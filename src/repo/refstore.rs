@@ -129,9 +129,8 @@ pub fn read(git_dir: &Path, common_dir: &Path) -> Result<StrictRefs, Invalid> {
     };
     let loose = read_loose(git_dir, common_dir, &mut invalid);
     let mut refs: RefMap = packed
-        .refs
         .iter()
-        .map(|r| (r.name.clone(), BString::from(r.id.as_str())))
+        .map(|r| (r.name.to_owned(), BString::from(r.id)))
         .collect();
     refs.extend(loose);
     // A view with parts missing (an unreadable packed-refs) would only add
@@ -306,18 +305,11 @@ fn read_reftable(git_dir: &Path, common_dir: &Path) -> Result<StrictRefs, Invali
     if !invalid.problems.is_empty() {
         return Err(invalid);
     }
-    let packed = PackedRefs {
-        traits: vec!["fully-peeled".into(), REFTABLE_TRAIT.into()],
-        refs: view
-            .peels
-            .into_iter()
-            .map(|p| packed_refs::PackedRef {
-                name: p.name,
-                id: p.id,
-                peeled: p.peeled,
-            })
-            .collect(),
-    };
+    let mut packed = PackedRefs::default();
+    packed.traits = vec!["fully-peeled".into(), REFTABLE_TRAIT.into()];
+    for p in &view.peels {
+        packed.push(&p.name, &p.id, p.peeled.as_deref());
+    }
     Ok(StrictRefs {
         head: view.head,
         refs: view.refs,
@@ -774,14 +766,13 @@ impl StrictRefs {
         except: &std::collections::BTreeSet<BString>,
     ) -> bool {
         // Compared in place, without a copy of either side.
-        let kept = |r: &&packed_refs::PackedRef| !except.contains(&r.name);
+        let kept = |r: &packed_refs::PackedRef<'_>| !except.contains(r.name);
         self.packed.traits != earlier.packed.traits
             || !self
                 .packed
-                .refs
                 .iter()
                 .filter(kept)
-                .eq(earlier.packed.refs.iter().filter(kept))
+                .eq(earlier.packed.iter().filter(kept))
     }
 }
 
@@ -851,19 +842,19 @@ pub fn moved_since(
         .iter()
         .filter(|(n, _)| kept(n))
         .all(|(n, v)| first.refs.get(n) == Some(v));
-    let packed_value = |name: &BString| {
-        first
-            .packed
-            .refs
-            .binary_search_by(|r| r.name.cmp(name))
-            .ok()
-            .map(|at| first.packed.refs[at].id.as_bytes())
-    };
+    // Both in name order (the parser refuses records out of it): walked
+    // side by side, not searched once per ref.
+    let mut packed = first.packed.iter().peekable();
     let rest_same = first
         .refs
         .iter()
         .filter(|(n, _)| kept(n) && !loose.contains_key(*n))
-        .all(|(n, v)| packed_value(n) == Some(v.as_slice()));
+        .all(|(n, v)| {
+            while packed.next_if(|r| r.name < n.as_bstr()).is_some() {}
+            packed
+                .next_if(|r| r.name == n.as_bstr())
+                .is_some_and(|r| r.id.as_bytes() == v.as_slice())
+        });
     !(loose_same && rest_same)
 }
 
@@ -934,9 +925,9 @@ pub fn prove(repo: &gix::Repository) -> anyhow::Result<Result<StrictRefs, Invali
     }
     // gix's refs one by one against the strict view, without a map of
     // them: each must be there with the same value, once, and every ref of
-    // the view must have been seen.
-    let mut seen: std::collections::HashSet<&BString> =
-        std::collections::HashSet::with_capacity(strict.refs.len());
+    // the view must have been seen. (A set of every name seen, and a
+    // lookup per ref, were a tenth of a full read: issue 29.)
+    let mut beside = super::refs::Beside::new(&strict.refs);
     let mut differ = |name: &BString, ours: Option<&BString>, theirs: Option<&BString>| {
         let show = |v: Option<&BString>| v.map_or_else(|| "nothing".into(), |v| shown(v));
         invalid.push_transient(format!(
@@ -948,10 +939,11 @@ pub fn prove(repo: &gix::Repository) -> anyhow::Result<Result<StrictRefs, Invali
         ));
     };
     let walked = super::refs::each_ref(repo, |name, value| {
-        match strict.refs.get_key_value(&name) {
-            Some((key, ours)) if *ours == value && seen.insert(key) => {}
-            // A different value, or a second one.
-            ours => differ(&name, ours.map(|(_, v)| v), Some(&value)),
+        match beside.take(name.as_bstr()) {
+            Some((_, ours)) if *ours == value => {}
+            Some((_, ours)) => differ(&name, Some(ours), Some(&value)),
+            // A second one, or not ours.
+            None => differ(&name, strict.refs.get(&name), Some(&value)),
         }
     });
     if let Err(e) = walked {
@@ -960,10 +952,9 @@ pub fn prove(repo: &gix::Repository) -> anyhow::Result<Result<StrictRefs, Invali
         ));
         return Ok(Err(invalid));
     }
-    for (name, ours) in strict.refs.iter().filter(|(n, _)| !seen.contains(n)) {
+    for (name, ours) in beside.rest() {
         differ(name, Some(ours), None);
     }
-    drop(seen);
     check_head(repo, &strict.head, &mut invalid)?;
     strict.peel_unproven = check_peeled(repo, &strict.packed, &mut invalid);
     Ok(if invalid.problems.is_empty() {
@@ -1028,11 +1019,11 @@ pub(super) fn check_id_lengths(strict: &StrictRefs, hash: gix::hash::Kind, inval
         .filter(|(_, v)| !v.starts_with(b"ref:"));
     // Packed records too, also those a loose ref shadows: git parses the
     // whole file.
-    let packed = strict.packed.refs.iter().flat_map(|r| {
-        std::iter::once((&r.name, r.id.len())).chain(r.peeled.as_ref().map(|p| (&r.name, p.len())))
+    let packed = strict.packed.iter().flat_map(|r| {
+        std::iter::once((r.name, r.id.len())).chain(r.peeled.map(|p| (r.name, p.len())))
     });
     let wrong = values
-        .map(|(name, v)| (name, v.len()))
+        .map(|(name, v)| (name.as_bstr(), v.len()))
         .chain(packed)
         .filter(|&(_, len)| len != hex_len);
     for (name, len) in wrong.take(MAX_PROBLEMS) {
@@ -1056,14 +1047,14 @@ fn check_peeled(repo: &gix::Repository, packed: &PackedRefs, invalid: &mut Inval
     let mut kinds: std::collections::HashMap<gix::ObjectId, Option<bool>> =
         std::collections::HashMap::new();
     let mut unproven = false;
-    for record in &packed.refs {
+    for record in packed.iter() {
         if invalid.problems.len() >= MAX_PROBLEMS {
             return unproven;
         }
         let Ok(id) = gix::ObjectId::from_hex(record.id.as_bytes()) else {
             continue;
         };
-        let claims_peel = record.peeled.is_some() || packed.peel_is_complete_for(&record.name);
+        let claims_peel = record.peeled.is_some() || packed.peel_is_complete_for(record.name);
         if !claims_peel {
             continue;
         }
@@ -1079,7 +1070,7 @@ fn check_peeled(repo: &gix::Repository, packed: &PackedRefs, invalid: &mut Inval
                 if record.peeled.is_some() {
                     invalid.push(format!(
                         "packed-refs records a peeled value for {}, whose object {} is missing",
-                        shown(&record.name),
+                        shown(record.name),
                         record.id
                     ));
                 }
@@ -1096,7 +1087,7 @@ fn check_peeled(repo: &gix::Repository, packed: &PackedRefs, invalid: &mut Inval
                 None => {
                     invalid.push(format!(
                         "the tag {} ({}) cannot be peeled",
-                        shown(&record.name),
+                        shown(record.name),
                         record.id
                     ));
                     continue;
@@ -1105,7 +1096,7 @@ fn check_peeled(repo: &gix::Repository, packed: &PackedRefs, invalid: &mut Inval
         } else {
             None
         };
-        if actual != record.peeled {
+        if actual.as_deref() != record.peeled {
             invalid.push(format!(
                 "{} says {} peels to {}, but its object peels to {}; git would trust \
                  the file. Rewrite it with git pack-refs --all",
@@ -1114,8 +1105,8 @@ fn check_peeled(repo: &gix::Repository, packed: &PackedRefs, invalid: &mut Inval
                 } else {
                     "packed-refs"
                 },
-                shown(&record.name),
-                record.peeled.as_deref().unwrap_or("itself"),
+                shown(record.name),
+                record.peeled.unwrap_or("itself"),
                 actual.as_deref().unwrap_or("itself")
             ));
         }
