@@ -856,3 +856,55 @@ fn accepts_a_dangling_remote_head_as_the_baseline_has_it() {
     sb.git_nohooks(&["symbolic-ref", "refs/tags/dangling", "refs/heads/nothing"]);
     assert_store_rejected(&sb);
 }
+
+#[test]
+fn rejects_a_file_that_hides_a_packed_ref() {
+    // The same files as above, with the refs they hide only in
+    // `packed-refs`: the lookup streams that file for the names below the
+    // git dir's entries, and must still find them (issue 29).
+    for (name, make) in [
+        ("v1", &["tag", "v1"][..]),
+        ("tags/v2", &["tag", "v2"]),
+        (
+            "origin/main",
+            &["update-ref", "refs/remotes/origin/main", "HEAD"],
+        ),
+    ] {
+        let sb = Sandbox::with_files_refs();
+        sb.git(make);
+        // Many other packed refs around it, before and after by name.
+        for i in 0..50 {
+            sb.git(&["tag", &format!("a{i:02}")]);
+            sb.git(&["tag", &format!("z{i:02}")]);
+        }
+        sb.git(&["pack-refs", "--all"]);
+        let ref_name = sb.git(&["rev-parse", "--symbolic-full-name", name]);
+        let loose = sb.git_dir().join(ref_name.trim());
+        assert!(
+            !loose.exists(),
+            "{name}: {} is packed only",
+            ref_name.trim()
+        );
+        let sb = arm(sb);
+        let tip = sb.commit_file("docs/guide.md", "new\n", "docs");
+        let file = sb.git_dir().join(name);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, format!("{tip}\n")).unwrap();
+        let seen = sb.git(&["rev-parse", name]);
+        assert_eq!(seen.trim(), tip.trim(), "{name}: git reads the file");
+        assert_hides_a_ref(&sb, name);
+    }
+    // And a symlinked directory above a packed remote-tracking ref.
+    let sb = Sandbox::with_files_refs();
+    sb.git(&["update-ref", "refs/remotes/origin/main", "HEAD"]);
+    let _ = sb.try_git(&["update-ref", "-d", "--no-deref", "refs/remotes/origin/HEAD"]);
+    sb.git(&["pack-refs", "--all"]);
+    let sb = arm(sb);
+    let tip = sb.commit_file("docs/guide.md", "new\n", "docs");
+    let elsewhere = sb.root.join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::fs::write(elsewhere.join("main"), format!("{tip}\n")).unwrap();
+    symlink(&elsewhere, sb.git_dir().join("origin"));
+    assert_eq!(sb.git(&["rev-parse", "origin/main"]).trim(), tip.trim());
+    assert_hides_a_ref(&sb, "a symlinked directory above a packed ref");
+}

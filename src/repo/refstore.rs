@@ -1197,15 +1197,18 @@ pub fn shadowing_files(git_dir: &Path, common_dir: &Path) -> Vec<(PathBuf, BStri
     if common_dir.join("reftable").is_dir() {
         return Vec::new();
     }
-    let packed_bytes =
-        crate::fsutil::read_regular_limited(&common_dir.join("packed-refs"), MAX_PACKED_BYTES)
-            .unwrap_or_default();
-    let mut packed: Vec<&[u8]> = packed_bytes
-        .split(|&b| b == b'\n')
-        .filter(|l| !l.starts_with(b"#") && !l.starts_with(b"^"))
-        .filter_map(|l| l.split_once_str(b" ").map(|(_, name)| name))
+    let mut dirs = vec![git_dir];
+    if common_dir != git_dir {
+        dirs.push(common_dir);
+    }
+    let tops: std::collections::HashSet<Vec<u8>> = dirs
+        .iter()
+        .filter_map(|root| std::fs::read_dir(root).ok())
+        .flat_map(|entries| entries.flatten())
+        .map(|entry| entry.file_name().as_bytes().to_vec())
         .collect();
-    packed.sort_unstable();
+    let packed = packed_names_below(&common_dir.join("packed-refs"), &tops);
+    let packed: Vec<&[u8]> = packed.iter().map(Vec::as_slice).collect();
     let loose = |name: &[u8], want_dir: bool| {
         [common_dir, git_dir].iter().any(|dir| {
             dir.join(std::ffi::OsStr::from_bytes(name))
@@ -1232,10 +1235,6 @@ pub fn shadowing_files(git_dir: &Path, common_dir: &Path) -> Vec<(PathBuf, BStri
         names.into_iter().find(|n| exists(n))
     };
     let mut out = Vec::new();
-    let mut dirs = vec![git_dir];
-    if common_dir != git_dir {
-        dirs.push(common_dir);
-    }
     for root in dirs {
         let Ok(entries) = std::fs::read_dir(root) else {
             continue;
@@ -1269,6 +1268,50 @@ pub fn shadowing_files(git_dir: &Path, common_dir: &Path) -> Vec<(PathBuf, BStri
         }
     }
     out
+}
+
+/// The names in the `packed-refs` file at `path` that an entry at the top
+/// of the git dir could hide or stand above: those whose component after
+/// one of [`SHORT_NAME_RULES`] is the name of such an entry (`tops`),
+/// sorted. The file is read line by line and only those names are kept, so
+/// that 100,000 packed refs are never held a second time while verify holds
+/// them in its view (issue 29). An unreadable file, or one larger than the
+/// strict reader takes, has none (the strict read refuses it).
+fn packed_names_below(path: &Path, tops: &std::collections::HashSet<Vec<u8>>) -> Vec<Vec<u8>> {
+    use std::io::BufRead;
+    let Ok(file) = crate::fsutil::open_regular(path) else {
+        return Vec::new();
+    };
+    let mut lines = std::io::BufReader::new(file.take(MAX_PACKED_BYTES + 1));
+    let (mut line, mut read, mut names) = (Vec::new(), 0u64, Vec::new());
+    loop {
+        line.clear();
+        match lines.read_until(b'\n', &mut line) {
+            Ok(0) => break,
+            Ok(n) => read += n as u64,
+            Err(_) => return Vec::new(),
+        }
+        if read > MAX_PACKED_BYTES {
+            return Vec::new();
+        }
+        let line = line.strip_suffix(b"\n").unwrap_or(&line);
+        if line.starts_with(b"#") || line.starts_with(b"^") {
+            continue;
+        }
+        let Some((_, name)) = line.split_once_str(b" ") else {
+            continue;
+        };
+        let below_a_top = SHORT_NAME_RULES.iter().any(|rule| {
+            name.strip_prefix(rule.as_bytes())
+                .and_then(|rest| rest.split(|&b| b == b'/').next())
+                .is_some_and(|top| tops.contains(top))
+        });
+        if below_a_top {
+            names.push(name.to_vec());
+        }
+    }
+    names.sort_unstable();
+    names
 }
 
 /// Whether git's files backend would take the entry (not a directory) for
