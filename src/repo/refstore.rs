@@ -375,6 +375,91 @@ fn kind_of(t: std::fs::FileType) -> &'static str {
 /// of 100,000 loose refs pays per ref (issue 29), and no window between a
 /// check of the path and the open.
 fn read_regular(path: &Path, what: &str, limit: u64, invalid: &mut Invalid) -> Option<Vec<u8>> {
+    let (file, expected) = open_regular(path, what, limit, invalid)?;
+    // A short read that ends where fstat said the file ends is its end:
+    // one read for a loose ref. Anything else reads on to a read of 0.
+    let expected = expected as usize;
+    let mut bytes = vec![0; expected + 1];
+    let mut filled = 0;
+    let mut reader = &file;
+    loop {
+        let requested = bytes.len() - filled;
+        match reader.read(&mut bytes[filled..]) {
+            Ok(0) => break,
+            Ok(n) => {
+                filled += n;
+                if n < requested && filled == expected {
+                    break;
+                }
+                if filled == bytes.len() {
+                    if filled as u64 > limit {
+                        break;
+                    }
+                    bytes.resize(bytes.len() * 2, 0);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                invalid.push(format!("cannot read {} ({what}): {e}", path.display()));
+                return None;
+            }
+        }
+    }
+    bytes.truncate(filled);
+    if bytes.len() as u64 > limit {
+        invalid.push(format!(
+            "{} ({what}) grew while it was read",
+            path.display()
+        ));
+        return None;
+    }
+    Some(bytes)
+}
+
+/// The `sha256:` digest of what [`read_regular`] would read, hashed as it
+/// is read: the final re-read of `packed-refs` needs only to know whether
+/// it is the file read first, and holding its bytes again was a third of
+/// verify's peak with 100,000 packed refs (issue 29).
+fn digest_regular(path: &Path, what: &str, limit: u64, invalid: &mut Invalid) -> Option<String> {
+    use sha2::Digest;
+    let (file, _) = open_regular(path, what, limit, invalid)?;
+    let mut hasher = sha2::Sha256::new();
+    let mut chunk = vec![0; 64 * 1024];
+    let mut total = 0u64;
+    let mut reader = &file;
+    loop {
+        match reader.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => {
+                total += n as u64;
+                if total > limit {
+                    invalid.push(format!(
+                        "{} ({what}) grew while it was read",
+                        path.display()
+                    ));
+                    return None;
+                }
+                hasher.update(&chunk[..n]);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                invalid.push(format!("cannot read {} ({what}): {e}", path.display()));
+                return None;
+            }
+        }
+    }
+    Some(format!("sha256:{}", crate::digest::hex(&hasher.finalize())))
+}
+
+/// Opens `path` for [`read_regular`] without following a symlink, and
+/// checks that it is a regular file of at most `limit` bytes; gives its
+/// size.
+fn open_regular(
+    path: &Path,
+    what: &str,
+    limit: u64,
+    invalid: &mut Invalid,
+) -> Option<(std::fs::File, u64)> {
     let not_regular = |meta: &Metadata, invalid: &mut Invalid| {
         invalid.push(format!(
             "{} ({what}) is {}; git follows or refuses it where grantguard cannot prove what \
@@ -417,44 +502,8 @@ fn read_regular(path: &Path, what: &str, limit: u64, invalid: &mut Invalid) -> O
         ));
         return None;
     }
-    // A short read that ends where fstat said the file ends is its end:
-    // one read for a loose ref. Anything else reads on to a read of 0.
-    let expected = meta.len() as usize;
-    let mut bytes = vec![0; expected + 1];
-    let mut filled = 0;
-    let mut reader = &file;
-    loop {
-        let requested = bytes.len() - filled;
-        match reader.read(&mut bytes[filled..]) {
-            Ok(0) => break,
-            Ok(n) => {
-                filled += n;
-                if n < requested && filled == expected {
-                    break;
-                }
-                if filled == bytes.len() {
-                    if filled as u64 > limit {
-                        break;
-                    }
-                    bytes.resize(bytes.len() * 2, 0);
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                invalid.push(format!("cannot read {} ({what}): {e}", path.display()));
-                return None;
-            }
-        }
-    }
-    bytes.truncate(filled);
-    if bytes.len() as u64 > limit {
-        invalid.push(format!(
-            "{} ({what}) grew while it was read",
-            path.display()
-        ));
-        return None;
-    }
-    Some(bytes)
+    let len = meta.len();
+    Some((file, len))
 }
 
 pub(super) fn read_head(git_dir: &Path, invalid: &mut Invalid) -> Option<BString> {
@@ -481,6 +530,16 @@ pub(super) fn read_packed_bytes(
         return (invalid.problems.len() == before).then_some(None);
     }
     read_regular(&path, "packed-refs", MAX_PACKED_BYTES, invalid).map(Some)
+}
+
+/// [`read_packed_bytes`]'s digest ([`PackedFile`]), hashed as it is read.
+fn read_packed_digest(common_dir: &Path, invalid: &mut Invalid) -> Option<PackedFile> {
+    let path = common_dir.join("packed-refs");
+    let before = invalid.problems.len();
+    if lstat(&path, invalid).is_none() {
+        return (invalid.problems.len() == before).then_some(PackedFile::Absent);
+    }
+    digest_regular(&path, "packed-refs", MAX_PACKED_BYTES, invalid).map(PackedFile::Digest)
 }
 
 fn parse_packed(common_dir: &Path, bytes: &[u8], invalid: &mut Invalid) -> PackedRefs {
@@ -800,36 +859,33 @@ pub fn moved_since(
     let again = settled(patience, || {
         let mut invalid = Invalid::default();
         let head = read_head(git_dir, &mut invalid);
-        let packed = read_packed_bytes(common_dir, &mut invalid);
+        let packed = read_packed_digest(common_dir, &mut invalid);
         let loose = read_loose(git_dir, common_dir, &mut invalid);
         match (head, packed) {
             (Some(head), Some(packed)) if invalid.problems.is_empty() => Ok((head, packed, loose)),
             _ => Err(invalid),
         }
     });
-    let Ok((head, packed, loose)) = again else {
+    let Ok((head, packed_file, loose)) = again else {
         return true;
     };
     if head != first.head {
         return true;
     }
-    let digest = packed
-        .as_ref()
-        .map(|b| format!("sha256:{}", crate::digest::sha256_hex(b)));
-    let packed_same = match (&first.packed_file, &digest) {
-        (PackedFile::Absent, None) => true,
-        (PackedFile::Digest(d), Some(now)) if d == now => true,
-        _ => {
-            let mut invalid = Invalid::default();
-            let records = packed.map_or_else(PackedRefs::default, |bytes| {
-                parse_packed(common_dir, &bytes, &mut invalid)
-            });
-            let now = StrictRefs {
-                packed: records,
-                ..StrictRefs::default()
-            };
-            invalid.problems.is_empty() && !now.packed_changed_outside(first, except)
-        }
+    let packed_same = packed_file == first.packed_file || {
+        // Other bytes: read the file again, whole, and compare its records
+        // (an agent in another worktree may have moved one of its own).
+        let mut invalid = Invalid::default();
+        let records = match read_packed_bytes(common_dir, &mut invalid) {
+            Some(Some(bytes)) => parse_packed(common_dir, &bytes, &mut invalid),
+            Some(None) => PackedRefs::default(),
+            None => return true,
+        };
+        let now = StrictRefs {
+            packed: records,
+            ..StrictRefs::default()
+        };
+        invalid.problems.is_empty() && !now.packed_changed_outside(first, except)
     };
     if !packed_same {
         return true;
@@ -1504,6 +1560,25 @@ mod tests {
                 true,
             ),
             (
+                "packed-refs made a symlink to the same bytes",
+                |g| {
+                    let bytes = std::fs::read(g.join("packed-refs")).unwrap();
+                    std::fs::write(g.join("elsewhere"), bytes).unwrap();
+                    std::fs::remove_file(g.join("packed-refs")).unwrap();
+                    std::os::unix::fs::symlink("elsewhere", g.join("packed-refs")).unwrap();
+                },
+                true,
+            ),
+            (
+                "packed-refs' header changed, its records not",
+                |g| {
+                    let text = std::fs::read_to_string(g.join("packed-refs")).unwrap();
+                    let text = format!("# pack-refs with: peeled fully-peeled sorted \n{text}");
+                    std::fs::write(g.join("packed-refs"), text).unwrap();
+                },
+                true,
+            ),
+            (
                 "HEAD detached",
                 |g| {
                     std::fs::write(g.join("HEAD"), format!("{B}\n")).unwrap();
@@ -1536,6 +1611,67 @@ mod tests {
         std::fs::write(git.join("refs/heads/main"), format!("{A}\n")).unwrap();
         let theirs = std::collections::BTreeSet::from([BString::from("refs/heads/main")]);
         assert!(!moved_since(git, git, &first, &theirs, patience));
+        // Nor is a move of their packed record: the file's bytes differ, so
+        // its records are read again and compared but for theirs.
+        let text = std::fs::read_to_string(git.join("packed-refs")).unwrap();
+        let text = text.replace(
+            &format!("{A} refs/heads/main"),
+            &format!("{B} refs/heads/main"),
+        );
+        std::fs::write(git.join("packed-refs"), text).unwrap();
+        assert!(!moved_since(git, git, &first, &theirs, patience));
+        assert!(moved_since(git, git, &first, &none, patience));
+    }
+
+    #[test]
+    fn the_streamed_digest_is_the_digest_of_the_bytes_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("packed-refs");
+        // Larger than one chunk of the streamed read.
+        let bytes: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &bytes).unwrap();
+        let mut invalid = Invalid::default();
+        let whole = read_regular(&path, "packed-refs", MAX_PACKED_BYTES, &mut invalid).unwrap();
+        assert_eq!(whole, bytes);
+        assert_eq!(
+            digest_regular(&path, "packed-refs", MAX_PACKED_BYTES, &mut invalid),
+            Some(format!("sha256:{}", crate::digest::sha256_hex(&bytes)))
+        );
+        assert!(invalid.problems.is_empty(), "{invalid}");
+        // Too large, a symlink, a FIFO: refused, and said why.
+        assert_eq!(
+            digest_regular(&path, "packed-refs", 1000, &mut invalid),
+            None
+        );
+        assert!(
+            invalid.problems[0].contains("more than the 1000"),
+            "{invalid}"
+        );
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        let mut invalid = Invalid::default();
+        assert_eq!(
+            digest_regular(&link, "packed-refs", MAX_PACKED_BYTES, &mut invalid),
+            None
+        );
+        assert!(invalid.problems[0].contains("a symlink"), "{invalid}");
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        let mut invalid = Invalid::default();
+        assert_eq!(
+            digest_regular(&fifo, "packed-refs", MAX_PACKED_BYTES, &mut invalid),
+            None
+        );
+        assert!(invalid.problems[0].contains("FIFO"), "{invalid}");
+        // Absent: no file, no problem.
+        let mut invalid = Invalid::default();
+        assert_eq!(
+            read_packed_digest(&dir.path().join("none"), &mut invalid),
+            Some(PackedFile::Absent)
+        );
+        assert!(invalid.problems.is_empty(), "{invalid}");
     }
 
     #[test]
