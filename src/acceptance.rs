@@ -955,10 +955,7 @@ fn evaluate(
         })
         .unwrap_or_default();
     let shadowing = refstore::shadowing_files(&location.git_dir, &location.common_dir);
-    for (file, hidden) in shadowing
-        .into_iter()
-        .filter(|(f, _)| !own_short.contains(f))
-    {
+    for (file, hidden) in shadowing.iter().filter(|&(f, _)| !own_short.contains(f)) {
         findings.push(
             Violation::new(
                 rule::REF_STORE_INVALID,
@@ -966,10 +963,10 @@ fn evaluate(
                     "{} hides {} from every git command that names it short (git reads \
                      the file first, whatever it holds). Remove it",
                     file.display(),
-                    refname::shown(&hidden)
+                    refname::shown(hidden)
                 ),
             )
-            .with_ref(refname::encode(&hidden)),
+            .with_ref(refname::encode(hidden)),
         );
     }
     check_head(&head, baseline.branch.as_ref(), findings);
@@ -1136,6 +1133,17 @@ fn evaluate(
         cross_check_with_git(
             baseline, &location, tip, &read, &in_flight, &facts, index, findings,
         )?;
+    }
+    // Last, after git's own look: a file that hides a ref, made or removed
+    // while verify ran (red team: written just after the first look, it
+    // was accepted). Only the git dir's top and what lies below a packed or
+    // loose ref's short name are listed again.
+    if refstore::shadowing_files(&location.git_dir, &location.common_dir) != shadowing {
+        findings.push(Violation::new(
+            rule::CHANGED_DURING_VERIFY,
+            "a file in the git dir that hides a ref from its short name was made or removed \
+             while verify ran; verify again once the repository is quiet",
+        ));
     }
 
     Ok(Observed {

@@ -128,3 +128,75 @@ fn verify_never_accepts_while_the_worktree_is_being_rewritten() {
         assert_eq!(code, 1, "{r:#}");
     }
 }
+
+/// The agent makes `.git/v1`, a file that hides the tag `v1` from `git
+/// rev-parse v1` (and every command naming it short), while verify runs:
+/// after verify's first look for such files (red team: accepted), and
+/// always well before its end. Verify must never accept.
+#[test]
+fn verify_never_accepts_a_file_made_to_hide_a_ref_while_it_runs() {
+    let sb = Sandbox::new();
+    sb.git(&["tag", "v1"]);
+    // Enough packed refs that verify takes long enough to be raced.
+    let head = sb.git(&["rev-parse", "HEAD"]);
+    let tags: String = (0..5000)
+        .map(|i| format!("create refs/tags/t{i:05} {}\n", head.trim()))
+        .collect();
+    sb.git_stdin(&["update-ref", "--stdin"], &tags);
+    sb.git(&["pack-refs", "--all"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    let tip = sb.commit_file("docs/guide.md", "granted\n", "granted");
+    let hiding = sb.git_dir().join("v1");
+    // The shortest of five quiet runs, which all accept.
+    let quickest = (0..5)
+        .map(|_| {
+            let started = std::time::Instant::now();
+            let (code, r) = sb.verify();
+            assert_eq!((code, &r["status"]), (0, &"succeeded".into()), "{r:#}");
+            started.elapsed()
+        })
+        .min()
+        .unwrap();
+    let mut outcomes = std::collections::BTreeMap::<String, usize>::new();
+    for i in 0..24u32 {
+        // From the start to two thirds of the quickest run.
+        let delay = quickest * i / 36;
+        let started = std::time::Instant::now();
+        let child = sb
+            .verify_command(&sb.state)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(delay);
+        let tmp = sb.git_dir().join("v1.tmp");
+        std::fs::write(&tmp, format!("{}\n", tip.trim())).unwrap();
+        std::fs::rename(&tmp, &hiding).unwrap();
+        let made = started.elapsed();
+        let out = child.wait_with_output().unwrap();
+        let took = started.elapsed();
+        std::fs::remove_file(&hiding).unwrap();
+        let r: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+        let mut rules = common::rules(&r);
+        rules.sort();
+        // Judged only when made in the first 60% of this very run (other
+        // tests load the machine unevenly): well before verify's last look.
+        if made.as_secs_f64() > took.as_secs_f64() * 0.6 {
+            *outcomes
+                .entry("(made too late to judge)".into())
+                .or_default() += 1;
+            continue;
+        }
+        assert_ne!(
+            r["status"], "succeeded",
+            "made {made:?} into a verify that took {took:?}: {r:#}"
+        );
+        assert_eq!(out.status.code(), Some(1), "{r:#}");
+        *outcomes.entry(rules.join("+")).or_default() += 1;
+    }
+    eprintln!("quickest quiet verify {quickest:?}: {outcomes:?}");
+    // Quiet again without the file: accepted.
+    let (code, r) = sb.verify();
+    assert_eq!((code, &r["status"]), (0, &"succeeded".into()), "{r:#}");
+}

@@ -1257,10 +1257,17 @@ pub fn shadowing_files(git_dir: &Path, common_dir: &Path) -> Vec<(PathBuf, BStri
     if common_dir != git_dir {
         dirs.push(common_dir);
     }
-    let tops: std::collections::HashSet<Vec<u8>> = dirs
+    // Listed once: the packed names kept are those below these entries,
+    // so an entry made after this listing must not be judged on them (it
+    // is not seen at all, as any file made after a read; verify looks
+    // again at its end).
+    let listed: Vec<std::fs::DirEntry> = dirs
         .iter()
         .filter_map(|root| std::fs::read_dir(root).ok())
         .flat_map(|entries| entries.flatten())
+        .collect();
+    let tops: std::collections::HashSet<Vec<u8>> = listed
+        .iter()
         .map(|entry| entry.file_name().as_bytes().to_vec())
         .collect();
     let packed = packed_names_below(&common_dir.join("packed-refs"), &tops);
@@ -1291,36 +1298,28 @@ pub fn shadowing_files(git_dir: &Path, common_dir: &Path) -> Vec<(PathBuf, BStri
         names.into_iter().find(|n| exists(n))
     };
     let mut out = Vec::new();
-    for root in dirs {
-        let Ok(entries) = std::fs::read_dir(root) else {
+    for entry in &listed {
+        let name = entry.file_name();
+        let short = name.as_bytes();
+        if component_problem(short).is_some() || GIT_ROOT_REFS.iter().any(|r| r.as_bytes() == short)
+        {
             continue;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let short = name.as_bytes();
-            if component_problem(short).is_some()
-                || GIT_ROOT_REFS.iter().any(|r| r.as_bytes() == short)
-            {
-                continue;
-            }
-            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-            let is_link = entry.file_type().is_ok_and(|t| t.is_symlink());
-            if !is_dir && let Some(ref_name) = hidden(short).filter(|_| git_reads_as_ref(&entry)) {
-                out.push((entry.path(), ref_name));
-                continue;
-            }
-            let below = SHORT_NAME_RULES
-                .iter()
-                .map(|rule| BString::from([rule.as_bytes(), short, b"/"].concat()))
-                .find(|prefix| has_below(prefix));
-            match below {
-                // git follows a symlink in the middle of a name too.
-                Some(prefix) if is_link => out.push((entry.path(), prefix)),
-                Some(_) if is_dir => {
-                    walk_shadows(&entry.path(), short, &hidden, &has_below, &mut out)
-                }
-                _ => {}
-            }
+        }
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        let is_link = entry.file_type().is_ok_and(|t| t.is_symlink());
+        if !is_dir && let Some(ref_name) = hidden(short).filter(|_| git_reads_as_ref(entry)) {
+            out.push((entry.path(), ref_name));
+            continue;
+        }
+        let below = SHORT_NAME_RULES
+            .iter()
+            .map(|rule| BString::from([rule.as_bytes(), short, b"/"].concat()))
+            .find(|prefix| has_below(prefix));
+        match below {
+            // git follows a symlink in the middle of a name too.
+            Some(prefix) if is_link => out.push((entry.path(), prefix)),
+            Some(_) if is_dir => walk_shadows(&entry.path(), short, &hidden, &has_below, &mut out),
+            _ => {}
         }
     }
     out
