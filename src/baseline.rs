@@ -169,6 +169,76 @@ impl<'de> serde::de::Visitor<'de> for EachRef<'_> {
     }
 }
 
+/// [`Baseline::for_each_ref`] of the refs file at `path`, whose digest
+/// must be `digest`.
+fn each_ref_in(path: &Path, digest: &str, each: &mut dyn FnMut(&BStr, &BStr)) -> Result<()> {
+    use std::io::Read;
+    let file = crate::fsutil::open_regular(path)
+        .with_context(|| format!("cannot read the baseline's refs {}", path.display()))?;
+    let mut hashing = Hashing::new(file.take(MAX_REFS_FILE + 1));
+    let mut handed = |n: BString, v: BString| each(n.as_bstr(), v.as_bstr());
+    let parsed = {
+        let mut stream = std::io::BufReader::with_capacity(64 * 1024, &mut hashing);
+        let mut json = serde_json::Deserializer::from_reader(&mut stream);
+        let parsed = serde::de::DeserializeSeed::deserialize(EachRef(&mut handed), &mut json)
+            .and_then(|()| json.end());
+        // The rest, for the digest, whatever the parser made of it.
+        std::io::copy(&mut stream, &mut std::io::sink())
+            .with_context(|| format!("cannot read the baseline's refs {}", path.display()))?;
+        parsed
+    };
+    if hashing.read > MAX_REFS_FILE {
+        bail!(
+            "the baseline's refs {} are larger than {MAX_REFS_FILE} bytes",
+            path.display()
+        );
+    }
+    if hashing.digest() != digest {
+        bail!(
+            "the baseline's refs {} fail their integrity check: corrupted or edited after arm",
+            path.display()
+        );
+    }
+    parsed.with_context(|| format!("the baseline's refs {} are malformed", path.display()))
+}
+
+/// A reader that hashes what passes through it (SHA-256) and counts it.
+struct Hashing<R> {
+    inner: R,
+    hasher: sha2::Sha256,
+    read: u64,
+}
+
+impl<R> Hashing<R> {
+    fn new(inner: R) -> Self {
+        use sha2::Digest;
+        Hashing {
+            inner,
+            hasher: sha2::Sha256::new(),
+            read: 0,
+        }
+    }
+
+    /// `sha256:<hex>` of what was read, as [`Baseline::ref_list`] has it.
+    fn digest(&self) -> String {
+        use sha2::Digest;
+        format!(
+            "sha256:{}",
+            crate::digest::hex(&self.hasher.clone().finalize())
+        )
+    }
+}
+
+impl<R: std::io::Read> std::io::Read for Hashing<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use sha2::Digest;
+        let n = self.inner.read(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.read += n as u64;
+        Ok(n)
+    }
+}
+
 /// Largest refs file read back: 100,000 refs take about 10 MB.
 const MAX_REFS_FILE: u64 = 1 << 30;
 
@@ -220,11 +290,7 @@ impl Baseline {
     /// The bytes of [`REFS_FILE_NAME`], checked against
     /// [`Baseline::ref_list`], and its path.
     fn read_refs_file(&self) -> Result<(PathBuf, Vec<u8>)> {
-        let state =
-            self.refs.state.as_deref().context(
-                "the baseline's refs were neither given nor read from a state directory",
-            )?;
-        let path = state.join(REFS_FILE_NAME);
+        let path = self.refs_file_path()?;
         let bytes = crate::fsutil::read_regular_limited(&path, MAX_REFS_FILE)
             .with_context(|| format!("cannot read the baseline's refs {}", path.display()))?;
         if format!("sha256:{}", sha256_hex(&bytes)) != self.ref_list {
@@ -234,6 +300,15 @@ impl Baseline {
             );
         }
         Ok((path, bytes))
+    }
+
+    /// Where [`REFS_FILE_NAME`] is.
+    fn refs_file_path(&self) -> Result<PathBuf> {
+        let state =
+            self.refs.state.as_deref().context(
+                "the baseline's refs were neither given nor read from a state directory",
+            )?;
+        Ok(state.join(REFS_FILE_NAME))
     }
 
     /// The loose refs arm listed with their files' identities (see
@@ -259,25 +334,22 @@ impl Baseline {
     }
 
     /// Hands every ref of [`Baseline::refs`] to `each`, in name order,
-    /// without a map of them when they are still on disk: the file is
-    /// checked against [`Baseline::ref_list`] and read entry by entry
-    /// (issue 29). An unreadable, altered or malformed file is an error;
-    /// `each` may have been called before a malformed entry was met. (verify
-    /// checks the digest at the start, so only a file arm could not have
-    /// written fails here, and verify then reports the repository as
-    /// unreadable.)
+    /// without a map of them when they are still on disk: the file is read
+    /// entry by entry as it streams past, hashed on the way, and checked
+    /// against [`Baseline::ref_list`] at its end; its bytes are never held
+    /// (they were a third of verify's peak with 100,000 refs, issue 29). An
+    /// unreadable, altered or malformed file is an error, and `each` may
+    /// have been called before it was found so: a caller must drop what
+    /// `each` gathered on an error. (verify checks the digest at the start,
+    /// so only a file changed since fails here, and verify then reports
+    /// the repository as unreadable.)
     pub fn for_each_ref(&self, each: &mut dyn FnMut(&BStr, &BStr)) -> Result<()> {
         if let Some(refs) = self.refs.loaded.get() {
             refs.iter()
                 .for_each(|(n, v)| each(n.as_bstr(), v.as_bstr()));
             return Ok(());
         }
-        let (path, bytes) = self.read_refs_file()?;
-        let mut handed = |n: BString, v: BString| each(n.as_bstr(), v.as_bstr());
-        let mut json = serde_json::Deserializer::from_slice(&bytes);
-        serde::de::DeserializeSeed::deserialize(EachRef(&mut handed), &mut json)
-            .and_then(|()| json.end())
-            .with_context(|| format!("the baseline's refs {} are malformed", path.display()))
+        each_ref_in(&self.refs_file_path()?, &self.ref_list, each)
     }
 
     /// Drops the loose refs [`Baseline::loose_list`] read, for a verify
@@ -414,6 +486,63 @@ mod tests {
             .and_then(|()| de.end())
             .map_err(|e| e.to_string())?;
         Ok(out)
+    }
+
+    /// [`each_ref_in`] of a file holding `bytes`, checked against `digest`
+    /// (`None`: the digest of `bytes`).
+    fn streamed(bytes: &[u8], digest: Option<&str>) -> std::result::Result<RefMap, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(REFS_FILE_NAME);
+        std::fs::write(&path, bytes).unwrap();
+        let digest = digest.map_or_else(|| format!("sha256:{}", sha256_hex(bytes)), String::from);
+        let mut out = RefMap::new();
+        each_ref_in(&path, &digest, &mut |n, v| {
+            out.insert(n.to_owned(), v.to_owned());
+        })
+        .map_err(|e| format!("{e:#}"))?;
+        Ok(out)
+    }
+
+    #[test]
+    fn a_refs_file_streamed_is_checked_against_its_digest_at_its_end() {
+        // Many entries: more than one read of the stream.
+        let refs: RefMap = (0..20_000)
+            .map(|i| {
+                (
+                    BString::from(format!("refs/tags/t{i:05}")),
+                    BString::from("1111111111111111111111111111111111111111"),
+                )
+            })
+            .chain([(BString::from(&b"refs/tags/\xff"[..]), BString::from("2222"))])
+            .collect();
+        let mut bytes = serde_json::to_vec(&RefsFile { refs: refs.clone() }).unwrap();
+        bytes.push(b'\n');
+        assert_eq!(streamed(&bytes, None).unwrap(), refs);
+        // One value changed, the file still well-formed: the digest says so.
+        let text = String::from_utf8(bytes.clone()).unwrap();
+        let edited = text.replacen("1111", "3333", 1);
+        let digest = format!("sha256:{}", sha256_hex(&bytes));
+        let err = streamed(edited.as_bytes(), Some(&digest)).unwrap_err();
+        assert!(err.contains("integrity check"), "{err}");
+        // Cut short: the integrity check speaks first...
+        let err = streamed(&bytes[..bytes.len() / 2], Some(&digest)).unwrap_err();
+        assert!(err.contains("integrity check"), "{err}");
+        // ...and a file arm could not have written is malformed even when
+        // its digest is its own: cut short, or with bytes after the object.
+        let err = streamed(&bytes[..bytes.len() / 2], None).unwrap_err();
+        assert!(err.contains("malformed"), "{err}");
+        let mut trailing = bytes.clone();
+        trailing.extend_from_slice(b"{}");
+        let err = streamed(&trailing, None).unwrap_err();
+        assert!(err.contains("malformed"), "{err}");
+        // Not a regular file: not read.
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        let err = each_ref_in(&fifo, &digest, &mut |_, _| {}).unwrap_err();
+        assert!(format!("{err:#}").contains("cannot read"), "{err:#}");
     }
 
     #[test]
