@@ -917,6 +917,15 @@ fn evaluate(
             return Ok(Observed::default());
         }
     };
+    // Every ref read: git lists them for the cross-check while verify
+    // judges (see `git_view::Listing`); only with the metadata intact and
+    // nothing found yet, as the cross-check itself runs.
+    let listing = match &read {
+        RefsRead::All(_) if metadata.is_some() && findings.is_empty() => {
+            Some(repo::git_view::Listing::start(&location)?)
+        }
+        _ => None,
+    };
     let head = repo::head(&repo)?;
     let refs = read.now();
     let shadows = refstore::shadows(
@@ -1131,7 +1140,7 @@ fn evaluate(
             None
         };
         cross_check_with_git(
-            baseline, &location, tip, &read, &in_flight, &facts, index, findings,
+            baseline, &location, tip, &read, &in_flight, &facts, index, listing, findings,
         )?;
     }
     // Last, after git's own look: a file that hides a ref, made or removed
@@ -1284,10 +1293,12 @@ fn cross_check_with_git(
     in_flight: &BTreeSet<BString>,
     facts: &HistoryFacts,
     index: Option<repo::git_view::IndexView>,
+    listing: Option<repo::git_view::Listing>,
     findings: &mut Findings,
 ) -> Result<()> {
     let decided = repo::git_view::Decided {
         index,
+        listing,
         location,
         branch: baseline.branch.as_bstr(),
         tip,
@@ -1298,7 +1309,7 @@ fn cross_check_with_git(
         commits: facts.trees.clone(),
         changes: &facts.changes,
     };
-    for difference in repo::git_view::differences(&decided)? {
+    for difference in repo::git_view::differences(decided)? {
         let id = match difference.area {
             repo::git_view::Area::Refs => rule::REF_STORE_INVALID,
             repo::git_view::Area::History => rule::OBJECT_STORE_INVALID,

@@ -62,6 +62,9 @@ pub struct Decided<'a> {
     /// The index as verify read it, to be held against git's reading of
     /// the real index file; `None` when there is no index to compare.
     pub index: Option<IndexView>,
+    /// git's listing of every ref, started when verify began to read them
+    /// (see [`Listing::start`]); `None`: started here when needed.
+    pub listing: Option<Listing>,
 }
 
 /// The index as verify read it (see [`Decided::index`]).
@@ -176,7 +179,7 @@ pub struct Difference {
 /// Runs git's plumbing and lists every way its view differs from `decided`.
 /// An error means git could not be asked at all (not installed, or it
 /// refused the repository): the caller fails closed.
-pub fn differences(decided: &Decided<'_>) -> Result<Vec<Difference>> {
+pub fn differences(mut decided: Decided<'_>) -> Result<Vec<Difference>> {
     // No query needs the index, and reading the real one costs diff-tree
     // about 8 ms on a 100,000-file checkout: every command gets an index
     // file that does not exist (an empty index to git) in a directory of
@@ -222,14 +225,12 @@ pub fn differences(decided: &Decided<'_>) -> Result<Vec<Difference>> {
     let asked = decided.asked.filter(|a| {
         a.len() <= MAX_NAMES_ASKED && a.iter().filter(|n| symbolic(n)).count() <= MAX_SYMBOLIC_ASKED
     });
-    let refs = match asked {
-        Some(asked) => RefQuery::by_name(&git, asked, decided.refs)?,
+    let refs = match (asked, decided.listing.take()) {
+        (Some(asked), _) => RefQuery::by_name(&git, asked, decided.refs)?,
+        (None, Some(listing)) => RefQuery::Early(listing),
         // Read as git writes it (see `compare_refs`): 100,000 refs are six
         // megabytes of output that need not be held at once (issue 29).
-        None => RefQuery::Listing(Streaming::spawn(git.command(&[
-            "for-each-ref",
-            "--format=%(refname)%00%(objectname)%00%(symref)",
-        ]))?),
+        (None, None) => RefQuery::Listing(Streaming::spawn(git.command(LISTING))?),
     };
     let history = match decided.tip {
         Some(tip) => {
@@ -325,6 +326,16 @@ pub fn differences(decided: &Decided<'_>) -> Result<Vec<Difference>> {
         );
     }
     match refs {
+        RefQuery::Early(listing) => {
+            let mut all = listing.finish()?;
+            compare_refs(
+                decided.refs,
+                decided.in_flight,
+                decided.asked,
+                &mut all,
+                &mut differ,
+            )?;
+        }
         RefQuery::Listing(mut all) => {
             compare_refs(
                 decided.refs,
@@ -634,6 +645,103 @@ impl Streaming {
     }
 }
 
+/// The arguments of git's listing of every ref, as [`compare_refs`] reads it.
+const LISTING: &[&str] = &[
+    "for-each-ref",
+    "--format=%(refname)%00%(objectname)%00%(symref)",
+];
+
+/// git's listing of every ref, started as soon as verify knows it reads
+/// every ref, so that git lists while verify reads and judges (on two
+/// cores, most of `for-each-ref`'s time is hidden: issue 29). The output
+/// goes to an unlinked file, not a pipe that would stop git once full,
+/// and is read line by line after git exits; the comparison is the same
+/// as of a listing started at the end, and a ref that moves in between
+/// is a difference, as then.
+pub struct Listing {
+    child: Option<std::process::Child>,
+    output: std::fs::File,
+    stderr: Option<std::thread::JoinHandle<Vec<u8>>>,
+    /// Where the empty index of [`Git::empty_index`] would be.
+    _scratch: tempfile::TempDir,
+}
+
+impl Listing {
+    /// Starts `for-each-ref` in the repository at `location`, asked as
+    /// [`differences`] asks git.
+    pub fn start(location: &Location) -> Result<Listing> {
+        let scratch = tempfile::tempdir().context("cannot make a scratch directory for git")?;
+        let empty_index = scratch.path().join("index");
+        let git = Git {
+            empty_index: &empty_index,
+            work_dir: &location.work_dir,
+            explicit_git_dir: location
+                .explicit_git_dir
+                .then_some(location.git_dir.as_path()),
+        };
+        let output = tempfile::tempfile().context("cannot make a file for git's listing")?;
+        let mut command = git.command(LISTING);
+        command.stdout(Stdio::from(
+            output
+                .try_clone()
+                .context("cannot share git's listing file")?,
+        ));
+        let mut child = command
+            .spawn()
+            .context("cannot run git for the cross-check (is git installed?)")?;
+        let mut stderr = child.stderr.take().expect("stderr is piped");
+        let stderr = std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut stderr, &mut bytes);
+            bytes
+        });
+        Ok(Listing {
+            child: Some(child),
+            output,
+            stderr: Some(stderr),
+            _scratch: scratch,
+        })
+    }
+
+    /// Waits for git: exit 0 gives its output to read from the start, line
+    /// by line; anything else is the error with what git said.
+    fn finish(mut self) -> Result<std::io::BufReader<std::fs::File>> {
+        use std::io::Seek;
+        let mut child = self.child.take().expect("a listing is finished once");
+        let status = child.wait().context("git did not finish")?;
+        let stderr = self
+            .stderr
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default();
+        if !status.success() {
+            bail!(
+                "git failed ({status}) in the cross-check: {}",
+                String::from_utf8_lossy(&stderr).trim()
+            );
+        }
+        let mut output = self
+            .output
+            .try_clone()
+            .context("cannot read git's listing")?;
+        output
+            .seek(std::io::SeekFrom::Start(0))
+            .context("cannot read git's listing")?;
+        Ok(std::io::BufReader::with_capacity(1 << 16, output))
+    }
+}
+
+impl Drop for Listing {
+    /// A listing verify did not need (it found something first): git is
+    /// stopped and reaped.
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// Waits for `child`; exit 0 or one of `allowed` gives its stdout.
 fn finish_allowing(child: Running, allowed: &[i32]) -> Result<Vec<u8>> {
     let Output {
@@ -705,6 +813,8 @@ const MAX_SYMBOLIC_ASKED: usize = 32;
 
 /// How git is asked about the refs.
 enum RefQuery<'a> {
+    /// `for-each-ref` listing every ref, started early (see [`Listing`]).
+    Early(Listing),
     /// `for-each-ref` listing every ref.
     Listing(Streaming),
     /// Each asked name looked up on its own: `cat-file --batch-check`
@@ -820,17 +930,27 @@ impl RefLines for &[u8] {
 
 impl RefLines for Streaming {
     fn next_line(&mut self, line: &mut Vec<u8>) -> Result<bool> {
-        use std::io::BufRead;
-        line.clear();
-        let read = self
-            .output
-            .read_until(b'\n', line)
-            .context("cannot read git's output")?;
-        if line.last() == Some(&b'\n') {
-            line.pop();
-        }
-        Ok(read != 0)
+        read_line(&mut self.output, line)
     }
+}
+
+impl RefLines for std::io::BufReader<std::fs::File> {
+    fn next_line(&mut self, line: &mut Vec<u8>) -> Result<bool> {
+        read_line(self, line)
+    }
+}
+
+/// The next line of `output`, without its newline, into `line`; `false`
+/// at the end.
+fn read_line(output: &mut impl std::io::BufRead, line: &mut Vec<u8>) -> Result<bool> {
+    line.clear();
+    let read = output
+        .read_until(b'\n', line)
+        .context("cannot read git's output")?;
+    if line.last() == Some(&b'\n') {
+        line.pop();
+    }
+    Ok(read != 0)
 }
 
 /// The refs as git lists them: `for-each-ref` resolves symbolic refs and
@@ -1106,6 +1226,80 @@ mod tests {
         let extra =
             "refs/tags/c\0cc\0\nrefs/heads/0\0aa\0\nrefs/heads/a\0aa\0\nrefs/heads/b\0bb\0\n";
         assert_eq!(diffs_of(&ours, extra).len(), 1);
+    }
+
+    /// The listing started early reads as one started at the end: every
+    /// ref as git lists it, a ref verify reads otherwise a difference, and
+    /// a git that fails an error; one not needed is stopped.
+    #[test]
+    fn a_listing_started_early_compares_as_one_started_late() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo_dir = dir.path().join("r");
+        let git = |args: &[&str]| crate::test_git::git(&repo_dir, dir.path(), args);
+        std::fs::create_dir(&repo_dir).unwrap();
+        git(&["init", "-q", "-b", "main"]);
+        std::fs::write(repo_dir.join("a.txt"), "a\n").unwrap();
+        git(&["add", "."]);
+        git(&["commit", "-q", "-m", "one"]);
+        let head = git(&["rev-parse", "HEAD"]);
+        let tags: String = (0..3000)
+            .map(|i| format!("create refs/tags/t{i:04} {head}\n"))
+            .collect();
+        let mut feed = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&repo_dir)
+            .args(["update-ref", "--stdin"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        feed.stdin
+            .take()
+            .unwrap()
+            .write_all(tags.as_bytes())
+            .unwrap();
+        assert!(feed.wait().unwrap().success());
+        git(&["pack-refs", "--all"]);
+        git(&["symbolic-ref", "refs/heads/alias", "refs/heads/main"]);
+        let location = Location {
+            work_dir: repo_dir.clone(),
+            git_dir: repo_dir.join(".git"),
+            common_dir: repo_dir.join(".git"),
+            explicit_git_dir: false,
+        };
+        let strict = crate::repo::refstore::read(&location.git_dir, &location.common_dir).unwrap();
+        assert_eq!(strict.refs.len(), 3002);
+        let diffs = |ours: &super::super::RefMap| {
+            let mut all = Listing::start(&location).unwrap().finish().unwrap();
+            let mut out = Vec::new();
+            compare_refs(ours, &BTreeSet::new(), None, &mut all, &mut |_, m| {
+                out.push(m)
+            })
+            .unwrap();
+            out
+        };
+        assert_eq!(diffs(&strict.refs), Vec::<String>::new());
+        let mut other = strict.refs.clone();
+        other.insert("refs/tags/t1500".into(), "1".repeat(40).into());
+        let found = diffs(&other);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].contains("refs/tags/t1500"), "{found:?}");
+        // git cannot list: an error, with what git said.
+        let nowhere = Location {
+            work_dir: dir.path().to_owned(),
+            git_dir: dir.path().join("none"),
+            common_dir: dir.path().join("none"),
+            explicit_git_dir: true,
+        };
+        let err = Listing::start(&nowhere).unwrap().finish().unwrap_err();
+        assert!(format!("{err:#}").contains("git failed"), "{err:#}");
+        // Not needed: dropped, git is reaped (no zombie left behind).
+        let listing = Listing::start(&location).unwrap();
+        let pid = listing.child.as_ref().unwrap().id();
+        drop(listing);
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "git {pid} was not reaped"
+        );
     }
 
     /// With names asked, the lines of other refs do not count (a listing
