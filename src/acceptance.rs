@@ -919,10 +919,12 @@ fn evaluate(
     };
     // Every ref read: git lists them for the cross-check while verify
     // judges (see `git_view::Listing`); only with the metadata intact and
-    // nothing found yet, as the cross-check itself runs.
+    // nothing found yet, as the cross-check itself runs. A listing that
+    // cannot start is started again by the cross-check, which reports why
+    // if it is still needed then.
     let listing = match &read {
         RefsRead::All(_) if metadata.is_some() && findings.is_empty() => {
-            Some(repo::git_view::Listing::start(&location)?)
+            repo::git_view::Listing::start(&location).ok()
         }
         _ => None,
     };
