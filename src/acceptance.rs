@@ -924,7 +924,7 @@ fn evaluate(
     // if it is still needed then.
     let listing = match &read {
         RefsRead::All(_) if metadata.is_some() && findings.is_empty() => {
-            repo::git_view::Listing::start(&location).ok()
+            repo::git_view::Listing::start(&location, state).ok()
         }
         _ => None,
     };

@@ -560,6 +560,20 @@ impl Git<'_> {
             cmd.env("GIT_DIR", git_dir)
                 .env("GIT_WORK_TREE", self.work_dir);
         }
+        // Killed with grantguard: a git blocked on a FIFO the agent put
+        // where it reads (red team) would outlive verify's deadline, which
+        // exits the process, and be left running for ever. Each is waited
+        // for, or killed, by the thread that started it.
+        // SAFETY: prctl is async-signal-safe; nothing else runs here.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
         cmd
     }
 }
@@ -662,24 +676,23 @@ pub struct Listing {
     child: Option<std::process::Child>,
     output: std::fs::File,
     stderr: Option<std::thread::JoinHandle<Vec<u8>>>,
-    /// Where the empty index of [`Git::empty_index`] would be.
-    _scratch: tempfile::TempDir,
 }
 
 impl Listing {
     /// Starts `for-each-ref` in the repository at `location`, asked as
-    /// [`differences`] asks git.
-    pub fn start(location: &Location) -> Result<Listing> {
-        let scratch = tempfile::tempdir().context("cannot make a scratch directory for git")?;
-        let empty_index = scratch.path().join("index");
+    /// [`differences`] asks git, its output an unlinked file in `dir`:
+    /// the state directory, not a `/tmp` the agent may have filled (red
+    /// team: a full `/tmp` refused every full read).
+    pub fn start(location: &Location, dir: &Path) -> Result<Listing> {
         let git = Git {
-            empty_index: &empty_index,
+            // `for-each-ref` reads no index; this one can never exist.
+            empty_index: Path::new("/dev/null/index"),
             work_dir: &location.work_dir,
             explicit_git_dir: location
                 .explicit_git_dir
                 .then_some(location.git_dir.as_path()),
         };
-        let output = tempfile::tempfile().context("cannot make a file for git's listing")?;
+        let output = tempfile::tempfile_in(dir).context("cannot make a file for git's listing")?;
         let mut command = git.command(LISTING);
         command.stdout(Stdio::from(
             output
@@ -699,7 +712,6 @@ impl Listing {
             child: Some(child),
             output,
             stderr: Some(stderr),
-            _scratch: scratch,
         })
     }
 
@@ -1269,7 +1281,10 @@ mod tests {
         let strict = crate::repo::refstore::read(&location.git_dir, &location.common_dir).unwrap();
         assert_eq!(strict.refs.len(), 3002);
         let diffs = |ours: &super::super::RefMap| {
-            let mut all = Listing::start(&location).unwrap().finish().unwrap();
+            let mut all = Listing::start(&location, dir.path())
+                .unwrap()
+                .finish()
+                .unwrap();
             let mut out = Vec::new();
             compare_refs(ours, &BTreeSet::new(), None, &mut all, &mut |_, m| {
                 out.push(m)
@@ -1290,16 +1305,56 @@ mod tests {
             common_dir: dir.path().join("none"),
             explicit_git_dir: true,
         };
-        let err = Listing::start(&nowhere).unwrap().finish().unwrap_err();
+        let err = Listing::start(&nowhere, dir.path())
+            .unwrap()
+            .finish()
+            .unwrap_err();
         assert!(format!("{err:#}").contains("git failed"), "{err:#}");
         // Not needed: dropped, git is reaped (no zombie left behind).
-        let listing = Listing::start(&location).unwrap();
+        let listing = Listing::start(&location, dir.path()).unwrap();
         let pid = listing.child.as_ref().unwrap().id();
         drop(listing);
         assert!(
             !std::path::Path::new(&format!("/proc/{pid}")).exists(),
             "git {pid} was not reaped"
         );
+    }
+
+    /// A git of the cross-check dies with what started it: one blocked
+    /// for ever (here on a stdin nobody writes) does not outlive verify.
+    #[test]
+    fn a_git_of_the_cross_check_dies_with_the_thread_that_started_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid = std::thread::spawn({
+            let work_dir = dir.path().to_owned();
+            move || {
+                let git = Git {
+                    empty_index: Path::new("/dev/null/index"),
+                    work_dir: &work_dir,
+                    explicit_git_dir: None,
+                };
+                let mut cmd = git.command(&["hash-object", "--stdin"]);
+                let child = cmd.stdin(Stdio::piped()).spawn().unwrap();
+                let pid = child.id();
+                // Neither waited for nor killed, its stdin left open.
+                std::mem::forget(child);
+                pid
+            }
+        })
+        .join()
+        .unwrap();
+        let state = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| s.rsplit_once(") ").map(|(_, r)| r.chars().next().unwrap()))
+        };
+        let started = std::time::Instant::now();
+        while state() != Some('Z') && started.elapsed() < std::time::Duration::from_secs(10) {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(state(), Some('Z'), "git {pid} still runs");
+        // SAFETY: reaps the forgotten child, which is ours.
+        unsafe { libc::waitpid(pid as i32, std::ptr::null_mut(), 0) };
     }
 
     /// With names asked, the lines of other refs do not count (a listing
