@@ -175,7 +175,7 @@ fn each_ref_in(path: &Path, digest: &str, each: &mut dyn FnMut(&BStr, &BStr)) ->
     use std::io::Read;
     let file = crate::fsutil::open_regular(path)
         .with_context(|| format!("cannot read the baseline's refs {}", path.display()))?;
-    let mut hashing = Hashing::new(file.take(MAX_REFS_FILE + 1));
+    let mut hashing = crate::digest::Hashing::new(file.take(MAX_REFS_FILE + 1));
     let mut handed = |n: BString, v: BString| each(n.as_bstr(), v.as_bstr());
     let parsed = {
         let mut stream = std::io::BufReader::with_capacity(64 * 1024, &mut hashing);
@@ -187,7 +187,7 @@ fn each_ref_in(path: &Path, digest: &str, each: &mut dyn FnMut(&BStr, &BStr)) ->
             .with_context(|| format!("cannot read the baseline's refs {}", path.display()))?;
         parsed
     };
-    if hashing.read > MAX_REFS_FILE {
+    if hashing.read() > MAX_REFS_FILE {
         bail!(
             "the baseline's refs {} are larger than {MAX_REFS_FILE} bytes",
             path.display()
@@ -200,43 +200,6 @@ fn each_ref_in(path: &Path, digest: &str, each: &mut dyn FnMut(&BStr, &BStr)) ->
         );
     }
     parsed.with_context(|| format!("the baseline's refs {} are malformed", path.display()))
-}
-
-/// A reader that hashes what passes through it (SHA-256) and counts it.
-struct Hashing<R> {
-    inner: R,
-    hasher: sha2::Sha256,
-    read: u64,
-}
-
-impl<R> Hashing<R> {
-    fn new(inner: R) -> Self {
-        use sha2::Digest;
-        Hashing {
-            inner,
-            hasher: sha2::Sha256::new(),
-            read: 0,
-        }
-    }
-
-    /// `sha256:<hex>` of what was read, as [`Baseline::ref_list`] has it.
-    fn digest(&self) -> String {
-        use sha2::Digest;
-        format!(
-            "sha256:{}",
-            crate::digest::hex(&self.hasher.clone().finalize())
-        )
-    }
-}
-
-impl<R: std::io::Read> std::io::Read for Hashing<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        use sha2::Digest;
-        let n = self.inner.read(buf)?;
-        self.hasher.update(&buf[..n]);
-        self.read += n as u64;
-        Ok(n)
-    }
 }
 
 /// Largest refs file read back: 100,000 refs take about 10 MB.

@@ -26,6 +26,45 @@ pub fn sha256_file_hex(path: &Path) -> std::io::Result<String> {
     Ok(hex(&hasher.finalize()))
 }
 
+/// A reader that hashes what passes through it (SHA-256) and counts it:
+/// a file parsed or skipped as it streams past is still checked against
+/// its digest, without its bytes held (issue 29).
+pub struct Hashing<R> {
+    inner: R,
+    hasher: Sha256,
+    read: u64,
+}
+
+impl<R> Hashing<R> {
+    /// Reads `inner`, hashing from its first byte.
+    pub fn new(inner: R) -> Self {
+        Hashing {
+            inner,
+            hasher: Sha256::new(),
+            read: 0,
+        }
+    }
+
+    /// How many bytes were read.
+    pub fn read(&self) -> u64 {
+        self.read
+    }
+
+    /// `sha256:<hex>` of what was read, the form the records keep.
+    pub fn digest(&self) -> String {
+        format!("sha256:{}", hex(&self.hasher.clone().finalize()))
+    }
+}
+
+impl<R: std::io::Read> std::io::Read for Hashing<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.read += n as u64;
+        Ok(n)
+    }
+}
+
 /// Lowercase hex encoding.
 pub fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";

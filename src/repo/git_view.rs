@@ -1257,19 +1257,12 @@ mod tests {
         let tags: String = (0..3000)
             .map(|i| format!("create refs/tags/t{i:04} {head}\n"))
             .collect();
-        let mut feed = std::process::Command::new("git")
-            .arg("-C")
-            .arg(&repo_dir)
-            .args(["update-ref", "--stdin"])
-            .stdin(Stdio::piped())
-            .spawn()
-            .unwrap();
-        feed.stdin
-            .take()
-            .unwrap()
-            .write_all(tags.as_bytes())
-            .unwrap();
-        assert!(feed.wait().unwrap().success());
+        crate::test_git::git_stdin(
+            &repo_dir,
+            dir.path(),
+            &["update-ref", "--stdin"],
+            tags.as_bytes(),
+        );
         git(&["pack-refs", "--all"]);
         git(&["symbolic-ref", "refs/heads/alias", "refs/heads/main"]);
         let location = Location {
@@ -1482,19 +1475,12 @@ mod tests {
         let stages: String = (1..=3)
             .map(|stage| format!("100644 {blob} {stage}\tconflict\n"))
             .collect();
-        let mut feed = std::process::Command::new("git")
-            .arg("-C")
-            .arg(&repo_dir)
-            .args(["update-index", "--index-info"])
-            .stdin(Stdio::piped())
-            .spawn()
-            .unwrap();
-        feed.stdin
-            .take()
-            .unwrap()
-            .write_all(stages.as_bytes())
-            .unwrap();
-        assert!(feed.wait().unwrap().success());
+        crate::test_git::git_stdin(
+            &repo_dir,
+            dir.path(),
+            &["update-index", "--index-info"],
+            stages.as_bytes(),
+        );
         let listed = git(&["ls-files", "-s", "-v"]);
         for tag in [
             "H 100644", "H 100755", "H 120000", "H 160000", "S 100644", "h 100644", "M 100644",

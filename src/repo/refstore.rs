@@ -421,34 +421,20 @@ fn read_regular(path: &Path, what: &str, limit: u64, invalid: &mut Invalid) -> O
 /// it is the file read first, and holding its bytes again was a third of
 /// verify's peak with 100,000 packed refs (issue 29).
 fn digest_regular(path: &Path, what: &str, limit: u64, invalid: &mut Invalid) -> Option<String> {
-    use sha2::Digest;
     let (file, _) = open_regular(path, what, limit, invalid)?;
-    let mut hasher = sha2::Sha256::new();
-    let mut chunk = vec![0; 64 * 1024];
-    let mut total = 0u64;
-    let mut reader = &file;
-    loop {
-        match reader.read(&mut chunk) {
-            Ok(0) => break,
-            Ok(n) => {
-                total += n as u64;
-                if total > limit {
-                    invalid.push(format!(
-                        "{} ({what}) grew while it was read",
-                        path.display()
-                    ));
-                    return None;
-                }
-                hasher.update(&chunk[..n]);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                invalid.push(format!("cannot read {} ({what}): {e}", path.display()));
-                return None;
-            }
-        }
+    let mut hashing = crate::digest::Hashing::new((&file).take(limit + 1));
+    if let Err(e) = std::io::copy(&mut hashing, &mut std::io::sink()) {
+        invalid.push(format!("cannot read {} ({what}): {e}", path.display()));
+        return None;
     }
-    Some(format!("sha256:{}", crate::digest::hex(&hasher.finalize())))
+    if hashing.read() > limit {
+        invalid.push(format!(
+            "{} ({what}) grew while it was read",
+            path.display()
+        ));
+        return None;
+    }
+    Some(hashing.digest())
 }
 
 /// Opens `path` for [`read_regular`] without following a symlink, and
