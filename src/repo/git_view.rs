@@ -1175,15 +1175,13 @@ mod tests {
     }
 
     fn diffs_of(ours: &crate::repo::RefMap, output: &str) -> Vec<String> {
+        diffs_in(ours, &mut output.as_bytes())
+    }
+
+    /// What [`compare_refs`] finds between `ours` and all of `lines`.
+    fn diffs_in(ours: &crate::repo::RefMap, lines: &mut impl RefLines) -> Vec<String> {
         let mut out = Vec::new();
-        compare_refs(
-            ours,
-            &BTreeSet::new(),
-            None,
-            &mut output.as_bytes(),
-            &mut |_, m| out.push(m),
-        )
-        .unwrap();
+        compare_refs(ours, &BTreeSet::new(), None, lines, &mut |_, m| out.push(m)).unwrap();
         out
     }
 
@@ -1278,12 +1276,7 @@ mod tests {
                 .unwrap()
                 .finish()
                 .unwrap();
-            let mut out = Vec::new();
-            compare_refs(ours, &BTreeSet::new(), None, &mut all, &mut |_, m| {
-                out.push(m)
-            })
-            .unwrap();
-            out
+            diffs_in(ours, &mut all)
         };
         assert_eq!(diffs(&strict.refs), Vec::<String>::new());
         let mut other = strict.refs.clone();
@@ -1415,16 +1408,7 @@ mod tests {
                 panic!("asked by name");
             };
             let listed = listing_by_name(names, ids, symbolic).unwrap();
-            let mut out = Vec::new();
-            compare_refs(
-                ours,
-                &BTreeSet::new(),
-                None,
-                &mut listed.as_slice(),
-                &mut |_, m| out.push(m),
-            )
-            .unwrap();
-            out
+            diffs_in(ours, &mut listed.as_slice())
         };
         let right = map(&[
             (&branch, &b),
