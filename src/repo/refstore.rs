@@ -1308,6 +1308,8 @@ pub fn shadowing_files(git_dir: &Path, common_dir: &Path) -> Vec<(PathBuf, BStri
             _ => {}
         }
     }
+    // In name order, not the directory's: verify compares two lookups.
+    out.sort();
     out
 }
 
