@@ -1,7 +1,6 @@
 //! SHA-256 digests as lowercase hex, the one encoding every id and digest in
 //! grantguard's outputs uses.
 
-use std::io::Read;
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
@@ -13,17 +12,9 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// Lowercase hex of SHA-256 over a file's content, read in chunks.
 pub fn sha256_file_hex(path: &Path) -> std::io::Result<String> {
-    let mut file = crate::fsutil::open_regular(path)?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hex(&hasher.finalize()))
+    let mut hashing = Hashing::new(crate::fsutil::open_regular(path)?);
+    std::io::copy(&mut hashing, &mut std::io::sink())?;
+    Ok(hex(&hashing.hasher.finalize()))
 }
 
 /// A reader that hashes what passes through it (SHA-256) and counts it:
