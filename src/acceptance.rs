@@ -907,8 +907,21 @@ fn evaluate(
     // (The ref store is proven before HEAD is read: a reftable store that
     // does not parse is a finding about the store, not an unreadable
     // repository.)
+    // Every ref read: git lists them for the cross-check while verify
+    // reads and judges them (see `git_view::Listing`); only with the
+    // metadata intact and nothing found yet, as the cross-check itself
+    // runs. When the start already knows that every ref is read, git
+    // starts now, beside the strict read (a listing made before a wait for
+    // a running git command is dropped in `read_refs`); else once the read
+    // says so. A listing that cannot start is started again by the
+    // cross-check, which reports why if it is still needed then.
+    let may_list = metadata.is_some() && findings.is_empty();
+    let mut listing = match early_refs {
+        EarlyRefs::AllRefs if may_list => repo::git_view::Listing::start(&location, state).ok(),
+        _ => None,
+    };
     let extra = lookups(baseline);
-    let read = match read_refs(&repo, baseline, &extra, early_refs)? {
+    let read = match read_refs(&repo, baseline, &extra, early_refs, &mut listing)? {
         Ok(read) => read,
         Err(invalid) => {
             for problem in invalid.problems {
@@ -917,14 +930,9 @@ fn evaluate(
             return Ok(Observed::default());
         }
     };
-    // Every ref read: git lists them for the cross-check while verify
-    // judges (see `git_view::Listing`); only with the metadata intact and
-    // nothing found yet, as the cross-check itself runs. A listing that
-    // cannot start is started again by the cross-check, which reports why
-    // if it is still needed then.
     let listing = match &read {
-        RefsRead::All(_) if metadata.is_some() && findings.is_empty() => {
-            repo::git_view::Listing::start(&location, state).ok()
+        RefsRead::All(_) if may_list => {
+            listing.or_else(|| repo::git_view::Listing::start(&location, state).ok())
         }
         _ => None,
     };
@@ -1238,12 +1246,15 @@ fn early_refs(baseline: &Baseline) -> EarlyRefs {
 /// ([`early_refs`]). Refs it read are proven here; anything wrong with
 /// them, and they are read and proven again, waiting as ever for running
 /// git commands. (The re-read at the end of verify compares with the read
-/// that is judged, early or not.)
+/// that is judged, early or not.) `listing`: git's, started before the
+/// full read; dropped when that read had to wait, since git may then have
+/// listed what the read did not judge.
 fn read_refs(
     repo: &gix::Repository,
     baseline: &Baseline,
     extra: &[BString],
     early: EarlyRefs,
+    listing: &mut Option<repo::git_view::Listing>,
 ) -> Result<std::result::Result<RefsRead, refstore::Invalid>> {
     let since_arm = match early {
         EarlyRefs::Read(moved) => match refs_since_arm::confirm(repo, moved)? {
@@ -1261,7 +1272,11 @@ fn read_refs(
             Err(invalid) => return Ok(Err(invalid)),
         }
     }
-    Ok(refstore::prove_settled(repo, REF_STORE_PATIENCE)?.map(RefsRead::All))
+    let (answer, reads) = refstore::prove_settled_counted(repo, REF_STORE_PATIENCE)?;
+    if reads > 1 {
+        *listing = None;
+    }
+    Ok(answer.map(RefsRead::All))
 }
 
 /// The names verify looks up beside the refs that moved: the branch, and

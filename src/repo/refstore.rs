@@ -926,18 +926,32 @@ pub fn prove_settled(
     repo: &gix::Repository,
     patience: std::time::Duration,
 ) -> anyhow::Result<Result<StrictRefs, Invalid>> {
+    prove_settled_counted(repo, patience).map(|(answer, _)| answer)
+}
+
+/// [`prove_settled`], and how many times it read the store: once when
+/// nothing made it wait. (What was read of the refs before a wait, such as
+/// a listing of git's started early, may not be what the answer read.)
+pub fn prove_settled_counted(
+    repo: &gix::Repository,
+    patience: std::time::Duration,
+) -> anyhow::Result<(Result<StrictRefs, Invalid>, u32)> {
     let mut error = None;
-    let answer = settled(patience, || match prove(repo) {
-        Ok(answer) => answer,
-        // Stops waiting: the error is the answer.
-        Err(e) => {
-            error = Some(e);
-            Ok(StrictRefs::default())
+    let mut reads = 0;
+    let answer = settled(patience, || {
+        reads += 1;
+        match prove(repo) {
+            Ok(answer) => answer,
+            // Stops waiting: the error is the answer.
+            Err(e) => {
+                error = Some(e);
+                Ok(StrictRefs::default())
+            }
         }
     });
     match error {
         Some(e) => Err(e),
-        None => Ok(answer),
+        None => Ok((answer, reads)),
     }
 }
 
