@@ -21,6 +21,8 @@ use crate::digest::sha256_hex;
 use crate::grant::Grant;
 use crate::repo::{HookPaths, Location, RefMap};
 
+mod refs_reader;
+
 /// Schema id of the record.
 pub const SCHEMA: &str = "grantguard.baseline/3";
 
@@ -132,61 +134,67 @@ struct RefsFile {
     refs: RefMap,
 }
 
-/// [`RefsFile`] read entry by entry (see [`crate::repo::refname::map::Each`]).
-struct EachRef<'f>(&'f mut dyn FnMut(BString, BString));
-
-impl<'de> serde::de::DeserializeSeed<'de> for EachRef<'_> {
-    type Value = ();
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de> serde::de::Visitor<'de> for EachRef<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("an object with the one field \"refs\"")
-    }
-
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut fields: A) -> Result<(), A::Error> {
-        use serde::de::Error;
-        let mut each = Some(self.0);
-        while let Some(field) = fields.next_key::<std::borrow::Cow<'de, str>>()? {
-            if field != "refs" {
-                return Err(A::Error::unknown_field(&field, &["refs"]));
-            }
-            let each = each
-                .take()
-                .ok_or_else(|| A::Error::duplicate_field("refs"))?;
-            fields.next_value_seed(crate::repo::refname::map::Each(each))?;
-        }
-        match each {
-            Some(_) => Err(A::Error::missing_field("refs")),
-            None => Ok(()),
-        }
-    }
-}
-
 /// [`Baseline::for_each_ref`] of the refs file at `path`, whose digest
-/// must be `digest`.
+/// must be `digest`: read as it streams past ([`refs_reader`]), each name
+/// and value decoded as [`crate::repo::refname::map`] decodes them, the
+/// names in strictly increasing order as arm wrote them (so none repeats).
+/// The digest is checked at the end, before any parse error is reported:
+/// a file edited after arm is refused as that.
 fn each_ref_in(path: &Path, digest: &str, each: &mut dyn FnMut(&BStr, &BStr)) -> Result<()> {
-    use std::io::Read;
-    let file = crate::fsutil::open_regular(path)
-        .with_context(|| format!("cannot read the baseline's refs {}", path.display()))?;
-    let mut hashing = crate::digest::Hashing::new(file.take(MAX_REFS_FILE + 1));
-    let mut handed = |n: BString, v: BString| each(n.as_bstr(), v.as_bstr());
+    let mut hashing = open_hashing(path)?;
     let parsed = {
         let mut stream = std::io::BufReader::with_capacity(64 * 1024, &mut hashing);
-        let mut json = serde_json::Deserializer::from_reader(&mut stream);
-        let parsed = serde::de::DeserializeSeed::deserialize(EachRef(&mut handed), &mut json)
-            .and_then(|()| json.end());
+        let parsed = each_ref_from(&mut stream, each);
         // The rest, for the digest, whatever the parser made of it.
         std::io::copy(&mut stream, &mut std::io::sink())
             .with_context(|| format!("cannot read the baseline's refs {}", path.display()))?;
         parsed
     };
+    check_digest(path, &hashing, digest)?;
+    parsed.with_context(|| format!("the baseline's refs {} are malformed", path.display()))
+}
+
+/// The refs of a refs file's text, handed to `each` as [`each_ref_in`]
+/// hands them, the digest aside. Public for the fuzz target.
+pub fn each_ref_from(
+    input: impl std::io::BufRead,
+    each: &mut dyn FnMut(&BStr, &BStr),
+) -> Result<()> {
+    use crate::repo::refname::decoded;
+    let mut previous: Option<Vec<u8>> = None;
+    refs_reader::each_pair(input, &mut |name, value| {
+        let (key, value) = (decoded(name)?, decoded(value)?);
+        match &mut previous {
+            Some(p) if p.as_slice() >= &*key => {
+                bail!("ref {name:?} is out of name order or repeated")
+            }
+            Some(p) => {
+                p.clear();
+                p.extend_from_slice(&key);
+            }
+            None => previous = Some(key.to_vec()),
+        }
+        each(key.as_bstr(), value.as_bstr());
+        Ok(())
+    })
+}
+
+/// The refs file at `path`, open to be hashed as it is read, at most one
+/// byte over [`MAX_REFS_FILE`].
+fn open_hashing(path: &Path) -> Result<crate::digest::Hashing<std::io::Take<std::fs::File>>> {
+    use std::io::Read;
+    let file = crate::fsutil::open_regular(path)
+        .with_context(|| format!("cannot read the baseline's refs {}", path.display()))?;
+    Ok(crate::digest::Hashing::new(file.take(MAX_REFS_FILE + 1)))
+}
+
+/// Whether the refs file read through `hashing` to its end is the one arm
+/// wrote, of digest `digest`.
+fn check_digest(
+    path: &Path,
+    hashing: &crate::digest::Hashing<std::io::Take<std::fs::File>>,
+    digest: &str,
+) -> Result<()> {
     if hashing.read() > MAX_REFS_FILE {
         bail!(
             "the baseline's refs {} are larger than {MAX_REFS_FILE} bytes",
@@ -199,7 +207,7 @@ fn each_ref_in(path: &Path, digest: &str, each: &mut dyn FnMut(&BStr, &BStr)) ->
             path.display()
         );
     }
-    parsed.with_context(|| format!("the baseline's refs {} are malformed", path.display()))
+    Ok(())
 }
 
 /// Largest refs file read back: 100,000 refs take about 10 MB.
@@ -326,10 +334,15 @@ impl Baseline {
     /// have moved (see [`Baseline::packed_at_arm`]), so that a damaged
     /// record is still refused as one.
     pub fn check_refs_file(&self) -> Result<()> {
-        if self.refs.loaded.get().is_none() {
-            self.read_refs_file()?;
+        if self.refs.loaded.get().is_some() {
+            return Ok(());
         }
-        Ok(())
+        // Hashed as it streams past: 100,000 refs are 8 MB not held.
+        let path = self.refs_file_path()?;
+        let mut hashing = open_hashing(&path)?;
+        std::io::copy(&mut hashing, &mut std::io::sink())
+            .with_context(|| format!("cannot read the baseline's refs {}", path.display()))?;
+        check_digest(&path, &hashing, &self.ref_list)
     }
 
     /// Writes the record atomically into `state`, its refs first (see
@@ -440,15 +453,216 @@ impl Baseline {
 mod tests {
     use super::*;
 
-    /// The entries [`EachRef`] hands over for the text of a refs file.
-    fn entries(json: &str) -> std::result::Result<Vec<(BString, BString)>, String> {
+    /// The entries [`each_ref_from`] hands over for the text of a refs
+    /// file.
+    fn entries(json: &[u8]) -> std::result::Result<Vec<(BString, BString)>, String> {
         let mut out = Vec::new();
-        let mut each = |n: BString, v: BString| out.push((n, v));
-        let mut de = serde_json::Deserializer::from_str(json);
-        serde::de::DeserializeSeed::deserialize(EachRef(&mut each), &mut de)
+        each_ref_from(json, &mut |n, v| out.push((n.to_owned(), v.to_owned())))
+            .map_err(|e| format!("{e:#}"))?;
+        Ok(out)
+    }
+
+    /// What serde_json makes of the text of a refs file, entry by entry:
+    /// the reader verify used before [`refs_reader`], kept as its oracle.
+    /// The same rules: the one field `refs`, a map of strings decoded by
+    /// [`crate::repo::refname::decode`], names strictly increasing.
+    fn serde_entries(json: &[u8]) -> std::result::Result<Vec<(BString, BString)>, String> {
+        use serde::de::{DeserializeSeed, Error, MapAccess, Visitor};
+        type Pairs = Vec<(BString, BString)>;
+        struct File<'a>(&'a mut Pairs);
+        struct Refs<'a>(&'a mut Pairs);
+        impl<'de> DeserializeSeed<'de> for File<'_> {
+            type Value = ();
+            fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+                d.deserialize_map(self)
+            }
+        }
+        impl<'de> Visitor<'de> for File<'_> {
+            type Value = ();
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object with the one field \"refs\"")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut fields: A) -> Result<(), A::Error> {
+                let mut out = Some(self.0);
+                while let Some(field) = fields.next_key::<std::borrow::Cow<'de, str>>()? {
+                    if field != "refs" {
+                        return Err(A::Error::unknown_field(&field, &["refs"]));
+                    }
+                    let out = out
+                        .take()
+                        .ok_or_else(|| A::Error::duplicate_field("refs"))?;
+                    fields.next_value_seed(Refs(out))?;
+                }
+                match out {
+                    Some(_) => Err(A::Error::missing_field("refs")),
+                    None => Ok(()),
+                }
+            }
+        }
+        impl<'de> DeserializeSeed<'de> for Refs<'_> {
+            type Value = ();
+            fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+                d.deserialize_map(self)
+            }
+        }
+        impl<'de> Visitor<'de> for Refs<'_> {
+            type Value = ();
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a map of ref names to values, in name order")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut entries: A) -> Result<(), A::Error> {
+                use crate::repo::refname::decode;
+                while let Some((k, v)) = entries
+                    .next_entry::<std::borrow::Cow<'de, str>, std::borrow::Cow<'de, str>>()?
+                {
+                    let key = decode(&k).map_err(A::Error::custom)?;
+                    let value = decode(&v).map_err(A::Error::custom)?;
+                    if self.0.last().is_some_and(|(p, _)| *p >= key) {
+                        return Err(A::Error::custom("out of name order or repeated"));
+                    }
+                    self.0.push((key, value));
+                }
+                Ok(())
+            }
+        }
+        let mut out = Vec::new();
+        let mut de = serde_json::Deserializer::from_slice(json);
+        File(&mut out)
+            .deserialize(&mut de)
             .and_then(|()| de.end())
             .map_err(|e| e.to_string())?;
         Ok(out)
+    }
+
+    /// Bytes near the refs files arm writes: pieces of them, JSON's every
+    /// escape and whitespace, and bytes that no file should hold.
+    fn near_refs_files() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        const PIECES: &[&[u8]] = &[
+            b"{",
+            b"}",
+            b"\"",
+            b"\"refs\"",
+            b":",
+            b",",
+            b" ",
+            b"\n\t\r",
+            b"\x0c",
+            b"refs/heads/a",
+            b"refs/tags/b",
+            b"hex:ff",
+            b"hex:e9",
+            b"1111111111111111111111111111111111111111",
+            b"ref:refs/heads/a",
+            b"\\",
+            b"\\\"",
+            b"\\/\\b\\f\\n\\r\\t",
+            b"\\u0041",
+            b"\\u00e9",
+            b"\\ud83d\\ude00",
+            b"\\ud83d",
+            b"\\ude00",
+            b"\\uD83D\\uDE00",
+            b"\\u12",
+            b"\\x",
+            "caf\u{e9}".as_bytes(),
+            b"\xc3",
+            b"\xff",
+            b"\x01",
+            b"\x7f",
+            b"[]",
+            b"1",
+            b"null",
+        ];
+        let piece = proptest::sample::select(PIECES);
+        let shaped = proptest::collection::vec(piece.clone(), 0..24).prop_map(|p| p.concat());
+        // A name inside a well-formed file, so that every escape is read
+        // as part of one (after "z": in name order after the first).
+        let framed = proptest::collection::vec(piece, 0..12).prop_map(|middle| {
+            let mut out = b"{\"refs\":{\"refs/a\":\"1\",\"z".to_vec();
+            out.extend_from_slice(&middle.concat());
+            out.extend_from_slice(b"\":\"2\"}}");
+            out
+        });
+        // A file arm could write, one byte of it replaced, dropped or
+        // doubled.
+        let written = (
+            proptest::collection::btree_map(
+                proptest::collection::vec(any::<u8>(), 0..6),
+                proptest::collection::vec(any::<u8>(), 0..6),
+                0..4,
+            ),
+            any::<bool>(),
+            any::<proptest::sample::Index>(),
+            0u8..3,
+            any::<u8>(),
+        )
+            .prop_map(|(refs, pretty, at, how, byte)| {
+                let refs = refs
+                    .into_iter()
+                    .map(|(n, v)| (n.into(), v.into()))
+                    .collect();
+                let file = RefsFile { refs };
+                let mut out = if pretty {
+                    serde_json::to_vec_pretty(&file).unwrap()
+                } else {
+                    serde_json::to_vec(&file).unwrap()
+                };
+                let at = at.index(out.len());
+                match how {
+                    0 => out[at] = byte,
+                    1 => drop(out.remove(at)),
+                    _ => out.insert(at, out[at]),
+                }
+                out
+            });
+        prop_oneof![
+            shaped,
+            framed,
+            written,
+            proptest::collection::vec(any::<u8>(), 0..40)
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4000))]
+
+        /// The streaming reader accepts what serde_json accepts, and hands
+        /// over the same entries, for any bytes near a refs file.
+        #[test]
+        fn the_refs_reader_reads_as_serde_json_does(bytes in near_refs_files()) {
+            let ours = entries(&bytes);
+            let theirs = serde_entries(&bytes);
+            proptest::prop_assert_eq!(ours.is_ok(), theirs.is_ok(), "ours {:?}, serde_json {:?}, of {:?}",
+                ours, theirs, bytes.as_bstr());
+            if let (Ok(ours), Ok(theirs)) = (ours, theirs) {
+                proptest::prop_assert_eq!(ours, theirs);
+            }
+        }
+
+        /// Every map of refs arm can write reads back as it was written,
+        /// whatever the bytes of the names and values, through a buffer
+        /// small enough to split strings and escapes.
+        #[test]
+        fn every_refs_file_arm_writes_reads_back(
+            refs in proptest::collection::btree_map(
+                proptest::collection::vec(proptest::prelude::any::<u8>(), 0..12),
+                proptest::collection::vec(proptest::prelude::any::<u8>(), 0..12),
+                0..12,
+            ),
+            capacity in 1usize..16,
+        ) {
+            let refs: RefMap = refs.into_iter().map(|(n, v)| (n.into(), v.into())).collect();
+            let json = serde_json::to_vec_pretty(&RefsFile { refs: refs.clone() }).unwrap();
+            let mut read = RefMap::new();
+            let stream = std::io::BufReader::with_capacity(capacity, json.as_slice());
+            each_ref_from(stream, &mut |n, v| {
+                read.insert(n.to_owned(), v.to_owned());
+            })
+            .unwrap();
+            proptest::prop_assert_eq!(&read, &refs);
+            proptest::prop_assert_eq!(serde_entries(&json).unwrap().into_iter().collect::<RefMap>(), refs);
+        }
     }
 
     /// [`each_ref_in`] of a file holding `bytes`, checked against `digest`
@@ -522,11 +736,11 @@ mod tests {
         .map(|(n, v)| (BString::from(n), BString::from(v)))
         .collect();
         let json = serde_json::to_string(&RefsFile { refs: refs.clone() }).unwrap();
-        let read: RefMap = entries(&json).unwrap().into_iter().collect();
+        let read: RefMap = entries(json.as_bytes()).unwrap().into_iter().collect();
         assert_eq!(read, refs);
         let parsed: RefsFile = serde_json::from_str(&json).unwrap();
         assert_eq!(parsed.refs, refs);
-        assert_eq!(entries(r#"{"refs": {}}"#).unwrap(), []);
+        assert_eq!(entries(br#"{"refs": {}}"#).unwrap(), []);
     }
 
     #[test]
@@ -547,7 +761,7 @@ mod tests {
             (r#"{"refs": []}"#, ""),
             (r#"{"refs": {}} trailing"#, ""),
         ] {
-            let error = entries(json).expect_err(json);
+            let error = entries(json.as_bytes()).expect_err(json);
             assert!(error.contains(why), "{json}: {error}");
         }
     }

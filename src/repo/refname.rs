@@ -42,8 +42,14 @@ pub fn encode(bytes: &[u8]) -> String {
 
 /// The bytes [`encode`] made `text` from.
 pub fn decode(text: &str) -> Result<BString> {
+    decoded(text).map(|bytes| bytes.into_owned().into())
+}
+
+/// [`decode`], borrowing `text` when it is the name itself (every UTF-8
+/// name): what a reader of 100,000 refs hands on without a copy.
+pub fn decoded(text: &str) -> Result<std::borrow::Cow<'_, [u8]>> {
     let Some(hex) = text.strip_prefix(HEX_PREFIX) else {
-        return Ok(text.into());
+        return Ok(text.as_bytes().into());
     };
     if hex.len() % 2 != 0 {
         bail!("{text:?} is not an even number of hex digits");
@@ -138,47 +144,6 @@ pub mod map {
             }
         }
         d.deserialize_map(Entries)
-    }
-
-    /// Hands each entry, decoded as [`deserialize`] decodes it, to `each`,
-    /// holding none of them: a full read of 100,000 refs compared with the
-    /// baseline held a map of every ref at verify's peak (issue 29). The
-    /// names must come in strictly increasing order, as [`serialize`]
-    /// writes them (so none repeats).
-    pub struct Each<'f>(pub &'f mut dyn FnMut(BString, BString));
-
-    impl<'de> serde::de::DeserializeSeed<'de> for Each<'_> {
-        type Value = ();
-
-        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-            d.deserialize_map(self)
-        }
-    }
-
-    impl<'de> serde::de::Visitor<'de> for Each<'_> {
-        type Value = ();
-
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("a map of ref names to values, in name order")
-        }
-
-        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut entries: A) -> Result<(), A::Error> {
-            let mut previous: Option<BString> = None;
-            while let Some((k, v)) =
-                entries.next_entry::<std::borrow::Cow<'de, str>, std::borrow::Cow<'de, str>>()?
-            {
-                let key = decode(&k).map_err(serde::de::Error::custom)?;
-                let value = decode(&v).map_err(serde::de::Error::custom)?;
-                if previous.as_ref().is_some_and(|p| *p >= key) {
-                    return Err(serde::de::Error::custom(format!(
-                        "ref {k:?} is out of name order or repeated"
-                    )));
-                }
-                previous = Some(key.clone());
-                (self.0)(key, value);
-            }
-            Ok(())
-        }
     }
 }
 
