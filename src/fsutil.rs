@@ -25,6 +25,34 @@ pub fn crash_point(step: &str) {
     let _ = step;
 }
 
+/// Environment variable of [`pause_point`]: `STEP:FILE`.
+pub const PAUSE_ENV: &str = "GRANTGUARD_TEST_PAUSE_AT";
+
+/// Test hook for races: in debug builds only, when [`PAUSE_ENV`] is
+/// `step:FILE`, the process makes FILE at `step` and waits while it is
+/// there (at most a minute), so that a test changes the repository at
+/// exactly this point instead of at a guessed delay. Release builds never
+/// read the variable.
+pub fn pause_point(step: &str) {
+    #[cfg(debug_assertions)]
+    if let Some(value) = std::env::var_os(PAUSE_ENV) {
+        let value = value.to_string_lossy();
+        if let Some((at, file)) = value.split_once(':')
+            && at == step
+        {
+            let file = Path::new(file);
+            if std::fs::write(file, b"").is_ok() {
+                let start = std::time::Instant::now();
+                while file.exists() && start.elapsed() < std::time::Duration::from_secs(60) {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            }
+        }
+    }
+    #[cfg(not(debug_assertions))]
+    let _ = step;
+}
+
 /// Writes `bytes` to `path` atomically: a temporary file in the same
 /// directory, fsync, rename over `path`, fsync of the directory. A crash
 /// leaves either the old file or the new one, never a torn one. The file is

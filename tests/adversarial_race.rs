@@ -200,3 +200,115 @@ fn verify_never_accepts_a_file_made_to_hide_a_ref_while_it_runs() {
     let (code, r) = sb.verify();
     assert_eq!((code, &r["status"]), (0, &"succeeded".into()), "{r:#}");
 }
+
+/// A commit that ends while verify reads every ref: git's listing for the
+/// cross-check starts before the strict read, the strict read then finds
+/// the branch's lock of a running `git commit` and waits for it, and the
+/// commit moves the branch. Verify judges the state it waited for, so git
+/// must list that state too: the listing made before the wait (the branch
+/// where it was) is dropped and made again. (Kept, it differed from the
+/// read: a false refusal of a legitimate commit.)
+#[test]
+fn a_full_read_that_waits_for_a_running_commit_has_git_list_the_refs_again() {
+    let sb = Sandbox::with_files_refs();
+    sb.arm(&sb.grant(&["docs/"], 1, 2));
+    let first = sb.commit_file("docs/guide.md", "one\n", "one");
+    // `packed-refs` rewritten since arm: verify reads every ref.
+    sb.git_nohooks(&["pack-refs", "--all"]);
+    // The second commit, made and staged but not yet on the branch.
+    sb.write("docs/guide.md", "two\n");
+    sb.git_nohooks(&["add", "docs/guide.md"]);
+    let tree = sb.git(&["write-tree"]);
+    let second = sb.git(&["commit-tree", tree.trim(), "-p", first.trim(), "-m", "two"]);
+    let pause = sb.state.with_extension("paused");
+    let child = sb
+        .verify_command(&sb.state)
+        .env(
+            grantguard::fsutil::PAUSE_ENV,
+            format!("verify-listing-started:{}", pause.display()),
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !pause.exists() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "verify never started git's listing before its full read"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    // git lists the refs of a small repository in well under this.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // The commit takes the branch's lock, then verify goes on and finds it.
+    let git_dir = sb.git_dir();
+    let lock = git_dir.join("refs/heads/main.lock");
+    std::fs::write(&lock, format!("{}\n", second.trim())).unwrap();
+    std::fs::remove_file(&pause).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    std::fs::rename(&lock, git_dir.join("refs/heads/main")).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    common::assert_accepted(out.status.code().unwrap(), &r);
+    assert_eq!(sb.git(&["rev-parse", "main"]), second);
+}
+
+/// The attack on the same step: the full read starts from the
+/// `packed-refs` verify's first look read, so the agent rewrites the file
+/// just after that look, moving a tag arm recorded. Verify must never
+/// accept: the read proves itself against the file as it is, and the last
+/// look compares with the bytes judged.
+#[test]
+fn a_tag_moved_in_packed_refs_after_verifys_first_look_is_never_accepted() {
+    let sb = Sandbox::with_files_refs();
+    sb.git(&["tag", "v1"]);
+    sb.git(&["pack-refs", "--all"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 2));
+    let tip = sb.commit_file("docs/guide.md", "one\n", "one");
+    sb.git_nohooks(&["pack-refs", "--all"]);
+    let packed_refs = sb.git_dir().join("packed-refs");
+    let before = std::fs::read_to_string(&packed_refs).unwrap();
+    let v1 = sb.git(&["rev-parse", "v1"]);
+    assert!(before.contains(&format!("{} refs/tags/v1", v1.trim())));
+    let moved = before.replace(
+        &format!("{} refs/tags/v1", v1.trim()),
+        &format!("{} refs/tags/v1", tip.trim()),
+    );
+    let pause = sb.state.with_extension("paused");
+    let child = sb
+        .verify_command(&sb.state)
+        .env(
+            grantguard::fsutil::PAUSE_ENV,
+            format!("verify-listing-started:{}", pause.display()),
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !pause.exists() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "verify never started git's listing before its full read"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let tmp = sb.git_dir().join("packed-refs.new");
+    std::fs::write(&tmp, &moved).unwrap();
+    std::fs::rename(&tmp, &packed_refs).unwrap();
+    std::fs::remove_file(&pause).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    assert_ne!(r["status"], "succeeded", "{r:#}");
+    assert_eq!(out.status.code(), Some(1), "{r:#}");
+    let rules = common::rules(&r);
+    assert!(
+        rules
+            .iter()
+            .any(|r| r == "ref_changed" || r == "changed_during_verify"),
+        "{r:#}"
+    );
+}
