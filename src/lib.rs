@@ -23,8 +23,9 @@
 //!   registry and the admission gate (seed 000).
 //! - [`document`], [`digest`], [`fsutil`]: strict input parsing, digests and
 //!   durable writes shared by the rest.
-//! - [`allocator`], [`memcopy`]: the allocator and the `memcpy` of the
-//!   static musl build (`install.sh`), which starts fastest as a hook.
+//! - [`allocator`], [`memcopy`], [`memcompare`]: the allocator, the
+//!   `memcpy` and the `memcmp` of the static musl build (`install.sh`),
+//!   which starts fastest as a hook.
 //!
 //! The binary (`src/main.rs`) only parses arguments, calls these modules and
 //! maps results to exit codes.
@@ -42,6 +43,7 @@ pub mod fsutil;
 pub mod grant;
 pub mod hooks;
 pub mod journal;
+pub mod memcompare;
 pub mod memcopy;
 pub mod metrics;
 pub mod next_step;
