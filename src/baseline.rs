@@ -179,6 +179,25 @@ pub fn each_ref_from(
     })
 }
 
+/// A check of [`REFS_FILE_NAME`] against its digest
+/// ([`Baseline::refs_file_check`]).
+#[derive(Debug)]
+pub struct RefsFileCheck {
+    path: PathBuf,
+    digest: String,
+}
+
+impl RefsFileCheck {
+    /// Reads the file to its end, hashing it as it streams past (100,000
+    /// refs are 8 MB not held), and compares.
+    pub fn run(&self) -> Result<()> {
+        let mut hashing = open_hashing(&self.path)?;
+        std::io::copy(&mut hashing, &mut std::io::sink())
+            .with_context(|| format!("cannot read the baseline's refs {}", self.path.display()))?;
+        check_digest(&self.path, &hashing, &self.digest)
+    }
+}
+
 /// The refs file at `path`, open to be hashed as it is read, at most one
 /// byte over [`MAX_REFS_FILE`].
 fn open_hashing(path: &Path) -> Result<crate::digest::Hashing<std::io::Take<std::fs::File>>> {
@@ -329,20 +348,20 @@ impl Baseline {
         self.refs.listed.take();
     }
 
-    /// Checks [`REFS_FILE_NAME`] against [`Baseline::ref_list`] without
-    /// parsing it: what verify needs when it reads only the refs that can
-    /// have moved (see [`Baseline::packed_at_arm`]), so that a damaged
-    /// record is still refused as one.
-    pub fn check_refs_file(&self) -> Result<()> {
+    /// The check of [`REFS_FILE_NAME`] against [`Baseline::ref_list`]
+    /// without parsing it, a job for another thread: what verify needs
+    /// when it reads only the refs that can have moved (see
+    /// [`Baseline::packed_at_arm`]), so that a damaged record is still
+    /// refused as one. `None` when the refs are not in a file (given, or
+    /// already read and checked).
+    pub fn refs_file_check(&self) -> Result<Option<RefsFileCheck>> {
         if self.refs.loaded.get().is_some() {
-            return Ok(());
+            return Ok(None);
         }
-        // Hashed as it streams past: 100,000 refs are 8 MB not held.
-        let path = self.refs_file_path()?;
-        let mut hashing = open_hashing(&path)?;
-        std::io::copy(&mut hashing, &mut std::io::sink())
-            .with_context(|| format!("cannot read the baseline's refs {}", path.display()))?;
-        check_digest(&path, &hashing, &self.ref_list)
+        Ok(Some(RefsFileCheck {
+            path: self.refs_file_path()?,
+            digest: self.ref_list.clone(),
+        }))
     }
 
     /// Writes the record atomically into `state`, its refs first (see

@@ -485,6 +485,32 @@ fn fails_closed_on_a_corrupted_baseline() {
     assert_rejected(code, &r, &["baseline_invalid"]);
 }
 
+/// The refs file is checked beside the rest of verify, not before it: a
+/// damaged one is still the verdict when verify stops early on something
+/// else (here a FIFO where git reads `.git/commondir`).
+#[test]
+fn a_damaged_baseline_refs_file_is_the_verdict_before_anything_else_found() {
+    let sb = armed(&["docs/"], 1, 1);
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    let path = sb.state.join("baseline.refs.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        text.replacen("refs/heads/main", "refs/heads/mainx", 1),
+    )
+    .unwrap();
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["baseline_invalid"]);
+    common::mkfifo(&sb.git_dir().join("commondir"));
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["baseline_invalid"]);
+    assert_eq!(r["failure_class"], "unsafe_state");
+    // With the file as arm wrote it, the FIFO is what verify finds.
+    std::fs::write(&path, &text).unwrap();
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["repository_unreadable"]);
+}
+
 #[test]
 fn fails_closed_on_altered_or_missing_baseline_refs() {
     // The baseline's refs live in a file of their own (issue 29): a tag
