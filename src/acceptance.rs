@@ -1840,6 +1840,10 @@ impl<'a> RefComparison<'a> {
             .now
             .next_if(|(n, _)| n.as_bstr() == name)
             .map(|(_, v)| v);
+        // The usual case, a ref as it was, without a copy of its value.
+        if new.is_some_and(|new| new.as_bstr() == old) {
+            return;
+        }
         self.judge(name, Some(&BString::from(old)), new, findings);
     }
 
