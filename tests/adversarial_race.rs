@@ -201,25 +201,12 @@ fn verify_never_accepts_a_file_made_to_hide_a_ref_while_it_runs() {
     assert_eq!((code, &r["status"]), (0, &"succeeded".into()), "{r:#}");
 }
 
-/// A commit that ends while verify reads every ref: git's listing for the
-/// cross-check starts before the strict read, the strict read then finds
-/// the branch's lock of a running `git commit` and waits for it, and the
-/// commit moves the branch. Verify judges the state it waited for, so git
-/// must list that state too: the listing made before the wait (the branch
-/// where it was) is dropped and made again. (Kept, it differed from the
-/// read: a false refusal of a legitimate commit.)
-#[test]
-fn a_full_read_that_waits_for_a_running_commit_has_git_list_the_refs_again() {
-    let sb = Sandbox::with_files_refs();
-    sb.arm(&sb.grant(&["docs/"], 1, 2));
-    let first = sb.commit_file("docs/guide.md", "one\n", "one");
-    // `packed-refs` rewritten since arm: verify reads every ref.
-    sb.git_nohooks(&["pack-refs", "--all"]);
-    // The second commit, made and staged but not yet on the branch.
-    sb.write("docs/guide.md", "two\n");
-    sb.git_nohooks(&["add", "docs/guide.md"]);
-    let tree = sb.git(&["write-tree"]);
-    let second = sb.git(&["commit-tree", tree.trim(), "-p", first.trim(), "-m", "two"]);
+/// Starts verify (a debug build) and returns once it has stopped just
+/// after starting git's listing for a full read, with the file whose
+/// removal lets it go on (see `fsutil::pause_point`).
+fn verify_paused_after_the_listing_started(
+    sb: &Sandbox,
+) -> (std::process::Child, std::path::PathBuf) {
     let pause = sb.state.with_extension("paused");
     let child = sb
         .verify_command(&sb.state)
@@ -239,6 +226,29 @@ fn a_full_read_that_waits_for_a_running_commit_has_git_list_the_refs_again() {
         );
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
+    (child, pause)
+}
+
+/// A commit that ends while verify reads every ref: git's listing for the
+/// cross-check starts before the strict read, the strict read then finds
+/// the branch's lock of a running `git commit` and waits for it, and the
+/// commit moves the branch. Verify judges the state it waited for, so git
+/// must list that state too: the listing made before the wait (the branch
+/// where it was) is dropped and made again. (Kept, it differed from the
+/// read: a false refusal of a legitimate commit.)
+#[test]
+fn a_full_read_that_waits_for_a_running_commit_has_git_list_the_refs_again() {
+    let sb = Sandbox::with_files_refs();
+    sb.arm(&sb.grant(&["docs/"], 1, 2));
+    let first = sb.commit_file("docs/guide.md", "one\n", "one");
+    // `packed-refs` rewritten since arm: verify reads every ref.
+    sb.git_nohooks(&["pack-refs", "--all"]);
+    // The second commit, made and staged but not yet on the branch.
+    sb.write("docs/guide.md", "two\n");
+    sb.git_nohooks(&["add", "docs/guide.md"]);
+    let tree = sb.git(&["write-tree"]);
+    let second = sb.git(&["commit-tree", tree.trim(), "-p", first.trim(), "-m", "two"]);
+    let (child, pause) = verify_paused_after_the_listing_started(&sb);
     // git lists the refs of a small repository in well under this.
     std::thread::sleep(std::time::Duration::from_millis(300));
     // The commit takes the branch's lock, then verify goes on and finds it.
@@ -276,25 +286,7 @@ fn a_tag_moved_in_packed_refs_after_verifys_first_look_is_never_accepted() {
         &format!("{} refs/tags/v1", v1.trim()),
         &format!("{} refs/tags/v1", tip.trim()),
     );
-    let pause = sb.state.with_extension("paused");
-    let child = sb
-        .verify_command(&sb.state)
-        .env(
-            grantguard::fsutil::PAUSE_ENV,
-            format!("verify-listing-started:{}", pause.display()),
-        )
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = std::time::Instant::now();
-    while !pause.exists() {
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(60),
-            "verify never started git's listing before its full read"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    let (child, pause) = verify_paused_after_the_listing_started(&sb);
     let tmp = sb.git_dir().join("packed-refs.new");
     std::fs::write(&tmp, &moved).unwrap();
     std::fs::rename(&tmp, &packed_refs).unwrap();

@@ -23,12 +23,7 @@ pub(super) fn each_pair(
     input: impl BufRead,
     each: &mut dyn FnMut(&str, &str) -> Result<()>,
 ) -> Result<()> {
-    let mut reader = Reader {
-        input,
-        offset: 0,
-        name: Vec::new(),
-        value: Vec::new(),
-    };
+    let mut reader = Reader { input, offset: 0 };
     reader.file(each)
 }
 
@@ -36,9 +31,6 @@ struct Reader<R> {
     input: R,
     /// Bytes consumed so far, for messages.
     offset: u64,
-    /// The name being read, and its value: reused from pair to pair.
-    name: Vec<u8>,
-    value: Vec<u8>,
 }
 
 impl<R: BufRead> Reader<R> {
@@ -91,24 +83,17 @@ impl<R: BufRead> Reader<R> {
             self.consume(1);
             return Ok(());
         }
+        // Reused from pair to pair.
+        let (mut name, mut value) = (Vec::new(), Vec::new());
         loop {
             self.expect(b'"', "a ref name")?;
-            let mut name = std::mem::take(&mut self.name);
             name.clear();
-            let read = self.string_into(&mut name);
-            self.name = name;
-            read?;
+            self.string_into(&mut name)?;
             self.expect(b':', "`:` after a ref name")?;
             self.expect(b'"', "a ref's value")?;
-            let mut value = std::mem::take(&mut self.value);
             value.clear();
-            let read = self.string_into(&mut value);
-            self.value = value;
-            read?;
-            each(
-                as_text(&self.name, self.offset)?,
-                as_text(&self.value, self.offset)?,
-            )?;
+            self.string_into(&mut value)?;
+            each(as_text(&name, self.offset)?, as_text(&value, self.offset)?)?;
             match self.next_significant()? {
                 Some(b',') => self.consume(1),
                 Some(b'}') => {
