@@ -631,9 +631,9 @@ fn judge_baseline(
     let early_refs = early_refs(&baseline);
     let loose_refs = match early_refs {
         EarlyRefs::Read(_) => repo::special_files::LooseRefs::ReadStrictly,
-        EarlyRefs::AllRefs(_) | EarlyRefs::Unsure => repo::special_files::LooseRefs::Scan,
+        EarlyRefs::AllRefs | EarlyRefs::Unsure => repo::special_files::LooseRefs::Scan,
     };
-    if matches!(early_refs, EarlyRefs::AllRefs(_)) {
+    if matches!(early_refs, EarlyRefs::AllRefs) {
         // Not needed by the full read: 100,000 listed loose refs were a
         // fifth of its peak memory.
         baseline.release_loose_list();
@@ -942,7 +942,7 @@ fn evaluate(
     // cross-check, which reports why if it is still needed then.
     let may_list = metadata.is_some() && findings.is_empty();
     let mut listing = match early_refs {
-        EarlyRefs::AllRefs(_) if may_list => {
+        EarlyRefs::AllRefs if may_list => {
             let started = repo::git_view::Listing::start(&location, state).ok();
             crate::fsutil::pause_point("verify-listing-started");
             started
@@ -1241,9 +1241,10 @@ enum EarlyRefs {
     /// Those refs, nothing wrong with them.
     Read(refs_since_arm::Moved),
     /// `packed-refs` changed since arm (or the store is reftable): only
-    /// the full read can judge. It starts from the `packed-refs` read
-    /// here, when there is one.
-    AllRefs(Option<refstore::PackedRead>),
+    /// the full read can judge. (It reads `packed-refs` afresh: parsing
+    /// the bytes read here made a `pack-refs` in between, which changed no
+    /// ref, look like a move at the end: red team.)
+    AllRefs,
     /// The baseline does not allow the read, or it found a problem (a
     /// running git command's lock, say): read again later, waiting.
     Unsure,
@@ -1257,15 +1258,15 @@ fn early_refs(baseline: &Baseline) -> EarlyRefs {
         return EarlyRefs::Unsure;
     };
     let location = &baseline.repo;
-    match refs_since_arm::read_or_changed(
+    match refs_since_arm::read(
         &location.git_dir,
         &location.common_dir,
         at_arm,
         listed,
         &lookups(baseline),
     ) {
-        Ok(Ok(moved)) => EarlyRefs::Read(moved),
-        Ok(Err(packed)) => EarlyRefs::AllRefs(packed),
+        Ok(Some(moved)) => EarlyRefs::Read(moved),
+        Ok(None) => EarlyRefs::AllRefs,
         Err(_) => EarlyRefs::Unsure,
     }
 }
@@ -1286,13 +1287,13 @@ fn read_refs(
     early: EarlyRefs,
     listing: &mut Option<repo::git_view::Listing>,
 ) -> Result<std::result::Result<RefsRead, refstore::Invalid>> {
-    let (since_arm, packed) = match early {
+    let since_arm = match early {
         EarlyRefs::Read(moved) => match refs_since_arm::confirm(repo, moved)? {
             Ok(moved) => return Ok(Ok(RefsRead::Moved(moved))),
-            Err(_) => (baseline.packed_at_arm.as_ref(), None),
+            Err(_) => baseline.packed_at_arm.as_ref(),
         },
-        EarlyRefs::AllRefs(packed) => (None, packed),
-        EarlyRefs::Unsure => (baseline.packed_at_arm.as_ref(), None),
+        EarlyRefs::AllRefs => None,
+        EarlyRefs::Unsure => baseline.packed_at_arm.as_ref(),
     };
     if let Some(at_arm) = since_arm {
         let listed = baseline.loose_list()?;
@@ -1302,7 +1303,7 @@ fn read_refs(
             Err(invalid) => return Ok(Err(invalid)),
         }
     }
-    let (answer, reads) = refstore::prove_settled_counted(repo, REF_STORE_PATIENCE, packed)?;
+    let (answer, reads) = refstore::prove_settled_counted(repo, REF_STORE_PATIENCE)?;
     if reads > 1 {
         *listing = None;
     }

@@ -304,3 +304,50 @@ fn a_tag_moved_in_packed_refs_after_verifys_first_look_is_never_accepted() {
         "{r:#}"
     );
 }
+
+/// A commit that ends while verify reads every ref, without a lock the
+/// strict read sees: git's early listing has the branch where it was, the
+/// read where the commit left it (red team: refused as a broken store,
+/// `ref_store_invalid`, for good). git lists again after the read, and
+/// verify accepts.
+#[test]
+fn a_commit_that_ends_between_gits_listing_and_the_strict_read_is_accepted() {
+    let sb = Sandbox::with_files_refs();
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "one\n", "one");
+    sb.git_nohooks(&["pack-refs", "--all"]);
+    let (child, pause) = verify_paused_after_the_listing_started(&sb);
+    // git lists the refs of a small repository in well under this.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    sb.git_nohooks(&["commit", "-q", "--amend", "-m", "one, reworded"]);
+    std::fs::remove_file(&pause).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    common::assert_accepted(out.status.code().unwrap(), &r);
+    assert_eq!(
+        r["evidence"]["commits"]["tip"].as_str().unwrap(),
+        sb.git(&["rev-parse", "HEAD"]).trim()
+    );
+}
+
+/// `git pack-refs --no-prune` (or a peer's `gc`) rewrites `packed-refs`
+/// just after verify's first look, changing no ref: the full read reads
+/// the file as it is then, not the bytes of the first look, so its last
+/// look finds nothing moved (red team: `changed_during_verify`).
+#[test]
+fn packed_refs_rewritten_without_a_change_after_verifys_first_look_is_accepted() {
+    let sb = Sandbox::with_files_refs();
+    sb.arm(&sb.grant(&["docs/"], 1, 2));
+    sb.commit_file("docs/guide.md", "one\n", "one");
+    sb.git_nohooks(&["pack-refs", "--all"]);
+    // The branch loose again, above its packed record.
+    sb.commit_file("docs/guide.md", "two\n", "two");
+    let (child, pause) = verify_paused_after_the_listing_started(&sb);
+    sb.git_nohooks(&["pack-refs", "--all", "--no-prune"]);
+    std::fs::remove_file(&pause).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    common::assert_accepted(out.status.code().unwrap(), &r);
+}

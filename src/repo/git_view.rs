@@ -328,13 +328,30 @@ pub fn differences(mut decided: Decided<'_>) -> Result<Vec<Difference>> {
     match refs {
         RefQuery::Early(listing) => {
             let mut all = listing.finish()?;
+            let mut early = Vec::new();
             compare_refs(
                 decided.refs,
                 decided.in_flight,
                 decided.asked,
                 &mut all,
-                &mut differ,
+                &mut |area, message| early.push((area, message)),
             )?;
+            // Usually nothing. git listed before verify read what it
+            // judged: a commit that ended in between differs without any
+            // store being read two ways (red team: a legitimate commit
+            // refused as a broken store). Only a listing made after the
+            // read, as in the late case below, says which it is.
+            if !early.is_empty() {
+                let mut late = Streaming::spawn(git.command(LISTING))?;
+                compare_refs(
+                    decided.refs,
+                    decided.in_flight,
+                    decided.asked,
+                    &mut late,
+                    &mut differ,
+                )?;
+                late.finish()?;
+            }
         }
         RefQuery::Listing(mut all) => {
             compare_refs(
@@ -669,9 +686,11 @@ const LISTING: &[&str] = &[
 /// every ref, so that git lists while verify reads and judges (on two
 /// cores, most of `for-each-ref`'s time is hidden: issue 29). The output
 /// goes to an unlinked file, not a pipe that would stop git once full,
-/// and is read line by line after git exits; the comparison is the same
-/// as of a listing started at the end, and a ref that moves in between
-/// is a difference, as then.
+/// and is read line by line after git exits. A ref that moved between
+/// this listing and verify's read is a difference that says nothing about
+/// the store, so any difference has git list again, after the read (see
+/// [`differences`]): only what that listing finds counts, as when the
+/// listing was started at the end.
 pub struct Listing {
     child: Option<std::process::Child>,
     output: std::fs::File,

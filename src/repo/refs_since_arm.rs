@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use super::RefMap;
 use super::loose_at_arm::Records;
-use super::refstore::{self, Invalid, PackedFile, PackedRead, StrictRefs};
+use super::refstore::{self, Invalid, PackedFile, StrictRefs};
 
 /// Most refs [`PackedAtArm::beyond_packed`] records: the record is part of
 /// the baseline every hook reads, so a store with more loose refs than
@@ -159,36 +159,20 @@ pub fn read(
     listed: Option<&Records>,
     extra: &[BString],
 ) -> Result<Option<Moved>, Invalid> {
-    read_or_changed(git_dir, common_dir, at_arm, listed, extra).map(Result::ok)
-}
-
-/// [`read`], and in the place of its `Ok(None)`, `Ok(Err(packed))`: the
-/// `packed-refs` it found changed since arm, read (`None` when it was not
-/// read: not a files store, or no list of loose refs). The full read that
-/// must follow starts from it ([`refstore::prove_settled_counted`]).
-pub fn read_or_changed(
-    git_dir: &Path,
-    common_dir: &Path,
-    at_arm: &PackedAtArm,
-    listed: Option<&Records>,
-    extra: &[BString],
-) -> Result<Result<Moved, Option<PackedRead>>, Invalid> {
     if common_dir.join("reftable").is_dir() || (at_arm.loose_list.is_some() && listed.is_none()) {
-        return Ok(Err(None));
+        return Ok(None);
     }
     let listed = listed.filter(|_| at_arm.loose_list.is_some());
     let mut invalid = Invalid::default();
-    let Some(packed_read) = PackedRead::of(common_dir, &mut invalid) else {
+    let Some(bytes) = refstore::read_packed_bytes(common_dir, &mut invalid) else {
         return Err(invalid);
     };
-    let digest = match packed_read.file() {
-        PackedFile::Digest(digest) => Some(digest.as_str()),
-        PackedFile::Absent | PackedFile::NotRead => None,
-    };
-    if digest != at_arm.packed_refs.as_deref() {
-        return Ok(Err(Some(packed_read)));
+    let digest = bytes
+        .as_ref()
+        .map(|b| format!("sha256:{}", crate::digest::sha256_hex(b)));
+    if digest != at_arm.packed_refs {
+        return Ok(None);
     }
-    let bytes = packed_read.bytes();
     let head = refstore::read_head(git_dir, &mut invalid);
     let (loose, by_identity) = match listed {
         Some(listed) => {
@@ -203,7 +187,7 @@ pub fn read_or_changed(
     if !invalid.problems.is_empty() {
         return Err(invalid);
     }
-    let packed = Packed::index(bytes.unwrap_or_default());
+    let packed = Packed::index(bytes.as_deref().unwrap_or_default());
     let now_of = |name: &BStr| -> Option<BString> {
         loose
             .get(name)
@@ -267,7 +251,7 @@ pub fn read_or_changed(
         }
     }
     if invalid.problems.is_empty() {
-        Ok(Ok(Moved {
+        Ok(Some(Moved {
             head: head.unwrap_or_default(),
             now,
             before,

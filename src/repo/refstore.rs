@@ -114,65 +114,17 @@ pub enum PackedFile {
 /// and whose common dir is `common_dir` (the same for the main worktree),
 /// exactly as git does, or says why it is not canonical.
 pub fn read(git_dir: &Path, common_dir: &Path) -> Result<StrictRefs, Invalid> {
-    read_with(git_dir, common_dir, None)
-}
-
-/// `packed-refs` as one strict read of it found it: its bytes (`None`: no
-/// such file) and their digest.
-#[derive(Debug)]
-pub struct PackedRead {
-    bytes: Option<Vec<u8>>,
-    file: PackedFile,
-}
-
-impl PackedRead {
-    /// `packed-refs` of the common dir `common_dir`, read as [`read`]
-    /// reads it; `None` when it cannot be, with why in `invalid`.
-    pub(super) fn of(common_dir: &Path, invalid: &mut Invalid) -> Option<PackedRead> {
-        Some(match read_packed_bytes(common_dir, invalid)? {
-            Some(bytes) => PackedRead {
-                file: PackedFile::Digest(format!("sha256:{}", crate::digest::sha256_hex(&bytes))),
-                bytes: Some(bytes),
-            },
-            None => PackedRead {
-                bytes: None,
-                file: PackedFile::Absent,
-            },
-        })
-    }
-
-    /// Which file this was ([`StrictRefs::packed_file`]).
-    pub fn file(&self) -> &PackedFile {
-        &self.file
-    }
-
-    /// The bytes read, `None` when there was no `packed-refs`.
-    pub fn bytes(&self) -> Option<&[u8]> {
-        self.bytes.as_deref()
-    }
-}
-
-/// [`read`], taking `packed-refs` from `packed` when given: a read of it
-/// made just before (by the early read of verify, which found it changed
-/// since arm), so that 8 MB of it are not read and hashed twice in a row.
-/// Later reads that must catch a change compare with its digest.
-fn read_with(
-    git_dir: &Path,
-    common_dir: &Path,
-    packed: Option<PackedRead>,
-) -> Result<StrictRefs, Invalid> {
     if common_dir.join("reftable").is_dir() {
         return read_reftable(git_dir, common_dir);
     }
     let mut invalid = Invalid::default();
     let head = read_head(git_dir, &mut invalid);
-    let packed = packed.or_else(|| PackedRead::of(common_dir, &mut invalid));
-    let (packed, packed_file) = match packed {
-        Some(PackedRead {
-            bytes: Some(bytes),
-            file,
-        }) => (parse_packed(common_dir, &bytes, &mut invalid), file),
-        Some(PackedRead { bytes: None, file }) => (PackedRefs::default(), file),
+    let (packed, packed_file) = match read_packed_bytes(common_dir, &mut invalid) {
+        Some(Some(bytes)) => (
+            parse_packed(common_dir, &bytes, &mut invalid),
+            PackedFile::Digest(format!("sha256:{}", crate::digest::sha256_hex(&bytes))),
+        ),
+        Some(None) => (PackedRefs::default(), PackedFile::Absent),
         None => (PackedRefs::default(), PackedFile::NotRead),
     };
     let loose = read_loose(git_dir, common_dir, &mut invalid);
@@ -1013,24 +965,21 @@ pub fn prove_settled(
     repo: &gix::Repository,
     patience: std::time::Duration,
 ) -> anyhow::Result<Result<StrictRefs, Invalid>> {
-    prove_settled_counted(repo, patience, None).map(|(answer, _)| answer)
+    prove_settled_counted(repo, patience).map(|(answer, _)| answer)
 }
 
 /// [`prove_settled`], and how many times it read the store: once when
 /// nothing made it wait. (What was read of the refs before a wait, such as
 /// a listing of git's started early, may not be what the answer read.)
-/// `packed`: `packed-refs` as read just before, for the first read (see
-/// [`read_with`]); a read after a wait reads it afresh.
 pub fn prove_settled_counted(
     repo: &gix::Repository,
     patience: std::time::Duration,
-    mut packed: Option<PackedRead>,
 ) -> anyhow::Result<(Result<StrictRefs, Invalid>, u32)> {
     let mut error = None;
     let mut reads = 0;
     let answer = settled(patience, || {
         reads += 1;
-        match prove_with(repo, packed.take()) {
+        match prove(repo) {
             Ok(answer) => answer,
             // Stops waiting: the error is the answer.
             Err(e) => {
@@ -1050,16 +999,7 @@ pub fn prove_settled_counted(
 /// is what the tag object really peels to (git trusts those lines without
 /// reading the tag). Returns the view.
 pub fn prove(repo: &gix::Repository) -> anyhow::Result<Result<StrictRefs, Invalid>> {
-    prove_with(repo, None)
-}
-
-/// [`prove`] of a read that takes `packed-refs` from `packed` when given
-/// (see [`read_with`]).
-fn prove_with(
-    repo: &gix::Repository,
-    packed: Option<PackedRead>,
-) -> anyhow::Result<Result<StrictRefs, Invalid>> {
-    let mut strict = match read_with(repo.git_dir(), repo.common_dir(), packed) {
+    let mut strict = match read(repo.git_dir(), repo.common_dir()) {
         Ok(s) => s,
         Err(invalid) => return Ok(Err(invalid)),
     };
