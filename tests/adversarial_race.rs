@@ -229,6 +229,14 @@ fn verify_paused_after_the_listing_started(
     (child, pause)
 }
 
+/// The exit code and result of a verify started with piped output.
+fn result_of(child: std::process::Child) -> (i32, serde_json::Value) {
+    let out = child.wait_with_output().unwrap();
+    let r = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code().unwrap(), r)
+}
+
 /// A commit that ends while verify reads every ref: git's listing for the
 /// cross-check starts before the strict read, the strict read then finds
 /// the branch's lock of a running `git commit` and waits for it, and the
@@ -258,10 +266,8 @@ fn a_full_read_that_waits_for_a_running_commit_has_git_list_the_refs_again() {
     std::fs::remove_file(&pause).unwrap();
     std::thread::sleep(std::time::Duration::from_millis(300));
     std::fs::rename(&lock, git_dir.join("refs/heads/main")).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
-    common::assert_accepted(out.status.code().unwrap(), &r);
+    let (code, r) = result_of(child);
+    common::assert_accepted(code, &r);
     assert_eq!(sb.git(&["rev-parse", "main"]), second);
 }
 
@@ -291,11 +297,9 @@ fn a_tag_moved_in_packed_refs_after_verifys_first_look_is_never_accepted() {
     std::fs::write(&tmp, &moved).unwrap();
     std::fs::rename(&tmp, &packed_refs).unwrap();
     std::fs::remove_file(&pause).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    let (code, r) = result_of(child);
     assert_ne!(r["status"], "succeeded", "{r:#}");
-    assert_eq!(out.status.code(), Some(1), "{r:#}");
+    assert_eq!(code, 1, "{r:#}");
     let rules = common::rules(&r);
     assert!(
         rules
@@ -321,10 +325,8 @@ fn a_commit_that_ends_between_gits_listing_and_the_strict_read_is_accepted() {
     std::thread::sleep(std::time::Duration::from_millis(300));
     sb.git_nohooks(&["commit", "-q", "--amend", "-m", "one, reworded"]);
     std::fs::remove_file(&pause).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
-    common::assert_accepted(out.status.code().unwrap(), &r);
+    let (code, r) = result_of(child);
+    common::assert_accepted(code, &r);
     assert_eq!(
         r["evidence"]["commits"]["tip"].as_str().unwrap(),
         sb.git(&["rev-parse", "HEAD"]).trim()
@@ -346,8 +348,6 @@ fn packed_refs_rewritten_without_a_change_after_verifys_first_look_is_accepted()
     let (child, pause) = verify_paused_after_the_listing_started(&sb);
     sb.git_nohooks(&["pack-refs", "--all", "--no-prune"]);
     std::fs::remove_file(&pause).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
-    common::assert_accepted(out.status.code().unwrap(), &r);
+    let (code, r) = result_of(child);
+    common::assert_accepted(code, &r);
 }
