@@ -121,6 +121,11 @@ pub struct Findings {
     /// hostile (`metadata_intact` false) though the rule is
     /// `worktree_not_clean`.
     pub hostile_worktree: bool,
+    /// git listed the refs otherwise than verify read them while they
+    /// moved: a move, or a store git reads two ways, verify cannot tell
+    /// which; the rule is `changed_during_verify`, but the storage is not
+    /// vouched for (`metadata_intact` false: nothing runs git on it).
+    pub storage_unconfirmed: bool,
 }
 
 impl Findings {
@@ -722,6 +727,7 @@ fn judge_baseline(
     // Storage or objects git would read differently from us are hostile.
     let intact = metadata_intact
         && !findings.hostile_worktree
+        && !findings.storage_unconfirmed
         && !STORAGE_RULES.iter().any(|r| findings.has(r));
     // Only refs that are nobody's changed, while other worktrees were armed
     // beside this one: the change may well be a peer's (in place, a ref
@@ -1138,28 +1144,8 @@ fn evaluate(
     if let Ok(Some(now)) = Snapshot::for_verify(state, true) {
         in_flight.extend(Peers::confirm(Some(now), baseline).in_flight());
     }
-    let refs_moved = match &read {
-        RefsRead::All(strict) => refstore::moved_since(
-            &location.git_dir,
-            &location.common_dir,
-            strict,
-            &in_flight,
-            REF_STORE_PATIENCE,
-        ),
-        // `packed-refs` rewritten meanwhile (`Ok(None)`) is a move too.
-        RefsRead::Moved(moved) => !matches!(
-            baseline.packed_at_arm.as_ref().map(|at_arm| refs_since_arm::read_settled(
-                &location.git_dir,
-                &location.common_dir,
-                at_arm,
-                baseline.loose_list().ok().flatten(),
-                &extra,
-                REF_STORE_PATIENCE,
-            )),
-            Some(Ok(Some(again))) if again.same_as(moved, &in_flight)
-        ),
-    };
-    if repo::head(&repo)? != head || refs_moved || metadata_moved {
+    let refs_moved = || refs_moved_since(&read, &location, baseline, &extra, &in_flight);
+    if repo::head(&repo)? != head || refs_moved() || metadata_moved {
         findings.push(Violation::new(
             rule::CHANGED_DURING_VERIFY,
             "HEAD, refs or protected metadata changed while verify ran; verify again once the \
@@ -1179,7 +1165,16 @@ fn evaluate(
             None
         };
         cross_check_with_git(
-            baseline, &location, tip, &read, &in_flight, &facts, index, listing, findings,
+            baseline,
+            &location,
+            tip,
+            &read,
+            &in_flight,
+            &facts,
+            index,
+            listing,
+            &refs_moved,
+            findings,
         )?;
     }
     // Last, after git's own look: a file that hides a ref, made or removed
@@ -1310,6 +1305,38 @@ fn read_refs(
     Ok(answer.map(RefsRead::All))
 }
 
+/// Whether the refs moved since `read` (HEAD aside), but for the refs of
+/// `in_flight` (peers' branches): read again, and compared with it.
+fn refs_moved_since(
+    read: &RefsRead,
+    location: &repo::Location,
+    baseline: &Baseline,
+    extra: &[BString],
+    in_flight: &BTreeSet<BString>,
+) -> bool {
+    match read {
+        RefsRead::All(strict) => refstore::moved_since(
+            &location.git_dir,
+            &location.common_dir,
+            strict,
+            in_flight,
+            REF_STORE_PATIENCE,
+        ),
+        // `packed-refs` rewritten meanwhile (`Ok(None)`) is a move too.
+        RefsRead::Moved(moved) => !matches!(
+            baseline.packed_at_arm.as_ref().map(|at_arm| refs_since_arm::read_settled(
+                &location.git_dir,
+                &location.common_dir,
+                at_arm,
+                baseline.loose_list().ok().flatten(),
+                extra,
+                REF_STORE_PATIENCE,
+            )),
+            Some(Ok(Some(again))) if again.same_as(moved, in_flight)
+        ),
+    }
+}
+
 /// The names verify looks up beside the refs that moved: the branch, and
 /// the refs that would shadow its short name (see [`refstore::shadows`]).
 fn lookups(baseline: &Baseline) -> Vec<BString> {
@@ -1331,7 +1358,11 @@ const INDEX_ADVICE: &str = "Rebuild the index from the tip: remove the index fil
      stay, unstaged";
 
 /// Asks git for its view of the state (see [`repo::git_view`]) and turns
-/// every difference into a violation.
+/// every difference into a violation. `refs_moved`: whether the refs moved
+/// since they were read; asked when git lists them otherwise, since a ref
+/// that moved after verify's last look differs too, and is a move, not a
+/// store read two ways (red team: two commits during one verify were
+/// refused as a broken store, for good).
 #[allow(clippy::too_many_arguments)]
 fn cross_check_with_git(
     baseline: &Baseline,
@@ -1342,6 +1373,7 @@ fn cross_check_with_git(
     facts: &HistoryFacts,
     index: Option<repo::git_view::IndexView>,
     listing: Option<repo::git_view::Listing>,
+    refs_moved: &dyn Fn() -> bool,
     findings: &mut Findings,
 ) -> Result<()> {
     let decided = repo::git_view::Decided {
@@ -1357,7 +1389,23 @@ fn cross_check_with_git(
         commits: facts.trees.clone(),
         changes: &facts.changes,
     };
-    for difference in repo::git_view::differences(decided)? {
+    let differences = repo::git_view::differences(decided)?;
+    let refs_differ = differences
+        .iter()
+        .any(|d| d.area == repo::git_view::Area::Refs);
+    let moved = refs_differ && refs_moved();
+    if moved {
+        findings.storage_unconfirmed = true;
+        findings.push(Violation::new(
+            rule::CHANGED_DURING_VERIFY,
+            "refs changed while git listed them for verify's cross-check; verify again once \
+             the repository is quiet",
+        ));
+    }
+    for difference in differences {
+        if moved && difference.area == repo::git_view::Area::Refs {
+            continue;
+        }
         let id = match difference.area {
             repo::git_view::Area::Refs => rule::REF_STORE_INVALID,
             repo::git_view::Area::History => rule::OBJECT_STORE_INVALID,

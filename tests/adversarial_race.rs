@@ -351,3 +351,83 @@ fn packed_refs_rewritten_without_a_change_after_verifys_first_look_is_accepted()
     let (code, r) = result_of(child);
     common::assert_accepted(code, &r);
 }
+
+/// Two commits during one verify that reads every ref: one between git's
+/// early listing and the strict read (so git lists again after the read),
+/// and one just before that second listing, after verify's last look at
+/// the refs. git's listing then differs from the read because the branch
+/// moved, not because the store reads two ways (red team, second round:
+/// `ref_store_invalid`, for good). Verify rereads the refs when git
+/// differs: a move is `changed_during_verify`, with the storage not
+/// vouched for (`metadata_intact` false), since verify cannot tell a move
+/// from a store that reads two ways once both happened.
+#[test]
+fn a_branch_that_moves_again_before_gits_second_listing_is_a_change_during_verify() {
+    let sb = Sandbox::with_files_refs();
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "one\n", "one");
+    sb.git_nohooks(&["pack-refs", "--all"]);
+    // A `git` first on verify's PATH that moves the branch once more just
+    // before git's second listing, with the real git.
+    let real = sb.run_git(&sb.repo, &["--exec-path"]);
+    let real = std::path::Path::new(real.trim()).join("git");
+    let wrappers = sb.root.join("wrappers");
+    std::fs::create_dir_all(&wrappers).unwrap();
+    let count = sb.root.join("listings");
+    let git_dir = sb.git_dir();
+    common::script(
+        &wrappers.join("git"),
+        &format!(
+            r#"case " $* " in *" for-each-ref "*)
+  n=$(($(cat '{count}' 2>/dev/null || echo 0) + 1)); echo $n > '{count}'
+  if [ $n = 2 ]; then
+    export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@example.invalid
+    export GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@example.invalid
+    g() {{ '{real}' --git-dir='{git_dir}' -c core.hooksPath=/dev/null "$@"; }}
+    c=$(g commit-tree -p main^ -m 'one, reworded again' main^{{tree}}) && g update-ref refs/heads/main "$c"
+  fi ;;
+esac
+exec '{real}' "$@"
+"#,
+            count = count.display(),
+            real = real.display(),
+            git_dir = git_dir.display(),
+        ),
+    );
+    let path = format!("{}:{}", wrappers.display(), std::env::var("PATH").unwrap());
+    let pause = sb.state.with_extension("paused");
+    let child = sb
+        .verify_command(&sb.state)
+        .env("PATH", path)
+        .env(
+            grantguard::fsutil::PAUSE_ENV,
+            format!("verify-listing-started:{}", pause.display()),
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !pause.exists() {
+        assert!(started.elapsed() < std::time::Duration::from_secs(60));
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    sb.git_nohooks(&["commit", "-q", "--amend", "-m", "one, reworded"]);
+    std::fs::remove_file(&pause).unwrap();
+    let (code, r) = result_of(child);
+    assert_eq!(
+        std::fs::read_to_string(&count).unwrap().trim(),
+        "2",
+        "{r:#}"
+    );
+    common::assert_rejected(code, &r, &["changed_during_verify"]);
+    assert!(
+        !common::rules(&r).contains(&"ref_store_invalid".to_owned()),
+        "{r:#}"
+    );
+    assert_eq!(r["evidence"]["metadata_intact"], false, "{r:#}");
+    // Quiet, the state the second move left is accepted.
+    let (code, r) = sb.verify();
+    common::assert_accepted(code, &r);
+}

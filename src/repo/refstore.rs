@@ -464,6 +464,12 @@ fn open_regular(
             // A symlink (ELOOP), a socket (ENXIO): say what it is.
             match path.symlink_metadata() {
                 Ok(meta) if !meta.file_type().is_file() => not_regular(&meta, invalid),
+                // Listed a moment ago, gone now: a running git command's
+                // (`pack-refs` prunes the loose refs it packed). Read
+                // again (red team: refused for good as a broken store).
+                _ if e.kind() == std::io::ErrorKind::NotFound => {
+                    invalid.push_transient(format!("cannot read {} ({what}): {e}", path.display()))
+                }
                 _ => invalid.push(format!("cannot read {} ({what}): {e}", path.display())),
             }
             return None;
@@ -1046,7 +1052,10 @@ pub fn prove(repo: &gix::Repository) -> anyhow::Result<Result<StrictRefs, Invali
         }
     });
     if let Err(e) = walked {
-        invalid.push(format!(
+        // Read again while a running git command explains it (a loose ref
+        // pruned between gix's listing and its read of the file); after
+        // that, the answer.
+        invalid.push_transient(format!(
             "git reads every ref, but the in-process reader cannot: {e:#}"
         ));
         return Ok(Err(invalid));
@@ -1499,6 +1508,25 @@ mod tests {
     use super::*;
 
     const A: &str = "1111111111111111111111111111111111111111";
+
+    /// A loose ref listed a moment ago and gone when it is opened is a
+    /// running git command's (`pack-refs` pruning it), read again; a
+    /// symlink there is not.
+    #[test]
+    fn a_ref_file_gone_between_listing_and_reading_is_read_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut invalid = Invalid::default();
+        let gone = dir.path().join("main");
+        assert!(read_regular(&gone, "a loose ref", MAX_LOOSE_BYTES, &mut invalid).is_none());
+        assert_eq!(invalid.problems.len(), 1);
+        assert!(invalid.only_transient(), "{invalid}");
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(dir.path().join("elsewhere"), &link).unwrap();
+        let mut invalid = Invalid::default();
+        assert!(read_regular(&link, "a loose ref", MAX_LOOSE_BYTES, &mut invalid).is_none());
+        assert_eq!(invalid.problems.len(), 1);
+        assert!(!invalid.only_transient(), "{invalid}");
+    }
 
     proptest::proptest! {
         /// [`check_view`], which looks a parent up once for a run of names
