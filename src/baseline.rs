@@ -271,25 +271,12 @@ impl Baseline {
         if let Some(refs) = self.refs.loaded.get() {
             return Ok(refs);
         }
-        let (path, bytes) = self.read_refs_file()?;
-        let file: RefsFile = serde_json::from_slice(&bytes)
-            .with_context(|| format!("the baseline's refs {} are malformed", path.display()))?;
-        Ok(self.refs.loaded.get_or_init(|| file.refs))
-    }
-
-    /// The bytes of [`REFS_FILE_NAME`], checked against
-    /// [`Baseline::ref_list`], and its path.
-    fn read_refs_file(&self) -> Result<(PathBuf, Vec<u8>)> {
-        let path = self.refs_file_path()?;
-        let bytes = crate::fsutil::read_regular_limited(&path, MAX_REFS_FILE)
-            .with_context(|| format!("cannot read the baseline's refs {}", path.display()))?;
-        if format!("sha256:{}", sha256_hex(&bytes)) != self.ref_list {
-            bail!(
-                "the baseline's refs {} fail their integrity check: corrupted or edited after arm",
-                path.display()
-            );
-        }
-        Ok((path, bytes))
+        // The one reader of the file, as `for_each_ref` reads it.
+        let mut refs = RefMap::new();
+        each_ref_in(&self.refs_file_path()?, &self.ref_list, &mut |n, v| {
+            refs.insert(n.to_owned(), v.to_owned());
+        })?;
+        Ok(self.refs.loaded.get_or_init(|| refs))
     }
 
     /// Where [`REFS_FILE_NAME`] is.

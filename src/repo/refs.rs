@@ -129,14 +129,9 @@ fn push_raw_target(target: TargetRef<'_>, out: &mut BString) {
 /// A ref's raw value as [`RefMap`] holds it: the hex id, or
 /// `ref:<target>`.
 pub(super) fn raw_target(target: TargetRef<'_>) -> BString {
-    match target {
-        TargetRef::Object(id) => super::hex(id).into(),
-        TargetRef::Symbolic(target) => {
-            let mut v = BString::from("ref:");
-            v.extend_from_slice(target.as_bstr());
-            v
-        }
-    }
+    let mut value = BString::default();
+    push_raw_target(target, &mut value);
+    value
 }
 
 /// A walk of a [`RefMap`] beside another reader's listing of the same refs,
