@@ -207,9 +207,17 @@ fn verify_never_accepts_a_file_made_to_hide_a_ref_while_it_runs() {
 fn verify_paused_after_the_listing_started(
     sb: &Sandbox,
 ) -> (std::process::Child, std::path::PathBuf) {
+    verify_paused_with(sb, sb.verify_command(&sb.state))
+}
+
+/// [`verify_paused_after_the_listing_started`] of `verify`, a verify
+/// command of `sb` set up as the test needs.
+fn verify_paused_with(
+    sb: &Sandbox,
+    mut verify: std::process::Command,
+) -> (std::process::Child, std::path::PathBuf) {
     let pause = sb.state.with_extension("paused");
-    let child = sb
-        .verify_command(&sb.state)
+    let child = verify
         .env(
             grantguard::fsutil::PAUSE_ENV,
             format!("verify-listing-started:{}", pause.display()),
@@ -395,23 +403,9 @@ exec '{real}' "$@"
         ),
     );
     let path = format!("{}:{}", wrappers.display(), std::env::var("PATH").unwrap());
-    let pause = sb.state.with_extension("paused");
-    let child = sb
-        .verify_command(&sb.state)
-        .env("PATH", path)
-        .env(
-            grantguard::fsutil::PAUSE_ENV,
-            format!("verify-listing-started:{}", pause.display()),
-        )
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = std::time::Instant::now();
-    while !pause.exists() {
-        assert!(started.elapsed() < std::time::Duration::from_secs(60));
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    let mut verify = sb.verify_command(&sb.state);
+    verify.env("PATH", path);
+    let (child, pause) = verify_paused_with(&sb, verify);
     std::thread::sleep(std::time::Duration::from_millis(300));
     sb.git_nohooks(&["commit", "-q", "--amend", "-m", "one, reworded"]);
     std::fs::remove_file(&pause).unwrap();
