@@ -636,3 +636,131 @@ fn bom_spellings_iconv_does_not_know_compare_raw_bytes_as_git_does() {
         }
     }
 }
+
+/// The survey first asks which attribute files name `working-tree-encoding`
+/// at all (one look per directory, not per path): an encoding is found
+/// wherever git would find it. A deep directory after many others, a
+/// directory whose files come after its subdirectory's, a macro from the
+/// root used below, `info/attributes`, and a `.gitattributes` that is only
+/// in the index (git reads the index's when the worktree has none).
+#[test]
+fn finds_an_encoding_wherever_the_attributes_name_it() {
+    // What a case is called, the attribute files it writes, the path they
+    // put under the encoding.
+    type Layout = (
+        &'static str,
+        &'static [(&'static str, &'static str)],
+        &'static str,
+    );
+    let layouts: [Layout; 5] = [
+        (
+            "a deep directory",
+            &[(
+                "z/deep/.gitattributes",
+                "*.txt working-tree-encoding=UCS-2\n",
+            )],
+            "z/deep/t.txt",
+        ),
+        (
+            "files after a subdirectory's",
+            &[("m/.gitattributes", "t.txt working-tree-encoding=UCS-2\n")],
+            "m/t.txt",
+        ),
+        (
+            "a macro from the root",
+            &[
+                (".gitattributes", "[attr]wide working-tree-encoding=UCS-2\n"),
+                ("z/deep/.gitattributes", "*.txt wide\n"),
+            ],
+            "z/deep/t.txt",
+        ),
+        (
+            "info/attributes",
+            &[(
+                ".git/info/attributes",
+                "z/deep/t.txt working-tree-encoding=UCS-2\n",
+            )],
+            "z/deep/t.txt",
+        ),
+        (
+            "the index only",
+            &[(
+                "z/deep/.gitattributes",
+                "*.txt working-tree-encoding=UCS-2\n",
+            )],
+            "z/deep/t.txt",
+        ),
+    ];
+    for (what, files, path) in layouts {
+        let sb = Sandbox::new();
+        for i in 0..20 {
+            sb.write(&format!("a{i:02}/f.md"), "a\n");
+        }
+        sb.write("m/a/x.md", "x\n");
+        sb.write("m/t.txt", "");
+        sb.write("z/a.md", "a\n");
+        sb.write("z/deep/t.txt", "");
+        sb.write("z/zz.md", "z\n");
+        for (file, text) in files {
+            sb.write(file, text);
+        }
+        sb.git_nohooks(&["add", "."]);
+        sb.git_nohooks(&["commit", "-q", "-m", "encoded"]);
+        if what == "the index only" {
+            std::fs::remove_file(sb.repo.join("z/deep/.gitattributes")).unwrap();
+            assert_eq!(
+                sb.git(&["check-attr", "working-tree-encoding", "--", path]),
+                format!("{path}: working-tree-encoding: UCS-2"),
+                "git reads the index's file"
+            );
+        }
+        let out = sb.arm_output(&sb.grant(&["docs/"], 1, 1), &sb.state);
+        let text = String::from_utf8_lossy(&out.stderr).into_owned()
+            + &String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{what}: {text}");
+        for needle in ["repository_unreadable", path, "working-tree-encoding=UCS-2"] {
+            assert!(
+                text.contains(needle),
+                "{what}: {needle:?} missing from {text}"
+            );
+        }
+    }
+}
+
+/// A file under an encoding read here, named by a macro of the root's
+/// `.gitattributes` used deep below: verify judges it as `git status` does
+/// (clean accepted, changed refused), which it does only if the survey
+/// found the encoding.
+#[test]
+fn judges_a_file_whose_encoding_a_nested_macro_names_as_git_does() {
+    let sb = Sandbox::new();
+    sb.write(
+        ".gitattributes",
+        "[attr]wide working-tree-encoding=UTF-16LE-BOM\n",
+    );
+    for i in 0..20 {
+        sb.write(&format!("a{i:02}/f.md"), "a\n");
+    }
+    sb.write("z/deep/.gitattributes", "*.txt wide\n");
+    let bytes = encoded("UTF-16LE-BOM", "hello\n");
+    std::fs::create_dir_all(sb.repo.join("z/deep")).unwrap();
+    std::fs::write(sb.repo.join("z/deep/t.txt"), &bytes).unwrap();
+    sb.git_nohooks(&["add", "."]);
+    sb.git_nohooks(&["commit", "-q", "-m", "encoded"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/a.md", "a\n", "docs");
+    std::thread::sleep(std::time::Duration::from_millis(10));
+    std::fs::write(sb.repo.join("z/deep/t.txt"), &bytes).unwrap();
+    assert_eq!(sb.git(&["status", "--porcelain"]), "");
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    std::fs::write(
+        sb.repo.join("z/deep/t.txt"),
+        encoded("UTF-16LE-BOM", "hellO\n"),
+    )
+    .unwrap();
+    assert_eq!(sb.git(&["status", "--porcelain"]), " M z/deep/t.txt");
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["worktree_not_clean"]);
+    assert!(r.to_string().contains("z/deep/t.txt"), "{r:#}");
+}
