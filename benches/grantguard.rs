@@ -270,12 +270,11 @@ fn compare_refs_100k_packed(bencher: Bencher, read: &str) {
                 );
             }
             _ => {
-                let at_arm = baseline.packed_at_arm.as_ref().expect("recorded at arm");
-                let moved =
-                    refs_since_arm::prove(&repo, at_arm, None, std::slice::from_ref(&branch))
-                        .unwrap()
-                        .unwrap()
-                        .expect("packed-refs unchanged");
+                let at_arm = baseline.refs_at_arm().unwrap().expect("recorded at arm");
+                let moved = refs_since_arm::prove(&repo, &at_arm, std::slice::from_ref(&branch))
+                    .unwrap()
+                    .unwrap()
+                    .expect("packed-refs unchanged");
                 compare_refs(
                     &moved.before,
                     &moved.now,

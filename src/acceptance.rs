@@ -640,8 +640,9 @@ fn judge_baseline(
     };
     if matches!(early_refs, EarlyRefs::AllRefs) {
         // Not needed by the full read: 100,000 listed loose refs were a
-        // fifth of its peak memory.
-        baseline.release_loose_list();
+        // fifth of its peak memory (arm's copy of `packed-refs`, read to
+        // compare with a file that changed too much, another 6 MB).
+        baseline.release_refs_at_arm();
     }
     if let Some(rejected) = special_files(&baseline.repo, loose_refs) {
         return rejected;
@@ -965,6 +966,7 @@ fn evaluate(
             return Ok(Observed::default());
         }
     };
+    crate::fsutil::pause_point("verify-refs-read");
     let listing = match &read {
         RefsRead::All(_) if may_list => {
             listing.or_else(|| repo::git_view::Listing::start(&location, state).ok())
@@ -1234,7 +1236,7 @@ impl RefsRead {
 /// ([`refs_since_arm::read`], made at the start, no waiting) found.
 enum EarlyRefs {
     /// Those refs, nothing wrong with them.
-    Read(refs_since_arm::Moved),
+    Read(Box<refs_since_arm::Moved>),
     /// `packed-refs` changed since arm (or the store is reftable): only
     /// the full read can judge. (It reads `packed-refs` afresh: parsing
     /// the bytes read here made a `pack-refs` in between, which changed no
@@ -1246,21 +1248,17 @@ enum EarlyRefs {
 }
 
 fn early_refs(baseline: &Baseline) -> EarlyRefs {
-    let Some(at_arm) = &baseline.packed_at_arm else {
-        return EarlyRefs::Unsure;
-    };
-    let Ok(listed) = baseline.loose_list() else {
+    let Ok(Some(at_arm)) = baseline.refs_at_arm() else {
         return EarlyRefs::Unsure;
     };
     let location = &baseline.repo;
     match refs_since_arm::read(
         &location.git_dir,
         &location.common_dir,
-        at_arm,
-        listed,
+        &at_arm,
         &lookups(baseline),
     ) {
-        Ok(Some(moved)) => EarlyRefs::Read(moved),
+        Ok(Some(moved)) => EarlyRefs::Read(Box::new(moved)),
         Ok(None) => EarlyRefs::AllRefs,
         Err(_) => EarlyRefs::Unsure,
     }
@@ -1283,16 +1281,21 @@ fn read_refs(
     listing: &mut Option<repo::git_view::Listing>,
 ) -> Result<std::result::Result<RefsRead, refstore::Invalid>> {
     let since_arm = match early {
-        EarlyRefs::Read(moved) => match refs_since_arm::confirm(repo, moved)? {
+        EarlyRefs::Read(moved) => match refs_since_arm::confirm(repo, *moved)? {
             Ok(moved) => return Ok(Ok(RefsRead::Moved(moved))),
-            Err(_) => baseline.packed_at_arm.as_ref(),
+            Err(_) => true,
         },
-        EarlyRefs::AllRefs => None,
-        EarlyRefs::Unsure => baseline.packed_at_arm.as_ref(),
+        EarlyRefs::AllRefs => false,
+        EarlyRefs::Unsure => true,
     };
-    if let Some(at_arm) = since_arm {
-        let listed = baseline.loose_list()?;
-        match refs_since_arm::prove_settled(repo, at_arm, listed, extra, REF_STORE_PATIENCE)? {
+    // (Not asked for the full read: the loose refs listed at arm, which
+    // it does not need, would be read again.)
+    let at_arm = match since_arm {
+        true => baseline.refs_at_arm()?,
+        false => None,
+    };
+    if let Some(at_arm) = at_arm {
+        match refs_since_arm::prove_settled(repo, &at_arm, extra, REF_STORE_PATIENCE)? {
             Ok(Some(moved)) => return Ok(Ok(RefsRead::Moved(moved))),
             Ok(None) => {}
             Err(invalid) => return Ok(Err(invalid)),
@@ -1324,11 +1327,10 @@ fn refs_moved_since(
         ),
         // `packed-refs` rewritten meanwhile (`Ok(None)`) is a move too.
         RefsRead::Moved(moved) => !matches!(
-            baseline.packed_at_arm.as_ref().map(|at_arm| refs_since_arm::read_settled(
+            baseline.refs_at_arm().ok().flatten().map(|at_arm| refs_since_arm::read_settled(
                 &location.git_dir,
                 &location.common_dir,
-                at_arm,
-                baseline.loose_list().ok().flatten(),
+                &at_arm,
                 extra,
                 REF_STORE_PATIENCE,
             )),

@@ -108,6 +108,8 @@ pub(crate) struct RefList {
     /// The loose refs listed by file identity, once read (see
     /// [`Baseline::loose_list`]).
     listed: std::sync::OnceLock<crate::repo::loose_at_arm::Records>,
+    /// Arm's copy of `packed-refs` (see [`Baseline::refs_at_arm`]).
+    packed_copy: crate::repo::refs_since_arm::ArmCopy,
     /// The state directory to read them from (`None` for a record made in
     /// this process).
     state: Option<PathBuf>,
@@ -120,6 +122,7 @@ impl RefList {
         RefList {
             loaded: std::sync::OnceLock::from(refs),
             listed: std::sync::OnceLock::new(),
+            packed_copy: Default::default(),
             state: None,
         }
     }
@@ -310,6 +313,22 @@ impl Baseline {
         Ok(Some(self.refs.listed.get_or_init(|| listed)))
     }
 
+    /// What arm recorded of the refs for
+    /// [`crate::repo::refs_since_arm::read`]; `None` when it recorded
+    /// nothing that lets verify read fewer than every ref. An error: the
+    /// loose refs listed at arm cannot be read (see
+    /// [`Baseline::loose_list`]).
+    pub fn refs_at_arm(&self) -> Result<Option<crate::repo::refs_since_arm::AtArm<'_>>> {
+        let Some(packed) = self.packed_at_arm.as_ref() else {
+            return Ok(None);
+        };
+        Ok(Some(crate::repo::refs_since_arm::AtArm {
+            packed,
+            listed: self.loose_list()?,
+            copy: &self.refs.packed_copy,
+        }))
+    }
+
     /// Hands every ref of [`Baseline::refs`] to `each`, in name order,
     /// without a map of them when they are still on disk: the file is read
     /// entry by entry as it streams past, hashed on the way, and checked
@@ -329,10 +348,12 @@ impl Baseline {
         each_ref_in(&self.refs_file_path()?, &self.ref_list, each)
     }
 
-    /// Drops the loose refs [`Baseline::loose_list`] read, for a verify
-    /// that reads every ref and needs them no more; read again on next use.
-    pub fn release_loose_list(&mut self) {
+    /// Drops the loose refs [`Baseline::loose_list`] read and arm's copy
+    /// of `packed-refs` (see [`Baseline::refs_at_arm`]), for a verify that
+    /// reads every ref and needs them no more; read again on next use.
+    pub fn release_refs_at_arm(&mut self) {
         self.refs.listed.take();
+        self.refs.packed_copy.release();
     }
 
     /// The check of [`REFS_FILE_NAME`] against [`Baseline::ref_list`]
@@ -423,6 +444,9 @@ impl Baseline {
         };
         let mut baseline = envelope.baseline;
         baseline.refs.state = path.parent().map(Path::to_path_buf);
+        if let Some(state) = path.parent() {
+            baseline.refs.packed_copy = crate::repo::refs_since_arm::ArmCopy::in_dir(state);
+        }
         if baseline.schema != SCHEMA {
             bail!(too_old(path, &baseline.schema));
         }

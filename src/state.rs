@@ -471,6 +471,13 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
                 _ => {}
             },
         }
+        // Arm's `packed-refs`, for a verify after it was rewritten (an
+        // earlier arm's copy is no copy of this one's).
+        repo::refs_since_arm::keep_copy(
+            &location.common_dir,
+            record.packed_at_arm.as_ref(),
+            &state,
+        )?;
         record.write(&state)?;
         let result = ToolResult::succeeded("arm");
         Ok(result

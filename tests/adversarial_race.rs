@@ -201,6 +201,14 @@ fn verify_never_accepts_a_file_made_to_hide_a_ref_while_it_runs() {
     assert_eq!((code, &r["status"]), (0, &"succeeded".into()), "{r:#}");
 }
 
+/// Sends verify to the full read once `packed-refs` changes: removes
+/// arm's copy of the file, as a baseline made before copies were kept
+/// (with it, verify compares the records that changed; see
+/// `tests/refs_since_arm.rs`).
+fn without_arms_copy(sb: &Sandbox) {
+    std::fs::remove_file(sb.state.join("baseline.packed-refs")).unwrap();
+}
+
 /// Starts verify (a debug build) and returns once it has stopped just
 /// after starting git's listing for a full read, with the file whose
 /// removal lets it go on (see `fsutil::pause_point`).
@@ -214,13 +222,22 @@ fn verify_paused_after_the_listing_started(
 /// command of `sb` set up as the test needs.
 fn verify_paused_with(
     sb: &Sandbox,
+    verify: std::process::Command,
+) -> (std::process::Child, std::path::PathBuf) {
+    verify_paused_at(sb, verify, "verify-listing-started")
+}
+
+/// [`verify_paused_with`], stopped at `step` (see `fsutil::pause_point`).
+fn verify_paused_at(
+    sb: &Sandbox,
     mut verify: std::process::Command,
+    step: &str,
 ) -> (std::process::Child, std::path::PathBuf) {
     let pause = sb.state.with_extension("paused");
     let child = verify
         .env(
             grantguard::fsutil::PAUSE_ENV,
-            format!("verify-listing-started:{}", pause.display()),
+            format!("{step}:{}", pause.display()),
         )
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -230,7 +247,7 @@ fn verify_paused_with(
     while !pause.exists() {
         assert!(
             started.elapsed() < std::time::Duration::from_secs(60),
-            "verify never started git's listing before its full read"
+            "verify never reached {step}"
         );
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
@@ -256,6 +273,7 @@ fn result_of(child: std::process::Child) -> (i32, serde_json::Value) {
 fn a_full_read_that_waits_for_a_running_commit_has_git_list_the_refs_again() {
     let sb = Sandbox::with_files_refs();
     sb.arm(&sb.grant(&["docs/"], 1, 2));
+    without_arms_copy(&sb);
     let first = sb.commit_file("docs/guide.md", "one\n", "one");
     // `packed-refs` rewritten since arm: verify reads every ref.
     sb.git_nohooks(&["pack-refs", "--all"]);
@@ -286,21 +304,38 @@ fn a_full_read_that_waits_for_a_running_commit_has_git_list_the_refs_again() {
 /// look compares with the bytes judged.
 #[test]
 fn a_tag_moved_in_packed_refs_after_verifys_first_look_is_never_accepted() {
+    tag_moved_in_packed_refs_at("verify-listing-started", without_arms_copy);
+}
+
+/// The same attack when verify compares `packed-refs` with arm's copy
+/// record by record: the agent moves a tag in the file just after verify
+/// judged the records that changed (only the branch's). The last look
+/// reads the file again and finds another record changed: never accepted.
+#[test]
+fn a_tag_moved_in_packed_refs_after_verify_compared_its_records_is_never_accepted() {
+    tag_moved_in_packed_refs_at("verify-refs-read", |_| {});
+}
+
+/// A packed tag `v1`, arm (then `after_arm`), a granted commit and
+/// `pack-refs`; verify paused at `step` while the agent moves `v1` in
+/// `packed-refs`: refused.
+fn tag_moved_in_packed_refs_at(step: &str, after_arm: fn(&Sandbox)) {
     let sb = Sandbox::with_files_refs();
     sb.git(&["tag", "v1"]);
     sb.git(&["pack-refs", "--all"]);
     sb.arm(&sb.grant(&["docs/"], 1, 2));
+    after_arm(&sb);
     let tip = sb.commit_file("docs/guide.md", "one\n", "one");
     sb.git_nohooks(&["pack-refs", "--all"]);
     let packed_refs = sb.git_dir().join("packed-refs");
     let before = std::fs::read_to_string(&packed_refs).unwrap();
     let v1 = sb.git(&["rev-parse", "v1"]);
-    assert!(before.contains(&format!("{} refs/tags/v1", v1.trim())));
     let moved = before.replace(
         &format!("{} refs/tags/v1", v1.trim()),
         &format!("{} refs/tags/v1", tip.trim()),
     );
-    let (child, pause) = verify_paused_after_the_listing_started(&sb);
+    assert_ne!(moved, before);
+    let (child, pause) = verify_paused_at(&sb, sb.verify_command(&sb.state), step);
     let tmp = sb.git_dir().join("packed-refs.new");
     std::fs::write(&tmp, &moved).unwrap();
     std::fs::rename(&tmp, &packed_refs).unwrap();
@@ -326,6 +361,7 @@ fn a_tag_moved_in_packed_refs_after_verifys_first_look_is_never_accepted() {
 fn a_commit_that_ends_between_gits_listing_and_the_strict_read_is_accepted() {
     let sb = Sandbox::with_files_refs();
     sb.arm(&sb.grant(&["docs/"], 1, 1));
+    without_arms_copy(&sb);
     sb.commit_file("docs/guide.md", "one\n", "one");
     sb.git_nohooks(&["pack-refs", "--all"]);
     let (child, pause) = verify_paused_after_the_listing_started(&sb);
@@ -349,6 +385,7 @@ fn a_commit_that_ends_between_gits_listing_and_the_strict_read_is_accepted() {
 fn packed_refs_rewritten_without_a_change_after_verifys_first_look_is_accepted() {
     let sb = Sandbox::with_files_refs();
     sb.arm(&sb.grant(&["docs/"], 1, 2));
+    without_arms_copy(&sb);
     sb.commit_file("docs/guide.md", "one\n", "one");
     sb.git_nohooks(&["pack-refs", "--all"]);
     // The branch loose again, above its packed record.
@@ -373,6 +410,7 @@ fn packed_refs_rewritten_without_a_change_after_verifys_first_look_is_accepted()
 fn a_branch_that_moves_again_before_gits_second_listing_is_a_change_during_verify() {
     let sb = Sandbox::with_files_refs();
     sb.arm(&sb.grant(&["docs/"], 1, 1));
+    without_arms_copy(&sb);
     sb.commit_file("docs/guide.md", "one\n", "one");
     sb.git_nohooks(&["pack-refs", "--all"]);
     // A `git` first on verify's PATH that moves the branch once more just

@@ -304,6 +304,22 @@ impl Records {
         }
     }
 
+    /// The first listed loose ref named `<name>/...` whose file is as at
+    /// arm (so not read, and not in [`Loose::read`]).
+    pub fn first_unchanged_below<'a>(&'a self, loose: &Loose, name: &BStr) -> Option<&'a BStr> {
+        let mut prefix = BString::from(name);
+        prefix.push(b'/');
+        let from = self
+            .records
+            .partition_point(|r| r.name.as_slice() < prefix.as_slice());
+        self.records[from..]
+            .iter()
+            .zip(&loose.unchanged[from..])
+            .take_while(|(r, _)| r.name.starts_with(&prefix))
+            .find(|(_, same)| **same)
+            .map(|(r, _)| r.name.as_bstr())
+    }
+
     /// The value of a loose ref [`Loose::unchanged`] says is as at arm.
     pub fn unchanged_value<'a>(&'a self, loose: &Loose, name: &BStr) -> Option<&'a BStr> {
         self.find(name)

@@ -34,6 +34,7 @@ pub mod loose_at_arm;
 mod metadata;
 mod object_format;
 pub mod objects;
+pub mod packed_changes;
 pub mod packed_refs;
 pub mod refname;
 mod refs;

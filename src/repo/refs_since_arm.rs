@@ -16,25 +16,43 @@
 //! listed beside the baseline with their files' identities
 //! ([`super::loose_at_arm`]), and only the files that changed are read.
 //!
+//! When `packed-refs` was rewritten since (`git pack-refs`, `git gc`, a
+//! deleted packed ref), arm's copy of it ([`COPY_FILE_NAME`]) is compared
+//! with the new file record by record ([`super::packed_changes`]): the
+//! records that changed are judged beside the loose refs, as loose refs
+//! are, and their peel claims proven.
+//!
 //! Every other case takes the full read of [`super::refstore::prove`]: a
-//! rewritten or vanished `packed-refs` (`git pack-refs`, `git gc`, a deleted
-//! packed ref), a reftable store, a baseline made before this record
-//! existed.
+//! new `packed-refs` that is not canonical or changed in more than
+//! [`MAX_PACKED_CHANGES`] records, a reftable store, a baseline made
+//! before these records existed (or whose copy was damaged).
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use gix::bstr::{BStr, BString, ByteSlice};
 use serde::{Deserialize, Serialize};
 
 use super::RefMap;
 use super::loose_at_arm::Records;
+use super::packed_changes::{self, PackedChanges};
+use super::packed_refs::Sorted;
 use super::refstore::{self, Invalid, PackedFile, StrictRefs};
 
 /// Most refs [`PackedAtArm::beyond_packed`] records: the record is part of
 /// the baseline every hook reads, so a store with more loose refs than
 /// this is verified by the full read instead.
 pub const MAX_BEYOND_PACKED: usize = 256;
+
+/// Most records of `packed-refs` that may differ from arm's for verify
+/// to judge them beside the loose refs; beyond, every ref is read (100,000
+/// loose refs packed after arm are 100,000 names to ask about, which the
+/// full read lists more cheaply).
+pub const MAX_PACKED_CHANGES: usize = 4096;
+
+/// File name, in the state directory, of the copy of `packed-refs` arm
+/// read (the file whose digest is [`PackedAtArm::packed_refs`]).
+pub const COPY_FILE_NAME: &str = "baseline.packed-refs";
 
 /// What arm records about `packed-refs` (in the baseline) so that verify
 /// can tell by one hash that no packed record moved.
@@ -109,8 +127,78 @@ impl PackedAtArm {
     }
 }
 
-/// The refs that can differ from the baseline, read with `packed-refs`
-/// unchanged since arm.
+/// Keeps a copy of `packed-refs` in `state` ([`COPY_FILE_NAME`]) when the
+/// file in `common_dir` still has the bytes `at_arm` records, so that a
+/// verify after `packed-refs` was rewritten can compare record by record;
+/// else (the file changed since arm read it, there was none, or arm
+/// recorded nothing) removes any copy an earlier arm left.
+pub fn keep_copy(
+    common_dir: &Path,
+    at_arm: Option<&PackedAtArm>,
+    state: &Path,
+) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let path = state.join(COPY_FILE_NAME);
+    if let Some(digest) = at_arm.and_then(|a| a.packed_refs.as_ref()) {
+        let mut invalid = Invalid::default();
+        if let Some(Some(bytes)) = refstore::read_packed_bytes(common_dir, &mut invalid)
+            && format!("sha256:{}", crate::digest::sha256_hex(&bytes)) == *digest
+        {
+            return crate::fsutil::write_atomic(&path, &bytes);
+        }
+    }
+    match std::fs::remove_file(&path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(e).with_context(|| format!("cannot remove {}", path.display()))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Arm's copy of `packed-refs` in a state directory ([`keep_copy`]), read
+/// on first use: only a verify after `packed-refs` changed needs it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ArmCopy {
+    state: Option<PathBuf>,
+    read: std::sync::OnceLock<Option<Vec<u8>>>,
+}
+
+impl ArmCopy {
+    /// The copy in the state directory `state`.
+    pub fn in_dir(state: &Path) -> ArmCopy {
+        ArmCopy {
+            state: Some(state.to_path_buf()),
+            read: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Drops the bytes read; read again on next use.
+    pub fn release(&mut self) {
+        self.read.take();
+    }
+
+    /// The bytes of `packed-refs` as arm read it (empty when there was
+    /// none), if the copy is there with the digest `at_arm` records.
+    /// `None` sends verify to the full read, which needs no copy: a
+    /// baseline from before copies were kept, or a copy damaged since.
+    fn bytes(&self, at_arm: &PackedAtArm) -> Option<&[u8]> {
+        self.read
+            .get_or_init(|| {
+                let Some(digest) = &at_arm.packed_refs else {
+                    return Some(Vec::new());
+                };
+                let path = self.state.as_ref()?.join(COPY_FILE_NAME);
+                let bytes =
+                    crate::fsutil::read_regular_limited(&path, refstore::MAX_PACKED_BYTES).ok()?;
+                (format!("sha256:{}", crate::digest::sha256_hex(&bytes)) == *digest)
+                    .then_some(bytes)
+            })
+            .as_deref()
+    }
+}
+
+/// The refs that can differ from the baseline: those a loose file decides,
+/// now or at arm, and those whose `packed-refs` record is not arm's.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Moved {
     /// HEAD's raw value, as [`StrictRefs::head`].
@@ -127,6 +215,9 @@ pub struct Moved {
     loose: RefMap,
     /// Listed loose refs whose file is gone (see [`super::loose_at_arm`]).
     gone: Vec<BString>,
+    /// The records of `packed-refs` that are not arm's (none when the
+    /// file has arm's bytes).
+    packed: PackedChanges,
 }
 
 impl Moved {
@@ -140,39 +231,83 @@ impl Moved {
                 .cloned()
                 .collect()
         };
+        let changed = |m: &'_ Moved| -> Vec<BString> {
+            m.packed
+                .names
+                .iter()
+                .filter(|n| !except.contains(*n))
+                .cloned()
+                .collect()
+        };
+        let kept = |r: &super::packed_refs::PackedRef<'_>| !except.contains(r.name);
         self.head == other.head
             && refstore::same_outside(&self.loose, &other.loose, except)
             && gone(self) == gone(other)
+            && changed(self) == changed(other)
+            && self.packed.records.traits == other.packed.records.traits
+            && self
+                .packed
+                .records
+                .iter()
+                .filter(kept)
+                .eq(other.packed.records.iter().filter(kept))
     }
 }
 
-/// Reads the refs that can have moved since `at_arm`, asking also about
-/// `extra` (names verify looks up: the branch, the names that would shadow
-/// its short name). `Ok(None)`: `packed-refs` changed (or this is not a
-/// files store), so only a full read can say what moved. `listed`: the
-/// loose refs listed at arm ([`PackedAtArm::loose_list`]), which this
-/// record needs.
+/// What arm recorded of the refs, as [`read`] needs it.
+pub struct AtArm<'a> {
+    /// The baseline's record.
+    pub packed: &'a PackedAtArm,
+    /// The loose refs listed at arm ([`PackedAtArm::loose_list`]), which
+    /// that record needs when it names a list.
+    pub listed: Option<&'a Records>,
+    /// Arm's copy of `packed-refs`, read only when the file changed since.
+    pub copy: &'a ArmCopy,
+}
+
+/// Reads the refs that can have moved since arm (`at_arm`), asking also
+/// about `extra` (names verify looks up: the branch, the names that would
+/// shadow its short name). `Ok(None)`: only a full read can say what
+/// moved (this is not a files store, or `packed-refs` changed in a way
+/// [`packed_changes::changes`] leaves to it, or arm's copy is missing).
 pub fn read(
     git_dir: &Path,
     common_dir: &Path,
-    at_arm: &PackedAtArm,
-    listed: Option<&Records>,
+    at_arm: &AtArm<'_>,
     extra: &[BString],
 ) -> Result<Option<Moved>, Invalid> {
-    if common_dir.join("reftable").is_dir() || (at_arm.loose_list.is_some() && listed.is_none()) {
+    let AtArm {
+        packed: recorded,
+        listed,
+        copy,
+    } = *at_arm;
+    if common_dir.join("reftable").is_dir() || (recorded.loose_list.is_some() && listed.is_none()) {
         return Ok(None);
     }
-    let listed = listed.filter(|_| at_arm.loose_list.is_some());
+    let listed = listed.filter(|_| recorded.loose_list.is_some());
     let mut invalid = Invalid::default();
     let Some(bytes) = refstore::read_packed_bytes(common_dir, &mut invalid) else {
         return Err(invalid);
     };
-    let digest = bytes
-        .as_ref()
-        .map(|b| format!("sha256:{}", crate::digest::sha256_hex(b)));
-    if digest != at_arm.packed_refs {
-        return Ok(None);
-    }
+    let bytes = bytes.unwrap_or_default();
+    // (An empty file and none are the same to git.)
+    let unchanged = match &recorded.packed_refs {
+        Some(digest) => format!("sha256:{}", crate::digest::sha256_hex(&bytes)) == *digest,
+        None => bytes.is_empty(),
+    };
+    // The records that are not arm's, and arm's file to look the others
+    // up in.
+    let (packed_changes, at_arm_bytes) = if unchanged {
+        (PackedChanges::default(), &bytes[..])
+    } else {
+        let Some(copy) = copy.bytes(recorded) else {
+            return Ok(None);
+        };
+        match packed_changes::changes(copy, &bytes, MAX_PACKED_CHANGES) {
+            Some(changes) => (changes, copy),
+            None => return Ok(None),
+        }
+    };
     let head = refstore::read_head(git_dir, &mut invalid);
     let (loose, by_identity) = match listed {
         Some(listed) => {
@@ -187,7 +322,8 @@ pub fn read(
     if !invalid.problems.is_empty() {
         return Err(invalid);
     }
-    let packed = Packed::index(bytes.as_deref().unwrap_or_default());
+    let packed = Sorted::of(&bytes);
+    let packed_at_arm = Sorted::of(at_arm_bytes);
     let now_of = |name: &BStr| -> Option<BString> {
         loose
             .get(name)
@@ -217,10 +353,43 @@ pub fn read(
             ));
         }
     }
+    // A record that is not arm's, as a loose ref: no ref above or below
+    // it, packed or loose (a loose one below sits in a directory of its
+    // name). (Its id's length and its peel claim are proven in `confirm`.)
+    let loose_below = |name: &BStr| -> Option<BString> {
+        let mut prefix = BString::from(name);
+        prefix.push(b'/');
+        let read = loose
+            .range(prefix.clone()..)
+            .next()
+            .map(|(n, _)| n)
+            .filter(|n| n.starts_with(&prefix))
+            .cloned();
+        read.or_else(|| {
+            let (listed, found) = by_identity.as_ref()?;
+            listed.first_unchanged_below(found, name).map(BString::from)
+        })
+    };
+    for record in packed_changes.records.iter() {
+        let id = record.id.as_bytes().as_bstr();
+        refstore::check_ref(record.name, id, &kind, &mut invalid);
+        let below = packed
+            .first_below(record.name)
+            .map(BString::from)
+            .or_else(|| loose_below(record.name));
+        if let Some(below) = below {
+            invalid.push(format!(
+                "{} and {} are both refs; git never makes a ref a directory of refs",
+                super::refname::shown(record.name),
+                super::refname::shown(&below)
+            ));
+        }
+    }
     let mut asked: BTreeSet<BString> = loose
         .keys()
         .chain(&gone)
-        .chain(at_arm.beyond_packed.keys())
+        .chain(recorded.beyond_packed.keys())
+        .chain(&packed_changes.names)
         .chain(extra)
         .cloned()
         .collect();
@@ -236,7 +405,7 @@ pub fn read(
         if let Some(v) = now_of(name.as_bstr()) {
             now.insert(name.clone(), v);
         }
-        let at_arm_value = at_arm
+        let at_arm_value = recorded
             .beyond_packed
             .get(name)
             .cloned()
@@ -245,7 +414,7 @@ pub fn read(
                     .and_then(|l| l.value_at_arm(name.as_bstr()))
                     .map(BString::from)
             })
-            .or_else(|| packed.get(name.as_bstr()).map(BString::from));
+            .or_else(|| packed_at_arm.get(name.as_bstr()).map(BString::from));
         if let Some(v) = at_arm_value {
             before.insert(name.clone(), v);
         }
@@ -258,6 +427,7 @@ pub fn read(
             asked,
             loose,
             gone,
+            packed: packed_changes,
         }))
     } else {
         Err(invalid)
@@ -267,11 +437,10 @@ pub fn read(
 /// [`read`], then [`confirm`].
 pub fn prove(
     repo: &gix::Repository,
-    at_arm: &PackedAtArm,
-    listed: Option<&Records>,
+    at_arm: &AtArm<'_>,
     extra: &[BString],
 ) -> anyhow::Result<Result<Option<Moved>, Invalid>> {
-    match read(repo.git_dir(), repo.common_dir(), at_arm, listed, extra) {
+    match read(repo.git_dir(), repo.common_dir(), at_arm, extra) {
         Ok(Some(moved)) => Ok(confirm(repo, moved)?.map(Some)),
         other => Ok(other),
     }
@@ -279,19 +448,24 @@ pub fn prove(
 
 /// What [`refstore::prove`] proves of a full read, for the refs `moved`
 /// holds (a [`read`] of this repository): every id has the repository's
-/// length, and gix reads HEAD and each asked name as the strict reader
+/// length, every peel claim of a `packed-refs` record that is not arm's
+/// is true, and gix reads HEAD and each asked name as the strict reader
 /// does. A ref that moved since the read is a transient problem.
 pub fn confirm(repo: &gix::Repository, moved: Moved) -> anyhow::Result<Result<Moved, Invalid>> {
     let mut invalid = Invalid::default();
     let view = StrictRefs {
         head: moved.head.clone(),
         refs: moved.loose.clone(),
+        packed: moved.packed.records.clone(),
         ..StrictRefs::default()
     };
     refstore::check_id_lengths(&view, repo.object_hash(), &mut invalid);
     if !invalid.problems.is_empty() {
         return Ok(Err(invalid));
     }
+    // A claim about an object that is missing is left alone, as the full
+    // read leaves it: git cannot peel that record either.
+    refstore::check_peeled(repo, &moved.packed.records, &mut invalid);
     for name in &moved.asked {
         let theirs = match repo.try_find_reference(name.as_bstr()) {
             Ok(found) => found.map(|r| raw_value(&r)),
@@ -331,13 +505,12 @@ pub fn confirm(repo: &gix::Repository, moved: Moved) -> anyhow::Result<Result<Mo
 /// running git command explains (see [`refstore::prove_settled`]).
 pub fn prove_settled(
     repo: &gix::Repository,
-    at_arm: &PackedAtArm,
-    listed: Option<&Records>,
+    at_arm: &AtArm<'_>,
     extra: &[BString],
     patience: std::time::Duration,
 ) -> anyhow::Result<Result<Option<Moved>, Invalid>> {
     let mut error = None;
-    let answer = refstore::settled(patience, || match prove(repo, at_arm, listed, extra) {
+    let answer = refstore::settled(patience, || match prove(repo, at_arm, extra) {
         Ok(answer) => answer,
         // Stops waiting: the error is the answer.
         Err(e) => {
@@ -356,14 +529,11 @@ pub fn prove_settled(
 pub fn read_settled(
     git_dir: &Path,
     common_dir: &Path,
-    at_arm: &PackedAtArm,
-    listed: Option<&Records>,
+    at_arm: &AtArm<'_>,
     extra: &[BString],
     patience: std::time::Duration,
 ) -> Result<Option<Moved>, Invalid> {
-    refstore::settled(patience, || {
-        read(git_dir, common_dir, at_arm, listed, extra)
-    })
+    refstore::settled(patience, || read(git_dir, common_dir, at_arm, extra))
 }
 
 /// A gix reference's name and raw value, as [`super::RefMap`] holds them.
@@ -372,172 +542,4 @@ fn raw_value(r: &gix::Reference<'_>) -> (BString, BString) {
         r.name().as_bstr().to_owned(),
         super::refs::raw_target(r.target()),
     )
-}
-
-/// The records of a `packed-refs` arm proved canonical (sorted, unique,
-/// one space between id and name), searched by name where they lie, as
-/// git bisects the file: a handful of names are asked about, and an index
-/// of every record was a tenth of a verify of 100,000 refs (issue 29).
-struct Packed<'a> {
-    bytes: &'a [u8],
-}
-
-impl<'a> Packed<'a> {
-    fn index(bytes: &'a [u8]) -> Packed<'a> {
-        Packed { bytes }
-    }
-
-    fn get(&self, name: &BStr) -> Option<&'a BStr> {
-        self.first_from(name)
-            .filter(|(n, _)| *n == name)
-            .map(|(_, id)| id)
-    }
-
-    /// The first record named `<name>/...`, if any.
-    fn first_below(&self, name: &BStr) -> Option<&'a BStr> {
-        let mut prefix = BString::from(name);
-        prefix.push(b'/');
-        self.first_from(prefix.as_bstr())
-            .map(|(n, _)| n)
-            .filter(|n| n.starts_with(&prefix))
-    }
-
-    /// The first record (name, id) whose name is `key` or sorts after it.
-    /// `lo..hi` is always a run of whole lines: each probe takes the line
-    /// around its middle, or the first record line after it (past a
-    /// `^` peeled line or the `#` header), and halves the run.
-    fn first_from(&self, key: &BStr) -> Option<(&'a BStr, &'a BStr)> {
-        let bytes = self.bytes;
-        let line_end = |from: usize| {
-            bytes[from..]
-                .find_byte(b'\n')
-                .map_or(bytes.len(), |i| from + i + 1)
-        };
-        let (mut lo, mut hi) = (0, bytes.len());
-        let mut found = None;
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            let start = bytes[lo..mid].rfind_byte(b'\n').map_or(lo, |i| lo + i + 1);
-            let mut at = start;
-            let record = loop {
-                if at >= hi {
-                    break None;
-                }
-                let end = line_end(at);
-                let line = &bytes[at..end];
-                let line = line.strip_suffix(b"\n").unwrap_or(line);
-                match line.split_once_str(b" ") {
-                    Some((id, name)) if !line.starts_with(b"#") && !line.starts_with(b"^") => {
-                        break Some((name.as_bstr(), id.as_bstr(), end));
-                    }
-                    _ => at = end,
-                }
-            };
-            match record {
-                None => hi = start,
-                Some((name, id, _)) if name >= key => {
-                    found = Some((name, id));
-                    hi = start;
-                }
-                Some((_, _, end)) => lo = end,
-            }
-        }
-        found
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// What [`Packed::get`] and [`Packed::first_below`] answer, found by
-    /// reading every record in turn.
-    fn scanned<'a>(text: &'a str, name: &str) -> (Option<&'a str>, Option<&'a str>) {
-        let records: Vec<(&str, &str)> = text
-            .lines()
-            .filter(|l| !l.starts_with('#') && !l.starts_with('^'))
-            .filter_map(|l| l.split_once(' '))
-            .map(|(id, name)| (name, id))
-            .collect();
-        let below = format!("{name}/");
-        (
-            records.iter().find(|(n, _)| *n == name).map(|(_, id)| *id),
-            records
-                .iter()
-                .find(|(n, _)| *n >= below.as_str())
-                .map(|(n, _)| *n)
-                .filter(|n| n.starts_with(&below)),
-        )
-    }
-
-    proptest::proptest! {
-        /// The bisection finds what a scan of every record finds, with
-        /// peeled lines and the header anywhere git writes them, with or
-        /// without a last newline.
-        #[test]
-        fn packed_records_are_bisected_as_a_scan_finds_them(
-            names in proptest::collection::btree_set("[ab/]{1,6}", 0..40),
-            peeled in proptest::collection::vec(proptest::prelude::any::<bool>(), 40),
-            header in proptest::prelude::any::<bool>(),
-            last_newline in proptest::prelude::any::<bool>(),
-            asked in proptest::collection::vec("[ab/]{0,7}", 1..12),
-        ) {
-            let mut text = String::new();
-            if header {
-                text.push_str("# pack-refs with: peeled fully-peeled sorted \n");
-            }
-            for (i, name) in names.iter().enumerate() {
-                text.push_str(&format!("{i:040} {name}\n"));
-                if peeled[i] {
-                    text.push_str(&format!("^{:040}\n", i + 1000));
-                }
-            }
-            if !last_newline {
-                text.pop();
-            }
-            let packed = Packed::index(text.as_bytes());
-            for name in asked.iter().chain(&names) {
-                let (get, below) = scanned(&text, name);
-                proptest::prop_assert_eq!(
-                    packed.get(name.as_bytes().as_bstr()).map(|id| id.to_string()),
-                    get.map(str::to_owned),
-                    "get {} in {:?}", name, text
-                );
-                proptest::prop_assert_eq!(
-                    packed.first_below(name.as_bytes().as_bstr()).map(|n| n.to_string()),
-                    below.map(str::to_owned),
-                    "below {} in {:?}", name, text
-                );
-            }
-        }
-    }
-
-    const A: &str = "1111111111111111111111111111111111111111";
-    const B: &str = "2222222222222222222222222222222222222222";
-
-    #[test]
-    fn packed_records_are_found_by_exact_name_and_prefix() {
-        let text = format!(
-            "# pack-refs with: peeled fully-peeled sorted \n{A} refs/heads/main\n{B} refs/tags/v1\n^{A}\n{A} refs/tags/v1x/y\n"
-        );
-        let packed = Packed::index(text.as_bytes());
-        assert_eq!(
-            packed.get(b"refs/heads/main".as_bstr()),
-            Some(A.as_bytes().as_bstr())
-        );
-        assert_eq!(
-            packed.get(b"refs/tags/v1".as_bstr()),
-            Some(B.as_bytes().as_bstr())
-        );
-        assert_eq!(packed.get(b"refs/tags/v".as_bstr()), None);
-        assert_eq!(packed.first_below(b"refs/tags/v1".as_bstr()), None);
-        assert_eq!(
-            packed.first_below(b"refs/tags/v1x".as_bstr()),
-            Some(b"refs/tags/v1x/y".as_bstr())
-        );
-        assert_eq!(
-            packed.first_below(b"refs/heads".as_bstr()),
-            Some(b"refs/heads/main".as_bstr())
-        );
-    }
 }

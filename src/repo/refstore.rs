@@ -1149,7 +1149,11 @@ pub(super) fn check_id_lengths(strict: &StrictRefs, hash: gix::hash::Kind, inval
 /// objects. A record whose object is missing is left alone: git cannot peel
 /// it either. Returns whether any claim was left so (it becomes provable,
 /// and may be false, once the object appears).
-fn check_peeled(repo: &gix::Repository, packed: &PackedRefs, invalid: &mut Invalid) -> bool {
+pub(super) fn check_peeled(
+    repo: &gix::Repository,
+    packed: &PackedRefs,
+    invalid: &mut Invalid,
+) -> bool {
     // Many records share an object (every lightweight tag on one release
     // commit): each object is looked up once.
     let mut kinds: std::collections::HashMap<gix::ObjectId, Option<bool>> =
