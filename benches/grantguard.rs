@@ -211,7 +211,17 @@ fn verify_large_after_gc(bencher: Bencher) {
 /// The small repository with 100,000 packed tags (`update-ref --stdin`,
 /// then `pack-refs --all`) and one granted commit since arm: a mirror of a
 /// busy forge has as many refs (issue 29).
-static REFS_100K: LazyLock<Fixture> = LazyLock::new(|| {
+static REFS_100K: LazyLock<Fixture> = LazyLock::new(refs_100k);
+
+/// [`REFS_100K`] after `git pack-refs --all` (as `git gc` runs it) packed
+/// the branch: `packed-refs` differs from arm's in one record.
+static REFS_100K_REPACKED: LazyLock<Fixture> = LazyLock::new(|| {
+    let f = refs_100k();
+    git(&f.repo, &["pack-refs", "--all"]);
+    f
+});
+
+fn refs_100k() -> Fixture {
     let f = fixture("small", 0);
     let head = git(&f.repo, &["rev-parse", "HEAD"]);
     let stdin: String = (1..100_000)
@@ -239,18 +249,24 @@ static REFS_100K: LazyLock<Fixture> = LazyLock::new(|| {
     git(&f.repo, &["add", "docs"]);
     git(&f.repo, &["commit", "-q", "-m", "note"]);
     f
-});
+}
 
 /// verify's ref comparison on 100,000 packed refs after one commit: `all`
 /// reads, proves and compares every ref against the baseline's list (what
-/// verify does once `packed-refs` changed); `since_arm` reads only the refs
-/// that can have moved, as verify does while `packed-refs` is the one arm
-/// read (see `src/repo/refs_since_arm.rs`).
-#[divan::bench(args = ["all", "since_arm"], sample_count = 10)]
+/// verify does when `packed-refs` changed beyond what a record-by-record
+/// comparison takes); `since_arm` reads only the refs that can have moved,
+/// as verify does while `packed-refs` is the one arm read;
+/// `since_arm_repacked` the same after `pack-refs` packed the branch, with
+/// the new file compared with arm's copy record by record (see
+/// `src/repo/refs_since_arm.rs`).
+#[divan::bench(args = ["all", "since_arm", "since_arm_repacked"], sample_count = 10)]
 fn compare_refs_100k_packed(bencher: Bencher, read: &str) {
     use grantguard::acceptance::{Findings, compare_refs};
     use grantguard::repo::{refs_since_arm, refstore};
-    let f = &*REFS_100K;
+    let f = match read {
+        "since_arm_repacked" => &*REFS_100K_REPACKED,
+        _ => &*REFS_100K,
+    };
     let (baseline, _) = Baseline::read(&f.state).unwrap();
     let branch = baseline.branch.clone();
     bencher.bench(|| {
@@ -274,7 +290,7 @@ fn compare_refs_100k_packed(bencher: Bencher, read: &str) {
                 let moved = refs_since_arm::prove(&repo, &at_arm, std::slice::from_ref(&branch))
                     .unwrap()
                     .unwrap()
-                    .expect("packed-refs unchanged");
+                    .expect("the refs that can have moved are read");
                 compare_refs(
                     &moved.before,
                     &moved.now,
