@@ -29,19 +29,19 @@ pub fn crash_point(step: &str) {
 pub const PAUSE_ENV: &str = "GRANTGUARD_TEST_PAUSE_AT";
 
 /// Test hook for races: in debug builds only, when [`PAUSE_ENV`] is
-/// `step:FILE`, the process makes FILE at `step` and waits while it is
-/// there (at most a minute), so that a test changes the repository at
-/// exactly this point instead of at a guessed delay. Release builds never
-/// read the variable.
+/// `step:FILE` (or `step,step,...:FILE`), the process makes FILE, holding
+/// the step's name, at `step` and waits while it is there (at most a
+/// minute), so that a test changes the repository at exactly this point
+/// instead of at a guessed delay. Release builds never read the variable.
 pub fn pause_point(step: &str) {
     #[cfg(debug_assertions)]
     if let Some(value) = std::env::var_os(PAUSE_ENV) {
         let value = value.to_string_lossy();
         if let Some((at, file)) = value.split_once(':')
-            && at == step
+            && at.split(',').any(|at| at == step)
         {
             let file = Path::new(file);
-            if std::fs::write(file, b"").is_ok() {
+            if std::fs::write(file, step).is_ok() {
                 let start = std::time::Instant::now();
                 while file.exists() && start.elapsed() < std::time::Duration::from_secs(60) {
                     std::thread::sleep(std::time::Duration::from_millis(5));

@@ -352,6 +352,92 @@ fn tag_moved_in_packed_refs_at(step: &str, after_arm: fn(&Sandbox)) {
     );
 }
 
+/// The red team's torn read (tenth stop on issue 29): a writer switches
+/// the store between two states git reads alike, `packed-refs` with a
+/// branch's arm value beside a loose file with its new value, and
+/// `packed-refs` with the new value and no loose file, so that every read
+/// of verify meets `packed-refs` in the first state and `refs/heads` in
+/// the second: the arm value, a state that never was. git reads the new
+/// value throughout. The kernel reports each switch (see
+/// `src/repo/ref_watch.rs`): never accepted, whichever way verify reads
+/// the refs.
+#[test]
+fn a_store_switched_between_two_states_while_verify_reads_it_is_never_accepted() {
+    for read in [
+        "packed-refs as at arm",
+        "packed-refs rewritten",
+        "every ref",
+    ] {
+        let sb = Sandbox::with_files_refs();
+        sb.git(&["branch", "other"]);
+        sb.git(&["pack-refs", "--all"]);
+        sb.arm(&sb.grant(&["docs/"], 1, 2));
+        if read == "every ref" {
+            without_arms_copy(&sb);
+        }
+        let tip = sb.commit_file("docs/guide.md", "one\n", "one");
+        if read != "packed-refs as at arm" {
+            sb.git_nohooks(&["pack-refs", "--all"]);
+        }
+        let git_dir = sb.git_dir();
+        let packed_refs = git_dir.join("packed-refs");
+        let loose = git_dir.join("refs/heads/other");
+        let with_arm_value = std::fs::read_to_string(&packed_refs).unwrap();
+        let arm_value = sb.git(&["rev-parse", "other"]);
+        let record = format!("{} refs/heads/other\n", arm_value.trim());
+        assert!(with_arm_value.contains(&record), "{with_arm_value}");
+        let with_new_value =
+            with_arm_value.replace(&record, &format!("{} refs/heads/other\n", tip.trim()));
+        let replace_packed = |text: &str| {
+            let tmp = git_dir.join("packed-refs.new");
+            std::fs::write(&tmp, text).unwrap();
+            std::fs::rename(&tmp, &packed_refs).unwrap();
+        };
+        // The first state: the arm value packed, the new value loose.
+        std::fs::write(&loose, format!("{}\n", tip.trim())).unwrap();
+        assert_eq!(sb.git(&["rev-parse", "other"]), tip);
+        let pause = sb.state.with_extension("paused");
+        let mut child = sb
+            .verify_command(&sb.state)
+            .env(
+                grantguard::fsutil::PAUSE_ENV,
+                format!("refs-packed-read,refs-loose-read:{}", pause.display()),
+            )
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut switches = 0;
+        while child.try_wait().unwrap().is_none() {
+            match std::fs::read_to_string(&pause).as_deref() {
+                // `packed-refs` read: the second state for the loose refs.
+                Ok("refs-packed-read") => {
+                    replace_packed(&with_new_value);
+                    // (Gone already when the read before stopped early.)
+                    let _ = std::fs::remove_file(&loose);
+                }
+                // The loose refs read: the first state again.
+                Ok("refs-loose-read") => {
+                    std::fs::write(&loose, format!("{}\n", tip.trim())).unwrap();
+                    replace_packed(&with_arm_value);
+                }
+                _ => {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                    continue;
+                }
+            }
+            switches += 1;
+            assert_eq!(sb.git(&["rev-parse", "other"]), tip, "{read}");
+            std::fs::remove_file(&pause).unwrap();
+        }
+        let (code, r) = result_of(child);
+        assert!(switches >= 2, "{read}: verify never read the refs");
+        assert_ne!(r["status"], "succeeded", "{read}: {r:#}");
+        assert_eq!(code, 1, "{read}: {r:#}");
+        eprintln!("{read}: {:?} after {switches} switches", common::rules(&r));
+    }
+}
+
 /// A commit that ends while verify reads every ref, without a lock the
 /// strict read sees: git's early listing has the branch where it was, the
 /// read where the commit left it (red team: refused as a broken store,

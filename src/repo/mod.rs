@@ -36,6 +36,7 @@ mod object_format;
 pub mod objects;
 pub mod packed_changes;
 pub mod packed_refs;
+pub mod ref_watch;
 pub mod refname;
 mod refs;
 pub mod refs_since_arm;

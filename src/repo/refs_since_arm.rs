@@ -37,6 +37,7 @@ use super::RefMap;
 use super::loose_at_arm::Records;
 use super::packed_changes::{self, PackedChanges};
 use super::packed_refs::Sorted;
+use super::ref_watch::RefWatch;
 use super::refstore::{self, Invalid, PackedFile, StrictRefs};
 
 /// Most refs [`PackedAtArm::beyond_packed`] records: the record is part of
@@ -141,7 +142,9 @@ pub fn keep_copy(
     let path = state.join(COPY_FILE_NAME);
     if let Some(digest) = at_arm.and_then(|a| a.packed_refs.as_ref()) {
         let mut invalid = Invalid::default();
-        if let Some(Some(bytes)) = refstore::read_packed_bytes(common_dir, &mut invalid)
+        // The copy is proven by its digest: no view to keep whole.
+        let mut watch = RefWatch::none();
+        if let Some(Some(bytes)) = refstore::read_packed_bytes(common_dir, &mut watch, &mut invalid)
             && format!("sha256:{}", crate::digest::sha256_hex(&bytes)) == *digest
         {
             return crate::fsutil::write_atomic(&path, &bytes);
@@ -286,10 +289,15 @@ pub fn read(
     }
     let listed = listed.filter(|_| recorded.loose_list.is_some());
     let mut invalid = Invalid::default();
-    let Some(bytes) = refstore::read_packed_bytes(common_dir, &mut invalid) else {
+    // One state of the store, or a transient problem: `packed-refs` read
+    // first and the loose refs after could otherwise be two states a
+    // writer switches between (see `ref_watch`).
+    let mut watch = RefWatch::start(&[git_dir, common_dir]);
+    let Some(bytes) = refstore::read_packed_bytes(common_dir, &mut watch, &mut invalid) else {
         return Err(invalid);
     };
     let bytes = bytes.unwrap_or_default();
+    crate::fsutil::pause_point("refs-packed-read");
     // (An empty file and none are the same to git.)
     let unchanged = match &recorded.packed_refs {
         Some(digest) => format!("sha256:{}", crate::digest::sha256_hex(&bytes)) == *digest,
@@ -319,6 +327,8 @@ pub fn read(
             None,
         ),
     };
+    crate::fsutil::pause_point("refs-loose-read");
+    watch.judge(&mut invalid);
     if !invalid.problems.is_empty() {
         return Err(invalid);
     }

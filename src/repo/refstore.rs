@@ -31,6 +31,7 @@ use gix::bstr::{BStr, BString, ByteSlice};
 
 use super::RefMap;
 use super::packed_refs::{self, PackedRefs};
+use super::ref_watch::RefWatch;
 use super::refname::{component_problem, is_per_worktree, refname_problem, shown};
 
 /// Largest loose ref file read: a canonical one is `ref: ` and a name (or an
@@ -118,8 +119,10 @@ pub fn read(git_dir: &Path, common_dir: &Path) -> Result<StrictRefs, Invalid> {
         return read_reftable(git_dir, common_dir);
     }
     let mut invalid = Invalid::default();
+    // One state of the store, or a transient problem (see `ref_watch`).
+    let mut watch = RefWatch::start(&[git_dir, common_dir]);
     let head = read_head(git_dir, &mut invalid);
-    let (packed, packed_file) = match read_packed_bytes(common_dir, &mut invalid) {
+    let (packed, packed_file) = match read_packed_bytes(common_dir, &mut watch, &mut invalid) {
         Some(Some(bytes)) => (
             parse_packed(common_dir, &bytes, &mut invalid),
             PackedFile::Digest(format!("sha256:{}", crate::digest::sha256_hex(&bytes))),
@@ -127,7 +130,10 @@ pub fn read(git_dir: &Path, common_dir: &Path) -> Result<StrictRefs, Invalid> {
         Some(None) => (PackedRefs::default(), PackedFile::Absent),
         None => (PackedRefs::default(), PackedFile::NotRead),
     };
+    crate::fsutil::pause_point("refs-packed-read");
     let loose = read_loose(git_dir, common_dir, &mut invalid);
+    crate::fsutil::pause_point("refs-loose-read");
+    watch.judge(&mut invalid);
     let mut refs: RefMap = packed
         .iter()
         .map(|r| (r.name.to_owned(), BString::from(r.id)))
@@ -512,11 +518,14 @@ pub(super) fn read_head(git_dir: &Path, invalid: &mut Invalid) -> Option<BString
 
 /// The bytes of `packed-refs`: `Some(None)` when there is none, `None`
 /// when it cannot be read as a regular file (the problem is in `invalid`).
+/// The file is watched before it is read ([`RefWatch::file`]).
 pub(super) fn read_packed_bytes(
     common_dir: &Path,
+    watch: &mut RefWatch,
     invalid: &mut Invalid,
 ) -> Option<Option<Vec<u8>>> {
     let path = common_dir.join("packed-refs");
+    watch.file(&path);
     let before = invalid.problems.len();
     if lstat(&path, invalid).is_none() {
         return (invalid.problems.len() == before).then_some(None);
@@ -525,8 +534,13 @@ pub(super) fn read_packed_bytes(
 }
 
 /// [`read_packed_bytes`]'s digest ([`PackedFile`]), hashed as it is read.
-fn read_packed_digest(common_dir: &Path, invalid: &mut Invalid) -> Option<PackedFile> {
+fn read_packed_digest(
+    common_dir: &Path,
+    watch: &mut RefWatch,
+    invalid: &mut Invalid,
+) -> Option<PackedFile> {
     let path = common_dir.join("packed-refs");
+    watch.file(&path);
     let before = invalid.problems.len();
     if lstat(&path, invalid).is_none() {
         return (invalid.problems.len() == before).then_some(PackedFile::Absent);
@@ -889,9 +903,11 @@ pub fn moved_since(
     }
     let again = settled(patience, || {
         let mut invalid = Invalid::default();
+        let mut watch = RefWatch::start(&[git_dir, common_dir]);
         let head = read_head(git_dir, &mut invalid);
-        let packed = read_packed_digest(common_dir, &mut invalid);
+        let packed = read_packed_digest(common_dir, &mut watch, &mut invalid);
         let loose = read_loose(git_dir, common_dir, &mut invalid);
+        watch.judge(&mut invalid);
         match (head, packed) {
             (Some(head), Some(packed)) if invalid.problems.is_empty() => Ok((head, packed, loose)),
             _ => Err(invalid),
@@ -907,11 +923,13 @@ pub fn moved_since(
         // Other bytes: read the file again, whole, and compare its records
         // (an agent in another worktree may have moved one of its own).
         let mut invalid = Invalid::default();
-        let records = match read_packed_bytes(common_dir, &mut invalid) {
+        let mut watch = RefWatch::start(&[common_dir]);
+        let records = match read_packed_bytes(common_dir, &mut watch, &mut invalid) {
             Some(Some(bytes)) => parse_packed(common_dir, &bytes, &mut invalid),
             Some(None) => PackedRefs::default(),
             None => return true,
         };
+        watch.judge(&mut invalid);
         let now = StrictRefs {
             packed: records,
             ..StrictRefs::default()
@@ -1772,7 +1790,11 @@ mod tests {
         // Absent: no file, no problem.
         let mut invalid = Invalid::default();
         assert_eq!(
-            read_packed_digest(&dir.path().join("none"), &mut invalid),
+            read_packed_digest(
+                &dir.path().join("none"),
+                &mut RefWatch::none(),
+                &mut invalid
+            ),
             Some(PackedFile::Absent)
         );
         assert!(invalid.problems.is_empty(), "{invalid}");
