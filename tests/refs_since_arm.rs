@@ -409,6 +409,43 @@ fn records_whose_meaning_or_shadow_changed_are_judged_again() {
     assert_eq!(for_each_ref(&sb), expected.join("\n"));
 }
 
+/// A ref whose name no loose file can have (a component of 300 bytes)
+/// lives only in `packed-refs`; git lists it, but neither gix nor git
+/// finds it by name. When every record changed (arm's file had another
+/// tool's header, `git gc` wrote git's), verify reads every ref instead of
+/// asking about each, and accepts (new-user finding: refused for good).
+#[test]
+fn a_name_only_packed_refs_can_hold_among_changed_records_is_accepted() {
+    let sb = Sandbox::with_files_refs();
+    sb.git(&["config", "maintenance.auto", "false"]);
+    sb.git(&["config", "gc.auto", "0"]);
+    sb.git(&["pack-refs", "--all"]);
+    let (path, text) = packed_refs(&sb);
+    let long = format!("refs/tags/{}", "Q".repeat(300));
+    let head = sb.git(&["rev-parse", "HEAD"]);
+    let records: String = text.lines().skip(1).map(|l| format!("{l}\n")).collect();
+    assert!(
+        records
+            .lines()
+            .all(|l| l.split(' ').nth(1) < Some(long.as_str()))
+    );
+    // As an older writer leaves it: another header.
+    std::fs::write(
+        &path,
+        format!("# pack-refs with: peeled \n{records}{head} {long}\n"),
+    )
+    .unwrap();
+    assert!(for_each_ref(&sb).contains(&long), "git lists it");
+    let grant = sb.grant(&["docs/"], 1, 2);
+    sb.arm(&grant);
+    commit_granted(&sb);
+    sb.git_nohooks(&["gc", "-q"]);
+    let (code, result) = sb.verify();
+    assert_accepted(code, &result);
+    assert_eq!(refs_read(&result), "all");
+    assert!(for_each_ref(&sb).contains(&long), "git lists it");
+}
+
 /// Without arm's copy of `packed-refs` (a baseline from before copies were
 /// kept, or a copy damaged since), a rewritten file is judged by the full
 /// read, as well as ever.

@@ -312,6 +312,18 @@ pub fn read(
             return Ok(None);
         };
         match packed_changes::changes(copy, &bytes, MAX_PACKED_CHANGES) {
+            // A name no loose file can have lives only in `packed-refs`:
+            // git lists it, but neither gix nor git finds it by name
+            // (its path is too long), as the changed records are asked
+            // about. The full read lists it (new-user finding).
+            Some(changes)
+                if changes
+                    .names
+                    .iter()
+                    .any(|n| too_long_for_a_file(common_dir, n)) =>
+            {
+                return Ok(None);
+            }
             Some(changes) => (changes, copy),
             None => return Ok(None),
         }
@@ -442,6 +454,15 @@ pub fn read(
     } else {
         Err(invalid)
     }
+}
+
+/// Whether the loose file of the ref `name` in `common_dir` would have a
+/// component longer than a file name may be (255 bytes) or a path longer
+/// than a path may be (4,096): such a ref can only be packed.
+fn too_long_for_a_file(common_dir: &Path, name: &[u8]) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    name.split(|&b| b == b'/').any(|c| c.len() > 255)
+        || common_dir.as_os_str().as_bytes().len() + 1 + name.len() >= 4096
 }
 
 /// [`read`], then [`confirm`].
