@@ -86,6 +86,15 @@ impl PackedRefs {
         self.slots.iter().map(|slot| self.record(slot))
     }
 
+    /// The record named `name`, found by bisection: [`parse`] refuses
+    /// records out of name order.
+    pub fn find(&self, name: &[u8]) -> Option<PackedRef<'_>> {
+        self.slots
+            .binary_search_by(|slot| self.record(slot).name.as_bytes().cmp(name))
+            .ok()
+            .map(|at| self.get(at))
+    }
+
     /// The last record.
     pub fn last(&self) -> Option<PackedRef<'_>> {
         self.slots.last().map(|slot| self.record(slot))
@@ -332,6 +341,18 @@ mod tests {
 
     const A: &str = "1111111111111111111111111111111111111111";
     const B: &str = "2222222222222222222222222222222222222222";
+
+    #[test]
+    fn finds_each_record_by_name_and_no_other() {
+        let text = format!("{A} refs/heads/main\n{B} refs/tags/v1\n^{A}\n{A} refs/tags/v2\n");
+        let p = parse(text.as_bytes()).unwrap();
+        for r in p.iter() {
+            assert_eq!(p.find(r.name), Some(r));
+        }
+        for absent in ["refs/heads", "refs/tags/v", "refs/tags/v3", "", "z"] {
+            assert_eq!(p.find(absent.as_bytes()), None, "{absent}");
+        }
+    }
 
     #[test]
     fn parses_what_git_writes() {
