@@ -13,24 +13,28 @@
 //! its first look and again at its last, while git never saw it.
 //!
 //! A ref's raw value is its loose file's, or its `packed-refs` record's
-//! when it has none. While `packed-refs` holds still, then, each ref is
-//! read as it was at one instant, the listing of its directory (and the
-//! read of its file right after): a value git would have read then too.
-//! Refs read at different instants are each a value that existed; only
-//! `packed-refs` changing under the walk can combine a record with a
-//! listing that never coexisted. So the reader asks inotify, before it
+//! when it has none, and `packed-refs` is read first: that attack, and any
+//! that changes the file under the walk of `refs/`, combines a record with
+//! a listing that never coexisted. So the reader asks inotify, before it
 //! reads `packed-refs`, to report every change to the file (a write
-//! through any of its names, in place or through a hard link) and to the
-//! names `HEAD`, `packed-refs` and `refs` at the top of each git dir (the
-//! file replaced, made or removed). Times could not tell: two changes fit
-//! in one tick of the file system's clock, and a rewrite can restore the
+//! through any of its names, in place or through a hard link) and, at the
+//! top of each git dir, to `HEAD`, `packed-refs` and `refs` and to the git
+//! dir itself (moved or removed). Times could not tell: two changes fit in
+//! one tick of the file system's clock, and a rewrite can restore the
 //! bytes. A read during which something was reported is a transient
 //! problem, read again while a running git command explains it (see
-//! [`super::refstore::settled`]).
+//! [`super::refstore::settled`]), then refused.
 //!
-//! Directories of refs are not watched: adding a watch to a directory makes
-//! the kernel mark every name it has cached there (23 ms for a
-//! `refs/tags` that once held 100,000 loose tags), and they need not be.
+//! What this does not see (red team, second round), each only by a process
+//! still running while verify reads, which the harness must not allow (the
+//! threat model's residual "point in time"; `grantguard run` ends every
+//! process of the command before verify, and `run --isolate` seals the
+//! workspace): a write to `packed-refs` through a shared memory mapping
+//! (inotify reports none), a directory of refs exchanged for a copy while
+//! it is being listed (a listing is not one instant), and the worktree
+//! moved under its path (every read goes by path). Directories of refs
+//! are not watched: a watch makes the kernel mark every name cached below
+//! it (23 ms for a `refs/tags` that once held 100,000 loose tags).
 
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -247,13 +251,15 @@ impl RefWatch {
                 return Some("more changes than the kernel could report".into());
             }
             if event.mask & libc::IN_IGNORED != 0 && event.mask & CHANGES == 0 {
-                // A watch ended (its directory removed): the removal itself
-                // was reported to the directory above.
+                // A watch ended: what ended it (the git dir moved or
+                // removed) was reported first.
                 continue;
             }
             let watched = self.watched.get(&event.wd);
             let counts = match watched {
-                Some((Watched::Top, _)) => TOP_NAMES.contains(&name),
+                // A name at the top, or the git dir itself moved or removed
+                // (no name: red team, a whole `.git` swapped for a copy).
+                Some((Watched::Top, _)) => name.is_empty() || TOP_NAMES.contains(&name),
                 Some((Watched::File, _)) | None => true,
             };
             if counts {
@@ -377,6 +383,14 @@ mod tests {
                 "HEAD",
             ),
             (
+                "the git dir moved away (and a copy put in its place)",
+                |d| {
+                    std::fs::rename(d, d.with_extension("old")).unwrap();
+                    std::fs::create_dir(d).unwrap();
+                },
+                "",
+            ),
+            (
                 "refs replaced",
                 |d| {
                     std::fs::create_dir(d.join("refs.new")).unwrap();
@@ -389,7 +403,10 @@ mod tests {
         for (what, change, seen) in cases {
             let (_dir, d, watch) = watched();
             change(&d);
-            let seen = d.join(seen).display().to_string();
+            let seen = match seen.is_empty() {
+                true => d.display().to_string(),
+                false => d.join(seen).display().to_string(),
+            };
             assert_eq!(watch.verdict(), Verdict::Changed(seen), "{what}");
         }
     }
