@@ -67,6 +67,20 @@ fn for_each_ref(sb: &Sandbox) -> String {
     sb.git(&["for-each-ref", "--format=%(refname) %(objectname)"])
 }
 
+/// git lists every ref as in `before` ([`for_each_ref`] at arm) but the
+/// branch `main`, now at HEAD.
+fn assert_git_sees_only_the_branch_moved(sb: &Sandbox, before: &str) {
+    let main = sb.git(&["rev-parse", "HEAD"]);
+    let expected: Vec<String> = before
+        .lines()
+        .map(|l| match l.starts_with("refs/heads/main ") {
+            true => format!("refs/heads/main {main}"),
+            false => l.to_owned(),
+        })
+        .collect();
+    assert_eq!(for_each_ref(sb), expected.join("\n"));
+}
+
 #[test]
 fn a_granted_commit_is_judged_on_the_refs_that_can_have_moved() {
     let sb = armed();
@@ -99,19 +113,7 @@ fn a_granted_commit_is_judged_on_the_refs_that_can_have_moved() {
     assert_eq!(refs_read(&result), "since_arm");
     let compared = result["evidence"]["refs"]["compared"].as_u64().unwrap();
     assert!(compared < 10, "compared {compared} refs of {TAGS}+");
-    // git sees every ref but the branch as at arm.
-    let main = sb.git(&["rev-parse", "HEAD"]);
-    let expected: Vec<String> = before
-        .lines()
-        .map(|l| {
-            if l.starts_with("refs/heads/main ") {
-                format!("refs/heads/main {main}")
-            } else {
-                l.to_owned()
-            }
-        })
-        .collect();
-    assert_eq!(for_each_ref(&sb), expected.join("\n"));
+    assert_git_sees_only_the_branch_moved(&sb, &before);
 }
 
 /// Each move, made around the hooks, with what verify must say and how it
@@ -398,15 +400,7 @@ fn records_whose_meaning_or_shadow_changed_are_judged_again() {
     commit_granted(&sb);
     let (code, result) = sb.verify();
     assert_accepted(code, &result);
-    let main = sb.git(&["rev-parse", "HEAD"]);
-    let expected: Vec<String> = before
-        .lines()
-        .map(|l| match l.starts_with("refs/heads/main ") {
-            true => format!("refs/heads/main {main}"),
-            false => l.to_owned(),
-        })
-        .collect();
-    assert_eq!(for_each_ref(&sb), expected.join("\n"));
+    assert_git_sees_only_the_branch_moved(&sb, &before);
 }
 
 /// A ref whose name no loose file can have (a component of 300 bytes)
@@ -520,15 +514,7 @@ fn packing_refs_after_arm_is_judged_on_the_records_that_changed() {
         assert_eq!(refs_read(&result), "since_arm", "{maintenance:?}");
         let compared = result["evidence"]["refs"]["compared"].as_u64().unwrap();
         assert!(compared < 10, "{maintenance:?}: compared {compared} refs");
-        let main = sb.git(&["rev-parse", "HEAD"]);
-        let expected: Vec<String> = before
-            .lines()
-            .map(|l| match l.starts_with("refs/heads/main ") {
-                true => format!("refs/heads/main {main}"),
-                false => l.to_owned(),
-            })
-            .collect();
-        assert_eq!(for_each_ref(&sb), expected.join("\n"), "{maintenance:?}");
+        assert_git_sees_only_the_branch_moved(&sb, &before);
     }
 }
 
