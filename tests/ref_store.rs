@@ -561,6 +561,56 @@ fn arm_refuses_a_file_that_hides_a_ref() {
     );
 }
 
+/// A false peel claim as dulwich's `pack_refs()` writes one (the `peeled`
+/// trait, no `^` line for an annotated tag): arm refuses it and says how to
+/// have git peel the ref afresh (`git pack-refs` alone keeps the claim, a
+/// new user's finding); the advice, run as printed, makes the store one
+/// arm accepts.
+#[test]
+fn the_advice_for_a_false_peel_claim_fixes_it() {
+    let sb = Sandbox::with_files_refs();
+    sb.git(&["tag", "-a", "-m", "release", "v1"]);
+    sb.git(&["pack-refs", "--all"]);
+    let tag = sb.git(&["rev-parse", "refs/tags/v1"]);
+    let text = packed_refs(&sb);
+    let record = format!("{} refs/tags/v1\n", tag.trim());
+    let at = text.find(&record).unwrap() + record.len();
+    let end = at + text[at..].find('\n').unwrap() + 1;
+    assert!(text[at..].starts_with('^'), "{text}");
+    let records = format!("{}{}", &text[..at], &text[end..]);
+    let body = records.split_once('\n').unwrap().1;
+    write_packed(&sb, &format!("# pack-refs with: peeled \n{body}"));
+    let grant = sb.grant(&["docs/"], 1, 2);
+    let refused = sb.arm_output(&grant, &sb.state);
+    assert!(!refused.status.success(), "{refused:?}");
+    let said = String::from_utf8_lossy(&refused.stderr);
+    // git pack-refs alone keeps the claim.
+    sb.git(&["pack-refs", "--all"]);
+    assert!(
+        !packed_refs(&sb).contains(&format!("{}^", record)),
+        "{}",
+        packed_refs(&sb)
+    );
+    let advice = said
+        .split("peel the ref afresh, write it loose with its own value and pack it: ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no advice: {said}"))
+        .lines()
+        .next()
+        .unwrap();
+    let run = sb
+        .command("sh")
+        .arg("-c")
+        .arg(advice)
+        .current_dir(&sb.repo)
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{advice}: {run:?}");
+    let out = sb.arm_output(&grant, &sb.state);
+    assert!(out.status.success(), "{advice}: {out:?}");
+    assert!(packed_refs(&sb).contains(&record), "{}", packed_refs(&sb));
+}
+
 #[test]
 fn accepts_files_in_the_git_dir_that_hide_nothing() {
     // git's own root refs (`ORIG_HEAD` after a reset), a file named like no

@@ -1227,10 +1227,25 @@ pub(super) fn check_peeled(
             None
         };
         if actual.as_deref() != record.peeled {
+            let reftable = packed.traits.iter().any(|t| t == REFTABLE_TRAIT);
+            // `git pack-refs` keeps a packed record's claim as it is (a new
+            // user's finding, for the files dulwich and pygit2 write); it
+            // peels afresh only a ref it packs from a loose file.
+            let advice = if reftable {
+                "Rewrite it with git pack-refs --all".to_owned()
+            } else {
+                format!(
+                    "git pack-refs keeps the claim; to have git peel the ref afresh, write it \
+                     loose with its own value and pack it: id=$(git rev-parse {name}) && \
+                     printf '%s\\n' \"$id\" > \"$(git rev-parse --git-path {name})\" && \
+                     git pack-refs --all",
+                    name = shown(record.name)
+                )
+            };
             invalid.push(format!(
                 "{} says {} peels to {}, but its object peels to {}; git would trust \
-                 the file. Rewrite it with git pack-refs --all",
-                if packed.traits.iter().any(|t| t == REFTABLE_TRAIT) {
+                 the file. {advice}",
+                if reftable {
                     "the reftable stack"
                 } else {
                     "packed-refs"
