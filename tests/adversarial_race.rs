@@ -230,19 +230,10 @@ fn verify_paused_with(
 /// [`verify_paused_with`], stopped at `step` (see `fsutil::pause_point`).
 fn verify_paused_at(
     sb: &Sandbox,
-    mut verify: std::process::Command,
+    verify: std::process::Command,
     step: &str,
 ) -> (std::process::Child, std::path::PathBuf) {
-    let pause = sb.state.with_extension("paused");
-    let child = verify
-        .env(
-            grantguard::fsutil::PAUSE_ENV,
-            format!("{step}:{}", pause.display()),
-        )
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let (child, pause) = verify_pausing_at(sb, verify, step);
     let started = std::time::Instant::now();
     while !pause.exists() {
         assert!(
@@ -251,6 +242,27 @@ fn verify_paused_at(
         );
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
+    (child, pause)
+}
+
+/// Starts `verify` with piped output, to pause at `steps` (one, or several
+/// joined by `,`: see `fsutil::pause_point`); returns it and the pause
+/// file, which names the step while it is there.
+fn verify_pausing_at(
+    sb: &Sandbox,
+    mut verify: std::process::Command,
+    steps: &str,
+) -> (std::process::Child, std::path::PathBuf) {
+    let pause = sb.state.with_extension("paused");
+    let child = verify
+        .env(
+            grantguard::fsutil::PAUSE_ENV,
+            format!("{steps}:{}", pause.display()),
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     (child, pause)
 }
 
@@ -396,17 +408,11 @@ fn a_store_switched_between_two_states_while_verify_reads_it_is_never_accepted()
         // The first state: the arm value packed, the new value loose.
         std::fs::write(&loose, format!("{}\n", tip.trim())).unwrap();
         assert_eq!(sb.git(&["rev-parse", "other"]), tip);
-        let pause = sb.state.with_extension("paused");
-        let mut child = sb
-            .verify_command(&sb.state)
-            .env(
-                grantguard::fsutil::PAUSE_ENV,
-                format!("refs-packed-read,refs-loose-read:{}", pause.display()),
-            )
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        let (mut child, pause) = verify_pausing_at(
+            &sb,
+            sb.verify_command(&sb.state),
+            "refs-packed-read,refs-loose-read",
+        );
         let mut switches = 0;
         while child.try_wait().unwrap().is_none() {
             match std::fs::read_to_string(&pause).as_deref() {
