@@ -503,15 +503,22 @@ fn accepts_a_cache_tree_that_git_keeps_in_step_with_the_entries() {
     assert_eq!(our_staged(&sb.repo), vec!["docs/guide.md".to_owned()]);
 }
 
-/// The root tree id grantguard computes from the index's entries alone.
+/// The root tree id grantguard computes from the index's entries alone,
+/// the same with the hook's hash and verify's.
 fn entries_root(repo: &Path) -> String {
+    use grantguard::repo::entry_trees::{Hashing, entry_trees};
     let repo = grantguard::repo::open(repo).unwrap();
     let index = repo.index_or_empty().unwrap();
-    grantguard::repo::entry_trees::entry_trees(&index, repo.object_hash())
-        .unwrap()
-        .id(b"")
-        .unwrap()
-        .to_string()
+    let root = |hashing| {
+        entry_trees(&index, repo.object_hash(), hashing)
+            .unwrap()
+            .id(b"")
+            .unwrap()
+            .to_string()
+    };
+    let fast = root(Hashing::Fast);
+    assert_eq!(fast, root(Hashing::CollisionDetecting));
+    fast
 }
 
 #[test]

@@ -17,7 +17,7 @@
 
 use std::collections::HashMap;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use gix::ObjectId;
 use gix::bstr::{BStr, BString, ByteSlice};
 use gix::index::entry::{Flags, Mode, Stage};
@@ -51,6 +51,21 @@ struct Open {
     start: usize,
 }
 
+/// How [`entry_trees`] hashes a SHA-1 repository's trees.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hashing {
+    /// The plain SHA-1 of the CPU's SHA extensions, several times faster:
+    /// for the hook, which is feedback. Crafting an index whose entries
+    /// collide with HEAD's subtree would take a chosen-prefix collision
+    /// against a tree the agent did not choose.
+    Fast,
+    /// gix's SHA-1 with collision detection (SHA-1DC, as git hashes):
+    /// for `verify`, the authority, which takes an id equal to the tip's
+    /// subtree as proof only where git would. A tree whose bytes show a
+    /// collision attack is an error.
+    CollisionDetecting,
+}
+
 /// Below this many entries one thread does the pass.
 const PARALLEL_FROM: usize = 16_384;
 
@@ -58,7 +73,11 @@ const PARALLEL_FROM: usize = 16_384;
 /// entries: intent-to-add entries left out, directories left empty by them
 /// dropped, a sparse directory entry written as the tree it names. A large
 /// index is split in two at a top-level directory and hashed on two threads.
-pub fn entry_trees(index: &gix::index::State, hash: gix::hash::Kind) -> Result<EntryTrees> {
+pub fn entry_trees(
+    index: &gix::index::State,
+    hash: gix::hash::Kind,
+    hashing: Hashing,
+) -> Result<EntryTrees> {
     let entries = index.entries();
     let split = if entries.len() >= PARALLEL_FROM {
         top_level_boundary(index, entries.len() / 2)
@@ -67,8 +86,8 @@ pub fn entry_trees(index: &gix::index::State, hash: gix::hash::Kind) -> Result<E
     };
     let (first, second) = std::thread::scope(|scope| {
         let second = (split < entries.len())
-            .then(|| scope.spawn(|| pass(index, split..entries.len(), hash)));
-        let first = pass(index, 0..split, hash);
+            .then(|| scope.spawn(|| pass(index, split..entries.len(), hash, hashing)));
+        let first = pass(index, 0..split, hash, hashing);
         (
             first,
             second.map(|h| h.join().expect("the hashing thread panicked")),
@@ -81,7 +100,10 @@ pub fn entry_trees(index: &gix::index::State, hash: gix::hash::Kind) -> Result<E
         root.buf.extend_from_slice(&second.buf);
         root.dirs.extend(second.dirs);
     }
-    let id = root.ok.then(|| tree_id(hash, &root.buf)).transpose()?;
+    let id = root
+        .ok
+        .then(|| tree_id(hash, hashing, &root.buf))
+        .transpose()?;
     root.dirs.insert(BString::default(), (id, entries.len()));
     Ok(EntryTrees { dirs: root.dirs })
 }
@@ -110,6 +132,7 @@ fn pass(
     index: &gix::index::State,
     range: std::ops::Range<usize>,
     hash: gix::hash::Kind,
+    hashing: Hashing,
 ) -> Result<Part> {
     let mut dirs = HashMap::new();
     let mut stack = vec![Open {
@@ -129,7 +152,7 @@ fn pass(
         }
         // Close the directories this path is not under.
         while stack.len() > 1 && !path.starts_with(&stack.last().expect("root").prefix) {
-            close(&mut stack, &mut bufs, &mut dirs, i, hash)?;
+            close(&mut stack, &mut bufs, &mut dirs, i, (hash, hashing))?;
         }
         // Open the directories between the innermost open one and the path.
         loop {
@@ -161,7 +184,7 @@ fn pass(
         push_item(buf, entry.mode.bits(), name, entry.id.as_bytes());
     }
     while stack.len() > 1 {
-        close(&mut stack, &mut bufs, &mut dirs, end, hash)?;
+        close(&mut stack, &mut bufs, &mut dirs, end, (hash, hashing))?;
     }
     let root = stack.pop().expect("root");
     Ok(Part {
@@ -177,7 +200,7 @@ fn close(
     bufs: &mut [Vec<u8>],
     dirs: &mut HashMap<BString, (Option<ObjectId>, usize)>,
     end: usize,
-    hash: gix::hash::Kind,
+    (hash, hashing): (gix::hash::Kind, Hashing),
 ) -> Result<()> {
     let done = stack.pop().expect("not the root");
     let depth = stack.len();
@@ -185,7 +208,7 @@ fn close(
     let (lower, upper) = bufs.split_at_mut(depth);
     let (buf, parent_buf) = (&mut upper[0], &mut lower[depth - 1]);
     let id = if done.ok {
-        Some(tree_id(hash, buf)?)
+        Some(tree_id(hash, hashing, buf)?)
     } else {
         parent.ok = false;
         None
@@ -201,23 +224,20 @@ fn close(
     Ok(())
 }
 
-/// The id of a tree object with these contents.
-///
-/// SHA-1 ids are computed with the plain SHA-1 of the CPU's SHA extensions,
-/// not gix's collision-detecting SHA-1: it is several times faster, and the
-/// hook is feedback; `verify` compares every entry and never relies on it.
-/// Crafting an index whose entries collide with HEAD's subtree would take a
-/// chosen-prefix collision against a tree the agent did not choose.
-fn tree_id(hash: gix::hash::Kind, data: &[u8]) -> Result<ObjectId> {
+/// The id of a tree object with these contents, hashed as `hashing` says
+/// in a SHA-1 repository.
+fn tree_id(hash: gix::hash::Kind, hashing: Hashing, data: &[u8]) -> Result<ObjectId> {
     use sha1::Digest;
     let header = format!("tree {}\0", data.len());
     Ok(match hash {
-        gix::hash::Kind::Sha1 => {
+        gix::hash::Kind::Sha1 if hashing == Hashing::Fast => {
             let mut h = sha1::Sha1::new();
             h.update(header.as_bytes());
             h.update(data);
             ObjectId::from_bytes_or_panic(&h.finalize())
         }
+        gix::hash::Kind::Sha1 => sha1_detecting_collisions(&[header.as_bytes(), data])
+            .context("a tree the index's entries make")?,
         _ => {
             let mut h = sha2::Sha256::new();
             h.update(header.as_bytes());
@@ -227,6 +247,17 @@ fn tree_id(hash: gix::hash::Kind, data: &[u8]) -> Result<ObjectId> {
             id
         }
     })
+}
+
+/// The SHA-1 of `parts` one after the other, as git computes an object id:
+/// an error where the bytes show a collision attack.
+fn sha1_detecting_collisions(parts: &[&[u8]]) -> Result<ObjectId> {
+    let mut h = gix::hash::hasher(gix::hash::Kind::Sha1);
+    for part in parts {
+        h.update(part);
+    }
+    h.try_finalize()
+        .map_err(|e| anyhow::anyhow!("its SHA-1 shows a collision attack ({e})"))
 }
 
 /// Appends one tree entry: octal mode without leading zeros, name, id.
@@ -247,4 +278,40 @@ fn push_item(buf: &mut Vec<u8>, mode: u32, name: &[u8], id: &[u8]) {
     buf.extend_from_slice(name);
     buf.push(0);
     buf.extend_from_slice(id);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_authoritys_sha1_refuses_a_known_collision_and_agrees_elsewhere() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/hashes/sha-mbles-1.bin"
+        );
+        let colliding = std::fs::read(path).unwrap();
+        // The plain SHA-1 takes it as the id its twin also has.
+        use sha1::Digest;
+        let plain = ObjectId::from_bytes_or_panic(&sha1::Sha1::digest(&colliding));
+        assert_eq!(
+            plain.to_string(),
+            "8ac60ba76f1999a1ab70223f225aefdc78d4ddc0"
+        );
+        let e = sha1_detecting_collisions(&[&colliding]).unwrap_err();
+        assert!(e.to_string().contains("collision attack"), "{e}");
+        // Ordinary trees hash alike both ways.
+        let kind = gix::hash::Kind::Sha1;
+        let item = b"100644 a\0\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f\x10\x11\x12\x13\x14";
+        for data in [&b""[..], &item[..]] {
+            assert_eq!(
+                tree_id(kind, Hashing::Fast, data).unwrap(),
+                tree_id(kind, Hashing::CollisionDetecting, data).unwrap()
+            );
+        }
+        assert_eq!(
+            tree_id(kind, Hashing::CollisionDetecting, b"").unwrap(),
+            ObjectId::empty_tree(kind)
+        );
+    }
 }

@@ -16,9 +16,11 @@
 //! tree than the entries make, the paths where that tree differs from HEAD's
 //! ([`super::git_commit_tree`]). The hook thus judges both trees a client can
 //! commit from this index. Final acceptance ([`CacheTreeUse::Ignore`])
-//! compares every entry (no hash, so no reliance on SHA-1 without collision
-//! detection) and holds the cache-tree against the tip separately
-//! (`cache_tree_dirt`).
+//! holds the cache-tree against the tip separately (`cache_tree_dirt`), and
+//! hashes the entries' trees with git's own collision-detecting SHA-1
+//! ([`Hashing::CollisionDetecting`]): an id equal to the tip's subtree is
+//! then the proof git itself takes for an object, and the hook's faster
+//! hash is never the authority's.
 //!
 //! Under git's `commit` with a valid root node, the hook does not come
 //! here at all: git commits that node's tree, which [`changes_to_root`]
@@ -40,6 +42,7 @@ use gix::index::entry::{Flags, Mode, Stage};
 use gix::objs::tree::EntryMode;
 
 use super::canonical::MAX_TREE_DEPTH;
+use super::entry_trees::{Hashing, entry_trees};
 use super::sparse_dir::{self, Pair};
 
 /// Whether [`staged_changes`] also reports what `git commit` would change by
@@ -105,12 +108,15 @@ pub fn staged_changes(
             reused.clear();
         }
     }
-    // Final acceptance compares every entry; only the hook skips by hash.
-    let trees = match cache_tree {
-        CacheTreeUse::AlsoGitsView => {
-            Some(super::entry_trees::entry_trees(index, repo.object_hash())?)
-        }
-        CacheTreeUse::GitsViewOnly | CacheTreeUse::Ignore => None,
+    // The hook skips by a fast hash; final acceptance by the one git uses.
+    let hashing = match cache_tree {
+        CacheTreeUse::AlsoGitsView => Some(Hashing::Fast),
+        CacheTreeUse::Ignore => Some(Hashing::CollisionDetecting),
+        CacheTreeUse::GitsViewOnly => None,
+    };
+    let trees = match hashing {
+        Some(hashing) => Some(entry_trees(index, repo.object_hash(), hashing)?),
+        None => None,
     };
     let mut walk = Walk {
         repo,
@@ -121,7 +127,10 @@ pub fn staged_changes(
         sparse: Vec::new(),
     };
     let mut dedup = cache_tree == CacheTreeUse::GitsViewOnly;
-    if let Some(trees) = &trees {
+    if let Some(trees) = trees
+        .as_ref()
+        .filter(|_| cache_tree == CacheTreeUse::AlsoGitsView)
+    {
         let reused = super::git_commit_tree::reused_nodes(repo, head_tree, index, trees)?;
         dedup = !reused.is_empty();
         walk.sparse.extend(reused);
