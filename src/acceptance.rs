@@ -1083,6 +1083,19 @@ fn evaluate(
             &mut index_findings,
         )
     });
+    // git's readings of the index for the cross-check, started now that
+    // verify has read the index, to run while the scan ends and gix reads
+    // the worktree (see `git_view::IndexReading`; neither reads a worktree
+    // file); only with the metadata intact and nothing found yet, as the
+    // cross-check itself runs. One that cannot start is started again by
+    // the cross-check, which reports why.
+    let early_index = (findings.is_empty()
+        && index_findings.is_empty()
+        && matches!(index_half, Some(Ok(Some(_))))
+        && std::fs::symlink_metadata(location.git_dir.join("index")).is_ok())
+    .then(|| repo::git_view::IndexReading::start(&location, state).ok())
+    .flatten();
+    crate::fsutil::pause_point("verify-index-copied");
     // gix opens every `.gitignore` and `.gitattributes` it walks past: not
     // before the special-file scan has answered.
     let mut nested_git = Vec::new();
@@ -1147,11 +1160,17 @@ fn evaluate(
         in_flight.extend(Peers::confirm(Some(now), baseline).in_flight());
     }
     let refs_moved = || refs_moved_since(&read, &location, baseline, &extra, &in_flight);
-    if repo::head(&repo)? != head || refs_moved() || metadata_moved {
+    // The index git read for the cross-check is a copy: it must still be
+    // the index.
+    let index_moved = match &early_index {
+        Some(reading) => !reading.still_the_index(&location)?,
+        None => false,
+    };
+    if repo::head(&repo)? != head || refs_moved() || metadata_moved || index_moved {
         findings.push(Violation::new(
             rule::CHANGED_DURING_VERIFY,
-            "HEAD, refs or protected metadata changed while verify ran; verify again once the \
-             repository is quiet",
+            "HEAD, refs, the index or protected metadata changed while verify ran; verify again \
+             once the repository is quiet",
         ));
     }
     // The last word on a state about to be accepted: git itself must see it
@@ -1160,11 +1179,19 @@ fn evaluate(
     if findings.is_empty() {
         // The index as verify read it, against git's reading of the real
         // file with the repository's reading config (issue 24).
-        let index = if std::fs::symlink_metadata(location.git_dir.join("index")).is_ok() {
-            let tree = repo::tree_id_of(&repo, tip)?;
-            Some(repo::git_view::IndexView::read(&repo, tree)?)
-        } else {
-            None
+        let index = match early_index {
+            Some(reading) => Some(reading),
+            None if std::fs::symlink_metadata(location.git_dir.join("index")).is_ok() => {
+                Some(repo::git_view::IndexReading::start(&location, state)?)
+            }
+            None => None,
+        };
+        let index = match index {
+            Some(reading) => {
+                let tree = repo::tree_id_of(&repo, tip)?;
+                Some((repo::git_view::IndexView::read(&repo, tree)?, reading))
+            }
+            None => None,
         };
         cross_check_with_git(
             baseline,
@@ -1373,7 +1400,7 @@ fn cross_check_with_git(
     read: &RefsRead,
     in_flight: &BTreeSet<BString>,
     facts: &HistoryFacts,
-    index: Option<repo::git_view::IndexView>,
+    index: Option<(repo::git_view::IndexView, repo::git_view::IndexReading)>,
     listing: Option<repo::git_view::Listing>,
     refs_moved: &dyn Fn() -> bool,
     findings: &mut Findings,

@@ -555,3 +555,38 @@ exec '{real}' "$@"
     let (code, r) = sb.verify();
     common::assert_accepted(code, &r);
 }
+
+/// git reads a copy of the index for the cross-check, made before gix
+/// compares the worktree (see `src/repo/git_view/index_reading.rs`). The
+/// agent stages an ungranted change just after the copy, leaving the
+/// worktree as the old index has it: verify's worktree check and git's
+/// reading of the copy both see the clean index, and only the real file
+/// holds the change. The last look holds the real index against the copy:
+/// never accepted.
+#[test]
+fn an_index_rewritten_after_gits_copy_of_it_is_never_accepted() {
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "granted\n", "granted");
+    let blob = sb.git_stdin(&["hash-object", "-w", "--stdin"], "pub fn evil() {}\n");
+    let (child, pause) = verify_paused_at(&sb, sb.verify_command(&sb.state), "verify-index-copied");
+    sb.git_nohooks(&[
+        "update-index",
+        "--cacheinfo",
+        &format!("100644,{},src/lib.rs", blob.trim()),
+    ]);
+    std::fs::remove_file(&pause).unwrap();
+    let (code, r) = result_of(child);
+    assert_ne!(r["status"], "succeeded", "{r:#}");
+    assert_eq!(code, 1, "{r:#}");
+    assert!(
+        common::rules(&r)
+            .iter()
+            .any(|r| r == "changed_during_verify"),
+        "{r:#}"
+    );
+    // Quiet again, the staged change itself is found.
+    let (code, r) = sb.verify();
+    assert_eq!(code, 1, "{r:#}");
+    assert!(r.to_string().contains("src/lib.rs"), "{r:#}");
+}

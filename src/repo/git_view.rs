@@ -35,6 +35,9 @@ use gix::bstr::{BStr, BString, ByteSlice};
 
 use super::{ChangedPath, Location};
 
+mod index_reading;
+pub use index_reading::IndexReading;
+
 /// What `verify` decided, to be compared with git's view.
 pub struct Decided<'a> {
     /// Where the repository is.
@@ -60,8 +63,9 @@ pub struct Decided<'a> {
     /// The paths each new commit changed against its first parent.
     pub changes: &'a [(ObjectId, Vec<ChangedPath>)],
     /// The index as verify read it, to be held against git's reading of
-    /// the real index file; `None` when there is no index to compare.
-    pub index: Option<IndexView>,
+    /// the real index file (a copy verify's last look found it still
+    /// holds); `None` when there is no index to compare.
+    pub index: Option<(IndexView, IndexReading)>,
     /// git's listing of every ref, started when verify began to read them
     /// (see [`Listing::start`]); `None`: started here when needed.
     pub listing: Option<Listing>,
@@ -276,20 +280,13 @@ pub fn differences(mut decided: Decided<'_>) -> Result<Vec<Difference>> {
             Some(stdin),
         )?)
     };
-
-    let index_queries = match &decided.index {
-        Some(view) => Some((view, index_queries(decided.location, scratch.path(), &git)?)),
-        None => None,
-    };
-
     let mut out = Vec::new();
     let mut differ = |area, message: String| out.push(Difference { area, message });
-    // The index first: `ls-files` streams its entries into the comparison
-    // while the other queries finish on their own threads.
-    if let Some((view, (ls_files, write_tree))) = index_queries {
-        compare_index(view, ls_files, write_tree, &mut differ)?;
+    // The index first: its readings were started before the others.
+    if let Some((view, reading)) = decided.index.take() {
+        let (ls_files, write_tree) = reading.finish()?;
+        compare_index(&view, ls_files, write_tree, &mut differ)?;
     }
-
     compare_location(decided.location, &finish(location)?, &mut differ)?;
     let head = finish_allowing(head, &[1])?;
     let head = head.trim_end_with(|c| c == '\n');
@@ -387,64 +384,13 @@ pub fn differences(mut decided: Decided<'_>) -> Result<Vec<Difference>> {
     Ok(out)
 }
 
-/// Starts git's two readings of a copy of the real index, with the
-/// repository's reading config (`index.threads`, split index, ...): its
-/// entries (`ls-files`, which reads no worktree), and the tree its next
-/// commit would write (`write-tree`: a valid cache-tree as it is, the rest
-/// from the entries). The copy keeps the real index untouched (write-tree
-/// rewrites an index whose cache-tree it completed; with
-/// `core.splitIndex=false` it writes no shared index either), and the trees
-/// it writes go to an object directory of our own, with the repository's
-/// objects as an alternate.
-fn index_queries(
-    location: &Location,
-    scratch: &Path,
-    git: &Git<'_>,
-) -> Result<(Streaming, Running)> {
-    let copy = scratch.join("index-copy");
-    let real = location.git_dir.join("index");
-    let copied = crate::fsutil::open_regular(&real)
-        .and_then(|file| {
-            // `io::copy` between files is `copy_file_range`: no buffer here.
-            let mut limited = std::io::Read::take(file, super::index_layout::MAX_INDEX_BYTES + 1);
-            std::io::copy(&mut limited, &mut std::fs::File::create(&copy)?)
-        })
-        .with_context(|| format!("cannot copy {} for git", real.display()))?;
-    if copied > super::index_layout::MAX_INDEX_BYTES {
-        bail!(
-            "{} is larger than {} bytes",
-            real.display(),
-            super::index_layout::MAX_INDEX_BYTES
-        );
-    }
-    let objects = scratch.join("objects");
-    std::fs::create_dir_all(&objects).context("cannot make a scratch object directory")?;
-    let alternates = location.common_dir.join("objects");
-    let with_copy = Git {
-        empty_index: &copy,
-        work_dir: git.work_dir,
-        explicit_git_dir: git.explicit_git_dir,
-    };
-    let ls_files =
-        Streaming::spawn(with_copy.command(&["ls-files", "-s", "-v", "-z", "--sparse"]))?;
-    let mut write_tree =
-        with_copy.command(&["-c", "core.splitIndex=false", "write-tree", "--missing-ok"]);
-    write_tree
-        .env("GIT_OBJECT_DIRECTORY", &objects)
-        .env("GIT_ALTERNATE_OBJECT_DIRECTORIES", &alternates);
-    let write_tree = write_tree
-        .spawn()
-        .context("cannot run git for the cross-check (is git installed?)")?;
-    Ok((ls_files, Running::drain(write_tree)))
-}
-
-/// Holds git's index entries, as `ls_files` prints them, against `view`'s
-/// one by one while git writes them; then git's next tree against the
-/// view's.
+/// Holds git's index entries, as `ls-files` printed them into `ls_files`,
+/// against `view`'s one by one; then git's next tree, as `write-tree`
+/// printed it, against the view's.
 fn compare_index(
     view: &IndexView,
-    mut ls_files: Streaming,
-    write_tree: Running,
+    mut ls_files: impl std::io::BufRead,
+    write_tree: Result<Vec<u8>>,
     differ: &mut impl FnMut(Area, String),
 ) -> Result<()> {
     let mut theirs = Vec::new();
@@ -453,7 +399,7 @@ fn compare_index(
         let state = entries.state();
         let mut counted = 0usize;
         let mut first_difference = None;
-        while ls_files.next_record(&mut theirs)? {
+        while next_record(&mut ls_files, &mut theirs)? {
             if first_difference.is_none()
                 && let Some(entry) = state.entries().get(counted)
             {
@@ -483,11 +429,8 @@ fn compare_index(
                 ),
             );
         }
-    } else {
-        while ls_files.next_record(&mut theirs)? {}
     }
-    ls_files.finish()?;
-    let write_tree = finish(write_tree)?;
+    let write_tree = write_tree?;
     let tree = write_tree.trim_end_with(|c| c == '\n');
     if tree != view.tree.to_string().as_bytes() {
         differ(
@@ -642,25 +585,6 @@ impl Streaming {
         })
     }
 
-    /// The next non-empty NUL-terminated record of the output, without its
-    /// NUL, into `record`; `false` at the end.
-    fn next_record(&mut self, record: &mut Vec<u8>) -> Result<bool> {
-        use std::io::BufRead;
-        loop {
-            record.clear();
-            let read = self
-                .output
-                .read_until(0, record)
-                .context("cannot read git's output")?;
-            if record.last() == Some(&0) {
-                record.pop();
-            }
-            if read == 0 || !record.is_empty() {
-                return Ok(read != 0);
-            }
-        }
-    }
-
     /// Waits for git once its output was read to the end: exit 0, or the
     /// error with what git said.
     fn finish(mut self) -> Result<()> {
@@ -676,6 +600,23 @@ impl Streaming {
     }
 }
 
+/// The next non-empty NUL-terminated record of `output`, without its NUL,
+/// into `record`; `false` at the end.
+fn next_record(output: &mut impl std::io::BufRead, record: &mut Vec<u8>) -> Result<bool> {
+    loop {
+        record.clear();
+        let read = output
+            .read_until(0, record)
+            .context("cannot read git's output")?;
+        if record.last() == Some(&0) {
+            record.pop();
+        }
+        if read == 0 || !record.is_empty() {
+            return Ok(read != 0);
+        }
+    }
+}
+
 /// The arguments of git's listing of every ref, as [`compare_refs`] reads it.
 const LISTING: &[&str] = &[
     "for-each-ref",
@@ -684,18 +625,12 @@ const LISTING: &[&str] = &[
 
 /// git's listing of every ref, started as soon as verify knows it reads
 /// every ref, so that git lists while verify reads and judges (on two
-/// cores, most of `for-each-ref`'s time is hidden: issue 29). The output
-/// goes to an unlinked file, not a pipe that would stop git once full,
-/// and is read line by line after git exits. A ref that moved between
-/// this listing and verify's read is a difference that says nothing about
-/// the store, so any difference has git list again, after the read (see
-/// [`differences`]): only what that listing finds counts, as when the
-/// listing was started at the end.
-pub struct Listing {
-    child: Option<std::process::Child>,
-    output: std::fs::File,
-    stderr: Option<std::thread::JoinHandle<Vec<u8>>>,
-}
+/// cores, most of `for-each-ref`'s time is hidden: issue 29). A ref that
+/// moved between this listing and verify's read is a difference that says
+/// nothing about the store, so any difference has git list again, after
+/// the read (see [`differences`]): only what that listing finds counts, as
+/// when the listing was started at the end.
+pub struct Listing(Detached);
 
 impl Listing {
     /// Starts `for-each-ref` in the repository at `location`, asked as
@@ -711,12 +646,32 @@ impl Listing {
                 .explicit_git_dir
                 .then_some(location.git_dir.as_path()),
         };
-        let output = tempfile::tempfile_in(dir).context("cannot make a file for git's listing")?;
-        let mut command = git.command(LISTING);
+        Detached::start(git.command(LISTING), dir).map(Listing)
+    }
+
+    fn finish(self) -> Result<std::io::BufReader<std::fs::File>> {
+        self.0.finish()
+    }
+}
+
+/// A git process of the cross-check started before verify needs its
+/// answer ([`Listing`], [`IndexReading`]). Its output goes to an unlinked
+/// file, not a pipe that would stop git once full, and is read after git
+/// exits.
+struct Detached {
+    child: Option<std::process::Child>,
+    output: std::fs::File,
+    stderr: Option<std::thread::JoinHandle<Vec<u8>>>,
+}
+
+impl Detached {
+    /// Starts `command` with its output to an unlinked file in `dir`.
+    fn start(mut command: Command, dir: &Path) -> Result<Detached> {
+        let output = tempfile::tempfile_in(dir).context("cannot make a file for git's output")?;
         command.stdout(Stdio::from(
             output
                 .try_clone()
-                .context("cannot share git's listing file")?,
+                .context("cannot share git's output file")?,
         ));
         let mut child = command
             .spawn()
@@ -727,18 +682,18 @@ impl Listing {
             let _ = std::io::Read::read_to_end(&mut stderr, &mut bytes);
             bytes
         });
-        Ok(Listing {
+        Ok(Detached {
             child: Some(child),
             output,
             stderr: Some(stderr),
         })
     }
 
-    /// Waits for git: exit 0 gives its output to read from the start, line
-    /// by line; anything else is the error with what git said.
+    /// Waits for git: exit 0 gives its output to read from the start;
+    /// anything else is the error with what git said.
     fn finish(mut self) -> Result<std::io::BufReader<std::fs::File>> {
         use std::io::Seek;
-        let mut child = self.child.take().expect("a listing is finished once");
+        let mut child = self.child.take().expect("a process is finished once");
         let status = child.wait().context("git did not finish")?;
         let stderr = self
             .stderr
@@ -754,16 +709,16 @@ impl Listing {
         let mut output = self
             .output
             .try_clone()
-            .context("cannot read git's listing")?;
+            .context("cannot read git's output")?;
         output
             .seek(std::io::SeekFrom::Start(0))
-            .context("cannot read git's listing")?;
+            .context("cannot read git's output")?;
         Ok(std::io::BufReader::with_capacity(1 << 16, output))
     }
 }
 
-impl Drop for Listing {
-    /// A listing verify did not need (it found something first): git is
+impl Drop for Detached {
+    /// An answer verify did not need (it found something first): git is
     /// stopped and reaped.
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -1317,7 +1272,7 @@ mod tests {
         assert!(format!("{err:#}").contains("git failed"), "{err:#}");
         // Not needed: dropped, git is reaped (no zombie left behind).
         let listing = Listing::start(&location, dir.path()).unwrap();
-        let pid = listing.child.as_ref().unwrap().id();
+        let pid = listing.0.child.as_ref().unwrap().id();
         drop(listing);
         assert!(
             !std::path::Path::new(&format!("/proc/{pid}")).exists(),
@@ -1504,12 +1459,9 @@ mod tests {
         // only the entries are compared below.
         let compare = |state: gix::index::State| {
             let scratch = tempfile::tempdir().unwrap();
-            let runner = Git {
-                empty_index: &scratch.path().join("index"),
-                work_dir: &repo_dir,
-                explicit_git_dir: None,
-            };
-            let (ls_files, write_tree) = index_queries(&location, scratch.path(), &runner).unwrap();
+            let reading = IndexReading::start(&location, scratch.path()).unwrap();
+            assert!(reading.still_the_index(&location).unwrap());
+            let (ls_files, write_tree) = reading.finish().unwrap();
             let view = IndexView {
                 entries: Some(Entries::Adjusted(Box::new(state))),
                 tree: ObjectId::empty_tree(gix::hash::Kind::Sha1),
