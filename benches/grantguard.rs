@@ -190,6 +190,18 @@ fn verify_large(bencher: Bencher) {
     });
 }
 
+/// The walk of every worktree directory for special files git would hang
+/// on (`special_files::scan`), on its own: it runs beside verify's index
+/// half, and the worktree status waits for it.
+#[divan::bench(sample_count = 20)]
+fn special_file_scan_large(bencher: Bencher) {
+    let f = &*LARGE;
+    bencher.bench(|| {
+        let scan = grantguard::repo::special_files::scan(&f.repo).unwrap();
+        assert!(scan.problems.is_empty(), "{:?}", scan.problems);
+    });
+}
+
 /// Final acceptance after the agent ran `git gc` on the large repository:
 /// every object was rewritten since arm (a new pack, its `.rev`, a
 /// commit-graph) and is proven again. A fixture of its own, since `gc`
