@@ -1083,6 +1083,7 @@ fn evaluate(
             &mut index_findings,
         )
     });
+    crate::fsutil::pause_point("verify-index-judged");
     // git's readings of the index for the cross-check, started now that
     // verify has read the index, to run while the scan ends and gix reads
     // the worktree (see `git_view::IndexReading`; neither reads a worktree
@@ -1096,6 +1097,11 @@ fn evaluate(
     .then(|| repo::git_view::IndexReading::start(&location, state).ok())
     .flatten();
     crate::fsutil::pause_point("verify-index-copied");
+    // What git's reading must equal: the index verify judged.
+    let judged_index = match &index_half {
+        Some(Ok(Some(first))) => Some(first.judged_index()),
+        _ => None,
+    };
     // gix opens every `.gitignore` and `.gitattributes` it walks past: not
     // before the special-file scan has answered.
     let mut nested_git = Vec::new();
@@ -1189,7 +1195,12 @@ fn evaluate(
         let index = match index {
             Some(reading) => {
                 let tree = repo::tree_id_of(&repo, tip)?;
-                Some((repo::git_view::IndexView::read(&repo, tree)?, reading))
+                let judged =
+                    judged_index.context("the index was not judged, yet verify found nothing")?;
+                Some((
+                    repo::git_view::IndexView::read(&repo, judged, tree)?,
+                    reading,
+                ))
             }
             None => None,
         };

@@ -590,3 +590,54 @@ fn an_index_rewritten_after_gits_copy_of_it_is_never_accepted() {
     assert_eq!(code, 1, "{r:#}");
     assert!(r.to_string().contains("src/lib.rs"), "{r:#}");
 }
+
+/// The red team's swap (eleventh stop on issue 29): after verify judged
+/// the index and before it copied it for git, the agent renames in an
+/// index that differs in one ungranted entry and keeps the old, valid
+/// cache-tree, so that git's next commit from it still writes the tip's
+/// tree. git reads the swapped index; verify
+/// holds it against the index it judged, not the file read again: never
+/// accepted.
+#[test]
+fn an_index_swapped_between_verifys_reading_and_gits_is_never_accepted() {
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "granted\n", "granted");
+    // A valid cache-tree for every directory.
+    sb.git_nohooks(&["write-tree"]);
+    let index = sb.git_dir().join("index");
+    let mut forged = std::fs::read(&index).unwrap();
+    assert_eq!(&forged[..8], b"DIRC\0\0\0\x02", "a version 2 index");
+    let evil = sb.git_stdin(&["hash-object", "-w", "--stdin"], "pub fn evil() {}\n");
+    let path = forged
+        .windows(11)
+        .position(|w| w == b"src/lib.rs\0")
+        .expect("the entry's path");
+    // v2: 40 bytes of stat data, the id, 2 bytes of flags, the path.
+    let id_at = path - 22;
+    let evil_id: Vec<u8> = (0..20)
+        .map(|i| u8::from_str_radix(&evil.trim()[2 * i..2 * i + 2], 16).unwrap())
+        .collect();
+    forged[id_at..id_at + 20].copy_from_slice(&evil_id);
+    let body = forged.len() - 20;
+    use sha1::Digest;
+    let sum = sha1::Sha1::digest(&forged[..body]);
+    forged[body..].copy_from_slice(&sum);
+    let swapped = sb.git_dir().join("index.swapped");
+    std::fs::write(&swapped, &forged).unwrap();
+    let (child, pause) = verify_paused_at(&sb, sb.verify_command(&sb.state), "verify-index-judged");
+    std::fs::rename(&swapped, &index).unwrap();
+    // git's next commit from it writes the tip's tree.
+    assert_eq!(
+        sb.git(&["write-tree"]),
+        sb.git(&["rev-parse", "HEAD^{tree}"])
+    );
+    std::fs::remove_file(&pause).unwrap();
+    let (code, r) = result_of(child);
+    assert_ne!(r["status"], "succeeded", "{r:#}");
+    assert_eq!(code, 1, "{r:#}");
+    // Quiet again, the change itself is found.
+    let (code, r) = sb.verify();
+    assert_eq!(code, 1, "{r:#}");
+    assert!(r.to_string().contains("src/lib.rs"), "{r:#}");
+}

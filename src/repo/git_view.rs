@@ -98,11 +98,17 @@ impl Entries {
 }
 
 impl IndexView {
-    /// The view of `repo`'s index, which must make `tree`: as git holds it
-    /// in memory, with the sparse directories it expands for files present
-    /// outside the cone (see `sparse_present`).
-    pub fn read(repo: &gix::Repository, tree: ObjectId) -> Result<IndexView> {
-        let index = repo.index_or_empty().context("cannot read the index")?;
+    /// The view of `index`, `repo`'s index as verify read and judged it,
+    /// which must make `tree`: as git holds it in memory, with the sparse
+    /// directories it expands for files present outside the cone (see
+    /// `sparse_present`). The judged index, not the file read again: git
+    /// reads a copy made after verify read the index, and an index
+    /// swapped in between must differ from what verify judged (red team).
+    pub fn read(
+        repo: &gix::Repository,
+        index: gix::worktree::Index,
+        tree: ObjectId,
+    ) -> Result<IndexView> {
         let adjusted = match repo.workdir() {
             Some(work_dir) => super::sparse_present::index_as_git_reads_it(repo, work_dir, &index)
                 .context("cannot read the sparse checkout's files")?,

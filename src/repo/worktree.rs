@@ -86,6 +86,15 @@ pub struct IndexDirt {
     out: Vec<Dirt>,
 }
 
+impl IndexDirt {
+    /// The index as this half read and judged it: what git's reading of
+    /// the index must equal for the state to be accepted (see
+    /// `git_view::IndexView`).
+    pub fn judged_index(&self) -> gix::worktree::Index {
+        self.index.clone()
+    }
+}
+
 /// See [`IndexDirt`].
 pub fn index_dirt_against(
     repo: &gix::Repository,

@@ -16,7 +16,7 @@
 //! reading of the real file is verify's.
 
 use std::fs::File;
-use std::io::{BufReader, Read};
+use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -34,9 +34,9 @@ pub struct IndexReading {
 }
 
 impl IndexReading {
-    /// Copies the index of the repository at `location` into a directory
-    /// made in `dir` (the state directory: not a `/tmp` the agent may have
-    /// filled, unless `dir` cannot be written), and starts `ls-files` and `write-tree` on the copy, with
+    /// Copies the index of the repository at `location` into a scratch
+    /// directory (the system's temporary directory, else one made in
+    /// `dir`, the state directory), and starts `ls-files` and `write-tree` on the copy, with
     /// the repository's reading config (`index.threads`, split index, ...).
     /// The copy keeps the real index untouched (write-tree rewrites an
     /// index whose cache-tree it completed; with `core.splitIndex=false` it
@@ -44,38 +44,23 @@ impl IndexReading {
     /// object directory of our own, with the repository's objects as an
     /// alternate.
     pub fn start(location: &Location, dir: &Path) -> Result<IndexReading> {
-        // A state directory verify may not write to (the verdict is only
-        // a warning then): the system's temporary directory, as before.
-        let scratch = tempfile::Builder::new()
-            .prefix("index-reading")
-            .tempdir_in(dir)
-            .or_else(|_| tempfile::Builder::new().prefix("index-reading").tempdir())
-            .context("cannot make a scratch directory for git")?;
-        let copy = scratch.path().join("index-copy");
         let real = location.git_dir.join("index");
         let max = crate::repo::index_layout::MAX_INDEX_BYTES;
-        let too_large = || anyhow::anyhow!("{} is larger than {max} bytes", real.display());
         let file = crate::fsutil::open_regular(&real)
             .with_context(|| format!("cannot copy {} for git", real.display()))?;
         if file.metadata()?.len() > max {
-            bail!(too_large());
+            bail!("{} is larger than {max} bytes", real.display());
         }
-        // `io::copy` between files is `copy_file_range`: no buffer here.
-        let copied = File::create(&copy)
-            .and_then(|mut to| std::io::copy(&mut Read::take(file, max + 1), &mut to))
-            .with_context(|| format!("cannot copy {} for git", real.display()))?;
-        if copied > max {
-            bail!(too_large());
-        }
-        // write-tree replaces the index it read when it completed its
-        // cache-tree (a lock file renamed over the path; git never writes
-        // an index in place): it gets a second name for the copy, and the
-        // copy's own name keeps the bytes `ls-files` read and the last look
-        // compares. Should a git ever write in place, the copy differs from
-        // the index and the state is refused, never accepted.
+        // The system's temporary directory, where a verify killed before it
+        // could clean up leaves its copy to the system's clean-up (red
+        // team: in the state directory, every killed verify left 9 MB that
+        // nothing removed); `dir` when the copy cannot be made there (red
+        // team: a full `/tmp` refused every full read).
+        let (scratch, copy) = match copy_into(None, &file, &real) {
+            Ok(done) => done,
+            Err(_) => copy_into(Some(dir), &file, &real)?,
+        };
         let for_write_tree = scratch.path().join("index-for-write-tree");
-        std::fs::hard_link(&copy, &for_write_tree)
-            .context("cannot link the index's copy for git")?;
         let objects = scratch.path().join("objects");
         std::fs::create_dir_all(&objects).context("cannot make a scratch object directory")?;
         let with_copy = Git {
@@ -155,6 +140,43 @@ impl IndexReading {
     }
 }
 
+/// A scratch directory (in `dir`, else the system's temporary directory)
+/// holding a copy of the index `file` (opened from `real`) and a second
+/// name of it for `write-tree`, and the copy's path.
+///
+/// write-tree replaces the index it read when it completed its cache-tree
+/// (a lock file renamed over the path; git never writes an index in place):
+/// it gets the second name, and the copy's own name keeps the bytes
+/// `ls-files` read and the last look compares. Should a git ever write in
+/// place, the copy differs from the index and the state is refused, never
+/// accepted. A file system without hard links (vfat, some FUSE; red team)
+/// gets a second copy.
+fn copy_into(dir: Option<&Path>, file: &File, real: &Path) -> Result<(tempfile::TempDir, PathBuf)> {
+    let max = crate::repo::index_layout::MAX_INDEX_BYTES;
+    let mut builder = tempfile::Builder::new();
+    builder.prefix("grantguard-index-reading");
+    let scratch = match dir {
+        Some(dir) => builder.tempdir_in(dir),
+        None => builder.tempdir(),
+    }
+    .context("cannot make a scratch directory for git")?;
+    let copy = scratch.path().join("index-copy");
+    let mut from = file.try_clone()?;
+    from.seek(SeekFrom::Start(0))?;
+    // `io::copy` between files is `copy_file_range`: no buffer here.
+    let copied = File::create(&copy)
+        .and_then(|mut to| std::io::copy(&mut Read::take(from, max + 1), &mut to))
+        .with_context(|| format!("cannot copy {} for git", real.display()))?;
+    if copied > max {
+        bail!("{} is larger than {max} bytes", real.display());
+    }
+    let for_write_tree = scratch.path().join("index-for-write-tree");
+    std::fs::hard_link(&copy, &for_write_tree)
+        .or_else(|_| std::fs::copy(&copy, &for_write_tree).map(|_| ()))
+        .context("cannot copy the index's copy for git")?;
+    Ok((scratch, copy))
+}
+
 /// Reads into `buf` until it is full or the file ends; the bytes read.
 fn read_full(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
     let mut filled = 0;
@@ -223,13 +245,37 @@ mod tests {
         std::fs::remove_file(&index).unwrap();
         assert!(!reading.still_the_index(&location).unwrap());
         // What git read stays readable: the entries and the tree.
+        let reading_scratch = reading._scratch.path().to_owned();
         let (mut entries, tree) = reading.finish().unwrap();
         let mut record = Vec::new();
         assert!(super::super::next_record(&mut entries, &mut record).unwrap());
         assert!(record.ends_with(b"\ta"), "{:?}", record.as_bstr());
         assert_eq!(tree.unwrap().len(), 41);
-        // The state directory keeps nothing once the reading is gone.
+        // Nothing is kept once the reading is gone.
+        let scratch = reading_scratch.clone();
+        assert!(!scratch.exists(), "{}", scratch.display());
         assert_eq!(std::fs::read_dir(state.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn the_copy_goes_to_the_state_directory_when_asked_and_nowhere_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let location = repository(dir.path());
+        let real = location.git_dir.join("index");
+        let file = File::open(&real).unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let (scratch, copy) = copy_into(Some(state.path()), &file, &real).unwrap();
+        assert!(scratch.path().starts_with(state.path()));
+        assert_eq!(std::fs::read(&copy).unwrap(), std::fs::read(&real).unwrap());
+        let second = scratch.path().join("index-for-write-tree");
+        assert_eq!(
+            std::fs::read(second).unwrap(),
+            std::fs::read(&real).unwrap()
+        );
+        drop(scratch);
+        assert_eq!(std::fs::read_dir(state.path()).unwrap().count(), 0);
+        let e = copy_into(Some(&dir.path().join("missing")), &file, &real).unwrap_err();
+        assert!(e.to_string().contains("scratch directory"), "{e:#}");
     }
 
     #[test]
