@@ -146,9 +146,18 @@ fn pass(
     let entries = &index.entries()[range.clone()];
     for (i, entry) in (range.start..).zip(entries) {
         let mut path = entry.path(index).as_bytes();
-        let sparse = entry.mode == Mode::DIR;
-        if sparse {
-            path = path.strip_suffix(b"/").unwrap_or(path);
+        // A directory entry (a sparse index's `dir/`) that is not one
+        // git writes: named without its slash, or intent-to-add, which
+        // git's cache-tree keeps in the tree where a file's is left out
+        // (red team). No tree is claimed over it; the staged walk judges
+        // it entry by entry.
+        let mut unlike_git = false;
+        if entry.mode == Mode::DIR {
+            match path.strip_suffix(b"/") {
+                Some(stripped) => path = stripped,
+                None => unlike_git = true,
+            }
+            unlike_git |= entry.flags.contains(Flags::INTENT_TO_ADD);
         }
         // Close the directories this path is not under.
         while stack.len() > 1 && !path.starts_with(&stack.last().expect("root").prefix) {
@@ -174,10 +183,10 @@ fn pass(
         }
         let top = stack.last_mut().expect("root");
         let name = &path[top.prefix.len()..];
-        if entry.stage() != Stage::Unconflicted {
+        if entry.stage() != Stage::Unconflicted || unlike_git {
             top.ok = false;
         }
-        if entry.flags.contains(Flags::INTENT_TO_ADD) {
+        if entry.flags.contains(Flags::INTENT_TO_ADD) && entry.mode != Mode::DIR {
             continue;
         }
         let buf = &mut bufs[stack.len() - 1];
@@ -313,5 +322,32 @@ mod tests {
             tree_id(kind, Hashing::CollisionDetecting, b"").unwrap(),
             ObjectId::empty_tree(kind)
         );
+    }
+
+    /// A file and one directory entry, in path order.
+    fn index_with(dir_path: &str, flags: Flags) -> gix::index::State {
+        let kind = gix::hash::Kind::Sha1;
+        let mut state = gix::index::State::new(kind);
+        let id = ObjectId::empty_tree(kind);
+        let stat = gix::index::entry::Stat::default();
+        state.dangerously_push_entry(stat, id, Flags::empty(), Mode::FILE, "a".into());
+        state.dangerously_push_entry(stat, id, flags, Mode::DIR, dir_path.into());
+        state
+    }
+
+    #[test]
+    fn directory_entries_git_would_not_write_claim_no_tree() {
+        let root = |state: &gix::index::State| {
+            entry_trees(state, gix::hash::Kind::Sha1, Hashing::CollisionDetecting)
+                .unwrap()
+                .id(b"")
+        };
+        // A sparse directory entry as git writes it makes a tree.
+        assert!(root(&index_with("secret/", Flags::SKIP_WORKTREE)).is_some());
+        // Intent-to-add: git keeps it in the tree where a file's is left
+        // out; named without its slash: not git's. Neither claims one.
+        let ita = Flags::SKIP_WORKTREE | Flags::INTENT_TO_ADD;
+        assert!(root(&index_with("secret/", ita)).is_none());
+        assert!(root(&index_with("secret", Flags::SKIP_WORKTREE)).is_none());
     }
 }
