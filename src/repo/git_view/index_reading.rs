@@ -25,18 +25,23 @@ use super::{Detached, Git, Location};
 
 /// The index's copy and git's two readings of it, running or done.
 pub struct IndexReading {
-    /// Holds the copy and the object directory `write-tree` writes to; both
-    /// go when the reading does.
-    _scratch: tempfile::TempDir,
     copy: PathBuf,
+    /// The split index's shared files as git read them beside the copy
+    /// (see [`shared_indexes`]).
+    shared: Vec<(std::ffi::OsString, [u8; 32])>,
     ls_files: Detached,
     write_tree: Detached,
+    /// Holds the copy and the object directory `write-tree` writes to; both
+    /// go when the reading does. Last, so that the processes are stopped
+    /// before their directory is removed (red team: a write-tree still
+    /// writing there kept the directory from going).
+    _scratch: tempfile::TempDir,
 }
 
 impl IndexReading {
     /// Copies the index of the repository at `location` into a scratch
-    /// directory (the system's temporary directory, else one made in
-    /// `dir`, the state directory), and starts `ls-files` and `write-tree` on the copy, with
+    /// directory made in `dir` (the state directory; else the system's
+    /// temporary directory), and starts `ls-files` and `write-tree` on the copy, with
     /// the repository's reading config (`index.threads`, split index, ...).
     /// The copy keeps the real index untouched (write-tree rewrites an
     /// index whose cache-tree it completed; with `core.splitIndex=false` it
@@ -51,15 +56,18 @@ impl IndexReading {
         if file.metadata()?.len() > max {
             bail!("{} is larger than {max} bytes", real.display());
         }
-        // The system's temporary directory, where a verify killed before it
-        // could clean up leaves its copy to the system's clean-up (red
-        // team: in the state directory, every killed verify left 9 MB that
-        // nothing removed); `dir` when the copy cannot be made there (red
-        // team: a full `/tmp` refused every full read).
-        let (scratch, copy) = match copy_into(None, &file, &real) {
+        // In the state directory, which the agent does not reach under
+        // `run --isolate` (red team: a copy in a shared `/tmp` could be
+        // rewritten beside the real index); the system's temporary
+        // directory when the copy cannot be made there (a state directory
+        // verify may not write to). A copy a killed verify left behind is
+        // removed by the next one (see [`remove_stale`]).
+        remove_stale(dir);
+        let (scratch, copy) = match copy_into(Some(dir), &file, &real) {
             Ok(done) => done,
-            Err(_) => copy_into(Some(dir), &file, &real)?,
+            Err(_) => copy_into(None, &file, &real)?,
         };
+        let shared = shared_indexes(&location.git_dir)?;
         let for_write_tree = scratch.path().join("index-for-write-tree");
         let objects = scratch.path().join("objects");
         std::fs::create_dir_all(&objects).context("cannot make a scratch object directory")?;
@@ -86,16 +94,23 @@ impl IndexReading {
         );
         let write_tree = Detached::start(write_tree, scratch.path())?;
         Ok(IndexReading {
-            _scratch: scratch,
             copy,
+            shared,
             ls_files,
             write_tree,
+            _scratch: scratch,
         })
     }
 
     /// Whether the repository's index at `location` still holds the bytes
     /// git read: `false` when it differs or is gone.
     pub fn still_the_index(&self, location: &Location) -> Result<bool> {
+        // A split index's entries are partly in a shared file git read
+        // beside the copy (red team: one rewritten after `ls-files` read
+        // it, the index file untouched, was accepted).
+        if shared_indexes(&location.git_dir)? != self.shared {
+            return Ok(false);
+        }
         let real = location.git_dir.join("index");
         let mut real = match crate::fsutil::open_regular(&real) {
             Ok(file) => file,
@@ -140,6 +155,69 @@ impl IndexReading {
     }
 }
 
+/// The prefix of a scratch directory's name: the process id follows, so
+/// that a later verify can tell a dead process's from a running one's.
+const SCRATCH_PREFIX: &str = "index-reading-";
+
+/// Removes the scratch directories in `dir` whose verify is gone (killed
+/// before it could clean up: 9 MB each on the benchmark repository).
+/// Another verify's live directory, or a name that is not ours, is left.
+fn remove_stale(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(SCRATCH_PREFIX))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// The `sharedindex.*` files of the git dir, by name, with the SHA-256 of
+/// each: what a split index's `link` names and git reads beside the copy.
+/// None for an index that is not split, beyond a listing of the git dir.
+fn shared_indexes(git_dir: &Path) -> Result<Vec<(std::ffi::OsString, [u8; 32])>> {
+    use sha2::Digest;
+    let mut out = Vec::new();
+    let entries =
+        std::fs::read_dir(git_dir).with_context(|| format!("cannot list {}", git_dir.display()))?;
+    for entry in entries {
+        let entry = entry.with_context(|| format!("cannot list {}", git_dir.display()))?;
+        let name = entry.file_name();
+        if !name.as_encoded_bytes().starts_with(b"sharedindex.") {
+            continue;
+        }
+        let mut hasher = sha2::Sha256::new();
+        match crate::fsutil::open_regular(&entry.path()) {
+            Ok(mut file) => {
+                let mut buf = vec![0u8; 1 << 16];
+                loop {
+                    let n = read_full(&mut file, &mut buf)
+                        .with_context(|| format!("cannot read {}", entry.path().display()))?;
+                    if n == 0 {
+                        break;
+                    }
+                    hasher.update(&buf[..n]);
+                }
+            }
+            // Not a file git reads as one: named, with no content.
+            Err(_) => hasher.update(b"not a regular file"),
+        }
+        out.push((name, hasher.finalize().into()));
+    }
+    out.sort();
+    Ok(out)
+}
+
 /// A scratch directory (in `dir`, else the system's temporary directory)
 /// holding a copy of the index `file` (opened from `real`) and a second
 /// name of it for `write-tree`, and the copy's path.
@@ -154,7 +232,8 @@ impl IndexReading {
 fn copy_into(dir: Option<&Path>, file: &File, real: &Path) -> Result<(tempfile::TempDir, PathBuf)> {
     let max = crate::repo::index_layout::MAX_INDEX_BYTES;
     let mut builder = tempfile::Builder::new();
-    builder.prefix("grantguard-index-reading");
+    let prefix = format!("{SCRATCH_PREFIX}{}-", std::process::id());
+    builder.prefix(&prefix);
     let scratch = match dir {
         Some(dir) => builder.tempdir_in(dir),
         None => builder.tempdir(),
@@ -276,6 +355,69 @@ mod tests {
         assert_eq!(std::fs::read_dir(state.path()).unwrap().count(), 0);
         let e = copy_into(Some(&dir.path().join("missing")), &file, &real).unwrap_err();
         assert!(e.to_string().contains("scratch directory"), "{e:#}");
+    }
+
+    #[test]
+    fn a_dead_verifys_scratch_directory_goes_and_others_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let location = repository(dir.path());
+        let state = tempfile::tempdir().unwrap();
+        let dead = (4_000_000u32..)
+            .find(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+            .unwrap();
+        let names = [
+            format!("{SCRATCH_PREFIX}{dead}-abc"),
+            format!("{SCRATCH_PREFIX}{}-abc", std::process::id()),
+            format!("{SCRATCH_PREFIX}1-abc"),
+            "baseline.json".to_owned(),
+            format!("{SCRATCH_PREFIX}not-a-pid"),
+        ];
+        for name in &names {
+            std::fs::create_dir(state.path().join(name)).unwrap();
+        }
+        std::fs::write(state.path().join(&names[0]).join("index-copy"), "x").unwrap();
+        let reading = IndexReading::start(&location, state.path()).unwrap();
+        assert!(reading._scratch.path().starts_with(state.path()));
+        assert!(!state.path().join(&names[0]).exists(), "the dead one's");
+        for name in &names[1..] {
+            assert!(state.path().join(name).exists(), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_split_indexs_shared_file_is_part_of_the_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let location = repository(dir.path());
+        crate::test_git::git(
+            &location.work_dir,
+            dir.path(),
+            &["update-index", "--split-index"],
+        );
+        let shared: Vec<PathBuf> = std::fs::read_dir(&location.git_dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_str()
+                    .unwrap()
+                    .starts_with("sharedindex.")
+            })
+            .collect();
+        assert_eq!(shared.len(), 1, "{shared:?}");
+        let state = tempfile::tempdir().unwrap();
+        let reading = IndexReading::start(&location, state.path()).unwrap();
+        assert!(reading.still_the_index(&location).unwrap());
+        let bytes = std::fs::read(&shared[0]).unwrap();
+        let mut other = bytes.clone();
+        other[20] ^= 1;
+        std::fs::write(&shared[0], &other).unwrap();
+        assert!(!reading.still_the_index(&location).unwrap());
+        std::fs::write(&shared[0], &bytes).unwrap();
+        assert!(reading.still_the_index(&location).unwrap());
+        std::fs::write(location.git_dir.join("sharedindex.0000"), "").unwrap();
+        assert!(!reading.still_the_index(&location).unwrap());
     }
 
     #[test]
