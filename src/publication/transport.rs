@@ -123,7 +123,7 @@ impl Transport {
         scratch_parent: &Path,
         limit: Duration,
     ) -> Result<Transport> {
-        remove_abandoned_scratch(scratch_parent);
+        crate::fsutil::remove_abandoned_scratch(scratch_parent, SCRATCH_PREFIX);
         let dir = tempfile::Builder::new()
             .prefix(&format!("{SCRATCH_PREFIX}{}-", std::process::id()))
             .tempdir_in(scratch_parent)
@@ -353,32 +353,6 @@ fn config_key_allowed(key: &str) -> bool {
 /// How the scratch repositories' names begin: the prefix, then the pid of
 /// the grantguard that made it.
 const SCRATCH_PREFIX: &str = "publication-";
-
-/// Removes the scratch repositories in `parent` left by a grantguard that
-/// was killed (its pid no longer runs). Best effort.
-fn remove_abandoned_scratch(parent: &Path) {
-    let Ok(entries) = std::fs::read_dir(parent) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix(SCRATCH_PREFIX))
-            .and_then(|rest| rest.split_once('-'))
-            .and_then(|(pid, _)| pid.parse::<libc::pid_t>().ok())
-            .filter(|pid| *pid > 0)
-        else {
-            continue;
-        };
-        // SAFETY: signal 0 only checks that the process exists.
-        let gone = unsafe { libc::kill(pid, 0) } != 0
-            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
-        if gone && entry.file_type().is_ok_and(|t| t.is_dir()) {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
-    }
-}
 
 /// Passes git's own environment-given config (`GIT_CONFIG_COUNT` and its
 /// pairs) through: how a harness configures a credential helper or an

@@ -61,8 +61,8 @@ impl IndexReading {
         // rewritten beside the real index); the system's temporary
         // directory when the copy cannot be made there (a state directory
         // verify may not write to). A copy a killed verify left behind is
-        // removed by the next one (see [`remove_stale`]).
-        remove_stale(dir);
+        // removed by the next one.
+        crate::fsutil::remove_abandoned_scratch(dir, SCRATCH_PREFIX);
         let (scratch, copy) = match copy_into(Some(dir), &file, &real) {
             Ok(done) => done,
             Err(_) => copy_into(None, &file, &real)?,
@@ -158,29 +158,6 @@ impl IndexReading {
 /// The prefix of a scratch directory's name: the process id follows, so
 /// that a later verify can tell a dead process's from a running one's.
 const SCRATCH_PREFIX: &str = "index-reading-";
-
-/// Removes the scratch directories in `dir` whose verify is gone (killed
-/// before it could clean up: 9 MB each on the benchmark repository).
-/// Another verify's live directory, or a name that is not ours, is left.
-fn remove_stale(dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix(SCRATCH_PREFIX))
-            .and_then(|rest| rest.split('-').next())
-            .and_then(|pid| pid.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
-    }
-}
 
 /// The `sharedindex.*` files of the git dir, by name, with the SHA-256 of
 /// each: what a split index's `link` names and git reads beside the copy.
