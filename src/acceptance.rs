@@ -1079,29 +1079,32 @@ fn evaluate(
         check_index(
             &repo,
             &location,
+            state,
             worktree_base(&head, baseline.branch.as_ref(), tip),
             &mut index_findings,
         )
     });
     crate::fsutil::pause_point("verify-index-judged");
-    // git's readings of the index for the cross-check, started now that
-    // verify has read the index, to run while the scan ends and gix reads
-    // the worktree (see `git_view::IndexReading`; neither reads a worktree
-    // file); only with the metadata intact and nothing found yet, as the
-    // cross-check itself runs. One that cannot start is started again by
-    // the cross-check, which reports why.
-    let early_index = (findings.is_empty()
-        && index_findings.is_empty()
-        && matches!(index_half, Some(Ok(Some(_))))
-        && std::fs::symlink_metadata(location.git_dir.join("index")).is_ok())
-    .then(|| repo::git_view::IndexReading::start(&location, state).ok())
-    .flatten();
-    crate::fsutil::pause_point("verify-index-copied");
-    // What git's reading must equal: the index verify judged.
-    let judged_index = match &index_half {
-        Some(Ok(Some(first))) => Some(first.judged_index()),
+    // What git's reading must equal: the index verify judged, and the copy
+    // of the file it was decoded from (`None` inside: there was no index
+    // file), which git reads and the last look holds against the index.
+    let (judged_index, judged_copy) = match &index_half {
+        Some(Ok(Some(judged))) => (Some(judged.dirt.judged_index()), Some(judged.copy.clone())),
+        _ => (None, None),
+    };
+    // git's readings of the copy for the cross-check, started now, to run
+    // while the scan ends and gix reads the worktree (see
+    // `git_view::IndexReading`; neither reads a worktree file); only with
+    // the metadata intact and nothing found yet, as the cross-check itself
+    // runs. One that cannot start is started again by the cross-check,
+    // which reports why.
+    let early_index = match &judged_copy {
+        Some(Some(copy)) if findings.is_empty() && index_findings.is_empty() => {
+            repo::git_view::IndexReading::start(&location, copy.clone()).ok()
+        }
         _ => None,
     };
+    crate::fsutil::pause_point("verify-index-copied");
     // gix opens every `.gitignore` and `.gitattributes` it walks past: not
     // before the special-file scan has answered.
     let mut nested_git = Vec::new();
@@ -1132,14 +1135,21 @@ fn evaluate(
         });
     }
     if let Some(metadata) = metadata {
-        check_nested_repositories(&repo, &location, &nested_git, metadata, findings);
+        check_nested_repositories(
+            &repo,
+            &location,
+            &nested_git,
+            judged_index.as_ref(),
+            metadata,
+            findings,
+        );
     }
     for v in index_findings {
         findings.push(v);
     }
     if let Some(index_half) = index_half
-        && let Err(e) = index_half.and_then(|first| match first {
-            Some(first) => check_worktree_files(&repo, &location, first, findings),
+        && let Err(e) = index_half.and_then(|judged| match judged {
+            Some(judged) => check_worktree_files(&repo, &location, judged.dirt, findings),
             None => Ok(()),
         })
     {
@@ -1166,10 +1176,11 @@ fn evaluate(
         in_flight.extend(Peers::confirm(Some(now), baseline).in_flight());
     }
     let refs_moved = || refs_moved_since(&read, &location, baseline, &extra, &in_flight);
-    // The index git read for the cross-check is a copy: it must still be
+    // The index verify judged and git reads is a copy: it must still be
     // the index.
-    let index_moved = match &early_index {
-        Some(reading) => !reading.still_the_index(&location)?,
+    let index_moved = match &judged_copy {
+        Some(Some(copy)) => !copy.still_the_index(&location.git_dir)?,
+        Some(None) => !repo::index_copy::still_no_index(&location.git_dir),
         None => false,
     };
     if repo::head(&repo)? != head || refs_moved() || metadata_moved || index_moved {
@@ -1183,25 +1194,26 @@ fn evaluate(
     // as verify did. Only then, since it costs a few git processes and a
     // rejection needs no proof.
     if findings.is_empty() {
-        // The index as verify read it, against git's reading of the real
-        // file with the repository's reading config (issue 24).
-        let index = match early_index {
-            Some(reading) => Some(reading),
-            None if std::fs::symlink_metadata(location.git_dir.join("index")).is_ok() => {
-                Some(repo::git_view::IndexReading::start(&location, state)?)
-            }
-            None => None,
-        };
-        let index = match index {
-            Some(reading) => {
+        // The index as verify judged it, against git's reading of the
+        // same bytes (verify's copy) with the repository's reading config
+        // (issue 24).
+        let (judged, copy) = judged_index
+            .zip(judged_copy)
+            .context("the index was not judged, yet verify found nothing")?;
+        let index = match copy {
+            Some(copy) => {
+                let reading = match early_index {
+                    Some(reading) => reading,
+                    None => repo::git_view::IndexReading::start(&location, copy)?,
+                };
                 let tree = repo::tree_id_of(&repo, tip)?;
-                let judged =
-                    judged_index.context("the index was not judged, yet verify found nothing")?;
                 Some((
                     repo::git_view::IndexView::read(&repo, judged, tree)?,
                     reading,
                 ))
             }
+            // No index file: git reads none either, and the last look saw
+            // none.
             None => None,
         };
         cross_check_with_git(
@@ -1768,6 +1780,7 @@ fn check_nested_repositories(
     repo: &gix::Repository,
     location: &repo::Location,
     nested: &[std::path::PathBuf],
+    judged_index: Option<&gix::worktree::Index>,
     metadata: &BTreeMap<String, String>,
     findings: &mut Findings,
 ) {
@@ -1784,7 +1797,7 @@ fn check_nested_repositories(
         } else {
             found.as_path()
         };
-        let checker = ignored_checker.get_or_insert_with(|| IgnoredDirs::new(repo));
+        let checker = ignored_checker.get_or_insert_with(|| IgnoredDirs::new(repo, judged_index));
         if let Some(ignored) = checker.as_mut().ok().and_then(|c| c.unread_by_git(dir)) {
             findings.warnings.insert(format!(
                 "{} is a git repository inside the ignored directory {}: git at the checkout \
@@ -1818,8 +1831,15 @@ struct IgnoredDirs<'repo> {
 }
 
 impl<'repo> IgnoredDirs<'repo> {
-    fn new(repo: &'repo gix::Repository) -> Result<IgnoredDirs<'repo>> {
-        let index = repo.index_or_empty().context("cannot read the index")?;
+    /// Judged by `judged`, the index verify judged, when it got that far.
+    fn new(
+        repo: &'repo gix::Repository,
+        judged: Option<&gix::worktree::Index>,
+    ) -> Result<IgnoredDirs<'repo>> {
+        let index = match judged {
+            Some(index) => index.clone(),
+            None => repo.index_or_empty().context("cannot read the index")?,
+        };
         Ok(IgnoredDirs {
             index: gix::worktree::IndexPersistedOrInMemory::Persisted(index),
             repo,
@@ -2020,9 +2040,10 @@ fn dirt_advice(what: &str) -> &'static str {
 fn check_index(
     repo: &gix::Repository,
     location: &repo::Location,
+    state: &Path,
     tip: Option<ObjectId>,
     findings: &mut Vec<Violation>,
-) -> Result<Option<repo::IndexDirt>> {
+) -> Result<Option<JudgedIndex>> {
     for found in repo::operations_in_progress(&location.git_dir) {
         let message = match found.odd_kind {
             None => format!("a {} is in progress; finish or abort it", found.op),
@@ -2037,41 +2058,73 @@ fn check_index(
         };
         findings.push(Violation::new(rule::WORKTREE_NOT_CLEAN, message));
     }
-    // The index file must read the same whichever way git reads it
-    // (`index.threads`, split index), and gix must read what git reads.
-    let index_path = location.git_dir.join("index");
-    let hash_len = repo.object_hash().len_in_bytes();
-    let layout = match repo.index_or_empty() {
-        // gix's entries are held against git's reading as it decodes them,
-        // one at a time.
-        Ok(index) => {
-            let mut against = repo::index_layout::AgainstGix::new(&index);
-            let checked = repo::index_layout::check_file(
-                &index_path,
-                &location.git_dir,
-                hash_len,
-                &mut |entry| against.visit(entry),
-            );
-            checked.and_then(|checked| match checked {
-                Some(checked) => against.finish(&checked),
-                None => Ok(()),
-            })
-        }
-        // What git's reading finds wrong says more than gix's error.
-        Err(e) => {
-            repo::index_layout::check_file(&index_path, &location.git_dir, hash_len, &mut |_| {})
-                .and_then(|_| Err(anyhow::Error::new(e).context("cannot read the index")))
-        }
-    };
-    if let Err(e) = layout {
+    // The index is read once, and every reader reads what was read (see
+    // `repo::index_copy`).
+    let refuse = |findings: &mut Vec<Violation>, e: anyhow::Error| {
         findings.push(Violation::new(
             rule::WORKTREE_NOT_CLEAN,
             format!("the index is not one git reads in one way only: {e:#}. {INDEX_ADVICE}"),
         ));
-        return Ok(None);
-    }
+    };
+    let copy = match repo::index_copy::IndexCopy::take(&location.git_dir, state)? {
+        repo::index_copy::Taken::Copy(copy) => Some(copy),
+        repo::index_copy::Taken::Missing => None,
+        repo::index_copy::Taken::Unreadable(e) => {
+            refuse(findings, e);
+            return Ok(None);
+        }
+    };
+    // The file must read the same whichever way git reads it
+    // (`index.threads`, split index), and gix must read what git reads.
+    let index = match copy {
+        Some(mut copy) => {
+            let hash_len = repo.object_hash().len_in_bytes();
+            let bytes = copy
+                .take_bytes()
+                .context("the index's bytes were taken already")?;
+            let layout = match copy.decode(repo) {
+                // gix's entries are held against git's reading as it
+                // decodes them, one at a time.
+                Ok(index) => {
+                    let mut against = repo::index_layout::AgainstGix::new(&index);
+                    let checked = repo::index_layout::check_bytes(
+                        bytes,
+                        copy.dir(),
+                        hash_len,
+                        &mut |entry| against.visit(entry),
+                    );
+                    checked
+                        .and_then(|checked| against.finish(&checked))
+                        .map(|()| index)
+                }
+                // What git's reading finds wrong says more than gix's error.
+                Err(e) => repo::index_layout::check_bytes(bytes, copy.dir(), hash_len, &mut |_| {})
+                    .and_then(|_| Err(e.context("cannot read the index"))),
+            };
+            match layout {
+                Ok(index) => (index, Some(std::sync::Arc::new(copy))),
+                Err(e) => {
+                    refuse(findings, e);
+                    return Ok(None);
+                }
+            }
+        }
+        None => (repo::index_copy::empty(repo), None),
+    };
+    let (index, copy) = index;
     let tree = repo::tree_id_of(repo, tip)?;
-    Ok(Some(repo::index_dirt_against(repo, Some(tree))?))
+    Ok(Some(JudgedIndex {
+        dirt: repo::index_dirt_against(repo, index, Some(tree))?,
+        copy,
+    }))
+}
+
+/// The index as [`check_index`] judged it: its staged changes, and the
+/// copy of the file gix decoded, which git reads in the cross-check and the
+/// last look holds against the index (`None`: there was no index file).
+struct JudgedIndex {
+    dirt: repo::IndexDirt,
+    copy: Option<std::sync::Arc<repo::index_copy::IndexCopy>>,
 }
 
 /// The second half of the worktree check, after [`check_index`] and once
@@ -2083,8 +2136,9 @@ fn check_worktree_files(
     first: repo::IndexDirt,
     findings: &mut Findings,
 ) -> Result<()> {
+    let judged = first.judged_index();
     let mut dirt = repo::worktree_dirt_after(repo, first, 0)?;
-    dirt.extend(repo::hidden_index_entries(repo, &location.git_dir)?);
+    dirt.extend(repo::hidden_entries_of(repo, &judged, &location.git_dir));
     for dirt in dirt {
         let shown = dirt.path.to_str_lossy().into_owned();
         findings.push(

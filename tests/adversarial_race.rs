@@ -591,6 +591,93 @@ fn an_index_rewritten_after_gits_copy_of_it_is_never_accepted() {
     assert!(r.to_string().contains("src/lib.rs"), "{r:#}");
 }
 
+/// The red team's P2 (eleventh stop on issue 29): an index with the very
+/// entries verify judged, whose cache-tree keeps the tip's root tree but
+/// names a forged `src` subtree, swapped in after verify read the index.
+/// `ls-files` lists the same entries and `write-tree` prints the tip's
+/// tree, so git's readings agree with verify's judgement, while the next
+/// commit that touches a granted file writes the forged subtree. When git
+/// read the file again, this was accepted; git reads verify's copy now,
+/// and the last look finds the index is no longer the copy.
+#[test]
+fn an_index_with_the_same_entries_and_a_forged_subtree_swapped_in_is_never_accepted() {
+    let sb = Sandbox::new();
+    sb.git(&["config", "index.version", "2"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "granted\n", "granted");
+    // A valid cache-tree for every directory.
+    sb.git_nohooks(&["write-tree"]);
+    let index = sb.git_dir().join("index");
+    let good = std::fs::read(&index).unwrap();
+    // The forged subtree: the tip's `src` with an ungranted change.
+    let evil_index = sb.root.join("idx.evil");
+    let evil_blob = sb.git_stdin(&["hash-object", "-w", "--stdin"], "pub fn evil() {}\n");
+    sb.git_with_index(&evil_index, &["read-tree", "HEAD"]);
+    sb.git_with_index(
+        &evil_index,
+        &[
+            "update-index",
+            "--cacheinfo",
+            &format!("100644,{},src/lib.rs", evil_blob.trim()),
+        ],
+    );
+    let evil_tree = sb.git_with_index(&evil_index, &["write-tree"]);
+    let evil_src = sb.git(&["rev-parse", &format!("{evil_tree}:src")]);
+    let tip_src = sb.git(&["rev-parse", "HEAD:src"]);
+    let raw = |hex: &str| -> Vec<u8> {
+        (0..20)
+            .map(|i| u8::from_str_radix(&hex.trim()[2 * i..2 * i + 2], 16).unwrap())
+            .collect()
+    };
+    let (tip_src, evil_src_raw) = (raw(&tip_src), raw(&evil_src));
+    let mut forged = good.clone();
+    let at = forged
+        .windows(20)
+        .position(|w| w == tip_src.as_slice())
+        .expect("the src node in the cache-tree");
+    forged[at..at + 20].copy_from_slice(&evil_src_raw);
+    let body = forged.len() - 20;
+    use sha1::Digest;
+    let sum = sha1::Sha1::digest(&forged[..body]);
+    forged[body..].copy_from_slice(&sum);
+    let swapped = sb.git_dir().join("index.swapped");
+    std::fs::write(&swapped, &forged).unwrap();
+
+    let (child, pause) = verify_paused_at(&sb, sb.verify_command(&sb.state), "verify-index-judged");
+    std::fs::rename(&swapped, &index).unwrap();
+    // git's readings of the forged index agree with the good one's...
+    let tip_tree = sb.git(&["rev-parse", "HEAD^{tree}"]);
+    let listed = sb.git(&["ls-files", "-s"]);
+    std::fs::remove_file(&pause).unwrap();
+    let (code, r) = result_of(child);
+    assert_ne!(r["status"], "succeeded", "{r:#}");
+    assert_eq!(code, 1, "{r:#}");
+    assert!(
+        common::rules(&r)
+            .iter()
+            .any(|r| r == "changed_during_verify"),
+        "{r:#}"
+    );
+    let probe = sb.root.join("idx.probe");
+    std::fs::copy(&index, &probe).unwrap();
+    assert_eq!(sb.git_with_index(&probe, &["write-tree"]), tip_tree);
+    std::fs::write(&swapped, &good).unwrap();
+    let probe_good = sb.root.join("idx.probe-good");
+    std::fs::copy(&swapped, &probe_good).unwrap();
+    assert_eq!(sb.git_with_index(&probe_good, &["ls-files", "-s"]), listed);
+    // ...while the next commit of a granted change writes the forged
+    // subtree.
+    sb.write("docs/guide.md", "more\n");
+    sb.git_with_index(&probe, &["add", "docs/guide.md"]);
+    let next = sb.git_with_index(&probe, &["write-tree"]);
+    assert_eq!(sb.git(&["rev-parse", &format!("{next}:src")]), evil_src);
+    // Quiet again, verify finds the forged subtree itself.
+    sb.write("docs/guide.md", "granted\n");
+    let (code, r) = sb.verify();
+    assert_eq!(code, 1, "{r:#}");
+    assert!(r.to_string().contains("cache-tree"), "{r:#}");
+}
+
 /// The red team's swap (eleventh stop on issue 29): after verify judged
 /// the index and before it copied it for git, the agent renames in an
 /// index that differs in one ungranted entry and keeps the old, valid

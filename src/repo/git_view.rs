@@ -1465,8 +1465,11 @@ mod tests {
         // only the entries are compared below.
         let compare = |state: gix::index::State| {
             let scratch = tempfile::tempdir().unwrap();
-            let reading = IndexReading::start(&location, scratch.path()).unwrap();
-            assert!(reading.still_the_index(&location).unwrap());
+            let copy = crate::repo::index_copy::IndexCopy::take(&location.git_dir, scratch.path())
+                .unwrap()
+                .expect_copy();
+            assert!(copy.still_the_index(&location.git_dir).unwrap());
+            let reading = IndexReading::start(&location, std::sync::Arc::new(copy)).unwrap();
             let (ls_files, write_tree) = reading.finish().unwrap();
             let view = IndexView {
                 entries: Some(Entries::Adjusted(Box::new(state))),

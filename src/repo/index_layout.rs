@@ -568,15 +568,26 @@ pub fn check_file(
             return Err(anyhow::Error::new(e).context(format!("cannot read {}", path.display())));
         }
     };
+    check_bytes(bytes, git_dir, hash_len, visit).map(Some)
+}
+
+/// [`check_file`] of the index file's `bytes`, read already; the shared
+/// index a split index names is read in `shared_dir`.
+pub fn check_bytes(
+    bytes: Vec<u8>,
+    shared_dir: &Path,
+    hash_len: usize,
+    visit: &mut dyn FnMut(&RawEntry),
+) -> Result<Checked> {
     let checked = check_with(&bytes, hash_len, visit)?;
     drop(bytes);
     if let Some(shared) = &checked.shared_index {
         // git names an all-zero link for an index with no shared part yet.
         if shared.bytes().any(|c| c != b'0') {
-            check_shared(git_dir, shared, hash_len)?;
+            check_shared(shared_dir, shared, hash_len)?;
         }
     }
-    Ok(Some(checked))
+    Ok(checked)
 }
 
 /// The shared index `sharedindex.<shared>` a split index names must exist,

@@ -27,6 +27,7 @@ pub mod entry_trees;
 pub mod file_identity;
 mod git_commit_tree;
 pub mod git_view;
+pub mod index_copy;
 pub mod index_layout;
 pub mod layout;
 mod lfs;
@@ -65,9 +66,9 @@ pub use metadata::{
 pub use refs::{Head, RefMap, head, head_tree_id_or_empty, ref_snapshot};
 pub use staged::{CacheTreeUse, changes_to_root, staged_changes};
 pub use worktree::{
-    Dirt, HIDDEN, InProgress, IndexDirt, hidden_index_entries, in_progress_operations,
-    index_dirt_against, operations_in_progress, worktree_dirt, worktree_dirt_after,
-    worktree_dirt_against,
+    Dirt, HIDDEN, InProgress, IndexDirt, hidden_entries_of, hidden_index_entries,
+    in_progress_operations, index_dirt_against, operations_in_progress, worktree_dirt,
+    worktree_dirt_after, worktree_dirt_against,
 };
 
 /// Where a repository lives on disk, resolved to canonical absolute paths.

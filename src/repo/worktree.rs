@@ -73,7 +73,8 @@ pub(super) fn dirt_at_depth(
     tree: Option<gix::ObjectId>,
     depth: usize,
 ) -> Result<Vec<Dirt>> {
-    worktree_dirt_after(repo, index_dirt_against(repo, tree)?, depth)
+    let index = repo.index_or_empty().context("cannot read the index")?;
+    worktree_dirt_after(repo, index_dirt_against(repo, index, tree)?, depth)
 }
 
 /// The first half of [`worktree_dirt_against`]: the index against `tree`
@@ -98,9 +99,9 @@ impl IndexDirt {
 /// See [`IndexDirt`].
 pub fn index_dirt_against(
     repo: &gix::Repository,
+    index: gix::worktree::Index,
     tree: Option<gix::ObjectId>,
 ) -> Result<IndexDirt> {
-    let index = repo.index_or_empty().context("cannot read the index")?;
     let head_tree = match tree {
         Some(tree) => tree,
         None => super::head_tree_id_or_empty(repo)?,
@@ -378,10 +379,18 @@ fn compared_content(status: &EntryStatus<(), ()>, mode: gix::index::entry::Mode)
 /// checkout a skip-worktree file that is present is compared anyway, as git
 /// does: see `sparse_present`.)
 pub fn hidden_index_entries(repo: &gix::Repository, git_dir: &Path) -> Result<Vec<Dirt>> {
-    use gix::index::entry::Flags;
-    // The index the layout check and the status read, not a second
-    // decoding of the file (100,000 entries are 11 MB, at verify's peak).
     let index = repo.index_or_empty().context("cannot read the index")?;
+    Ok(hidden_entries_of(repo, &index, git_dir))
+}
+
+/// [`hidden_index_entries`] of `index`, read already: verify's judged
+/// index (see `index_copy`).
+pub fn hidden_entries_of(
+    repo: &gix::Repository,
+    index: &gix::index::State,
+    git_dir: &Path,
+) -> Vec<Dirt> {
+    use gix::index::entry::Flags;
     // Skip-worktree is legitimate only in a sparse checkout that is both
     // switched on and described (both are protected metadata).
     let sparse = git_dir.join("info/sparse-checkout").exists()
@@ -395,12 +404,12 @@ pub fn hidden_index_entries(repo: &gix::Repository, git_dir: &Path) -> Result<Ve
             || (!sparse && entry.flags.contains(Flags::SKIP_WORKTREE));
         if hidden {
             out.push(Dirt {
-                path: entry.path(&index).to_owned(),
+                path: entry.path(index).to_owned(),
                 what: HIDDEN,
             });
         }
     }
-    Ok(out)
+    out
 }
 
 /// The files and directories whose presence in the git dir means that a

@@ -1,0 +1,572 @@
+//! The index verify judges, read from the repository once.
+//!
+//! Four readers look at the index during verify: gix's decoding (the
+//! judgement: staged changes, the cache-tree, the worktree status), the
+//! layout check (git's readings of the file, `index_layout`), and git's own
+//! `ls-files` and `write-tree` in the cross-check (`git_view`). Each used
+//! to read the file in the git dir, one after another, so an agent that
+//! swapped the index between two readings had the state judged on one file
+//! and git's agreement given on another (red team, issue 29: an index with
+//! the same entries and a forged subtree in its cache-tree passed).
+//!
+//! So the index is read once, into a private copy in a scratch directory
+//! of the state directory, and every reader reads that: the layout check
+//! the bytes read ([`IndexCopy::take_bytes`]), gix and git the copy's file.
+//! Whether the copy still is the index when the state is accepted is the
+//! last look's question ([`IndexCopy::still_the_index`]).
+//!
+//! A split index keeps most entries in a shared file, `sharedindex.<id>`,
+//! which gix reads beside the index it decodes: every `sharedindex.*` of
+//! the git dir is copied beside the copy, in the same pass that takes its
+//! SHA-256 for the last look. git reads the git dir's own shared file
+//! first, and verifies that it hashes to its name, so its content is the
+//! one copied unless it changed, which the last look sees.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+
+use super::index_layout::MAX_INDEX_BYTES;
+
+/// A copy of the index file, with the bytes it was made of until the
+/// layout check takes them.
+pub struct IndexCopy {
+    /// The copy, read by gix and by `ls-files`.
+    path: PathBuf,
+    /// A second name of the copy for `write-tree`, which replaces the index
+    /// it read when it completed its cache-tree (see [`Self::for_write_tree`]).
+    for_write_tree: PathBuf,
+    /// The bytes read from the repository, until [`Self::take_bytes`].
+    bytes: Option<Vec<u8>>,
+    /// The real index's modification time, which the copy carries too.
+    modified: std::time::SystemTime,
+    /// The git dir's `sharedindex.*` files by name, with the SHA-256 of
+    /// each as copied.
+    shared: Vec<(OsString, [u8; 32])>,
+    /// Holds the copies; they go when this does. Last, so that whatever
+    /// holds paths into it is dropped first.
+    scratch: tempfile::TempDir,
+}
+
+/// The prefix of a scratch directory's name: the process id follows, so
+/// that a later verify can tell a dead process's from a running one's.
+const SCRATCH_PREFIX: &str = "index-reading-";
+
+/// The name of the copy in its scratch directory.
+const COPY_NAME: &str = "index-copy";
+
+/// What [`IndexCopy::take`] found in the git dir.
+pub enum Taken {
+    /// The index, copied.
+    Copy(IndexCopy),
+    /// No index file: git reads an empty index.
+    Missing,
+    /// An index git would not read as a file (a FIFO, a directory, a file
+    /// above [`MAX_INDEX_BYTES`]), and why.
+    Unreadable(anyhow::Error),
+}
+
+#[cfg(test)]
+impl Taken {
+    /// The copy, for tests; anything else panics.
+    pub fn expect_copy(self) -> IndexCopy {
+        match self {
+            Taken::Copy(copy) => copy,
+            Taken::Missing => panic!("no index"),
+            Taken::Unreadable(e) => panic!("{e:#}"),
+        }
+    }
+}
+
+impl IndexCopy {
+    /// Reads the index in `git_dir` into a scratch directory made in `dir`
+    /// (the state directory; else the system's temporary directory). An
+    /// error is the scratch directory's: what is wrong with the index is
+    /// [`Taken::Unreadable`].
+    pub fn take(git_dir: &Path, dir: &Path) -> Result<Taken> {
+        let (bytes, modified) = match read_index(&git_dir.join("index")) {
+            Ok(Some(read)) => read,
+            Ok(None) => return Ok(Taken::Missing),
+            Err(e) => return Ok(Taken::Unreadable(e)),
+        };
+        // In the state directory, which the agent does not reach under
+        // `run --isolate` (red team: a copy in a shared `/tmp` could be
+        // rewritten beside the real index); the system's temporary
+        // directory when the copy cannot be made there (a state directory
+        // verify may not write to). A copy a killed verify left behind is
+        // removed by the next one.
+        crate::fsutil::remove_abandoned_scratch(dir, SCRATCH_PREFIX);
+        let scratch = match scratch_in(Some(dir)) {
+            Ok(scratch) => scratch,
+            Err(_) => scratch_in(None)?,
+        };
+        let path = scratch.path().join(COPY_NAME);
+        write_copy(&path, &bytes, modified)?;
+        let for_write_tree = scratch.path().join("index-for-write-tree");
+        // A file system without hard links (vfat, some FUSE; red team) gets
+        // a second copy.
+        std::fs::hard_link(&path, &for_write_tree)
+            .or_else(|_| write_copy(&for_write_tree, &bytes, modified))
+            .context("cannot copy the index's copy for git")?;
+        let shared = copy_shared_indexes(git_dir, Some(scratch.path()))?;
+        Ok(Taken::Copy(IndexCopy {
+            path,
+            for_write_tree,
+            bytes: Some(bytes),
+            modified,
+            shared,
+            scratch,
+        }))
+    }
+
+    /// The copy: gix decodes it, `ls-files` lists it. A split index's
+    /// shared files lie beside it, where gix looks.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The directory holding the copy and its shared files, where the
+    /// layout check reads a split index's shared file.
+    pub fn dir(&self) -> &Path {
+        self.scratch.path()
+    }
+
+    /// The name `write-tree` reads. It replaces the file it read when it
+    /// completed its cache-tree (a lock file renamed over the path; git
+    /// never writes an index in place), so it gets a name of its own and
+    /// [`Self::path`] keeps the bytes the last look compares. Should a git
+    /// ever write in place, the copy differs from the index and the state
+    /// is refused, never accepted.
+    pub fn for_write_tree(&self) -> &Path {
+        &self.for_write_tree
+    }
+
+    /// The bytes read from the repository, once: for the layout check,
+    /// which then need not read the file again.
+    pub fn take_bytes(&mut self) -> Option<Vec<u8>> {
+        self.bytes.take()
+    }
+
+    /// gix's decoding of the copy, with the repository's reading config
+    /// (`index.threads`, `index.skipHash`) as `Repository::open_index`
+    /// reads it.
+    pub fn decode(&self, repo: &gix::Repository) -> Result<gix::worktree::Index> {
+        let config = repo.config_snapshot();
+        let thread_limit = config
+            .string("index.threads")
+            .map(|value| {
+                gix::config::tree::Index::THREADS
+                    .try_into_index_threads(value.as_ref() as &gix::bstr::BStr)
+            })
+            .transpose()
+            .context("cannot read index.threads")?;
+        let skip_hash = config.boolean("index.skipHash").unwrap_or(false);
+        let options = gix::index::decode::Options {
+            thread_limit,
+            ..Default::default()
+        };
+        let mut file = gix::index::File::at(&self.path, repo.object_hash(), skip_hash, options)?;
+        // gix judges an entry written no earlier than the index racy, and
+        // compares its content, by the index file's time: the real one's,
+        // not the copy's (nor the copy's as a coarser file system keeps it).
+        file.set_timestamp(filetime::FileTime::from_system_time(self.modified));
+        Ok(std::sync::Arc::new(gix::fs::FileSnapshot::new(file)))
+    }
+
+    /// Whether the index in `git_dir` still holds the bytes copied, and
+    /// its shared files theirs: `false` when anything differs or is gone.
+    pub fn still_the_index(&self, git_dir: &Path) -> Result<bool> {
+        // A split index's entries are partly in a shared file (red team:
+        // one rewritten after `ls-files` read it, the index file untouched,
+        // was accepted).
+        if copy_shared_indexes(git_dir, None)? != self.shared {
+            return Ok(false);
+        }
+        let real = git_dir.join("index");
+        let mut real = match crate::fsutil::open_regular(&real) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => {
+                return Err(e).with_context(|| format!("cannot read {}", real.display()));
+            }
+        };
+        let mut copy = File::open(&self.path).context("cannot read the index's copy")?;
+        let (real_len, copy_len) = (real.metadata()?.len(), copy.metadata()?.len());
+        if real_len != copy_len {
+            return Ok(false);
+        }
+        let (mut ours, mut theirs) = (vec![0u8; 1 << 16], vec![0u8; 1 << 16]);
+        loop {
+            let n = read_full(&mut copy, &mut ours).context("cannot read the index's copy")?;
+            let m =
+                read_full(&mut real, &mut theirs[..n.max(1)]).context("cannot read the index")?;
+            if n == 0 {
+                return Ok(m == 0);
+            }
+            if m != n || ours[..n] != theirs[..n] {
+                return Ok(false);
+            }
+        }
+    }
+}
+
+/// The bytes of the index file `real` and its modification time; `None`
+/// when there is none.
+fn read_index(real: &Path) -> Result<Option<(Vec<u8>, std::time::SystemTime)>> {
+    let mut file = match crate::fsutil::open_regular(real) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", real.display())),
+    };
+    let meta = file
+        .metadata()
+        .with_context(|| format!("cannot read {}", real.display()))?;
+    if meta.len() > MAX_INDEX_BYTES {
+        bail!("{} is larger than {MAX_INDEX_BYTES} bytes", real.display());
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    (&mut file)
+        .take(MAX_INDEX_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("cannot read {}", real.display()))?;
+    if bytes.len() as u64 > MAX_INDEX_BYTES {
+        bail!("{} is larger than {MAX_INDEX_BYTES} bytes", real.display());
+    }
+    let modified = meta
+        .modified()
+        .with_context(|| format!("cannot read {}", real.display()))?;
+    Ok(Some((bytes, modified)))
+}
+
+/// Whether the git dir still has no index file, as when verify found none.
+pub fn still_no_index(git_dir: &Path) -> bool {
+    matches!(
+        crate::fsutil::open_regular(&git_dir.join("index")),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound
+    )
+}
+
+/// An empty index, for a repository without an index file (as gix's
+/// `index_or_empty` and git read it).
+pub fn empty(repo: &gix::Repository) -> gix::worktree::Index {
+    let state = gix::index::State::new(repo.object_hash());
+    let file = gix::index::File::from_state(state, repo.index_path());
+    std::sync::Arc::new(gix::fs::FileSnapshot::new(file))
+}
+
+/// A scratch directory in `dir`, else in the system's temporary directory.
+fn scratch_in(dir: Option<&Path>) -> Result<tempfile::TempDir> {
+    let mut builder = tempfile::Builder::new();
+    let prefix = format!("{SCRATCH_PREFIX}{}-", std::process::id());
+    builder.prefix(&prefix);
+    match dir {
+        Some(dir) => builder.tempdir_in(dir),
+        None => builder.tempdir(),
+    }
+    .context("cannot make a scratch directory for the index's copy")
+}
+
+/// Writes `bytes` to a new file at `path` with the modification time
+/// `modified`, the real index's, for a git that looks at it (git's
+/// racy-entry rule, as gix's in [`IndexCopy::decode`]).
+fn write_copy(path: &Path, bytes: &[u8], modified: std::time::SystemTime) -> std::io::Result<()> {
+    let mut file = File::create_new(path)?;
+    file.write_all(bytes)?;
+    file.set_modified(modified)
+}
+
+/// The `sharedindex.*` files of `git_dir`, by name, with the SHA-256 of
+/// each, copied into `into` when given: what a split index's `link` names.
+/// One read of each file serves both. None for an index that is not split,
+/// beyond a listing of the git dir.
+fn copy_shared_indexes(git_dir: &Path, into: Option<&Path>) -> Result<Vec<(OsString, [u8; 32])>> {
+    use sha2::Digest;
+    let mut out = Vec::new();
+    let entries =
+        std::fs::read_dir(git_dir).with_context(|| format!("cannot list {}", git_dir.display()))?;
+    for entry in entries {
+        let entry = entry.with_context(|| format!("cannot list {}", git_dir.display()))?;
+        let name = entry.file_name();
+        if !name.as_encoded_bytes().starts_with(b"sharedindex.") {
+            continue;
+        }
+        let mut hasher = sha2::Sha256::new();
+        match crate::fsutil::open_regular(&entry.path()) {
+            // Not read (an agent can plant a huge sparse file): its name
+            // and size stand for it, and the layout check finds no copy of
+            // it should the index name it.
+            Ok(file) if file.metadata().is_ok_and(|m| m.len() > MAX_INDEX_BYTES) => {
+                hasher.update(b"larger than an index git reads: ");
+                hasher.update(file.metadata().map(|m| m.len()).unwrap_or(0).to_le_bytes());
+            }
+            Ok(mut file) => {
+                let mut copy = match into {
+                    Some(into) => Some(
+                        File::create_new(into.join(&name))
+                            .context("cannot copy a shared index for the index's copy")?,
+                    ),
+                    None => None,
+                };
+                let mut buf = vec![0u8; 1 << 16];
+                let mut total = 0u64;
+                loop {
+                    let n = read_full(&mut file, &mut buf)
+                        .with_context(|| format!("cannot read {}", entry.path().display()))?;
+                    if n == 0 {
+                        break;
+                    }
+                    total += n as u64;
+                    if total > MAX_INDEX_BYTES {
+                        // Grown while read: not read on, and not copied.
+                        hasher.update(b"larger than an index git reads");
+                        if let Some(into) = into {
+                            drop(copy.take());
+                            std::fs::remove_file(into.join(&name))
+                                .context("cannot remove a shared index's partial copy")?;
+                        }
+                        break;
+                    }
+                    hasher.update(&buf[..n]);
+                    if let Some(copy) = &mut copy {
+                        copy.write_all(&buf[..n])
+                            .context("cannot copy a shared index for the index's copy")?;
+                    }
+                }
+            }
+            // Not a file git reads as one: named, with no content, and not
+            // copied (the layout check then finds it missing).
+            Err(_) => hasher.update(b"not a regular file"),
+        }
+        out.push((name, hasher.finalize().into()));
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Reads into `buf` until it is full or the file ends; the bytes read.
+fn read_full(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match file.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A repository with one staged file, and its git dir.
+    fn repository(dir: &Path) -> (PathBuf, PathBuf) {
+        let work = dir.join("r");
+        std::fs::create_dir(&work).unwrap();
+        let git = |args: &[&str]| crate::test_git::git(&work, dir, args);
+        git(&["init", "-q"]);
+        std::fs::write(work.join("a"), "a\n").unwrap();
+        git(&["add", "a"]);
+        let git_dir = work.join(".git");
+        (work, git_dir)
+    }
+
+    fn copied(taken: Taken) -> IndexCopy {
+        taken.expect_copy()
+    }
+
+    #[test]
+    fn the_copy_is_the_index_until_the_index_changes_or_goes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, git_dir) = repository(dir.path());
+        let state = tempfile::tempdir().unwrap();
+        let index = git_dir.join("index");
+        let bytes = std::fs::read(&index).unwrap();
+        let mut copy = copied(IndexCopy::take(&git_dir, state.path()).unwrap());
+        assert!(copy.path().starts_with(state.path()));
+        assert_eq!(copy.take_bytes().unwrap(), bytes);
+        assert_eq!(copy.take_bytes(), None, "taken once");
+        assert_eq!(std::fs::read(copy.path()).unwrap(), bytes);
+        assert_eq!(std::fs::read(copy.for_write_tree()).unwrap(), bytes);
+        assert!(copy.still_the_index(&git_dir).unwrap());
+        // One byte other, same length; then a byte more.
+        let mut other = bytes.clone();
+        *other.last_mut().unwrap() ^= 1;
+        std::fs::write(&index, &other).unwrap();
+        assert!(!copy.still_the_index(&git_dir).unwrap());
+        let mut longer = bytes.clone();
+        longer.push(0);
+        std::fs::write(&index, &longer).unwrap();
+        assert!(!copy.still_the_index(&git_dir).unwrap());
+        std::fs::write(&index, &bytes).unwrap();
+        assert!(copy.still_the_index(&git_dir).unwrap());
+        std::fs::remove_file(&index).unwrap();
+        assert!(!copy.still_the_index(&git_dir).unwrap());
+        // Nothing is kept once the copy is gone.
+        drop(copy);
+        assert_eq!(std::fs::read_dir(state.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn gix_decodes_the_copy_with_the_real_index_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let (work, git_dir) = repository(dir.path());
+        let index = git_dir.join("index");
+        let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        File::options()
+            .write(true)
+            .open(&index)
+            .unwrap()
+            .set_modified(an_hour_ago)
+            .unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let copy = copied(IndexCopy::take(&git_dir, state.path()).unwrap());
+        let repo = gix::open(&work).unwrap();
+        let decoded = copy.decode(&repo).unwrap();
+        assert_eq!(
+            decoded.timestamp(),
+            filetime::FileTime::from_system_time(an_hour_ago)
+        );
+        let copy_time = std::fs::metadata(copy.path()).unwrap().modified().unwrap();
+        assert_eq!(copy_time, an_hour_ago);
+        let as_gix_reads_it = repo.index_or_empty().unwrap();
+        assert_eq!(decoded.entries(), as_gix_reads_it.entries());
+        assert_eq!(decoded.path_backing(), as_gix_reads_it.path_backing());
+    }
+
+    #[test]
+    fn the_copy_goes_to_the_system_temporary_directory_when_the_state_directory_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, git_dir) = repository(dir.path());
+        let missing = dir.path().join("missing");
+        let copy = copied(IndexCopy::take(&git_dir, &missing).unwrap());
+        assert!(copy.path().starts_with(std::env::temp_dir()));
+        assert!(copy.still_the_index(&git_dir).unwrap());
+        assert!(!missing.exists());
+    }
+
+    #[test]
+    fn a_dead_verifys_scratch_directory_goes_and_others_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, git_dir) = repository(dir.path());
+        let state = tempfile::tempdir().unwrap();
+        let dead = (4_000_000u32..)
+            .find(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+            .unwrap();
+        let names = [
+            format!("{SCRATCH_PREFIX}{dead}-abc"),
+            format!("{SCRATCH_PREFIX}{}-abc", std::process::id()),
+            format!("{SCRATCH_PREFIX}1-abc"),
+            "baseline.json".to_owned(),
+            format!("{SCRATCH_PREFIX}not-a-pid"),
+        ];
+        for name in &names {
+            std::fs::create_dir(state.path().join(name)).unwrap();
+        }
+        std::fs::write(state.path().join(&names[0]).join(COPY_NAME), "x").unwrap();
+        let copy = copied(IndexCopy::take(&git_dir, state.path()).unwrap());
+        assert!(copy.path().starts_with(state.path()));
+        assert!(!state.path().join(&names[0]).exists(), "the dead one's");
+        for name in &names[1..] {
+            assert!(state.path().join(name).exists(), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_split_indexs_shared_file_is_copied_beside_it_and_part_of_the_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let (work, git_dir) = repository(dir.path());
+        crate::test_git::git(&work, dir.path(), &["update-index", "--split-index"]);
+        let shared: Vec<PathBuf> = std::fs::read_dir(&git_dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .unwrap()
+                    .as_encoded_bytes()
+                    .starts_with(b"sharedindex.")
+            })
+            .collect();
+        assert_eq!(shared.len(), 1, "{shared:?}");
+        let state = tempfile::tempdir().unwrap();
+        let copy = copied(IndexCopy::take(&git_dir, state.path()).unwrap());
+        let beside = copy.dir().join(shared[0].file_name().unwrap());
+        let bytes = std::fs::read(&shared[0]).unwrap();
+        assert_eq!(std::fs::read(&beside).unwrap(), bytes);
+        // gix merges the copy's own shared file: removing the git dir's
+        // changes nothing it reads.
+        std::fs::rename(&shared[0], dir.path().join("away")).unwrap();
+        let repo = gix::open(&work).unwrap();
+        let decoded = copy.decode(&repo).unwrap();
+        assert_eq!(decoded.entries().len(), 1);
+        assert!(!copy.still_the_index(&git_dir).unwrap());
+        std::fs::rename(dir.path().join("away"), &shared[0]).unwrap();
+        assert!(copy.still_the_index(&git_dir).unwrap());
+        let mut other = bytes.clone();
+        other[20] ^= 1;
+        std::fs::write(&shared[0], &other).unwrap();
+        assert!(!copy.still_the_index(&git_dir).unwrap());
+        std::fs::write(&shared[0], &bytes).unwrap();
+        assert!(copy.still_the_index(&git_dir).unwrap());
+        std::fs::write(git_dir.join("sharedindex.0000"), "").unwrap();
+        assert!(!copy.still_the_index(&git_dir).unwrap());
+    }
+
+    #[test]
+    fn a_shared_index_larger_than_git_reads_is_named_not_copied() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, git_dir) = repository(dir.path());
+        let huge = git_dir.join("sharedindex.1111");
+        // Sparse: no disk space taken, and not read to its end.
+        File::create(&huge)
+            .unwrap()
+            .set_len(MAX_INDEX_BYTES + 1)
+            .unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let copy = copied(IndexCopy::take(&git_dir, state.path()).unwrap());
+        assert!(!copy.dir().join("sharedindex.1111").exists());
+        assert!(copy.still_the_index(&git_dir).unwrap());
+        std::fs::remove_file(&huge).unwrap();
+        assert!(!copy.still_the_index(&git_dir).unwrap());
+    }
+
+    #[test]
+    fn an_index_git_would_not_read_is_not_copied_and_a_missing_one_is_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, git_dir) = repository(dir.path());
+        let state = tempfile::tempdir().unwrap();
+        let index = git_dir.join("index");
+        // Sparse: no disk space taken.
+        let file = File::options().write(true).open(&index).unwrap();
+        file.set_len(MAX_INDEX_BYTES + 1).unwrap();
+        let unreadable = |taken: Taken| match taken {
+            Taken::Unreadable(e) => format!("{e:#}"),
+            _ => panic!("read"),
+        };
+        let e = unreadable(IndexCopy::take(&git_dir, state.path()).unwrap());
+        assert!(e.contains("is larger than"), "{e}");
+        std::fs::remove_file(&index).unwrap();
+        assert!(still_no_index(&git_dir));
+        assert!(matches!(
+            IndexCopy::take(&git_dir, state.path()).unwrap(),
+            Taken::Missing
+        ));
+        std::os::unix::fs::symlink("nowhere", &index).unwrap();
+        assert!(
+            still_no_index(&git_dir),
+            "git reads a dangling link as none"
+        );
+        std::fs::remove_file(&index).unwrap();
+        std::fs::create_dir(&index).unwrap();
+        assert!(!still_no_index(&git_dir));
+        let e = unreadable(IndexCopy::take(&git_dir, state.path()).unwrap());
+        assert!(e.contains("a directory"), "{e}");
+        assert_eq!(std::fs::read_dir(state.path()).unwrap().count(), 0);
+    }
+}
