@@ -1054,3 +1054,109 @@ fn accepts_new_packs_and_gc_beside_a_baseline_multi_pack_index() {
     let (code, r) = sb.verify();
     assert_accepted(code, &r);
 }
+
+/// Removed object files are judged by what they took away (see
+/// `repo::objects::removed`): the loose object of an annotated tag, whose
+/// `packed-refs` record is unchanged, taken from the store. git's view:
+/// `fsck` reports the ref broken.
+#[test]
+fn rejects_a_deleted_annotated_tag_object_its_ref_still_names() {
+    let sb = Sandbox::with_files_refs();
+    sb.git(&["tag", "-a", "v1", "-m", "release one"]);
+    sb.git(&["pack-refs", "--all"]);
+    let tag = sb.git(&["rev-parse", "v1"]);
+    assert!(loose_path(&sb, &tag).exists(), "a loose tag object");
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    std::fs::remove_file(loose_path(&sb, &tag)).unwrap();
+    let fsck = sb.try_git(&["fsck", "--connectivity-only"]);
+    assert!(
+        String::from_utf8_lossy(&fsck.stderr).contains(&tag),
+        "{fsck:?}"
+    );
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &[INVALID]);
+    assert_problem(
+        &r,
+        &format!("the object {tag}, reachable from refs/tags/v1"),
+    );
+}
+
+/// A blob of another branch's history, removed: the branch did not move,
+/// and its tip is there, but `git log -p` of it fails.
+#[test]
+fn rejects_a_deleted_blob_of_another_branchs_history() {
+    let sb = Sandbox::new();
+    sb.git(&["checkout", "-q", "-b", "other"]);
+    sb.write("src/other.rs", "pub fn other() {}\n");
+    sb.git(&["add", "src/other.rs"]);
+    sb.git(&["commit", "-q", "-m", "other"]);
+    sb.git(&["checkout", "-q", "main"]);
+    let blob = sb.git(&["rev-parse", "other:src/other.rs"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    std::fs::remove_file(loose_path(&sb, &blob)).unwrap();
+    assert!(
+        !sb.try_git(&["fsck", "--connectivity-only"])
+            .status
+            .success()
+    );
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &[INVALID]);
+    assert_problem(
+        &r,
+        &format!("the object {blob}, reachable from refs/heads/other"),
+    );
+    // Restored, it is accepted again.
+    let restored = sb.git_stdin(&["hash-object", "-w", "--stdin"], "pub fn other() {}\n");
+    assert_eq!(restored, blob);
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
+/// An object unreachable at arm, pruned after: the walk finds every
+/// reachable object, and the removal is accepted.
+#[test]
+fn accepts_git_prune_of_an_object_unreachable_at_arm() {
+    let sb = Sandbox::new();
+    let dangling = sb.git_stdin(&["hash-object", "-w", "--stdin"], "dangling\n");
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    sb.git(&["prune", "--expire=now"]);
+    assert!(!loose_path(&sb, &dangling).exists(), "pruned");
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    // And `gc` that removes the packs it rewrote.
+    sb.git(&["repack", "-a", "-d", "-q"]);
+    sb.git(&["gc", "-q", "--prune=now"]);
+    assert!(sb.try_git(&["fsck"]).status.success());
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
+/// A shallow repository: the walk stops at the `shallow` commits, as
+/// git's does, so a `gc` after arm is accepted although the parents of
+/// the boundary are not in the store.
+#[test]
+fn accepts_gc_in_a_shallow_repository() {
+    let sb = Sandbox::new();
+    sb.commit_file("docs/before.md", "before\n", "before arm");
+    let parent = sb.git(&["rev-parse", "HEAD~1"]);
+    sb.git(&["push", "-q", "origin", "main"]);
+    sb.git(&["fetch", "-q", "--depth=1", "origin", "main"]);
+    assert!(sb.git_dir().join("shallow").is_file());
+    sb.git(&["reflog", "expire", "--expire=now", "--all"]);
+    sb.git(&["gc", "-q", "--prune=now"]);
+    let gone = sb.try_git(&["cat-file", "-e", &parent]);
+    assert!(!gone.status.success(), "the boundary's parent is gone");
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    sb.git(&["gc", "-q", "--prune=now"]);
+    assert!(
+        sb.try_git(&["fsck", "--connectivity-only"])
+            .status
+            .success()
+    );
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}

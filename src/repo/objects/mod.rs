@@ -22,8 +22,9 @@
 //! | `multi-pack-index` chains, `multi-pack-index-*.rev`, a bitmap of another multi-pack-index | not verified: rejected (delete them; git works without) |
 //! | `.keep`, `.promisor`, `.mtimes` | change nothing git reads: allowed |
 //!
-//! Removed files are fine: a missing object makes reading fail, it cannot
-//! make git read something else. Symlinks anywhere git reads are refused,
+//! A removed file cannot make git read something else: a missing object
+//! makes reading fail. But it can take history with it, so removals are
+//! judged by what they took ([`removed`]). Symlinks anywhere git reads are refused,
 //! even unchanged ones: git follows them and what is behind them is not
 //! watched. The store is scanned once more at the end, so a file rewritten
 //! while it was being proven is not accepted.
@@ -39,6 +40,7 @@ pub mod inventory;
 mod loose;
 mod midx;
 mod pack;
+mod removed;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -107,7 +109,12 @@ pub fn check(repo: &gix::Repository, common_dir: &Path, before: &Inventory) -> R
     let mut proven = std::borrow::Cow::Borrowed(before);
     loop {
         let (mut problems, now, settled) = check_round(repo, common_dir, &proven)?;
-        if !problems.is_empty() || settled {
+        if problems.is_empty() && settled {
+            // What was written is proven; what was removed must not have
+            // taken history with it.
+            return removed::check(repo, before, &now);
+        }
+        if !problems.is_empty() {
             return Ok(problems);
         }
         if start.elapsed() >= SETTLE_PATIENCE {
