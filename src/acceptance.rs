@@ -2067,7 +2067,7 @@ fn check_index(
         ));
     };
     let copy = match repo::index_copy::IndexCopy::take(&location.git_dir, state)? {
-        repo::index_copy::Taken::Copy(copy) => Some(copy),
+        repo::index_copy::Taken::Copy(copy) => Some(*copy),
         repo::index_copy::Taken::Missing => None,
         repo::index_copy::Taken::Unreadable(e) => {
             refuse(findings, e);
@@ -2079,10 +2079,11 @@ fn check_index(
     let index = match copy {
         Some(mut copy) => {
             let hash_len = repo.object_hash().len_in_bytes();
+            let decoded = copy.decode(repo);
             let bytes = copy
                 .take_bytes()
                 .context("the index's bytes were taken already")?;
-            let layout = match copy.decode(repo) {
+            let layout = match decoded {
                 // gix's entries are held against git's reading as it
                 // decodes them, one at a time.
                 Ok(index) => {

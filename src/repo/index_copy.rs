@@ -16,11 +16,14 @@
 //! last look's question ([`IndexCopy::still_the_index`]).
 //!
 //! A split index keeps most entries in a shared file, `sharedindex.<id>`,
-//! which gix reads beside the index it decodes: every `sharedindex.*` of
-//! the git dir is copied beside the copy, in the same pass that takes its
-//! SHA-256 for the last look. git reads the git dir's own shared file
-//! first, and verifies that it hashes to its name, so its content is the
-//! one copied unless it changed, which the last look sees.
+//! which gix reads beside the index it decodes: the one the index names is
+//! copied beside the copy, in the same pass that takes its SHA-256. git,
+//! though, reads the git dir's own shared file when there is one, and does
+//! not check its content against its name (only `fsck` does; red team): the
+//! last look holds that file against the digest, and so does the
+//! cross-check once git has read it. A shared file swapped in while git
+//! reads it and back before either look is not seen: that needs a process
+//! running during verify (threat model, residual 3).
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -41,11 +44,18 @@ pub struct IndexCopy {
     for_write_tree: PathBuf,
     /// The bytes read from the repository, until [`Self::take_bytes`].
     bytes: Option<Vec<u8>>,
+    /// SHA-256 of those bytes: what the index must still hold at the last
+    /// look (not the copy's file, which a copy in the system's temporary
+    /// directory leaves within the agent's reach; red team).
+    digest: [u8; 32],
     /// The real index's modification time, which the copy carries too.
     modified: std::time::SystemTime,
-    /// The git dir's `sharedindex.*` files by name, with the SHA-256 of
-    /// each as copied.
-    shared: Vec<(OsString, [u8; 32])>,
+    /// The git dir the index is in.
+    git_dir: PathBuf,
+    /// A split index's shared file, by name, with the SHA-256 of its bytes
+    /// as copied (see [`Self::decode`]); `None` for an index that is not
+    /// split.
+    shared: Option<(OsString, [u8; 32])>,
     /// Holds the copies; they go when this does. Last, so that whatever
     /// holds paths into it is dropped first.
     scratch: tempfile::TempDir,
@@ -61,7 +71,7 @@ const COPY_NAME: &str = "index-copy";
 /// What [`IndexCopy::take`] found in the git dir.
 pub enum Taken {
     /// The index, copied.
-    Copy(IndexCopy),
+    Copy(Box<IndexCopy>),
     /// No index file: git reads an empty index.
     Missing,
     /// An index git would not read as a file (a FIFO, a directory, a file
@@ -74,7 +84,7 @@ impl Taken {
     /// The copy, for tests; anything else panics.
     pub fn expect_copy(self) -> IndexCopy {
         match self {
-            Taken::Copy(copy) => copy,
+            Taken::Copy(copy) => *copy,
             Taken::Missing => panic!("no index"),
             Taken::Unreadable(e) => panic!("{e:#}"),
         }
@@ -111,15 +121,16 @@ impl IndexCopy {
         std::fs::hard_link(&path, &for_write_tree)
             .or_else(|_| write_copy(&for_write_tree, &bytes, modified))
             .context("cannot copy the index's copy for git")?;
-        let shared = copy_shared_indexes(git_dir, Some(scratch.path()))?;
-        Ok(Taken::Copy(IndexCopy {
+        Ok(Taken::Copy(Box::new(IndexCopy {
             path,
             for_write_tree,
+            digest: sha256(&bytes),
             bytes: Some(bytes),
             modified,
-            shared,
+            git_dir: git_dir.to_owned(),
+            shared: None,
             scratch,
-        }))
+        })))
     }
 
     /// The copy: gix decodes it, `ls-files` lists it. A split index's
@@ -150,10 +161,12 @@ impl IndexCopy {
         self.bytes.take()
     }
 
-    /// gix's decoding of the copy, with the repository's reading config
-    /// (`index.threads`, `index.skipHash`) as `Repository::open_index`
-    /// reads it.
-    pub fn decode(&self, repo: &gix::Repository) -> Result<gix::worktree::Index> {
+    /// gix's decoding of the bytes read, with the repository's reading
+    /// config (`index.threads`, `index.skipHash`) as
+    /// `Repository::open_index` reads it. A split index's shared file is
+    /// copied beside the copy (read once, its digest taken) and gix
+    /// decodes the copy, merging the two. Before [`Self::take_bytes`].
+    pub fn decode(&mut self, repo: &gix::Repository) -> Result<gix::worktree::Index> {
         let config = repo.config_snapshot();
         let thread_limit = config
             .string("index.threads")
@@ -168,7 +181,26 @@ impl IndexCopy {
             thread_limit,
             ..Default::default()
         };
-        let mut file = gix::index::File::at(&self.path, repo.object_hash(), skip_hash, options)?;
+        let hash = repo.object_hash();
+        let bytes = self
+            .bytes
+            .as_deref()
+            .context("the index was decoded already")?;
+        let time = filetime::FileTime::from_system_time(self.modified);
+        let (state, _) = gix::index::State::from_bytes(bytes, time, hash, options)?;
+        let mut file = match state.link() {
+            None => {
+                if !skip_hash {
+                    verify_checksum(bytes, hash)?;
+                }
+                gix::index::File::from_state(state, &self.path)
+            }
+            Some(link) => {
+                let name = OsString::from(format!("sharedindex.{}", link.shared_index_checksum));
+                self.shared = Some((name.clone(), self.copy_shared(&name)?));
+                gix::index::File::at(&self.path, hash, skip_hash, options)?
+            }
+        };
         // gix judges an entry written no earlier than the index racy, and
         // compares its content, by the index file's time: the real one's,
         // not the copy's (nor the copy's as a coarser file system keeps it).
@@ -176,41 +208,66 @@ impl IndexCopy {
         Ok(std::sync::Arc::new(gix::fs::FileSnapshot::new(file)))
     }
 
-    /// Whether the index in `git_dir` still holds the bytes copied, and
-    /// its shared files theirs: `false` when anything differs or is gone.
+    /// Whether the index in `git_dir` still holds the bytes read, and a
+    /// split index's shared file the bytes copied: `false` when anything
+    /// differs or is gone.
     pub fn still_the_index(&self, git_dir: &Path) -> Result<bool> {
-        // A split index's entries are partly in a shared file (red team:
+        // A split index's entries are partly in its shared file (red team:
         // one rewritten after `ls-files` read it, the index file untouched,
         // was accepted).
-        if copy_shared_indexes(git_dir, None)? != self.shared {
+        if let Some((name, digest)) = &self.shared
+            && digest_of(&git_dir.join(name), None)? != *digest
+        {
             return Ok(false);
         }
-        let real = git_dir.join("index");
-        let mut real = match crate::fsutil::open_regular(&real) {
-            Ok(file) => file,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-            Err(e) => {
-                return Err(e).with_context(|| format!("cannot read {}", real.display()));
-            }
-        };
-        let mut copy = File::open(&self.path).context("cannot read the index's copy")?;
-        let (real_len, copy_len) = (real.metadata()?.len(), copy.metadata()?.len());
-        if real_len != copy_len {
-            return Ok(false);
-        }
-        let (mut ours, mut theirs) = (vec![0u8; 1 << 16], vec![0u8; 1 << 16]);
-        loop {
-            let n = read_full(&mut copy, &mut ours).context("cannot read the index's copy")?;
-            let m =
-                read_full(&mut real, &mut theirs[..n.max(1)]).context("cannot read the index")?;
-            if n == 0 {
-                return Ok(m == 0);
-            }
-            if m != n || ours[..n] != theirs[..n] {
-                return Ok(false);
-            }
-        }
+        Ok(digest_of(&git_dir.join("index"), None)? == self.digest)
     }
+
+    /// [`Self::still_the_index`] for the shared file alone, once git has
+    /// read it: git reads the git dir's, not the copy's.
+    pub fn still_the_shared_index(&self) -> Result<bool> {
+        Ok(match &self.shared {
+            Some((name, digest)) => digest_of(&self.git_dir.join(name), None)? == *digest,
+            None => true,
+        })
+    }
+
+    /// Copies the git dir's shared file `name` beside the copy; its digest.
+    /// One that is missing or not a file git reads is not copied (gix's
+    /// decoding then fails, and the layout check says why).
+    fn copy_shared(&self, name: &OsString) -> Result<[u8; 32]> {
+        let into = self.scratch.path().join(name);
+        digest_of(&self.git_dir.join(name), Some(&into))
+    }
+}
+
+/// SHA-256 of `bytes`.
+fn sha256(bytes: &[u8]) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes).into()
+}
+
+/// The index's trailing checksum must be its hash (unless it is all zero,
+/// as `index.skipHash` writes it), as gix's `File::at` checks it.
+fn verify_checksum(bytes: &[u8], hash: gix::hash::Kind) -> Result<()> {
+    let len = hash.len_in_bytes();
+    let body = bytes
+        .len()
+        .checked_sub(len)
+        .context("the index is shorter than its checksum")?;
+    let trailer = &bytes[body..];
+    if trailer.iter().all(|&b| b == 0) {
+        return Ok(());
+    }
+    let mut hasher = gix::hash::hasher(hash);
+    hasher.update(&bytes[..body]);
+    let actual = hasher
+        .try_finalize()
+        .map_err(|e| anyhow::anyhow!("cannot hash the index: {e}"))?;
+    if actual.as_slice() != trailer {
+        bail!("the index's checksum does not match its content");
+    }
+    Ok(())
 }
 
 /// The bytes of the index file `real` and its modification time; `None`
@@ -259,9 +316,13 @@ pub fn empty(repo: &gix::Repository) -> gix::worktree::Index {
 
 /// A scratch directory in `dir`, else in the system's temporary directory.
 fn scratch_in(dir: Option<&Path>) -> Result<tempfile::TempDir> {
+    use std::os::unix::fs::PermissionsExt;
     let mut builder = tempfile::Builder::new();
     let prefix = format!("{SCRATCH_PREFIX}{}-", std::process::id());
-    builder.prefix(&prefix);
+    // Private: the index may name what others may not read (red team).
+    builder
+        .prefix(&prefix)
+        .permissions(std::fs::Permissions::from_mode(0o700));
     match dir {
         Some(dir) => builder.tempdir_in(dir),
         None => builder.tempdir(),
@@ -278,72 +339,63 @@ fn write_copy(path: &Path, bytes: &[u8], modified: std::time::SystemTime) -> std
     file.set_modified(modified)
 }
 
-/// The `sharedindex.*` files of `git_dir`, by name, with the SHA-256 of
-/// each, copied into `into` when given: what a split index's `link` names.
-/// One read of each file serves both. None for an index that is not split,
-/// beyond a listing of the git dir.
-fn copy_shared_indexes(git_dir: &Path, into: Option<&Path>) -> Result<Vec<(OsString, [u8; 32])>> {
+/// SHA-256 of the file at `path`, read once and, with `into`, copied
+/// there as it is read. A file that is missing or not one git reads as a
+/// file (a FIFO, a directory, one above [`MAX_INDEX_BYTES`], which is not
+/// read: an agent can plant a huge sparse file) has a digest that says so,
+/// and is not copied.
+fn digest_of(path: &Path, into: Option<&Path>) -> Result<[u8; 32]> {
     use sha2::Digest;
-    let mut out = Vec::new();
-    let entries =
-        std::fs::read_dir(git_dir).with_context(|| format!("cannot list {}", git_dir.display()))?;
-    for entry in entries {
-        let entry = entry.with_context(|| format!("cannot list {}", git_dir.display()))?;
-        let name = entry.file_name();
-        if !name.as_encoded_bytes().starts_with(b"sharedindex.") {
-            continue;
+    let mut hasher = sha2::Sha256::new();
+    let mut file = match crate::fsutil::open_regular(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            hasher.update(b"missing");
+            return Ok(hasher.finalize().into());
         }
-        let mut hasher = sha2::Sha256::new();
-        match crate::fsutil::open_regular(&entry.path()) {
-            // Not read (an agent can plant a huge sparse file): its name
-            // and size stand for it, and the layout check finds no copy of
-            // it should the index name it.
-            Ok(file) if file.metadata().is_ok_and(|m| m.len() > MAX_INDEX_BYTES) => {
-                hasher.update(b"larger than an index git reads: ");
-                hasher.update(file.metadata().map(|m| m.len()).unwrap_or(0).to_le_bytes());
-            }
-            Ok(mut file) => {
-                let mut copy = match into {
-                    Some(into) => Some(
-                        File::create_new(into.join(&name))
-                            .context("cannot copy a shared index for the index's copy")?,
-                    ),
-                    None => None,
-                };
-                let mut buf = vec![0u8; 1 << 16];
-                let mut total = 0u64;
-                loop {
-                    let n = read_full(&mut file, &mut buf)
-                        .with_context(|| format!("cannot read {}", entry.path().display()))?;
-                    if n == 0 {
-                        break;
-                    }
-                    total += n as u64;
-                    if total > MAX_INDEX_BYTES {
-                        // Grown while read: not read on, and not copied.
-                        hasher.update(b"larger than an index git reads");
-                        if let Some(into) = into {
-                            drop(copy.take());
-                            std::fs::remove_file(into.join(&name))
-                                .context("cannot remove a shared index's partial copy")?;
-                        }
-                        break;
-                    }
-                    hasher.update(&buf[..n]);
-                    if let Some(copy) = &mut copy {
-                        copy.write_all(&buf[..n])
-                            .context("cannot copy a shared index for the index's copy")?;
-                    }
-                }
-            }
-            // Not a file git reads as one: named, with no content, and not
-            // copied (the layout check then finds it missing).
-            Err(_) => hasher.update(b"not a regular file"),
+        Err(_) => {
+            hasher.update(b"not a regular file");
+            return Ok(hasher.finalize().into());
         }
-        out.push((name, hasher.finalize().into()));
+    };
+    let len = file
+        .metadata()
+        .with_context(|| format!("cannot read {}", path.display()))?
+        .len();
+    if len > MAX_INDEX_BYTES {
+        hasher.update(b"larger than an index git reads: ");
+        hasher.update(len.to_le_bytes());
+        return Ok(hasher.finalize().into());
     }
-    out.sort();
-    Ok(out)
+    let mut copy = match into {
+        Some(into) => Some(File::create_new(into).context("cannot copy a shared index")?),
+        None => None,
+    };
+    let mut buf = vec![0u8; 1 << 16];
+    let mut total = 0u64;
+    loop {
+        let n = read_full(&mut file, &mut buf)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        if n == 0 {
+            break;
+        }
+        total += n as u64;
+        if total > MAX_INDEX_BYTES {
+            // Grown while read: not read on, and not copied.
+            hasher.update(b"larger than an index git reads");
+            if let Some(into) = into {
+                drop(copy.take());
+                std::fs::remove_file(into).context("cannot remove a partial copy")?;
+            }
+            break;
+        }
+        hasher.update(&buf[..n]);
+        if let Some(copy) = &mut copy {
+            copy.write_all(&buf[..n])
+                .context("cannot copy a shared index")?;
+        }
+    }
+    Ok(hasher.finalize().into())
 }
 
 /// Reads into `buf` until it is full or the file ends; the bytes read.
@@ -394,6 +446,14 @@ mod tests {
         assert_eq!(std::fs::read(copy.path()).unwrap(), bytes);
         assert_eq!(std::fs::read(copy.for_write_tree()).unwrap(), bytes);
         assert!(copy.still_the_index(&git_dir).unwrap());
+        // Private, and held against the bytes read, not the copy's file (a
+        // copy in the system's temporary directory is within reach).
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(copy.dir()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        std::fs::remove_file(copy.path()).unwrap();
+        std::fs::write(copy.path(), b"rewritten").unwrap();
+        assert!(copy.still_the_index(&git_dir).unwrap());
         // One byte other, same length; then a byte more.
         let mut other = bytes.clone();
         *other.last_mut().unwrap() ^= 1;
@@ -425,7 +485,7 @@ mod tests {
             .set_modified(an_hour_ago)
             .unwrap();
         let state = tempfile::tempdir().unwrap();
-        let copy = copied(IndexCopy::take(&git_dir, state.path()).unwrap());
+        let mut copy = copied(IndexCopy::take(&git_dir, state.path()).unwrap());
         let repo = gix::open(&work).unwrap();
         let decoded = copy.decode(&repo).unwrap();
         assert_eq!(
@@ -494,18 +554,25 @@ mod tests {
             })
             .collect();
         assert_eq!(shared.len(), 1, "{shared:?}");
+        // Another shared file the index does not name: neither copied nor
+        // read.
+        std::fs::write(git_dir.join("sharedindex.0000"), "").unwrap();
         let state = tempfile::tempdir().unwrap();
-        let copy = copied(IndexCopy::take(&git_dir, state.path()).unwrap());
-        let beside = copy.dir().join(shared[0].file_name().unwrap());
-        let bytes = std::fs::read(&shared[0]).unwrap();
-        assert_eq!(std::fs::read(&beside).unwrap(), bytes);
-        // gix merges the copy's own shared file: removing the git dir's
-        // changes nothing it reads.
-        std::fs::rename(&shared[0], dir.path().join("away")).unwrap();
+        let mut copy = copied(IndexCopy::take(&git_dir, state.path()).unwrap());
         let repo = gix::open(&work).unwrap();
         let decoded = copy.decode(&repo).unwrap();
         assert_eq!(decoded.entries().len(), 1);
+        let beside = copy.dir().join(shared[0].file_name().unwrap());
+        let bytes = std::fs::read(&shared[0]).unwrap();
+        assert_eq!(std::fs::read(&beside).unwrap(), bytes);
+        assert!(!copy.dir().join("sharedindex.0000").exists());
+        assert!(copy.still_the_index(&git_dir).unwrap());
+        assert!(copy.still_the_shared_index().unwrap());
+        // gix merged the copy's own shared file; git reads the git dir's,
+        // which must stay.
+        std::fs::rename(&shared[0], dir.path().join("away")).unwrap();
         assert!(!copy.still_the_index(&git_dir).unwrap());
+        assert!(!copy.still_the_shared_index().unwrap());
         std::fs::rename(dir.path().join("away"), &shared[0]).unwrap();
         assert!(copy.still_the_index(&git_dir).unwrap());
         let mut other = bytes.clone();
@@ -514,26 +581,57 @@ mod tests {
         assert!(!copy.still_the_index(&git_dir).unwrap());
         std::fs::write(&shared[0], &bytes).unwrap();
         assert!(copy.still_the_index(&git_dir).unwrap());
-        std::fs::write(git_dir.join("sharedindex.0000"), "").unwrap();
-        assert!(!copy.still_the_index(&git_dir).unwrap());
+        std::fs::remove_file(git_dir.join("sharedindex.0000")).unwrap();
+        assert!(copy.still_the_index(&git_dir).unwrap());
     }
 
     #[test]
-    fn a_shared_index_larger_than_git_reads_is_named_not_copied() {
+    fn a_shared_index_larger_than_git_reads_is_neither_read_nor_copied() {
         let dir = tempfile::tempdir().unwrap();
-        let (_, git_dir) = repository(dir.path());
-        let huge = git_dir.join("sharedindex.1111");
+        let huge = dir.path().join("huge");
         // Sparse: no disk space taken, and not read to its end.
         File::create(&huge)
             .unwrap()
             .set_len(MAX_INDEX_BYTES + 1)
             .unwrap();
+        let into = dir.path().join("copy");
+        let digest = digest_of(&huge, Some(&into)).unwrap();
+        assert!(!into.exists());
+        assert_ne!(
+            digest,
+            digest_of(&dir.path().join("missing"), None).unwrap()
+        );
+        File::options()
+            .write(true)
+            .open(&huge)
+            .unwrap()
+            .set_len(MAX_INDEX_BYTES + 2)
+            .unwrap();
+        assert_ne!(digest, digest_of(&huge, None).unwrap());
+    }
+
+    #[test]
+    fn gix_refuses_a_checksum_that_is_not_the_content_unless_git_skipped_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (work, git_dir) = repository(dir.path());
+        let index = git_dir.join("index");
+        let good = std::fs::read(&index).unwrap();
+        let repo = gix::open(&work).unwrap();
         let state = tempfile::tempdir().unwrap();
-        let copy = copied(IndexCopy::take(&git_dir, state.path()).unwrap());
-        assert!(!copy.dir().join("sharedindex.1111").exists());
-        assert!(copy.still_the_index(&git_dir).unwrap());
-        std::fs::remove_file(&huge).unwrap();
-        assert!(!copy.still_the_index(&git_dir).unwrap());
+        let decode = |bytes: &[u8]| {
+            std::fs::write(&index, bytes).unwrap();
+            let mut copy = copied(IndexCopy::take(&git_dir, state.path()).unwrap());
+            copy.decode(&repo).map(|_| ())
+        };
+        decode(&good).unwrap();
+        let mut bad = good.clone();
+        *bad.last_mut().unwrap() ^= 1;
+        let e = decode(&bad).unwrap_err();
+        assert!(format!("{e:#}").contains("checksum"), "{e:#}");
+        let mut skipped = good.clone();
+        let at = skipped.len() - 20;
+        skipped[at..].fill(0);
+        decode(&skipped).unwrap();
     }
 
     #[test]
