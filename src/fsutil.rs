@@ -483,6 +483,17 @@ fn resolve_path_following(path: &Path, followed: usize) -> Result<std::path::Pat
 /// runs). Another process's live directory, and any other name, is left.
 /// Best effort.
 pub fn remove_abandoned_scratch(parent: &Path, prefix: &str) {
+    remove_abandoned(parent, prefix, false);
+}
+
+/// [`remove_abandoned_scratch`] for regular files instead of directories.
+pub fn remove_abandoned_scratch_files(parent: &Path, prefix: &str) {
+    remove_abandoned(parent, prefix, true);
+}
+
+/// The entries of `parent` named `<prefix><pid>-...` of a dead process,
+/// directories or (`files`) regular files, removed.
+fn remove_abandoned(parent: &Path, prefix: &str, files: bool) {
     let Ok(entries) = std::fs::read_dir(parent) else {
         return;
     };
@@ -500,8 +511,17 @@ pub fn remove_abandoned_scratch(parent: &Path, prefix: &str) {
         // SAFETY: signal 0 only checks that the process exists.
         let gone = unsafe { libc::kill(pid, 0) } != 0
             && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
-        if gone && entry.file_type().is_ok_and(|t| t.is_dir()) {
-            let _ = std::fs::remove_dir_all(entry.path());
+        if !gone {
+            continue;
+        }
+        match entry.file_type() {
+            Ok(t) if t.is_dir() && !files => {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+            Ok(t) if t.is_file() && files => {
+                let _ = std::fs::remove_file(entry.path());
+            }
+            _ => {}
         }
     }
 }

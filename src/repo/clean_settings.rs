@@ -146,6 +146,9 @@ fn read_optional(path: Option<PathBuf>) -> Result<BString> {
     }
 }
 
+/// The prefix of the scratch files' names; the process id follows.
+const SCRATCH_PREFIX: &str = ".clean-settings-";
+
 /// Keeps the private copies of the excludes and attributes files alive while
 /// the repository they were applied to is in use.
 #[must_use = "the copies are deleted when this is dropped"]
@@ -164,9 +167,13 @@ pub fn apply(
     scratch: &Path,
 ) -> Result<Applied> {
     let mut files = Vec::new();
+    // Named with our pid, so that the files of a grantguard killed before
+    // it removed them are removed by the next one (red team: they stayed).
+    let prefix = format!("{SCRATCH_PREFIX}{}-", std::process::id());
+    crate::fsutil::remove_abandoned_scratch_files(scratch, SCRATCH_PREFIX);
     let mut copy = |content: &BString| -> Result<PathBuf> {
         use std::io::Write;
-        let builder = tempfile::Builder::new().prefix(".clean-settings-").clone();
+        let builder = tempfile::Builder::new().prefix(&prefix).clone();
         // `status` runs as the agent, which may not write the state
         // directory: then the system's temp dir (a private, exclusively
         // created file, read at once).
@@ -229,5 +236,47 @@ mod tests {
         let text = serde_json::to_string(&settings).unwrap();
         let back: CleanSettings = serde_json::from_str(&text).unwrap();
         assert_eq!(back, settings);
+    }
+
+    #[test]
+    fn a_killed_processs_copies_go_and_the_live_ones_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        crate::test_git::git(dir.path(), dir.path(), &["init", "-q", "r"]);
+        let mut repo = gix::open(dir.path().join("r")).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let dead = (4_000_000u32..)
+            .find(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+            .unwrap();
+        let names = [
+            format!("{SCRATCH_PREFIX}{dead}-abc"),
+            format!("{SCRATCH_PREFIX}{}-abc", std::process::id()),
+            format!("{SCRATCH_PREFIX}1-abc"),
+            format!("{SCRATCH_PREFIX}abc"),
+        ];
+        for name in &names {
+            std::fs::write(scratch.path().join(name), "x").unwrap();
+        }
+        let settings = CleanSettings {
+            values: BTreeMap::new(),
+            excludes: BString::from("*.log\n"),
+            attributes: BString::default(),
+        };
+        let applied = apply(&mut repo, &settings, scratch.path()).unwrap();
+        assert!(!scratch.path().join(&names[0]).exists(), "the dead one's");
+        for name in &names[1..] {
+            assert!(scratch.path().join(name).exists(), "{name}");
+        }
+        // Ours, named with our pid, go when they are dropped.
+        let ours = format!("{SCRATCH_PREFIX}{}-", std::process::id());
+        let count = |dir: &Path| {
+            std::fs::read_dir(dir)
+                .unwrap()
+                .flatten()
+                .filter(|e| e.file_name().to_str().unwrap().starts_with(&ours))
+                .count()
+        };
+        assert_eq!(count(scratch.path()), 3, "two copies and the planted one");
+        drop(applied);
+        assert_eq!(count(scratch.path()), 1);
     }
 }
