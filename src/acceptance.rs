@@ -2094,8 +2094,13 @@ fn check_index(
                         hash_len,
                         &mut |entry| against.visit(entry),
                     );
-                    checked
-                        .and_then(|checked| against.finish(&checked))
+                    let link_at = checked
+                        .and_then(|checked| against.finish(&checked).map(|()| checked.link_at));
+                    // git then reads the shared file verify read too.
+                    link_at
+                        .and_then(|link_at| {
+                            copy.give_git_its_own_shared_index(link_at, repo.object_hash())
+                        })
                         .map(|()| index)
                 }
                 // What git's reading finds wrong says more than gix's error.

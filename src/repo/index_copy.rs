@@ -232,6 +232,59 @@ impl IndexCopy {
         })
     }
 
+    /// Points git's readings of a split index's copy at a shared file of
+    /// their own, so that git too reads what verify read. git looks for
+    /// `sharedindex.<id>` in the git dir first and beside the index only
+    /// when there is none there, and it does not check the file's content
+    /// against the name (red team). So the copy git reads gets a link to a
+    /// fresh id, unpredictable and in no git dir, whose shared file beside
+    /// it is the copied one with that id as its trailer (git holds the
+    /// trailer against the link). `link_at` is where the index's link id
+    /// is (see `index_layout::Checked`). Nothing to do for an index that is
+    /// not split. After [`Self::decode`] and the layout check, before git
+    /// reads.
+    pub fn give_git_its_own_shared_index(
+        &self,
+        link_at: Option<usize>,
+        hash: gix::hash::Kind,
+    ) -> Result<()> {
+        let (Some((name, digest)), Some(link_at)) = (&self.shared, link_at) else {
+            return Ok(());
+        };
+        let len = hash.len_in_bytes();
+        let mut index = std::fs::read(&self.path).context("cannot read the index's copy")?;
+        let mut shared = std::fs::read(self.scratch.path().join(name))
+            .context("cannot read the shared index's copy")?;
+        if sha256(&index) != self.digest || link_at + len > index.len() || shared.len() < len {
+            bail!("the index's copy is not the index read");
+        }
+        // Unpredictable: from the bytes read, the time and the process.
+        let seed = format!(
+            "{:?} {:?} {}",
+            digest,
+            std::time::SystemTime::now(),
+            std::process::id()
+        );
+        let fresh = &sha256(seed.as_bytes())[..len.min(32)];
+        let mut id = vec![0u8; len];
+        id[..fresh.len()].copy_from_slice(fresh);
+        index[link_at..link_at + len].copy_from_slice(&id);
+        let trailer = shared.len() - len;
+        shared[trailer..].copy_from_slice(&id);
+        let own = self
+            .scratch
+            .path()
+            .join(format!("sharedindex.{}", crate::digest::hex(&id)));
+        write_copy(&own, &shared, self.modified).context("cannot write git's shared index")?;
+        for path in [&self.path, &self.for_write_tree] {
+            let next = path.with_extension("next");
+            write_copy(&next, &index, self.modified)
+                .and_then(|()| std::fs::rename(&next, path))
+                .context("cannot point the index's copy at git's shared index")?;
+        }
+        Ok(())
+    }
+
     /// Copies the git dir's shared file `name` beside the copy; its digest.
     /// One that is missing or not a file git reads is not copied (gix's
     /// decoding then fails, and the layout check says why).
@@ -583,6 +636,94 @@ mod tests {
         assert!(copy.still_the_index(&git_dir).unwrap());
         std::fs::remove_file(git_dir.join("sharedindex.0000")).unwrap();
         assert!(copy.still_the_index(&git_dir).unwrap());
+    }
+
+    /// `git ls-files -s` of the index file `index` in `work`.
+    fn listed_by_git(work: &Path, home: &Path, index: &Path) -> std::process::Output {
+        std::process::Command::new("git")
+            .args(["ls-files", "-s"])
+            .current_dir(work)
+            .env("GIT_INDEX_FILE", index)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("HOME", home)
+            .output()
+            .unwrap()
+    }
+
+    #[test]
+    fn git_reads_the_copied_shared_index_not_the_git_dirs() {
+        let dir = tempfile::tempdir().unwrap();
+        let (work, git_dir) = repository(dir.path());
+        let git = |args: &[&str]| crate::test_git::git(&work, dir.path(), args);
+        std::fs::write(work.join("b"), "b\n").unwrap();
+        // Files older than the index: no racy entry, so the split index
+        // replaces none, and the entries are read from the shared file.
+        let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        for name in ["a", "b"] {
+            File::options()
+                .write(true)
+                .open(work.join(name))
+                .unwrap()
+                .set_modified(an_hour_ago)
+                .unwrap();
+        }
+        git(&["add", "a", "b"]);
+        git(&["update-index", "--split-index"]);
+        let listed = git(&["ls-files", "-s"]);
+        let state = tempfile::tempdir().unwrap();
+        let mut copy = copied(IndexCopy::take(&git_dir, state.path()).unwrap());
+        let repo = gix::open(&work).unwrap();
+        copy.decode(&repo).unwrap();
+        let bytes = copy.take_bytes().unwrap();
+        let checked =
+            crate::repo::index_layout::check_bytes(bytes, copy.dir(), 20, &mut |_| {}).unwrap();
+        assert!(checked.link_at.is_some(), "a split index");
+        copy.give_git_its_own_shared_index(checked.link_at, repo.object_hash())
+            .unwrap();
+        let ours = listed_by_git(&work, dir.path(), copy.path());
+        assert!(ours.status.success(), "{ours:?}");
+        assert_eq!(String::from_utf8_lossy(&ours.stdout).trim(), listed);
+        assert!(copy.still_the_index(&git_dir).unwrap());
+        // The git dir's shared file forged, its trailer kept (git does not
+        // check the content against the name): git reading the real index
+        // sees the forgery, git reading the copy does not.
+        let shared: PathBuf = std::fs::read_dir(&git_dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| {
+                p.file_name()
+                    .unwrap()
+                    .as_encoded_bytes()
+                    .starts_with(b"sharedindex.")
+            })
+            .unwrap();
+        let mut forged = std::fs::read(&shared).unwrap();
+        // The first entry's id: 12 + 40 bytes of header and stat data.
+        forged[12 + 40] ^= 0xff;
+        std::fs::write(&shared, &forged).unwrap();
+        let real = listed_by_git(&work, dir.path(), &git_dir.join("index"));
+        assert_ne!(
+            String::from_utf8_lossy(&real.stdout).trim(),
+            listed,
+            "{real:?}"
+        );
+        let ours = listed_by_git(&work, dir.path(), copy.path());
+        assert_eq!(String::from_utf8_lossy(&ours.stdout).trim(), listed);
+        assert!(!copy.still_the_index(&git_dir).unwrap());
+        assert!(!copy.still_the_shared_index().unwrap());
+        // And write-tree's name of the copy reads the same.
+        let written = std::process::Command::new("git")
+            .args(["-c", "core.splitIndex=false", "write-tree"])
+            .current_dir(&work)
+            .env("GIT_INDEX_FILE", copy.for_write_tree())
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("HOME", dir.path())
+            .output()
+            .unwrap();
+        assert!(written.status.success(), "{written:?}");
     }
 
     #[test]

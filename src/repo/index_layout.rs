@@ -276,6 +276,8 @@ pub struct Checked {
     pub count: usize,
     /// The shared index a split index names (`link`), hex.
     pub shared_index: Option<String>,
+    /// Where in the file the `link` extension's shared index id is.
+    pub link_at: Option<usize>,
 }
 
 /// [`check`], handing each entry of the sequential reading to `visit` as it
@@ -419,9 +421,13 @@ pub fn check_with(
     if let Some(problem) = order.problem.or(odd_mode) {
         return Err(problem);
     }
-    let shared_index = extensions
-        .iter()
-        .find(|(sig, ..)| sig == b"link")
+    // git reads every `link` and keeps the last; gix the first.
+    let mut links = extensions.iter().filter(|(sig, ..)| sig == b"link");
+    let link = links.next();
+    if links.next().is_some() {
+        bail!("the index has two split-index links, of which git reads the last and gix the first");
+    }
+    let shared_index = link
         .map(|&(_, data, size)| {
             if size < hash_len {
                 bail!("the index's split-index link is too short");
@@ -432,6 +438,7 @@ pub fn check_with(
     Ok(Checked {
         count,
         shared_index,
+        link_at: link.map(|&(_, data, _)| data),
     })
 }
 
@@ -803,6 +810,7 @@ pub fn same_entries(layout: &Layout, index: &gix::index::State) -> Result<()> {
         against.visit(entry);
     }
     against.finish(&Checked {
+        link_at: None,
         count: layout.entries.len(),
         shared_index: layout.shared_index.clone(),
     })
@@ -916,6 +924,31 @@ mod tests {
         assert!(e.to_string().contains("cache-tree"), "{e}");
         let e = check(&with_trees(&[&valid, &valid]), 20).unwrap_err();
         assert!(e.to_string().contains("two cache-tree"), "{e}");
+    }
+
+    #[test]
+    fn two_split_index_links_are_refused_and_one_is_found() {
+        let link = |id: u8| {
+            let mut b = with_eoie(20, 0, 20);
+            let end = b.windows(4).position(|w| w == b"ZZZZ").unwrap();
+            b.truncate(end);
+            (end, b, id)
+        };
+        let (end, mut one, id) = link(7);
+        one.extend(b"link");
+        one.extend(20u32.to_be_bytes());
+        one.extend([id; 20]);
+        let mut two = one.clone();
+        two.extend(b"link");
+        two.extend(20u32.to_be_bytes());
+        two.extend([9u8; 20]);
+        one.extend([0u8; 20]);
+        two.extend([0u8; 20]);
+        let checked = check_with(&one, 20, &mut |_| {}).unwrap();
+        assert_eq!(checked.link_at, Some(end + 8));
+        assert_eq!(checked.shared_index.as_deref(), Some(&*"07".repeat(20)));
+        let e = check_with(&two, 20, &mut |_| {}).unwrap_err();
+        assert!(e.to_string().contains("two split-index links"), "{e}");
     }
 
     #[test]
