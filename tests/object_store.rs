@@ -1160,3 +1160,148 @@ fn accepts_gc_in_a_shallow_repository() {
     let (code, r) = sb.verify();
     assert_accepted(code, &r);
 }
+
+/// A pack rewritten under its old name without one of its objects (red
+/// team): the new pack and index agree, and are proven, but the objects
+/// of arm's pack are not all there.
+#[test]
+fn rejects_a_pack_rewritten_under_its_old_name_without_an_object() {
+    let sb = Sandbox::new();
+    sb.git(&["checkout", "-q", "-b", "other"]);
+    sb.write("src/other.rs", "pub fn other() {}\n");
+    sb.git(&["add", "src/other.rs"]);
+    sb.git(&["commit", "-q", "-m", "other"]);
+    sb.git(&["checkout", "-q", "main"]);
+    let blob = sb.git(&["rev-parse", "other:src/other.rs"]);
+    sb.git(&["gc", "-q"]);
+    let pack_dir = objects(&sb).join("pack");
+    let packs = files_with_suffix(&pack_dir, ".pack");
+    assert_eq!(packs.len(), 1, "{packs:?}");
+    let stem = packs[0].with_extension("");
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    let all = sb.git(&["rev-list", "--objects", "--all"]);
+    let keep: String = all
+        .lines()
+        .map(|l| l.split(' ').next().unwrap())
+        .filter(|id| *id != blob)
+        .map(|id| format!("{id}\n"))
+        .collect();
+    let base = sb.root.join("np");
+    let name = sb.git_stdin(&["pack-objects", "-q", base.to_str().unwrap()], &keep);
+    sb.git(&["prune-packed"]);
+    for suffix in ["rev", "bitmap"] {
+        let _ = std::fs::remove_file(stem.with_extension(suffix));
+    }
+    for suffix in ["pack", "idx"] {
+        std::fs::rename(
+            sb.root.join(format!("np-{name}.{suffix}")),
+            stem.with_extension(suffix),
+        )
+        .unwrap();
+    }
+    let _ = std::fs::remove_file(sb.root.join(format!("np-{name}.rev")));
+    assert!(!sb.try_git(&["cat-file", "-e", &blob]).status.success());
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &[INVALID]);
+    assert_problem(&r, &blob);
+}
+
+/// An older stash entry lives only in the reflog of `refs/stash`: its
+/// objects are history `git stash show stash@{1}` needs.
+#[test]
+fn rejects_a_deleted_object_of_an_older_stash_entry() {
+    let sb = Sandbox::new();
+    sb.write("src/lib.rs", "pub fn stashed() {}\n");
+    sb.git(&["stash", "-q"]);
+    sb.write("src/lib.rs", "pub fn stashed_again() {}\n");
+    sb.git(&["stash", "-q"]);
+    let blob = sb.git(&["rev-parse", "stash@{1}:src/lib.rs"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    std::fs::remove_file(loose_path(&sb, &blob)).unwrap();
+    assert!(
+        !sb.try_git(&["fsck", "--connectivity-only"])
+            .status
+            .success()
+    );
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &[INVALID]);
+    assert_problem(
+        &r,
+        &format!("the object {blob}, reachable from logs/refs/stash"),
+    );
+}
+
+/// A linked worktree's detached HEAD, and what its index names.
+#[test]
+fn rejects_deleted_objects_another_worktree_reaches() {
+    let sb = Sandbox::new();
+    let wt = sb.root.join("wt");
+    sb.git(&[
+        "worktree",
+        "add",
+        "-q",
+        "--detach",
+        wt.to_str().unwrap(),
+        "HEAD",
+    ]);
+    let in_wt = |args: &[&str]| sb.run_git(&wt, args);
+    std::fs::write(wt.join("src/wt.rs"), "pub fn wt() {}\n").unwrap();
+    in_wt(&["add", "src/wt.rs"]);
+    in_wt(&["commit", "-q", "-m", "wt"]);
+    // Out of its index, so that only its HEAD reaches the committed blob.
+    in_wt(&["rm", "-q", "--cached", "src/wt.rs"]);
+    std::fs::write(wt.join("src/staged.rs"), "pub fn staged() {}\n").unwrap();
+    in_wt(&["add", "src/staged.rs"]);
+    let committed = sb.git(&["rev-parse", "worktrees/wt/HEAD:src/wt.rs"]);
+    let staged = sb.git_stdin(&["hash-object", "--stdin"], "pub fn staged() {}\n");
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    for (blob, from) in [
+        (&committed, "worktrees/wt/HEAD"),
+        (&staged, "worktrees/wt/index"),
+    ] {
+        let path = loose_path(&sb, blob);
+        let saved = std::fs::read(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let (code, r) = sb.verify();
+        assert_rejected(code, &r, &[INVALID]);
+        assert_problem(&r, &format!("the object {blob}, reachable from {from}"));
+        std::fs::write(&path, saved).unwrap();
+    }
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
+/// A blobless clone misses blobs by design (git 2.47 marks it with
+/// `remote.origin.promisor`, not `extensions.partialClone`): `gc` after arm
+/// is accepted (red team: it was refused).
+#[test]
+fn accepts_gc_in_a_partial_clone() {
+    let sb = Sandbox::new();
+    // The first version of src/lib.rs is never fetched.
+    let first = sb.git(&["rev-parse", "HEAD:src/lib.rs"]);
+    sb.commit_file("src/lib.rs", "pub fn g() {}\n", "history");
+    sb.git(&["push", "-q", "origin", "main"]);
+    sb.run_git(&sb.origin, &["config", "uploadpack.allowFilter", "true"]);
+    std::fs::remove_dir_all(&sb.repo).unwrap();
+    let url = format!("file://{}", sb.origin.display());
+    sb.run_git(
+        &sb.root,
+        &["clone", "-q", "--filter=blob:none", &url, "repo"],
+    );
+    assert_eq!(sb.git(&["config", "remote.origin.promisor"]), "true");
+    let missing = sb.git(&["rev-list", "--objects", "--all", "--missing=print"]);
+    assert!(missing.contains(&format!("?{first}")), "{missing}");
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    sb.git(&["gc", "-q"]);
+    assert!(
+        sb.try_git(&["fsck", "--connectivity-only"])
+            .status
+            .success()
+    );
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
