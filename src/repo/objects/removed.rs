@@ -110,60 +110,118 @@ fn is_partial_clone(repo: &gix::Repository) -> bool {
         })
 }
 
-/// Where the walk starts: what `git fsck --connectivity-only` starts from,
-/// each with the name shown when it reaches a missing object. Blobs an
-/// index names are in `blobs`.
-fn tips(
-    repo: &gix::Repository,
-    blobs: &mut Vec<(BString, ObjectId)>,
-) -> anyhow::Result<Vec<(BString, ObjectId)>> {
-    let mut tips: Vec<(BString, ObjectId)> = Vec::new();
+/// Where the walk starts: each id once, with the first name that reached
+/// it (shown when it leads to a missing object), and every file read once
+/// by device and inode, however many names reach it (red team: junk
+/// worktree directories whose `logs` all linked to one 60 MB reflog took
+/// gigabytes).
+#[derive(Default)]
+struct Starts {
+    /// Commits, tags and trees to walk.
+    tips: Vec<(ObjectId, BString)>,
+    /// Blobs an index names, to look up.
+    blobs: Vec<(ObjectId, BString)>,
+    added: gix::hashtable::HashSet<ObjectId>,
+    read: std::collections::HashSet<(u64, u64)>,
+}
+
+impl Starts {
+    fn tip(&mut self, id: ObjectId, name: impl FnOnce() -> BString) {
+        if self.added.insert(id) {
+            self.tips.push((id, name()));
+        }
+    }
+
+    fn blob(&mut self, id: ObjectId, name: impl FnOnce() -> BString) {
+        if self.added.insert(id) {
+            self.blobs.push((id, name()));
+        }
+    }
+
+    /// Whether `file` is read for the first time.
+    fn first_read(&mut self, file: &std::fs::File) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        file.metadata()
+            .is_ok_and(|m| self.read.insert((m.dev(), m.ino())))
+    }
+}
+
+/// What `git fsck --connectivity-only` starts from: HEAD, the refs, the
+/// reflogs, and every linked worktree's HEAD, private refs, reflogs and
+/// index.
+fn starts(repo: &gix::Repository) -> anyhow::Result<Starts> {
+    let mut out = Starts::default();
+    let hex_len = repo.object_hash().len_in_hex();
     // A detached HEAD; an unborn one names nothing.
     if let Ok(id) = repo.head_id() {
-        tips.push(("HEAD".into(), id.detach()));
+        out.tip(id.detach(), || "HEAD".into());
     }
     crate::repo::refs::each_ref(repo, |name, value| {
         // Symbolic refs name a ref listed too.
         if let Ok(id) = ObjectId::from_hex(value) {
-            tips.push((name.to_owned(), id));
+            out.tip(id, || name.to_owned());
         }
     })?;
     let common = repo.common_dir().to_owned();
     let git_dir = repo.git_dir().to_owned();
-    reflog_ids(&common.join("logs"), "logs", &mut tips);
+    reflog_ids(&common.join("logs"), "logs", hex_len, &mut out);
     if git_dir != common {
-        reflog_ids(&git_dir.join("logs"), "logs", &mut tips);
+        reflog_ids(&git_dir.join("logs"), "logs", hex_len, &mut out);
     }
-    // The other worktrees: their HEADs, private refs, reflogs and indexes.
+    // The linked worktrees git lists: those with a `gitdir` file it reads
+    // (`get_linked_worktree`); another directory there is not one to git.
     if let Ok(entries) = std::fs::read_dir(common.join("worktrees")) {
         for entry in entries.flatten() {
             let dir = entry.path();
-            let shown = format!("worktrees/{}", entry.file_name().to_string_lossy());
-            if let Some(id) = loose_id(&dir.join("HEAD")) {
-                tips.push((format!("{shown}/HEAD").into(), id));
+            let listed = crate::fsutil::read_regular_limited(&dir.join("gitdir"), 4096)
+                .is_ok_and(|bytes| !bytes.is_empty());
+            if !listed {
+                continue;
             }
-            loose_ids(&dir.join("refs"), &format!("{shown}/refs"), &mut tips);
-            reflog_ids(&dir.join("logs"), &format!("{shown}/logs"), &mut tips);
+            let shown = format!("worktrees/{}", entry.file_name().to_string_lossy());
+            if let Some(id) = loose_id(&dir.join("HEAD"), hex_len) {
+                out.tip(id, || format!("{shown}/HEAD").into());
+            }
+            loose_ids(
+                &dir.join("refs"),
+                &format!("{shown}/refs"),
+                hex_len,
+                &mut out,
+            );
+            reflog_ids(
+                &dir.join("logs"),
+                &format!("{shown}/logs"),
+                hex_len,
+                &mut out,
+            );
             index_ids(
                 repo,
                 &dir.join("index"),
                 &format!("{shown}/index"),
-                &mut tips,
-                blobs,
+                &mut out,
             );
         }
     }
-    Ok(tips)
+    Ok(out)
 }
 
-/// The id a loose ref file holds (not a symbolic ref).
-fn loose_id(path: &std::path::Path) -> Option<ObjectId> {
-    let bytes = crate::fsutil::read_regular_limited(path, 4096).ok()?;
-    ObjectId::from_hex(bytes.trim_ascii()).ok()
+/// The id a loose ref file holds, read as git's `parse_loose_ref_contents`
+/// reads it: the hex id first, then the end or white space, whatever
+/// follows (red team: a HEAD padded past 4,096 bytes was skipped while git
+/// still resolves it). `None` for a symbolic ref or what git cannot read.
+fn loose_id(path: &std::path::Path, hex_len: usize) -> Option<ObjectId> {
+    use std::io::Read;
+    let file = crate::fsutil::open_regular(path).ok()?;
+    let mut head = Vec::with_capacity(hex_len + 1);
+    file.take(hex_len as u64 + 1).read_to_end(&mut head).ok()?;
+    let id = ObjectId::from_hex(head.get(..hex_len)?).ok()?;
+    head.get(hex_len)
+        .is_none_or(|b| b.is_ascii_whitespace())
+        .then_some(id)
 }
 
 /// Every loose ref under `dir`, named `shown/<relative path>`.
-fn loose_ids(dir: &std::path::Path, shown: &str, out: &mut Vec<(BString, ObjectId)>) {
+fn loose_ids(dir: &std::path::Path, shown: &str, hex_len: usize, out: &mut Starts) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -171,10 +229,10 @@ fn loose_ids(dir: &std::path::Path, shown: &str, out: &mut Vec<(BString, ObjectI
         let path = entry.path();
         let name = format!("{shown}/{}", entry.file_name().to_string_lossy());
         match entry.file_type() {
-            Ok(t) if t.is_dir() => loose_ids(&path, &name, out),
+            Ok(t) if t.is_dir() => loose_ids(&path, &name, hex_len, out),
             Ok(t) if t.is_file() => {
-                if let Some(id) = loose_id(&path) {
-                    out.push((name.into(), id));
+                if let Some(id) = loose_id(&path, hex_len) {
+                    out.tip(id, || name.into());
                 }
             }
             _ => {}
@@ -184,8 +242,10 @@ fn loose_ids(dir: &std::path::Path, shown: &str, out: &mut Vec<(BString, ObjectI
 
 /// Both ids of every entry of every reflog under `dir` (`<old> <new>
 /// <committer>\t<message>`), named `shown/<relative path>`; the null id of
-/// a creation or deletion names nothing.
-fn reflog_ids(dir: &std::path::Path, shown: &str, out: &mut Vec<(BString, ObjectId)>) {
+/// a creation or deletion names nothing. Each file is streamed, whatever
+/// its size (red team: one padded past 64 MiB was skipped), holding only
+/// the start of a line.
+fn reflog_ids(dir: &std::path::Path, shown: &str, hex_len: usize, out: &mut Starts) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -193,21 +253,21 @@ fn reflog_ids(dir: &std::path::Path, shown: &str, out: &mut Vec<(BString, Object
         let path = entry.path();
         let name = format!("{shown}/{}", entry.file_name().to_string_lossy());
         match entry.file_type() {
-            Ok(t) if t.is_dir() => reflog_ids(&path, &name, out),
+            Ok(t) if t.is_dir() => reflog_ids(&path, &name, hex_len, out),
             Ok(t) if t.is_file() => {
-                let Ok(bytes) =
-                    crate::fsutil::read_regular_limited(&path, crate::fsutil::MAX_SMALL_FILE)
-                else {
+                let Ok(file) = crate::fsutil::open_regular(&path) else {
                     continue;
                 };
-                for line in bytes.split(|&b| b == b'\n') {
-                    for hex in line.splitn(3, |&b| b == b' ').take(2) {
-                        if let Ok(id) = ObjectId::from_hex(hex)
-                            && !id.is_null()
-                        {
-                            out.push((name.clone().into(), id));
+                if out.first_read(&file) {
+                    each_line_start(file, 2 * hex_len + 1, &mut |line| {
+                        for hex in line.splitn(3, |&b| b == b' ').take(2) {
+                            if let Ok(id) = ObjectId::from_hex(hex)
+                                && !id.is_null()
+                            {
+                                out.tip(id, || name.clone().into());
+                            }
                         }
-                    }
+                    });
                 }
             }
             _ => {}
@@ -215,17 +275,45 @@ fn reflog_ids(dir: &std::path::Path, shown: &str, out: &mut Vec<(BString, Object
     }
 }
 
-/// What a worktree's index names: blobs into `blobs`, the trees of a
-/// sparse index's directories into `tips`. An index that cannot be read
-/// names nothing here (its worktree's git fails on it anyway).
-fn index_ids(
-    repo: &gix::Repository,
-    path: &std::path::Path,
-    shown: &str,
-    tips: &mut Vec<(BString, ObjectId)>,
-    blobs: &mut Vec<(BString, ObjectId)>,
-) {
-    if !path.is_file() {
+/// Calls `each` with the first `keep` bytes of every line of `file`.
+fn each_line_start(file: std::fs::File, keep: usize, each: &mut dyn FnMut(&[u8])) {
+    use std::io::BufRead;
+    let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
+    let mut line = Vec::with_capacity(keep);
+    loop {
+        let Ok(buf) = reader.fill_buf() else {
+            return;
+        };
+        if buf.is_empty() {
+            if !line.is_empty() {
+                each(&line);
+            }
+            return;
+        }
+        let end = buf.iter().position(|&b| b == b'\n');
+        let part = &buf[..end.unwrap_or(buf.len())];
+        let room = keep.saturating_sub(line.len());
+        line.extend_from_slice(&part[..part.len().min(room)]);
+        let used = match end {
+            Some(at) => {
+                each(&line);
+                line.clear();
+                at + 1
+            }
+            None => buf.len(),
+        };
+        reader.consume(used);
+    }
+}
+
+/// What a worktree's index names: its blobs, and the trees of a sparse
+/// index's directories. An index that cannot be read names nothing here
+/// (its worktree's git fails on it anyway).
+fn index_ids(repo: &gix::Repository, path: &std::path::Path, shown: &str, out: &mut Starts) {
+    let Ok(file) = crate::fsutil::open_regular(path) else {
+        return;
+    };
+    if !out.first_read(&file) {
         return;
     }
     let Ok(index) = gix::index::File::at(path, repo.object_hash(), true, Default::default()) else {
@@ -237,19 +325,18 @@ fn index_ids(
             continue;
         }
         if entry.mode == gix::index::entry::Mode::DIR {
-            tips.push((name(), entry.id));
+            out.tip(entry.id, name);
         } else {
-            blobs.push((name(), entry.id));
+            out.blob(entry.id, name);
         }
     }
 }
 
-/// The first object the walk from [`tips`] needs that the store does not
-/// have, with the name of where the walk started.
+/// The first object the walk from [`starts`] needs that the store does
+/// not have, with the name of where the walk started.
 fn first_missing(repo: &gix::Repository) -> anyhow::Result<Option<(ObjectId, String)>> {
-    let mut blobs = Vec::new();
-    let tips = tips(repo, &mut blobs)?;
-    for (name, id) in &blobs {
+    let Starts { tips, blobs, .. } = starts(repo)?;
+    for (id, name) in &blobs {
         if !repo.has_object(id) {
             return Ok(Some((*id, crate::repo::refname::shown(name))));
         }
@@ -259,7 +346,7 @@ fn first_missing(repo: &gix::Repository) -> anyhow::Result<Option<(ObjectId, Str
     let hash = repo.object_hash();
     let mut seen = gix::hashtable::HashSet::default();
     let mut stack = Vec::new();
-    for (name, tip) in tips {
+    for (tip, name) in tips {
         stack.push(tip);
         while let Some(id) = stack.pop() {
             if !seen.insert(id) {
@@ -299,4 +386,114 @@ fn first_missing(repo: &gix::Repository) -> anyhow::Result<Option<(ObjectId, Str
         }
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_loose_ref_reads_as_git_reads_it_whatever_follows_the_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let hex = "0123456789abcdef0123456789abcdef01234567";
+        let id = ObjectId::from_hex(hex.as_bytes()).unwrap();
+        let read = |content: &[u8]| {
+            let path = dir.path().join("ref");
+            std::fs::write(&path, content).unwrap();
+            loose_id(&path, 40)
+        };
+        assert_eq!(read(hex.as_bytes()), Some(id));
+        assert_eq!(read(format!("{hex}\n").as_bytes()), Some(id));
+        let padded = format!("{hex}{}", " ".repeat(5000));
+        assert_eq!(read(padded.as_bytes()), Some(id), "git resolves it");
+        assert_eq!(read(format!("{hex}x").as_bytes()), None);
+        assert_eq!(read(&hex.as_bytes()[..39]), None);
+        assert_eq!(read(b"ref: refs/heads/main\n"), None);
+        assert_eq!(loose_id(&dir.path().join("missing"), 40), None);
+    }
+
+    #[test]
+    fn every_line_of_a_reflog_is_read_however_long_its_padding() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        let a = "1".repeat(40);
+        let b = "2".repeat(40);
+        let c = "3".repeat(40);
+        let mut text = format!("{a} {b} A <a@x> 1 +0000\tone\n").into_bytes();
+        text.extend(vec![b'#'; 200_000]);
+        text.extend(format!("\n{b} {c} A <a@x> 2 +0000\ttwo").as_bytes());
+        std::fs::write(&path, &text).unwrap();
+        let mut lines = Vec::new();
+        each_line_start(std::fs::File::open(&path).unwrap(), 81, &mut |l| {
+            lines.push(l.to_vec())
+        });
+        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[0], format!("{a} {b}").into_bytes());
+        assert_eq!(lines[1], vec![b'#'; 81]);
+        assert_eq!(lines[2], format!("{b} {c}").into_bytes());
+        // Past 64 MiB, sparse: still read to its end.
+        let big = dir.path().join("big");
+        std::fs::write(&big, format!("{a} {b} x\n")).unwrap();
+        let file = std::fs::OpenOptions::new().write(true).open(&big).unwrap();
+        file.set_len(65 << 20).unwrap();
+        let mut tail = std::fs::OpenOptions::new().append(true).open(&big).unwrap();
+        use std::io::Write;
+        tail.write_all(format!("\n{b} {c} y\n").as_bytes()).unwrap();
+        let mut starts = Starts::default();
+        reflog_ids(dir.path(), "logs", 40, &mut starts);
+        let ids: Vec<String> = starts.tips.iter().map(|(id, _)| id.to_string()).collect();
+        assert_eq!(ids.len(), 3, "{ids:?}");
+        assert!(ids.contains(&c), "{ids:?}");
+    }
+
+    #[test]
+    fn only_listed_worktrees_count_and_a_reflog_reached_twice_is_read_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path().join("r");
+        std::fs::create_dir(&work).unwrap();
+        let git = |args: &[&str]| crate::test_git::git(&work, dir.path(), args);
+        git(&["init", "-q"]);
+        git(&["commit", "-q", "--allow-empty", "-m", "one"]);
+        let head = git(&["rev-parse", "HEAD"]);
+        let other = "4".repeat(40);
+        let shared = dir.path().join("logs");
+        std::fs::create_dir(&shared).unwrap();
+        std::fs::write(
+            shared.join("HEAD"),
+            format!("{head} {other} A <a@x> 1 +0000\tx\n"),
+        )
+        .unwrap();
+        let worktrees = work.join(".git/worktrees");
+        for (name, listed) in [("a", true), ("b", true), ("junk", false)] {
+            let wt = worktrees.join(name);
+            std::fs::create_dir_all(&wt).unwrap();
+            std::os::unix::fs::symlink(&shared, wt.join("logs")).unwrap();
+            let head = if listed { "5" } else { "6" }.repeat(40);
+            std::fs::write(wt.join("HEAD"), format!("{head}\n")).unwrap();
+            if listed {
+                std::fs::write(wt.join("gitdir"), "/nowhere/.git\n").unwrap();
+            }
+        }
+        let repo = gix::open(&work).unwrap();
+        let starts = starts(&repo).unwrap();
+        let ids: Vec<String> = starts.tips.iter().map(|(id, _)| id.to_string()).collect();
+        assert!(ids.contains(&other), "{ids:?}");
+        assert!(ids.contains(&"5".repeat(40)), "{ids:?}");
+        assert_eq!(ids.iter().filter(|i| **i == other).count(), 1);
+        // The main reflog, and the shared one once for two worktrees.
+        let shared_reads = starts
+            .read
+            .iter()
+            .filter(|(dev, ino)| {
+                use std::os::unix::fs::MetadataExt;
+                let m = std::fs::metadata(shared.join("HEAD")).unwrap();
+                (*dev, *ino) == (m.dev(), m.ino())
+            })
+            .count();
+        assert_eq!(shared_reads, 1);
+        assert!(
+            !ids.contains(&"6".repeat(40)),
+            "a directory git does not list is not read: {ids:?}"
+        );
+    }
 }
