@@ -24,7 +24,8 @@
 //! does. A partial clone (`extensions.partialClone`, or a remote with
 //! `promisor` set, as git 2.47 writes it) is missing objects by design and
 //! fetches them on demand: it is not walked. Reflogs are read from the
-//! files backend's `logs/`; a reftable store's reflogs are not walked.
+//! files backend's `logs/`; a reftable store's reflogs are not walked (its
+//! worktrees' HEADs and private refs are).
 
 use gix::ObjectId;
 use gix::bstr::BString;
@@ -164,6 +165,7 @@ fn starts(repo: &gix::Repository) -> anyhow::Result<Starts> {
     })?;
     let common = repo.common_dir().to_owned();
     let git_dir = repo.git_dir().to_owned();
+    let reftable = common.join("reftable").is_dir();
     reflog_ids(&common.join("logs"), "logs", hex_len, &mut out);
     if git_dir != common {
         reflog_ids(&git_dir.join("logs"), "logs", hex_len, &mut out);
@@ -181,6 +183,20 @@ fn starts(repo: &gix::Repository) -> anyhow::Result<Starts> {
             let shown = format!("worktrees/{}", entry.file_name().to_string_lossy());
             if let Some(id) = loose_id(&dir.join("HEAD"), hex_len) {
                 out.tip(id, || format!("{shown}/HEAD").into());
+            }
+            // A reftable store keeps a worktree's HEAD and private refs in
+            // its own stack (`HEAD` is a stub).
+            if reftable
+                && let Ok(view) = crate::repo::reftable::read(&dir, &common, repo.object_hash())
+            {
+                if let Ok(id) = ObjectId::from_hex(&view.head) {
+                    out.tip(id, || format!("{shown}/HEAD").into());
+                }
+                for (name, value) in &view.refs {
+                    if let Ok(id) = ObjectId::from_hex(value) {
+                        out.tip(id, || format!("{shown}/{name}").into());
+                    }
+                }
             }
             loose_ids(
                 &dir.join("refs"),
