@@ -1055,6 +1055,33 @@ fn accepts_new_packs_and_gc_beside_a_baseline_multi_pack_index() {
     assert_accepted(code, &r);
 }
 
+/// A branch `other` beside `main` whose commit adds `src/other.rs`; the
+/// blob's id, which only `other` reaches.
+fn blob_only_another_branch_reaches(sb: &Sandbox) -> String {
+    sb.git(&["checkout", "-q", "-b", "other"]);
+    sb.write("src/other.rs", "pub fn other() {}\n");
+    sb.git(&["add", "src/other.rs"]);
+    sb.git(&["commit", "-q", "-m", "other"]);
+    sb.git(&["checkout", "-q", "main"]);
+    sb.git(&["rev-parse", "other:src/other.rs"])
+}
+
+/// Arms, commits a granted file, removes the loose object `id`, and
+/// asserts that git's fsck and verify both see it missing, verify naming
+/// `from` as what reaches it.
+#[track_caller]
+fn assert_removal_refused(sb: &Sandbox, id: &str, from: &str) {
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    std::fs::remove_file(loose_path(sb, id)).unwrap();
+    let fsck = sb.try_git(&["fsck", "--connectivity-only"]);
+    let said = [&fsck.stdout[..], &fsck.stderr[..]].concat();
+    assert!(String::from_utf8_lossy(&said).contains(id), "{fsck:?}");
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &[INVALID]);
+    assert_problem(&r, &format!("the object {id}, reachable from {from}"));
+}
+
 /// Removed object files are judged by what they took away (see
 /// `repo::objects::removed`): the loose object of an annotated tag, whose
 /// `packed-refs` record is unchanged, taken from the store. git's view:
@@ -1066,20 +1093,7 @@ fn rejects_a_deleted_annotated_tag_object_its_ref_still_names() {
     sb.git(&["pack-refs", "--all"]);
     let tag = sb.git(&["rev-parse", "v1"]);
     assert!(loose_path(&sb, &tag).exists(), "a loose tag object");
-    sb.arm(&sb.grant(&["docs/"], 1, 3));
-    sb.commit_file("docs/a.md", "a\n", "one");
-    std::fs::remove_file(loose_path(&sb, &tag)).unwrap();
-    let fsck = sb.try_git(&["fsck", "--connectivity-only"]);
-    assert!(
-        String::from_utf8_lossy(&fsck.stderr).contains(&tag),
-        "{fsck:?}"
-    );
-    let (code, r) = sb.verify();
-    assert_rejected(code, &r, &[INVALID]);
-    assert_problem(
-        &r,
-        &format!("the object {tag}, reachable from refs/tags/v1"),
-    );
+    assert_removal_refused(&sb, &tag, "refs/tags/v1");
 }
 
 /// A blob of another branch's history, removed: the branch did not move,
@@ -1087,26 +1101,8 @@ fn rejects_a_deleted_annotated_tag_object_its_ref_still_names() {
 #[test]
 fn rejects_a_deleted_blob_of_another_branchs_history() {
     let sb = Sandbox::new();
-    sb.git(&["checkout", "-q", "-b", "other"]);
-    sb.write("src/other.rs", "pub fn other() {}\n");
-    sb.git(&["add", "src/other.rs"]);
-    sb.git(&["commit", "-q", "-m", "other"]);
-    sb.git(&["checkout", "-q", "main"]);
-    let blob = sb.git(&["rev-parse", "other:src/other.rs"]);
-    sb.arm(&sb.grant(&["docs/"], 1, 3));
-    sb.commit_file("docs/a.md", "a\n", "one");
-    std::fs::remove_file(loose_path(&sb, &blob)).unwrap();
-    assert!(
-        !sb.try_git(&["fsck", "--connectivity-only"])
-            .status
-            .success()
-    );
-    let (code, r) = sb.verify();
-    assert_rejected(code, &r, &[INVALID]);
-    assert_problem(
-        &r,
-        &format!("the object {blob}, reachable from refs/heads/other"),
-    );
+    let blob = blob_only_another_branch_reaches(&sb);
+    assert_removal_refused(&sb, &blob, "refs/heads/other");
     // Restored, it is accepted again.
     let restored = sb.git_stdin(&["hash-object", "-w", "--stdin"], "pub fn other() {}\n");
     assert_eq!(restored, blob);
@@ -1167,12 +1163,7 @@ fn accepts_gc_in_a_shallow_repository() {
 #[test]
 fn rejects_a_pack_rewritten_under_its_old_name_without_an_object() {
     let sb = Sandbox::new();
-    sb.git(&["checkout", "-q", "-b", "other"]);
-    sb.write("src/other.rs", "pub fn other() {}\n");
-    sb.git(&["add", "src/other.rs"]);
-    sb.git(&["commit", "-q", "-m", "other"]);
-    sb.git(&["checkout", "-q", "main"]);
-    let blob = sb.git(&["rev-parse", "other:src/other.rs"]);
+    let blob = blob_only_another_branch_reaches(&sb);
     sb.git(&["gc", "-q"]);
     let pack_dir = objects(&sb).join("pack");
     let packs = files_with_suffix(&pack_dir, ".pack");
@@ -1219,20 +1210,7 @@ fn rejects_a_deleted_object_of_an_older_stash_entry() {
     sb.write("src/lib.rs", "pub fn stashed_again() {}\n");
     sb.git(&["stash", "-q"]);
     let blob = sb.git(&["rev-parse", "stash@{1}:src/lib.rs"]);
-    sb.arm(&sb.grant(&["docs/"], 1, 3));
-    sb.commit_file("docs/a.md", "a\n", "one");
-    std::fs::remove_file(loose_path(&sb, &blob)).unwrap();
-    assert!(
-        !sb.try_git(&["fsck", "--connectivity-only"])
-            .status
-            .success()
-    );
-    let (code, r) = sb.verify();
-    assert_rejected(code, &r, &[INVALID]);
-    assert_problem(
-        &r,
-        &format!("the object {blob}, reachable from logs/refs/stash"),
-    );
+    assert_removal_refused(&sb, &blob, "logs/refs/stash");
 }
 
 /// A linked worktree's detached HEAD, and what its index names.

@@ -236,8 +236,9 @@ fn loose_id(path: &std::path::Path, hex_len: usize) -> Option<ObjectId> {
         .then_some(id)
 }
 
-/// Every loose ref under `dir`, named `shown/<relative path>`.
-fn loose_ids(dir: &std::path::Path, shown: &str, hex_len: usize, out: &mut Starts) {
+/// Calls `each` with every regular file below `dir` (symlinks are not
+/// followed below it) and its name, `shown/<relative path>`.
+fn each_file(dir: &std::path::Path, shown: &str, each: &mut dyn FnMut(&std::path::Path, String)) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -245,15 +246,20 @@ fn loose_ids(dir: &std::path::Path, shown: &str, hex_len: usize, out: &mut Start
         let path = entry.path();
         let name = format!("{shown}/{}", entry.file_name().to_string_lossy());
         match entry.file_type() {
-            Ok(t) if t.is_dir() => loose_ids(&path, &name, hex_len, out),
-            Ok(t) if t.is_file() => {
-                if let Some(id) = loose_id(&path, hex_len) {
-                    out.tip(id, || name.into());
-                }
-            }
+            Ok(t) if t.is_dir() => each_file(&path, &name, each),
+            Ok(t) if t.is_file() => each(&path, name),
             _ => {}
         }
     }
+}
+
+/// Every loose ref under `dir`, named `shown/<relative path>`.
+fn loose_ids(dir: &std::path::Path, shown: &str, hex_len: usize, out: &mut Starts) {
+    each_file(dir, shown, &mut |path, name| {
+        if let Some(id) = loose_id(path, hex_len) {
+            out.tip(id, || name.into());
+        }
+    });
 }
 
 /// Both ids of every entry of every reflog under `dir` (`<old> <new>
@@ -262,33 +268,23 @@ fn loose_ids(dir: &std::path::Path, shown: &str, hex_len: usize, out: &mut Start
 /// its size (red team: one padded past 64 MiB was skipped), holding only
 /// the start of a line.
 fn reflog_ids(dir: &std::path::Path, shown: &str, hex_len: usize, out: &mut Starts) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let name = format!("{shown}/{}", entry.file_name().to_string_lossy());
-        match entry.file_type() {
-            Ok(t) if t.is_dir() => reflog_ids(&path, &name, hex_len, out),
-            Ok(t) if t.is_file() => {
-                let Ok(file) = crate::fsutil::open_regular(&path) else {
-                    continue;
-                };
-                if out.first_read(&file) {
-                    each_line_start(file, 2 * hex_len + 1, &mut |line| {
-                        for hex in line.splitn(3, |&b| b == b' ').take(2) {
-                            if let Ok(id) = ObjectId::from_hex(hex)
-                                && !id.is_null()
-                            {
-                                out.tip(id, || name.clone().into());
-                            }
-                        }
-                    });
+    each_file(dir, shown, &mut |path, name| {
+        let Ok(file) = crate::fsutil::open_regular(path) else {
+            return;
+        };
+        if !out.first_read(&file) {
+            return;
+        }
+        each_line_start(file, 2 * hex_len + 1, &mut |line| {
+            for hex in line.splitn(3, |&b| b == b' ').take(2) {
+                if let Ok(id) = ObjectId::from_hex(hex)
+                    && !id.is_null()
+                {
+                    out.tip(id, || name.clone().into());
                 }
             }
-            _ => {}
-        }
-    }
+        });
+    });
 }
 
 /// Calls `each` with the first `keep` bytes of every line of `file`.
