@@ -526,6 +526,14 @@ fn remove_abandoned(parent: &Path, prefix: &str, files: bool) {
     }
 }
 
+/// A process id no process has, for tests of the sweeps above.
+#[cfg(test)]
+pub(crate) fn dead_pid() -> u32 {
+    (4_000_000u32..)
+        .find(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+        .expect("a free pid")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -577,18 +577,41 @@ fn an_index_rewritten_after_gits_copy_of_it_is_never_accepted() {
     ]);
     std::fs::remove_file(&pause).unwrap();
     let (code, r) = result_of(child);
-    assert_ne!(r["status"], "succeeded", "{r:#}");
-    assert_eq!(code, 1, "{r:#}");
-    assert!(
-        common::rules(&r)
-            .iter()
-            .any(|r| r == "changed_during_verify"),
-        "{r:#}"
-    );
+    assert_changed_during_verify(code, &r);
     // Quiet again, the staged change itself is found.
     let (code, r) = sb.verify();
     assert_eq!(code, 1, "{r:#}");
     assert!(r.to_string().contains("src/lib.rs"), "{r:#}");
+}
+
+/// The raw bytes of a hex SHA-1.
+fn raw_id(hex: &str) -> Vec<u8> {
+    (0..20)
+        .map(|i| u8::from_str_radix(&hex.trim()[2 * i..2 * i + 2], 16).unwrap())
+        .collect()
+}
+
+/// `index` (a SHA-1 index file) with its trailing checksum made right
+/// again, as git writes it.
+fn with_checksum(mut index: Vec<u8>) -> Vec<u8> {
+    use sha1::Digest;
+    let body = index.len() - 20;
+    let sum = sha1::Sha1::digest(&index[..body]);
+    index[body..].copy_from_slice(&sum);
+    index
+}
+
+/// Refused, with `changed_during_verify` among the rules.
+#[track_caller]
+fn assert_changed_during_verify(code: i32, r: &serde_json::Value) {
+    assert_ne!(r["status"], "succeeded", "{r:#}");
+    assert_eq!(code, 1, "{r:#}");
+    assert!(
+        common::rules(r)
+            .iter()
+            .any(|r| r == "changed_during_verify"),
+        "{r:#}"
+    );
 }
 
 /// The red team's P2 (eleventh stop on issue 29): an index with the very
@@ -624,22 +647,14 @@ fn an_index_with_the_same_entries_and_a_forged_subtree_swapped_in_is_never_accep
     let evil_tree = sb.git_with_index(&evil_index, &["write-tree"]);
     let evil_src = sb.git(&["rev-parse", &format!("{evil_tree}:src")]);
     let tip_src = sb.git(&["rev-parse", "HEAD:src"]);
-    let raw = |hex: &str| -> Vec<u8> {
-        (0..20)
-            .map(|i| u8::from_str_radix(&hex.trim()[2 * i..2 * i + 2], 16).unwrap())
-            .collect()
-    };
-    let (tip_src, evil_src_raw) = (raw(&tip_src), raw(&evil_src));
+    let (tip_src, evil_src_raw) = (raw_id(&tip_src), raw_id(&evil_src));
     let mut forged = good.clone();
     let at = forged
         .windows(20)
         .position(|w| w == tip_src.as_slice())
         .expect("the src node in the cache-tree");
     forged[at..at + 20].copy_from_slice(&evil_src_raw);
-    let body = forged.len() - 20;
-    use sha1::Digest;
-    let sum = sha1::Sha1::digest(&forged[..body]);
-    forged[body..].copy_from_slice(&sum);
+    let forged = with_checksum(forged);
     let swapped = sb.git_dir().join("index.swapped");
     std::fs::write(&swapped, &forged).unwrap();
 
@@ -650,14 +665,7 @@ fn an_index_with_the_same_entries_and_a_forged_subtree_swapped_in_is_never_accep
     let listed = sb.git(&["ls-files", "-s"]);
     std::fs::remove_file(&pause).unwrap();
     let (code, r) = result_of(child);
-    assert_ne!(r["status"], "succeeded", "{r:#}");
-    assert_eq!(code, 1, "{r:#}");
-    assert!(
-        common::rules(&r)
-            .iter()
-            .any(|r| r == "changed_during_verify"),
-        "{r:#}"
-    );
+    assert_changed_during_verify(code, &r);
     let probe = sb.root.join("idx.probe");
     std::fs::copy(&index, &probe).unwrap();
     assert_eq!(sb.git_with_index(&probe, &["write-tree"]), tip_tree);
@@ -702,14 +710,8 @@ fn an_index_swapped_between_verifys_reading_and_gits_is_never_accepted() {
         .expect("the entry's path");
     // v2: 40 bytes of stat data, the id, 2 bytes of flags, the path.
     let id_at = path - 22;
-    let evil_id: Vec<u8> = (0..20)
-        .map(|i| u8::from_str_radix(&evil.trim()[2 * i..2 * i + 2], 16).unwrap())
-        .collect();
-    forged[id_at..id_at + 20].copy_from_slice(&evil_id);
-    let body = forged.len() - 20;
-    use sha1::Digest;
-    let sum = sha1::Sha1::digest(&forged[..body]);
-    forged[body..].copy_from_slice(&sum);
+    forged[id_at..id_at + 20].copy_from_slice(&raw_id(&evil));
+    let forged = with_checksum(forged);
     let swapped = sb.git_dir().join("index.swapped");
     std::fs::write(&swapped, &forged).unwrap();
     let (child, pause) = verify_paused_at(&sb, sb.verify_command(&sb.state), "verify-index-judged");

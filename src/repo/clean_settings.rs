@@ -244,9 +244,7 @@ mod tests {
         crate::test_git::git(dir.path(), dir.path(), &["init", "-q", "r"]);
         let mut repo = gix::open(dir.path().join("r")).unwrap();
         let scratch = tempfile::tempdir().unwrap();
-        let dead = (4_000_000u32..)
-            .find(|pid| !Path::new(&format!("/proc/{pid}")).exists())
-            .unwrap();
+        let dead = crate::fsutil::dead_pid();
         let names = [
             format!("{SCRATCH_PREFIX}{dead}-abc"),
             format!("{SCRATCH_PREFIX}{}-abc", std::process::id()),

@@ -19,11 +19,10 @@
 //! which gix reads beside the index it decodes: the one the index names is
 //! copied beside the copy, in the same pass that takes its SHA-256. git,
 //! though, reads the git dir's own shared file when there is one, and does
-//! not check its content against its name (only `fsck` does; red team): the
-//! last look holds that file against the digest, and so does the
-//! cross-check once git has read it. A shared file swapped in while git
-//! reads it and back before either look is not seen: that needs a process
-//! running during verify (threat model, residual 3).
+//! not check its content against its name (only `fsck` does; red team), so
+//! the copy git reads links to a shared file of its own
+//! ([`IndexCopy::give_git_its_own_shared_index`]). The last look holds the
+//! git dir's file against the digest: the next git reads it.
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -221,15 +220,6 @@ impl IndexCopy {
             return Ok(false);
         }
         Ok(digest_of(&git_dir.join("index"), None)? == self.digest)
-    }
-
-    /// [`Self::still_the_index`] for the shared file alone, once git has
-    /// read it: git reads the git dir's, not the copy's.
-    pub fn still_the_shared_index(&self) -> Result<bool> {
-        Ok(match &self.shared {
-            Some((name, digest)) => digest_of(&self.git_dir.join(name), None)? == *digest,
-            None => true,
-        })
     }
 
     /// Points git's readings of a split index's copy at a shared file of
@@ -568,9 +558,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (_, git_dir) = repository(dir.path());
         let state = tempfile::tempdir().unwrap();
-        let dead = (4_000_000u32..)
-            .find(|pid| !Path::new(&format!("/proc/{pid}")).exists())
-            .unwrap();
+        let dead = crate::fsutil::dead_pid();
         let names = [
             format!("{SCRATCH_PREFIX}{dead}-abc"),
             format!("{SCRATCH_PREFIX}{}-abc", std::process::id()),
@@ -620,12 +608,10 @@ mod tests {
         assert_eq!(std::fs::read(&beside).unwrap(), bytes);
         assert!(!copy.dir().join("sharedindex.0000").exists());
         assert!(copy.still_the_index(&git_dir).unwrap());
-        assert!(copy.still_the_shared_index().unwrap());
         // gix merged the copy's own shared file; git reads the git dir's,
         // which must stay.
         std::fs::rename(&shared[0], dir.path().join("away")).unwrap();
         assert!(!copy.still_the_index(&git_dir).unwrap());
-        assert!(!copy.still_the_shared_index().unwrap());
         std::fs::rename(dir.path().join("away"), &shared[0]).unwrap();
         assert!(copy.still_the_index(&git_dir).unwrap());
         let mut other = bytes.clone();
@@ -712,7 +698,6 @@ mod tests {
         let ours = listed_by_git(&work, dir.path(), copy.path());
         assert_eq!(String::from_utf8_lossy(&ours.stdout).trim(), listed);
         assert!(!copy.still_the_index(&git_dir).unwrap());
-        assert!(!copy.still_the_shared_index().unwrap());
         // And write-tree's name of the copy reads the same.
         let written = std::process::Command::new("git")
             .args(["-c", "core.splitIndex=false", "write-tree"])

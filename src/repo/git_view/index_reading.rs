@@ -92,14 +92,6 @@ impl IndexReading {
                 .context("cannot read git's output")?;
             Ok(tree)
         });
-        // git read a split index's shared file in the git dir, not the
-        // copy's: it must still be the one verify judged.
-        if !self._copy.still_the_shared_index()? {
-            anyhow::bail!(
-                "the split index's shared file changed while git read it; verify again once the \
-                 repository is quiet"
-            );
-        }
         Ok((entries, tree))
     }
 }
