@@ -896,6 +896,58 @@ fn restore_runs_no_git_when_the_agent_changed_git_metadata() {
     }
 }
 
+/// An upgrade that replaces grantguard's binary while a run runs (here,
+/// before the command starts) must not stop the run: the watchdog is
+/// started from the running file, not from its path, which the kernel then
+/// names `<path> (deleted)`. (It was started from the path, and such runs
+/// failed as "the command could not be started: No such file or
+/// directory", also when a rebuild replaced the binary under the tests.)
+#[test]
+fn a_binary_replaced_before_the_command_starts_does_not_stop_the_run() {
+    let sb = Sandbox::new();
+    let bin = sb.root.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let installed = bin.join("grantguard");
+    std::fs::copy(env!("CARGO_BIN_EXE_grantguard"), &installed).unwrap();
+    let t = task(&sb, Some(grant_json(&["docs/"], 1, 1)));
+    let a = agent(&sb, DOCS_COMMIT);
+    let pause = sb.root.join("paused");
+    // `run_cmd`'s arguments, given to the copy.
+    let usual = run_cmd(
+        &sb,
+        &["--task", t.to_str().unwrap()],
+        &[],
+        &[a.to_str().unwrap()],
+    );
+    let mut run = sb.command(&installed);
+    run.current_dir(&sb.root)
+        .args(usual.get_args())
+        .env(
+            grantguard::fsutil::PAUSE_ENV,
+            format!("run-command-starting:{}", pause.display()),
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = run.spawn().unwrap();
+    let started = std::time::Instant::now();
+    while !pause.exists() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "run never reached the command"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    // What an installer does: a new file renamed over the old one.
+    let upgrade = bin.join("grantguard.new");
+    std::fs::copy(env!("CARGO_BIN_EXE_grantguard"), &upgrade).unwrap();
+    std::fs::rename(&upgrade, &installed).unwrap();
+    std::fs::remove_file(&pause).unwrap();
+    let (code, r) = parse(&child.wait_with_output().unwrap());
+    assert_eq!(code, 0, "{r:#}");
+    assert_eq!(r["status"], "succeeded", "{r:#}");
+    assert_eq!(runs(&sb), 1, "the command must have run: {r:#}");
+}
+
 /// `run` with a test-only fault injected into its verify child (debug
 /// builds only; see `GRANTGUARD_TEST_FAULT` in src/main.rs).
 fn run_with_verify_fault(sb: &Sandbox, fault: &str) -> (Output, i32, Value) {

@@ -282,6 +282,7 @@ pub fn run(
             }
         });
     }
+    crate::fsutil::pause_point("run-command-starting");
     // Under `run` (a subreaper), a watchdog ends the group should grantguard
     // die; it is started first so that the command never runs unwatched.
     let mut watchdog = if survivors::is_subreaper() {

@@ -56,7 +56,14 @@ const MAX_LISTED: usize = 100_000;
 pub fn start() -> std::io::Result<Watchdog> {
     use std::os::unix::process::CommandExt;
     let exe = std::env::current_exe()?;
-    let mut child = Command::new(exe)
+    // The running binary itself, through /proc/self/exe (resolved in the
+    // child, which runs this very file), as `verify_child` starts verify:
+    // `current_exe` names the path, and once an upgrade replaced the file
+    // there (or a rebuild, under the tests) the kernel answers it as
+    // `<path> (deleted)`, which no exec finds. The run then failed as "the
+    // command could not be started: No such file or directory".
+    let mut child = Command::new("/proc/self/exe")
+        .arg0(exe)
         .arg(SUBCOMMAND)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
