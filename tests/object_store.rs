@@ -1200,8 +1200,7 @@ fn rejects_a_pack_rewritten_under_its_old_name_without_an_object() {
 
 /// An older stash entry lives only in the reflog of `refs/stash`: its
 /// objects are history `git stash show stash@{1}` needs. (The files
-/// backend's reflogs: a reftable store's are not walked; see
-/// `repo::objects::removed`.)
+/// backend's reflogs; a reftable store's are tested in `tests/reftable.rs`.)
 #[test]
 fn rejects_a_deleted_object_of_an_older_stash_entry() {
     let sb = Sandbox::with_files_refs();

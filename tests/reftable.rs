@@ -999,3 +999,134 @@ fn accepts_a_granted_commit_beside_a_reftable_submodule() {
     let (code, r) = verify(&sb, &sb.repo);
     assert_rejected(code, &r, &["worktree_not_clean"]);
 }
+
+/// Two stash entries on a reftable repository; returns the blob only the
+/// older one (`stash@{1}`, in the reflog of `refs/stash` alone) holds,
+/// whose loose file is at the returned path.
+fn older_stash_blob(sb: &Sandbox) -> (String, PathBuf) {
+    for content in ["pub fn stashed() {}\n", "pub fn stashed_again() {}\n"] {
+        std::fs::write(sb.repo.join("src/lib.rs"), content).unwrap();
+        git_in(sb, &sb.repo, &["stash", "-q"]);
+    }
+    let blob = git_in(sb, &sb.repo, &["rev-parse", "stash@{1}:src/lib.rs"])
+        .trim()
+        .to_owned();
+    let path = sb
+        .repo
+        .join(".git/objects")
+        .join(&blob[..2])
+        .join(&blob[2..]);
+    assert!(path.is_file(), "a loose blob");
+    (blob, path)
+}
+
+/// How many reflog deletion records the stack's tables hold.
+fn log_deletions(sb: &Sandbox) -> usize {
+    let dir = sb.repo.join(".git/reftable");
+    tables(sb)
+        .iter()
+        .map(|name| {
+            let bytes = std::fs::read(dir.join(name)).unwrap();
+            reftable::table::log_records(&bytes, reftable::Hash::Sha1)
+                .unwrap()
+                .iter()
+                .filter(|r| r.ids.is_none())
+                .count()
+        })
+        .sum()
+}
+
+/// What `git fsck --connectivity-only` says of the repository.
+fn fsck_says(sb: &Sandbox) -> String {
+    let out = sb
+        .command("git")
+        .env("PATH", path_env())
+        .current_dir(&sb.repo)
+        .args(["fsck", "--connectivity-only"])
+        .output()
+        .unwrap();
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// An object only a reflog entry reaches (an older stash entry), deleted
+/// after arm: git's fsck reports the reflog entry broken, and verify must
+/// refuse. A reftable store keeps reflogs in its tables' log blocks, which
+/// the removal walk reads (it did not: the deletion was accepted).
+#[test]
+fn rejects_a_deleted_object_only_a_reftable_reflog_reaches() {
+    let Some(sb) = reftable_sandbox("sha1") else {
+        return;
+    };
+    let (blob, path) = older_stash_blob(&sb);
+    arm(&sb, &sb.repo, &["docs/"], 2);
+    assert!(
+        commit(&sb, &sb.repo, "docs/guide.md", "new guide\n")
+            .status
+            .success()
+    );
+    std::fs::remove_file(&path).unwrap();
+    assert!(
+        fsck_says(&sb).contains(&blob),
+        "git's view: {}",
+        fsck_says(&sb)
+    );
+    let (code, r) = verify(&sb, &sb.repo);
+    assert_rejected(code, &r, &["object_store_invalid"]);
+    let said = r.to_string();
+    assert!(
+        said.contains(&format!(
+            "the object {blob}, reachable from logs/refs/stash"
+        )),
+        "{r:#}"
+    );
+}
+
+/// The other direction: `git stash clear` deletes the stash's reflog, which
+/// a reftable store records as a deletion record for each entry in a newer
+/// table; the blob is then unreachable, git's fsck is clean without it, and
+/// deleting it after arm is ordinary pruning that verify accepts. git's
+/// automatic compaction, which would drop the deletions with what they
+/// delete, is held off (`GIT_TEST_REFTABLE_AUTOCOMPACTION`, which every git
+/// of the matrix reads; no config key does it), so that the deletion
+/// records are what hides the entries. (`git stash drop` is no such case:
+/// git 2.47 leaves the dropped entry's commit as the next entry's old id,
+/// and fsck still reaches it.)
+#[test]
+fn accepts_deleting_an_object_of_a_deleted_reftable_reflog() {
+    let Some(sb) = reftable_sandbox("sha1") else {
+        return;
+    };
+    let git = |args: &[&str]| {
+        let out = sb
+            .command("git")
+            .env("PATH", path_env())
+            .env("GIT_TEST_REFTABLE_AUTOCOMPACTION", "false")
+            .current_dir(&sb.repo)
+            // Nor may maintenance after the commit pack the refs (newer
+            // gits run it there).
+            .args(["-c", "maintenance.auto=false", "-c", "gc.auto=0"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    let (blob, path) = older_stash_blob(&sb);
+    git(&["stash", "clear"]);
+    arm(&sb, &sb.repo, &["docs/"], 2);
+    std::fs::write(sb.repo.join("docs/guide.md"), "new guide\n").unwrap();
+    git(&["commit", "-q", "-am", "docs"]);
+    assert!(
+        log_deletions(&sb) > 0,
+        "deletion records: {:?}",
+        tables(&sb)
+    );
+    std::fs::remove_file(&path).unwrap();
+    let fsck = fsck_says(&sb);
+    assert!(!fsck.contains(&blob), "git's view: {fsck}");
+    let (code, r) = verify(&sb, &sb.repo);
+    assert_accepted(code, &r);
+}

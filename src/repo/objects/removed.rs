@@ -24,9 +24,13 @@
 //! does. A partial clone (`extensions.partialClone`, or a remote with
 //! `promisor` set, as git 2.47 writes it) is missing objects by design and
 //! fetches them on demand: it is not walked. Reflogs are read from the
-//! files backend's `logs/`; a reftable store's reflogs are not walked (its
-//! worktrees' HEADs and private refs are).
+//! files backend's `logs/`, or from the log blocks of a reftable store's
+//! tables (the common stack and each worktree's), newest record of each
+//! entry first, as git reads them: an entry a newer table deletes is gone.
+//! A reftable stack that cannot be read leaves the walk's starting points
+//! unknown, and is a problem.
 
+use anyhow::Context;
 use gix::ObjectId;
 use gix::bstr::BString;
 
@@ -170,6 +174,9 @@ fn starts(repo: &gix::Repository) -> anyhow::Result<Starts> {
     if git_dir != common {
         reflog_ids(&git_dir.join("logs"), "logs", hex_len, &mut out);
     }
+    if reftable {
+        reftable_log_ids(repo, &common, "", &mut out)?;
+    }
     // The linked worktrees git lists: those with a `gitdir` file it reads
     // (`get_linked_worktree`); another directory there is not one to git.
     if let Ok(entries) = std::fs::read_dir(common.join("worktrees")) {
@@ -184,11 +191,13 @@ fn starts(repo: &gix::Repository) -> anyhow::Result<Starts> {
             if let Some(id) = loose_id(&dir.join("HEAD"), hex_len) {
                 out.tip(id, || format!("{shown}/HEAD").into());
             }
-            // A reftable store keeps a worktree's HEAD and private refs in
-            // its own stack (`HEAD` is a stub).
-            if reftable
-                && let Ok(view) = crate::repo::reftable::read(&dir, &common, repo.object_hash())
-            {
+            // A reftable store keeps a worktree's HEAD and private refs,
+            // and their reflogs, in its own stack (`HEAD` is a stub). One
+            // that cannot be read leaves what they reach unknown: the
+            // removal is not judged harmless.
+            if reftable {
+                let view = crate::repo::reftable::read(&dir, &common, repo.object_hash())
+                    .with_context(|| format!("cannot read the refs of {shown}"))?;
                 if let Ok(id) = ObjectId::from_hex(&view.head) {
                     out.tip(id, || format!("{shown}/HEAD").into());
                 }
@@ -197,6 +206,7 @@ fn starts(repo: &gix::Repository) -> anyhow::Result<Starts> {
                         out.tip(id, || format!("{shown}/{name}").into());
                     }
                 }
+                reftable_log_ids(repo, &dir, &format!("{shown}/"), &mut out)?;
             }
             loose_ids(
                 &dir.join("refs"),
@@ -285,6 +295,31 @@ fn reflog_ids(dir: &std::path::Path, shown: &str, hex_len: usize, out: &mut Star
             }
         });
     });
+}
+
+/// Both ids of every reflog entry in the reftable stack of `dir` (the
+/// common dir or a worktree's git dir), named `<shown>logs/<ref>`, as the
+/// files backend's are; the null id names nothing. A stack that cannot be
+/// read is an error: what its reflogs reach is unknown.
+fn reftable_log_ids(
+    repo: &gix::Repository,
+    dir: &std::path::Path,
+    shown: &str,
+    out: &mut Starts,
+) -> anyhow::Result<()> {
+    let stack = dir.join("reftable");
+    crate::repo::reftable::each_log(&stack, repo.object_hash(), |name, old, new| {
+        for raw in [old, new] {
+            if let Ok(id) = ObjectId::try_from(raw)
+                && !id.is_null()
+            {
+                out.tip(id, || {
+                    format!("{shown}logs/{}", String::from_utf8_lossy(name)).into()
+                });
+            }
+        }
+    })
+    .with_context(|| format!("cannot read the reflogs in {}", stack.display()))
 }
 
 /// Calls `each` with the first `keep` bytes of every line of `file`.

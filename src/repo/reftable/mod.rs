@@ -438,6 +438,18 @@ pub fn read_own_format(git_dir: &Path, common_dir: &Path) -> Result<View, Error>
     )
 }
 
+/// Every reflog entry of the stack in `dir` (a `reftable` directory), read
+/// strictly: `each` gets the ref's name and the entry's old and new ids
+/// (see [`stack::each_log`]).
+pub fn each_log(
+    dir: &Path,
+    hash: gix::hash::Kind,
+    mut each: impl FnMut(&[u8], &[u8], &[u8]),
+) -> Result<(), Error> {
+    let hash = Hash::of(hash).ok_or_else(|| Error::new(dir, Problem::HashMismatch))?;
+    stack::each_log(dir, hash, &mut each)
+}
+
 /// The names of the root refs (`CHERRY_PICK_HEAD`, `REVERT_HEAD`,
 /// `ORIG_HEAD`...) in the stack of the worktree whose git dir is `git_dir`:
 /// a reftable repository keeps them there, not as files.

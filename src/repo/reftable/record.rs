@@ -140,6 +140,28 @@ pub fn log_value(
     Ok((update_index, pos))
 }
 
+/// A log record's old and new ids, or `None` for a deletion (which hides
+/// the older tables' record of the same key).
+pub type LogIds = Option<(Vec<u8>, Vec<u8>)>;
+
+/// [`log_value`], keeping the record's ids.
+pub fn log_ids(
+    key: &[u8],
+    value_type: u8,
+    rest: &[u8],
+    hash_len: usize,
+    max: u64,
+) -> Result<(LogIds, usize), Problem> {
+    let (_, used) = log_value(key, value_type, rest, hash_len, max)?;
+    let ids = (value_type == 1).then(|| {
+        (
+            rest[..hash_len].to_vec(),
+            rest[hash_len..2 * hash_len].to_vec(),
+        )
+    });
+    Ok((ids, used))
+}
+
 /// Decodes an object index record: the block positions of the ref blocks
 /// that hold an id with this prefix, strictly increasing.
 pub fn obj_value(

@@ -116,6 +116,42 @@ fn parse_name(line: &[u8]) -> Option<(u64, u64)> {
 /// Reads the stack in `dir` (a `reftable` directory) strictly, retrying
 /// while git rewrites it.
 pub fn read(dir: &Path, hash: Hash) -> Result<Stack, Error> {
+    let (names, files) = read_files(dir)?;
+    check(names, files, hash)
+}
+
+/// Every reflog entry the stack in `dir` shows, read and checked as
+/// [`read`] reads it: for each key (ref name and update index) the newest
+/// table's record, none where that is a deletion. `each` gets the ref's
+/// name and the entry's old and new ids.
+pub fn each_log(
+    dir: &Path,
+    hash: Hash,
+    mut each: impl FnMut(&[u8], &[u8], &[u8]),
+) -> Result<(), Error> {
+    let (names, files) = read_files(dir)?;
+    // One table's bytes at a time are copied for the check.
+    check(names, files.iter().cloned(), hash)?;
+    let mut seen = std::collections::HashSet::new();
+    for (_, path, bytes) in files.iter().rev() {
+        let records = table::log_records(bytes, hash).map_err(|p| Error::new(path, p))?;
+        for record in records {
+            // `log_value` checked the key ends in `NUL <8 bytes>`.
+            let name = &record.key[..record.key.len() - 9];
+            if let (Some((old, new)), true) = (&record.ids, !seen.contains(&record.key)) {
+                each(name, old, new);
+            }
+            seen.insert(record.key);
+        }
+    }
+    Ok(())
+}
+
+/// The names `tables.list` gives and each table's file, read while the list
+/// held still.
+type Files = (Vec<(String, u64, u64)>, Vec<(String, PathBuf, Vec<u8>)>);
+
+fn read_files(dir: &Path) -> Result<Files, Error> {
     match dir.symlink_metadata() {
         Ok(m) if m.file_type().is_dir() => {}
         Ok(_) => return Err(Error::new(dir, Problem::NotADirectory)),
@@ -153,14 +189,14 @@ pub fn read(dir: &Path, hash: Hash) -> Result<Stack, Error> {
         if let Some(path) = missing {
             return Err(Error::new(&path, Problem::MissingTable));
         }
-        return check(names, tables, hash);
+        return Ok((names, tables));
     }
     Err(last_error.unwrap_or_else(|| Error::new(&list_path, Problem::Unstable)))
 }
 
 fn check(
     names: Vec<(String, u64, u64)>,
-    files: Vec<(String, PathBuf, Vec<u8>)>,
+    files: impl IntoIterator<Item = (String, PathBuf, Vec<u8>)>,
     hash: Hash,
 ) -> Result<Stack, Error> {
     let mut stack = Stack::default();

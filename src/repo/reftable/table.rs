@@ -178,6 +178,36 @@ pub fn parse(bytes: &[u8], expected: Hash) -> Result<Table, Problem> {
     Ok(table)
 }
 
+/// One reflog entry of a table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogRecord {
+    /// `refname NUL <update index, bits inverted>`: the same key in a newer
+    /// table shadows this one.
+    pub key: Vec<u8>,
+    /// Its old and new ids; `None` for a deletion.
+    pub ids: record::LogIds,
+}
+
+/// The log records of `bytes`, in file order, once [`parse`] accepted the
+/// whole table. Kept apart from [`parse`], which every read of the refs
+/// makes: only the rare reader of reflogs pays for holding them.
+pub fn log_records(bytes: &[u8], expected: Hash) -> Result<Vec<LogRecord>, Problem> {
+    let header = parse(bytes, expected)?.header;
+    let (hash_len, max) = (header.hash.id_len(), header.max_update_index);
+    let end = bytes.len() - footer_len(header.version);
+    let mut out = Vec::new();
+    for b in walk(bytes, end, &header)?.iter().filter(|b| b.typ == LOG) {
+        let records = block::records(&b.data, b.header_off, |k, t, rest| {
+            record::log_ids(k, t, rest, hash_len, max)
+        })?;
+        out.extend(records.into_iter().map(|r| LogRecord {
+            key: r.key,
+            ids: r.value,
+        }));
+    }
+    Ok(out)
+}
+
 fn parse_footer(footer: &[u8], header: &[u8], hash: Hash) -> Result<Footer, Problem> {
     let hlen = header.len();
     if &footer[..hlen] != header {
