@@ -1986,10 +1986,14 @@ impl<'a> RefComparison<'a> {
         } else {
             rule::REF_CHANGED
         };
-        let advice = if name == "refs/stash" {
-            "; drop or pop the stash (git stash drop)"
-        } else {
-            "; only the granted branch may change"
+        let advice = match (name == "refs/stash", old) {
+            (true, None) => "; drop or pop the stash (git stash drop)".to_owned(),
+            // Dropping entries moves or deletes it: only its old value
+            // brings the stash of arm back.
+            (true, Some(old)) if !old.starts_with(b"ref:") => {
+                format!("; put the stash back as it was at arm (git update-ref refs/stash {old})")
+            }
+            _ => "; only the granted branch may change".to_owned(),
         };
         findings.push(
             Violation::new(

@@ -442,6 +442,29 @@ fn rejects_a_stash_left_behind() {
     assert_eq!(r["violations"][0]["ref"], "refs/stash");
 }
 
+/// A stash that existed at arm and was dropped: the advice is the value
+/// that puts it back, not `git stash drop`, which cannot.
+#[test]
+fn rejects_a_stash_dropped_since_arm_and_says_how_to_put_it_back() {
+    let sb = Sandbox::new();
+    sb.write("docs/guide.md", "wip\n");
+    sb.git_nohooks(&["stash", "-q"]);
+    let stash = sb.git(&["rev-parse", "refs/stash"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    sb.git_nohooks(&["stash", "drop", "-q"]);
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["ref_changed"]);
+    let message = r["violations"][0]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("git update-ref refs/stash {}", stash.trim())),
+        "{r:#}"
+    );
+    sb.git_nohooks(&["update-ref", "refs/stash", stash.trim()]);
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
 #[test]
 fn accepts_work_on_an_unborn_branch() {
     let sb = Sandbox::empty();
