@@ -1253,12 +1253,9 @@ fn rejects_deleted_objects_another_worktree_reaches() {
     assert_accepted(code, &r);
 }
 
-/// A blobless clone misses blobs by design (git 2.47 marks it with
-/// `remote.origin.promisor`, not `extensions.partialClone`): `gc` after arm
-/// is accepted (red team: it was refused).
-#[test]
-fn accepts_gc_in_a_partial_clone() {
-    let sb = Sandbox::new();
+/// A blobless clone of the sandbox's origin in place of its checkout;
+/// returns the id of a blob it never fetched.
+fn blobless_clone(sb: &Sandbox) -> String {
     // The first version of src/lib.rs is never fetched.
     let first = sb.git(&["rev-parse", "HEAD:src/lib.rs"]);
     sb.commit_file("src/lib.rs", "pub fn g() {}\n", "history");
@@ -1273,6 +1270,16 @@ fn accepts_gc_in_a_partial_clone() {
     assert_eq!(sb.git(&["config", "remote.origin.promisor"]), "true");
     let missing = sb.git(&["rev-list", "--objects", "--all", "--missing=print"]);
     assert!(missing.contains(&format!("?{first}")), "{missing}");
+    first
+}
+
+/// A blobless clone misses blobs by design (git 2.47 marks it with
+/// `remote.origin.promisor`, not `extensions.partialClone`): `gc` after arm
+/// is accepted (red team: it was refused).
+#[test]
+fn accepts_gc_in_a_partial_clone() {
+    let sb = Sandbox::new();
+    blobless_clone(&sb);
     sb.arm(&sb.grant(&["docs/"], 1, 3));
     sb.commit_file("docs/a.md", "a\n", "one");
     sb.git(&["gc", "-q"]);
@@ -1283,4 +1290,23 @@ fn accepts_gc_in_a_partial_clone() {
     );
     let (code, r) = sb.verify();
     assert_accepted(code, &r);
+}
+
+/// What a partial clone's remote cannot supply, deleted: a blob of a
+/// commit made in the clone (loose, in no promisor pack, named by no
+/// promisor object). git's fsck reports it missing, and verify refuses (it
+/// did not walk partial clones at all, and accepted). A blob the clone
+/// never fetched stays fine, as the test above shows.
+#[test]
+fn rejects_a_deleted_local_object_in_a_partial_clone() {
+    let sb = Sandbox::new();
+    blobless_clone(&sb);
+    sb.git(&["checkout", "-q", "-b", "side"]);
+    let blob = sb.git_stdin(&["hash-object", "--stdin"], "pub fn side() {}\n");
+    sb.write("src/side.rs", "pub fn side() {}\n");
+    sb.git(&["add", "src/side.rs"]);
+    sb.git(&["commit", "-q", "-m", "side"]);
+    sb.git(&["checkout", "-q", "main"]);
+    assert!(loose_path(&sb, &blob).exists(), "a loose blob made here");
+    assert_removal_refused(&sb, &blob, "refs/heads/side");
 }

@@ -40,6 +40,7 @@ pub mod inventory;
 mod loose;
 mod midx;
 mod pack;
+mod promisor;
 mod removed;
 
 use std::collections::BTreeSet;

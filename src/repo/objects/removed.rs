@@ -21,20 +21,21 @@
 //!   or named by their indexes. A walk, paid only then.
 //!
 //! A shallow repository's walk stops at its `shallow` commits, as git's
-//! does. A partial clone (`extensions.partialClone`, or a remote with
-//! `promisor` set, as git 2.47 writes it) is missing objects by design and
-//! fetches them on demand: it is not walked. Reflogs are read from the
-//! files backend's `logs/`, or from the log blocks of a reftable store's
-//! tables (the common stack and each worktree's), newest record of each
-//! entry first, as git reads them: an entry a newer table deletes is gone.
-//! A reftable stack that cannot be read leaves the walk's starting points
-//! unknown, and is a problem.
+//! does. In a partial clone (`extensions.partialClone`, or a remote with
+//! `promisor` set, as git 2.47 writes it) the walk stops at git's promisor
+//! objects, which the remote supplies on demand ([`super::promisor`]).
+//! Reflogs are read from the files backend's `logs/`, or from the log
+//! blocks of a reftable store's tables (the common stack and each
+//! worktree's), newest record of each entry first, as git reads them: an
+//! entry a newer table deletes is gone. A reftable stack that cannot be
+//! read leaves the walk's starting points unknown, and is a problem.
 
 use anyhow::Context;
 use gix::ObjectId;
 use gix::bstr::BString;
 
 use super::inventory::{Inventory, Kind};
+use super::promisor::Promised;
 
 /// The problems the removals from `before` (arm's inventory) to `now`
 /// cause: one message naming a reachable object that is missing, or none.
@@ -81,10 +82,9 @@ pub fn check(
     if !pack_gone && loose_gone.iter().all(|id| repo.has_object(id)) {
         return Ok(Vec::new());
     }
-    if is_partial_clone(repo) {
-        return Ok(Vec::new());
-    }
-    Ok(match first_missing(repo)? {
+    let promised = super::promisor::Promised::of(repo, &super::objects_dir(repo.common_dir()))
+        .context("cannot list the partial clone's promisor objects")?;
+    Ok(match first_missing(repo, promised.as_ref())? {
         None => Vec::new(),
         Some((id, from)) => vec![format!(
             "the object {id}, reachable from {from}, is missing: object files were removed \
@@ -92,27 +92,6 @@ pub fn check(
              from a clone made before the run"
         )],
     })
-}
-
-/// Whether git treats the repository as a partial clone
-/// (`repo_has_promisor_remote`): `extensions.partialClone`, or any remote
-/// with `promisor` true.
-fn is_partial_clone(repo: &gix::Repository) -> bool {
-    let config = repo.config_snapshot();
-    if config.string("extensions.partialClone").is_some() {
-        return true;
-    }
-    config
-        .plumbing()
-        .sections_by_name("remote")
-        .into_iter()
-        .flatten()
-        .any(|section| {
-            section.value("promisor").is_some_and(|v| {
-                let v: &gix::bstr::BStr = v.as_ref();
-                gix::config::Boolean::try_from(v).is_ok_and(|b| b.0)
-            })
-        })
 }
 
 /// Where the walk starts: each id once, with the first name that reached
@@ -381,10 +360,15 @@ fn index_ids(repo: &gix::Repository, path: &std::path::Path, shown: &str, out: &
 
 /// The first object the walk from [`starts`] needs that the store does
 /// not have, with the name of where the walk started.
-fn first_missing(repo: &gix::Repository) -> anyhow::Result<Option<(ObjectId, String)>> {
+fn first_missing(
+    repo: &gix::Repository,
+    promised: Option<&Promised>,
+) -> anyhow::Result<Option<(ObjectId, String)>> {
     let Starts { tips, blobs, .. } = starts(repo)?;
+    // git's fsck neither requires nor descends a promisor object.
+    let promised = |id: &gix::oid| promised.is_some_and(|p| p.contains(id));
     for (id, name) in &blobs {
-        if !repo.has_object(id) {
+        if !promised(id) && !repo.has_object(id) {
             return Ok(Some((*id, crate::repo::refname::shown(name))));
         }
     }
@@ -396,7 +380,7 @@ fn first_missing(repo: &gix::Repository) -> anyhow::Result<Option<(ObjectId, Str
     for (tip, name) in tips {
         stack.push(tip);
         while let Some(id) = stack.pop() {
-            if !seen.insert(id) {
+            if !seen.insert(id) || promised(&id) {
                 continue;
             }
             let Some(object) = repo.try_find_object(id)? else {
@@ -420,7 +404,10 @@ fn first_missing(repo: &gix::Repository) -> anyhow::Result<Option<(ObjectId, Str
                             // A submodule's commit: another repository's.
                         } else if entry.mode.is_tree() {
                             stack.push(entry.oid.to_owned());
-                        } else if seen.insert(entry.oid.to_owned()) && !repo.has_object(entry.oid) {
+                        } else if seen.insert(entry.oid.to_owned())
+                            && !promised(entry.oid)
+                            && !repo.has_object(entry.oid)
+                        {
                             return Ok(Some((
                                 entry.oid.to_owned(),
                                 crate::repo::refname::shown(&name),
