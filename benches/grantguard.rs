@@ -298,7 +298,7 @@ fn compare_refs_100k_packed(bencher: Bencher, read: &str) {
                 );
             }
             _ => {
-                let at_arm = baseline.refs_at_arm().unwrap().expect("recorded at arm");
+                let at_arm = baseline.refs_at_arm().expect("recorded at arm");
                 let moved = refs_since_arm::prove(&repo, &at_arm, std::slice::from_ref(&branch))
                     .unwrap()
                     .unwrap()

@@ -201,6 +201,27 @@ impl RefsFileCheck {
     }
 }
 
+/// A check of the loose refs listed at arm against their digest
+/// ([`Baseline::loose_list_check`]).
+#[derive(Debug)]
+pub struct LooseListCheck {
+    state: PathBuf,
+    digest: String,
+}
+
+impl LooseListCheck {
+    /// Streams the list through its hash and compares.
+    pub fn run(&self) -> Result<()> {
+        crate::repo::loose_at_arm::Records::check(&self.state, &self.digest)
+    }
+}
+
+impl crate::repo::refs_since_arm::LooseList for Baseline {
+    fn loose_list(&self) -> Result<Option<&crate::repo::loose_at_arm::Records>> {
+        Baseline::loose_list(self)
+    }
+}
+
 /// The refs file at `path`, open to be hashed as it is read, at most one
 /// byte over [`MAX_REFS_FILE`].
 fn open_hashing(path: &Path) -> Result<crate::digest::Hashing<std::io::Take<std::fs::File>>> {
@@ -328,20 +349,39 @@ impl Baseline {
         Ok(Some(self.refs.listed.get_or_init(|| listed)))
     }
 
-    /// What arm recorded of the refs for
-    /// [`crate::repo::refs_since_arm::read`]; `None` when it recorded
-    /// nothing that lets verify read fewer than every ref. An error: the
-    /// loose refs listed at arm cannot be read (see
-    /// [`Baseline::loose_list`]).
-    pub fn refs_at_arm(&self) -> Result<Option<crate::repo::refs_since_arm::AtArm<'_>>> {
-        let Some(packed) = self.packed_at_arm.as_ref() else {
+    /// The check of the loose refs listed at arm against their digest,
+    /// without parsing them, a job for another thread (as
+    /// [`Baseline::refs_file_check`]): [`Baseline::loose_list`] reads the
+    /// list only when verify needs it. `None` when there is no list, or it
+    /// was read (and checked) already.
+    pub fn loose_list_check(&self) -> Result<Option<LooseListCheck>> {
+        let Some(digest) = self
+            .packed_at_arm
+            .as_ref()
+            .and_then(|p| p.loose_list.clone())
+        else {
             return Ok(None);
         };
-        Ok(Some(crate::repo::refs_since_arm::AtArm {
+        if self.refs.listed.get().is_some() {
+            return Ok(None);
+        }
+        let state = self.refs.state.clone().context(
+            "the baseline's loose refs were neither given nor read from a state directory",
+        )?;
+        Ok(Some(LooseListCheck { state, digest }))
+    }
+
+    /// What arm recorded of the refs for
+    /// [`crate::repo::refs_since_arm::read`]; `None` when it recorded
+    /// nothing that lets verify read fewer than every ref. The loose refs
+    /// listed at arm are read when that read needs them.
+    pub fn refs_at_arm(&self) -> Option<crate::repo::refs_since_arm::AtArm<'_>> {
+        let packed = self.packed_at_arm.as_ref()?;
+        Some(crate::repo::refs_since_arm::AtArm {
             packed,
-            listed: self.loose_list()?,
+            listed: self,
             copy: &self.refs.packed_copy,
-        }))
+        })
     }
 
     /// Hands every ref of [`Baseline::refs`] to `each`, in name order,

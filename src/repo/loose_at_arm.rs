@@ -216,6 +216,28 @@ impl Records {
             .with_context(|| format!("{} is not a list arm wrote", path.display()))
     }
 
+    /// Checks [`FILE_NAME`] in `state` against `digest` without parsing
+    /// or holding it (streamed through the hash): what verify runs on
+    /// another thread, so that a damaged list is refused as a damaged
+    /// baseline also when verify never reads it (see
+    /// `refs_since_arm::LooseList`).
+    pub fn check(state: &Path, digest: &str) -> Result<()> {
+        use std::io::Read;
+        let path = state.join(FILE_NAME);
+        let cannot = || format!("cannot read the baseline's loose refs {}", path.display());
+        let file = crate::fsutil::open_regular(&path).with_context(cannot)?;
+        let mut hashing = crate::digest::Hashing::new(file.take(MAX_FILE_BYTES + 1));
+        std::io::copy(&mut hashing, &mut std::io::sink()).with_context(cannot)?;
+        if hashing.read() > MAX_FILE_BYTES || hashing.digest() != digest {
+            bail!(
+                "the baseline's loose refs {} fail their integrity check: corrupted or edited \
+                 after arm",
+                path.display()
+            );
+        }
+        Ok(())
+    }
+
     fn parse(bytes: &[u8]) -> Result<Records> {
         let mut records: Vec<Record> = Vec::new();
         for (at, line) in bytes.lines().enumerate() {

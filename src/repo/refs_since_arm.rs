@@ -257,13 +257,24 @@ impl Moved {
     }
 }
 
+/// The loose refs arm listed with their files' identities
+/// ([`PackedAtArm::loose_list`]), read when [`read`] first needs them:
+/// after the comparison of `packed-refs`, which sends a verify that must
+/// read every ref (100,000 loose refs packed since arm) to the full read
+/// before it parses a list of 100,000 lines it would not use (issue 29).
+pub trait LooseList {
+    /// The list; `None` when there is none to read. An error: it cannot
+    /// be read, or fails its digest.
+    fn loose_list(&self) -> anyhow::Result<Option<&Records>>;
+}
+
 /// What arm recorded of the refs, as [`read`] needs it.
 pub struct AtArm<'a> {
     /// The baseline's record.
     pub packed: &'a PackedAtArm,
-    /// The loose refs listed at arm ([`PackedAtArm::loose_list`]), which
-    /// that record needs when it names a list.
-    pub listed: Option<&'a Records>,
+    /// The loose refs listed at arm, which that record needs when it names
+    /// a list.
+    pub listed: &'a dyn LooseList,
     /// Arm's copy of `packed-refs`, read only when the file changed since.
     pub copy: &'a ArmCopy,
 }
@@ -284,10 +295,9 @@ pub fn read(
         listed,
         copy,
     } = *at_arm;
-    if common_dir.join("reftable").is_dir() || (recorded.loose_list.is_some() && listed.is_none()) {
+    if common_dir.join("reftable").is_dir() {
         return Ok(None);
     }
-    let listed = listed.filter(|_| recorded.loose_list.is_some());
     let mut invalid = Invalid::default();
     // One state of the store, or a transient problem: `packed-refs` read
     // first and the loose refs after could otherwise be two states a
@@ -327,6 +337,15 @@ pub fn read(
             Some(changes) => (changes, copy),
             None => return Ok(None),
         }
+    };
+    // A list that cannot be read leaves the loose refs to the full read
+    // (and the baseline's check refuses a damaged one).
+    let listed = match recorded.loose_list {
+        Some(_) => match listed.loose_list() {
+            Ok(Some(records)) => Some(records),
+            Ok(None) | Err(_) => return Ok(None),
+        },
+        None => None,
     };
     let head = refstore::read_head(git_dir, &mut invalid);
     let (loose, by_identity) = match listed {
