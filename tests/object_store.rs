@@ -1300,13 +1300,51 @@ fn accepts_gc_in_a_partial_clone() {
 #[test]
 fn rejects_a_deleted_local_object_in_a_partial_clone() {
     let sb = Sandbox::new();
-    blobless_clone(&sb);
+    let blob = partial_clone_with_a_local_blob(&sb);
+    assert_removal_refused(&sb, &blob, "refs/heads/side");
+}
+
+/// [`blobless_clone`] with a commit made in it, on `side`; returns its
+/// blob, loose.
+fn partial_clone_with_a_local_blob(sb: &Sandbox) -> String {
+    blobless_clone(sb);
     sb.git(&["checkout", "-q", "-b", "side"]);
     let blob = sb.git_stdin(&["hash-object", "--stdin"], "pub fn side() {}\n");
     sb.write("src/side.rs", "pub fn side() {}\n");
     sb.git(&["add", "src/side.rs"]);
     sb.git(&["commit", "-q", "-m", "side"]);
     sb.git(&["checkout", "-q", "main"]);
-    assert!(loose_path(&sb, &blob).exists(), "a loose blob made here");
-    assert_removal_refused(&sb, &blob, "refs/heads/side");
+    assert!(loose_path(sb, &blob).exists(), "a loose blob made here");
+    blob
+}
+
+/// Red team: a pack index with no pack beside it, listing the local blob,
+/// marked `.promisor`. git loads no pack without its `.pack`, so it marks
+/// nothing and fsck reports the blob missing; verify must not take it for
+/// a promisor object either (it did, and accepted).
+#[test]
+fn rejects_a_promisor_mark_on_an_index_without_its_pack() {
+    let sb = Sandbox::new();
+    let blob = partial_clone_with_a_local_blob(&sb);
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    let elsewhere = sb.root.join("elsewhere");
+    let name = sb.git_stdin(
+        &["pack-objects", "-q", elsewhere.to_str().unwrap()],
+        &format!("{blob}\n"),
+    );
+    let pack_dir = objects(&sb).join("pack");
+    let stem = format!("pack-{}", name.trim());
+    std::fs::copy(
+        sb.root.join(format!("elsewhere-{}.idx", name.trim())),
+        pack_dir.join(format!("{stem}.idx")),
+    )
+    .unwrap();
+    std::fs::write(pack_dir.join(format!("{stem}.promisor")), "").unwrap();
+    std::fs::remove_file(loose_path(&sb, &blob)).unwrap();
+    let fsck = sb.try_git(&["fsck", "--connectivity-only"]);
+    let said = [&fsck.stdout[..], &fsck.stderr[..]].concat();
+    assert!(String::from_utf8_lossy(&said).contains(&blob), "{fsck:?}");
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &[INVALID]);
 }

@@ -39,10 +39,18 @@ impl Promised {
             if path.extension().is_none_or(|e| e != "promisor") {
                 continue;
             }
-            // git flags the pack of that name; a `.promisor` without one
-            // flags nothing.
+            // git flags the pack of that name, and loads a pack only when
+            // its `.pack` is a regular file (`add_packed_git`): a
+            // `.promisor` beside an index alone flags nothing (red team:
+            // an index listing any ids, with no pack, made the walk stop
+            // at objects git's fsck reported missing). A pack present is
+            // one arm saw or one verify proved entry by entry.
             let idx = path.with_extension("idx");
-            if !idx.is_file() {
+            let pack = path.with_extension("pack");
+            let regular = |p: &std::path::Path| {
+                std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_file())
+            };
+            if !regular(&idx) || !regular(&pack) {
                 continue;
             }
             let index = gix::odb::pack::index::File::at(&idx, hash)
