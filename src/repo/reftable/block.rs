@@ -95,17 +95,54 @@ pub struct Record<T> {
     pub value: T,
 }
 
+/// How many times its block's bytes the keys of one block may take once
+/// their prefix compression is undone, as [`records`] keeps them. git's
+/// tables stay far below (a ref name shares most of its predecessor's and
+/// adds a value of at least a few bytes); without a bound, a block of
+/// records that each add one byte to a long shared prefix kept N copies of
+/// it (red team: memory exhaustion).
+pub const MAX_KEY_EXPANSION: usize = 128;
+
 /// Decodes the records of one block. `data` is the block from its first
 /// byte to the end of its restart table (inflated, for a log block), and
 /// `header_off` the bytes before its type byte (the file header, for the
 /// first block of a table). `value` decodes one value from the start of the
 /// slice it gets (which runs to the restart table) and says how many bytes
-/// it used.
+/// it used. Every record is kept with its full key: see [`each_record`]
+/// for a reader that keeps none.
 pub fn records<T>(
     data: &[u8],
     header_off: usize,
-    mut value: impl FnMut(&[u8], u8, &[u8]) -> Result<(T, usize), Problem>,
+    value: impl FnMut(&[u8], u8, &[u8]) -> Result<(T, usize), Problem>,
 ) -> Result<Vec<Record<T>>, Problem> {
+    let budget = data.len().saturating_mul(MAX_KEY_EXPANSION);
+    let mut kept = 0usize;
+    let mut out: Vec<Record<T>> = Vec::new();
+    each_record(data, header_off, value, |key, value| {
+        kept = kept.saturating_add(key.len());
+        if kept > budget {
+            return Err(Problem::KeysTooLong);
+        }
+        out.push(Record {
+            key: key.to_vec(),
+            value,
+        });
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// [`records`], handing each record's key and value to `visit` instead of
+/// keeping them: one key in memory at a time, and work in proportion to
+/// the block's bytes (each record adds its suffix to the key before; the
+/// order and canonical-prefix checks look at the bytes where the two keys
+/// part).
+pub fn each_record<T>(
+    data: &[u8],
+    header_off: usize,
+    mut value: impl FnMut(&[u8], u8, &[u8]) -> Result<(T, usize), Problem>,
+    mut visit: impl FnMut(&[u8], T) -> Result<(), Problem>,
+) -> Result<(), Problem> {
     let start = header_off + 4;
     if data.len() < start + 2 {
         return Err(Problem::Truncated("a block shorter than its header"));
@@ -119,10 +156,11 @@ pub fn records<T>(
         .chunks_exact(3)
         .map(|c| be24(c) as usize)
         .collect();
-    let mut out: Vec<Record<T>> = Vec::new();
+    let mut seen = 0usize;
     let mut restarts = Vec::new();
     let mut pos = start;
-    let mut last: Vec<u8> = Vec::new();
+    // The key of the record before, then this record's.
+    let mut key: Vec<u8> = Vec::new();
     while pos < restart_off {
         let body = &data[..restart_off];
         let record_start = pos;
@@ -131,36 +169,43 @@ pub fn records<T>(
         let value_type = (suffix_type & 7) as u8;
         let suffix = usize::try_from(suffix_type >> 3).map_err(|_| Problem::BadVarint)?;
         let prefix = usize::try_from(prefix).map_err(|_| Problem::BadVarint)?;
-        if prefix > last.len() {
+        if prefix > key.len() {
             return Err(Problem::KeyPrefixTooLong);
         }
         let end = pos
             .checked_add(suffix)
             .filter(|&e| e <= restart_off)
             .ok_or(Problem::Truncated("a key running past the restart table"))?;
-        let mut key = last[..prefix].to_vec();
-        key.extend_from_slice(&data[pos..end]);
+        let added = &data[pos..end];
         pos = end;
-        if key.is_empty() {
+        if prefix == 0 && added.is_empty() {
             return Err(Problem::EmptyKey);
         }
-        if !out.is_empty() && key <= last {
+        // The new key is `key[..prefix] + added`: it follows the one before
+        // exactly when `added` follows what the one before has past the
+        // shared prefix.
+        if seen > 0 && added <= &key[prefix..] {
             return Err(Problem::KeysNotSorted);
         }
         if prefix == 0 {
             if restarts.len() < MAX_RESTARTS {
                 restarts.push(record_start);
             }
-        } else if prefix != common_prefix(&last, &key) {
+        } else if key
+            .get(prefix)
+            .is_some_and(|&next| added.first() == Some(&next))
+        {
             // git always shares the longest prefix unless it restarts.
             return Err(Problem::NonCanonicalKey);
         }
+        key.truncate(prefix);
+        key.extend_from_slice(added);
         let (v, used) = value(&key, value_type, &data[pos..restart_off])?;
         pos += used;
-        last = key.clone();
-        out.push(Record { key, value: v });
+        seen += 1;
+        visit(&key, v)?;
     }
-    if out.is_empty() {
+    if seen == 0 {
         return Err(Problem::EmptyBlock);
     }
     if given.iter().any(|&r| r < start || r >= restart_off) {
@@ -169,7 +214,7 @@ pub fn records<T>(
     if given != restarts {
         return Err(Problem::RestartMismatch);
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Length of the common prefix of `a` and `b`.
@@ -247,6 +292,41 @@ mod tests {
         let out = records(&block, 0, plain).unwrap();
         assert_eq!(out.len(), 40);
         assert_eq!(out[39].key, b"refs/heads/b039");
+    }
+
+    /// A block of one long key, then records each adding one byte to the
+    /// key before: a few bytes each in the block, thousands once prefix
+    /// compression is undone. [`records`] refuses to keep them all (red
+    /// team: memory exhaustion); [`each_record`] reads them one at a time.
+    #[test]
+    fn keys_that_expand_past_the_bound_are_refused_when_kept() {
+        let long = 4000usize;
+        let n = 3000usize;
+        let mut block = vec![REF, 0, 0, 0];
+        put_varint(&mut block, 0);
+        put_varint(&mut block, (long as u64) << 3);
+        block.extend(std::iter::repeat_n(b'a', long));
+        for i in 0..n {
+            put_varint(&mut block, (long + i) as u64);
+            put_varint(&mut block, 1 << 3);
+            block.push(b'b');
+        }
+        // One restart, at the first record.
+        block.extend_from_slice(&[0, 0, 4, 0, 1]);
+        assert!(
+            block.len() * MAX_KEY_EXPANSION < long * n,
+            "the test expands enough"
+        );
+        assert_eq!(records(&block, 0, plain), Err(Problem::KeysTooLong));
+        let mut seen = 0;
+        let mut longest = 0;
+        each_record(&block, 0, plain, |key, _| {
+            seen += 1;
+            longest = key.len();
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!((seen, longest), (n + 1, long + n));
     }
 
     #[test]

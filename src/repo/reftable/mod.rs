@@ -96,6 +96,12 @@ pub enum Problem {
     UpdateIndexOutOfRange,
     /// A log block that does not inflate to its stated size.
     Zlib,
+    /// Log blocks that inflate to more than [`table::MAX_INFLATION`] times
+    /// their table's bytes.
+    InflatesTooMuch,
+    /// A block whose keys, prefix compression undone, take more than
+    /// [`block::MAX_KEY_EXPANSION`] times its bytes.
+    KeysTooLong,
     /// Sections not where the footer puts them, or blocks after them.
     SectionLayout(&'static str),
     /// An index that does not describe the blocks it indexes.
@@ -172,6 +178,16 @@ impl std::fmt::Display for Problem {
                 f.write_str("has a record whose update index is outside the table's range")
             }
             Zlib => f.write_str("has a log block that does not inflate to its stated size"),
+            InflatesTooMuch => write!(
+                f,
+                "has log blocks that inflate to more than {} times the table's size",
+                table::MAX_INFLATION
+            ),
+            KeysTooLong => write!(
+                f,
+                "has a block whose keys take more than {} times its bytes",
+                block::MAX_KEY_EXPANSION
+            ),
             SectionLayout(why) => write!(f, "has its sections out of place: {why}"),
             BadIndex(why) => write!(f, "has a wrong index: {why}"),
             BadObjRecord(why) => write!(f, "has a malformed object index record: {why}"),

@@ -146,15 +146,34 @@ struct Footer {
 struct Walked {
     offset: u64,
     typ: u8,
-    /// The block's bytes up to the end of its restart table (inflated for
-    /// a log block).
+    /// The block's bytes up to the end of its restart table; empty for a
+    /// log block, decoded as it was inflated (see `log`).
     data: Vec<u8>,
     header_off: usize,
+    /// A log block's records, decoded when it was inflated: its inflated
+    /// bytes are never kept (red team: many small blocks of zeros, each
+    /// inflating to 16 MiB, all held at once, exhausted memory).
+    log: Option<Decoded1>,
 }
+
+/// How many times a table's size its log blocks may inflate to, together.
+/// A log record holds two object ids, which do not compress, so git's log
+/// blocks deflate to a fraction of this; a block of zeros inflates about a
+/// thousandfold.
+pub const MAX_INFLATION: usize = 64;
 
 /// Parses and checks a whole table. `expected` is the repository's object
 /// format; a table in another is refused (git refuses to merge it).
 pub fn parse(bytes: &[u8], expected: Hash) -> Result<Table, Problem> {
+    parse_with(bytes, expected, None)
+}
+
+/// [`parse`], adding every log record to `logs` when given.
+fn parse_with(
+    bytes: &[u8],
+    expected: Hash,
+    logs: Option<&mut Vec<LogRecord>>,
+) -> Result<Table, Problem> {
     let header = parse_header(bytes)?;
     if header.hash != expected {
         return Err(Problem::HashMismatch);
@@ -168,7 +187,7 @@ pub fn parse(bytes: &[u8], expected: Hash) -> Result<Table, Problem> {
     }
     let end = bytes.len() - flen;
     let footer = parse_footer(&bytes[end..], &bytes[..hlen], header.hash)?;
-    let blocks = walk(bytes, end, &header)?;
+    let blocks = walk(bytes, end, &header, logs)?;
     let mut table = Table {
         header,
         refs: Vec::new(),
@@ -192,19 +211,8 @@ pub struct LogRecord {
 /// whole table. Kept apart from [`parse`], which every read of the refs
 /// makes: only the rare reader of reflogs pays for holding them.
 pub fn log_records(bytes: &[u8], expected: Hash) -> Result<Vec<LogRecord>, Problem> {
-    let header = parse(bytes, expected)?.header;
-    let (hash_len, max) = (header.hash.id_len(), header.max_update_index);
-    let end = bytes.len() - footer_len(header.version);
     let mut out = Vec::new();
-    for b in walk(bytes, end, &header)?.iter().filter(|b| b.typ == LOG) {
-        let records = block::records(&b.data, b.header_off, |k, t, rest| {
-            record::log_ids(k, t, rest, hash_len, max)
-        })?;
-        out.extend(records.into_iter().map(|r| LogRecord {
-            key: r.key,
-            ids: r.value,
-        }));
-    }
+    parse_with(bytes, expected, Some(&mut out))?;
     Ok(out)
 }
 
@@ -237,9 +245,18 @@ fn parse_footer(footer: &[u8], header: &[u8], hash: Hash) -> Result<Footer, Prob
     Ok(out)
 }
 
-/// Steps through every block of `bytes[..end]` as git's reader does.
-fn walk(bytes: &[u8], end: usize, header: &Header) -> Result<Vec<Walked>, Problem> {
+/// Steps through every block of `bytes[..end]` as git's reader does,
+/// decoding each log block as it is inflated (its records added to `logs`
+/// when given).
+fn walk(
+    bytes: &[u8],
+    end: usize,
+    header: &Header,
+    mut logs: Option<&mut Vec<LogRecord>>,
+) -> Result<Vec<Walked>, Problem> {
     let block_size = header.block_size as usize;
+    let mut inflated = 0usize;
+    let may_inflate = bytes.len().saturating_mul(MAX_INFLATION);
     let mut out = Vec::new();
     let mut off = 0usize;
     // An empty table is its header and footer only.
@@ -265,6 +282,10 @@ fn walk(bytes: &[u8], end: usize, header: &Header) -> Result<Vec<Walked>, Proble
         let (data, next) = if typ == LOG {
             let skip = header_off + 4;
             let input = &bytes[off + skip..end];
+            inflated = inflated.saturating_add(len);
+            if inflated > may_inflate {
+                return Err(Problem::InflatesTooMuch);
+            }
             let mut data = vec![0u8; len];
             data[..skip].copy_from_slice(&bytes[off..off + skip]);
             inflate.reset();
@@ -304,11 +325,25 @@ fn walk(bytes: &[u8], end: usize, header: &Header) -> Result<Vec<Walked>, Proble
                 };
             (data, next)
         };
+        let (data, log) = if typ == LOG {
+            let walked = Walked {
+                offset: off as u64,
+                typ,
+                data,
+                header_off,
+                log: None,
+            };
+            let decoded = decode_log(&walked, header, logs.as_deref_mut())?;
+            (Vec::new(), Some(decoded))
+        } else {
+            (data, None)
+        };
         out.push(Walked {
             offset: off as u64,
             typ,
             data,
             header_off,
+            log,
         });
         off = next;
     }
@@ -316,6 +351,7 @@ fn walk(bytes: &[u8], end: usize, header: &Header) -> Result<Vec<Walked>, Proble
 }
 
 /// One block's records, decoded by kind.
+#[derive(Clone)]
 enum Decoded {
     Refs(Vec<RefRecord>),
     Logs(usize),
@@ -323,7 +359,45 @@ enum Decoded {
     Index(Vec<(Vec<u8>, u64)>),
 }
 
+/// A log block's first and last keys and record count, its records added
+/// to `logs` when given; no key is kept besides.
+fn decode_log(
+    b: &Walked,
+    header: &Header,
+    mut logs: Option<&mut Vec<LogRecord>>,
+) -> Result<Decoded1, Problem> {
+    let (hash_len, max) = (header.hash.id_len(), header.max_update_index);
+    let (mut first_key, mut last_key, mut count) = (None, Vec::new(), 0usize);
+    block::each_record(
+        &b.data,
+        b.header_off,
+        |k, t, rest| record::log_ids(k, t, rest, hash_len, max),
+        |key, ids| {
+            if first_key.is_none() {
+                first_key = Some(key.to_vec());
+            }
+            last_key.clear();
+            last_key.extend_from_slice(key);
+            count += 1;
+            if let Some(logs) = logs.as_deref_mut() {
+                logs.push(LogRecord {
+                    key: key.to_vec(),
+                    ids,
+                });
+            }
+            Ok(())
+        },
+    )?;
+    Ok(Decoded1 {
+        offset: b.offset,
+        first_key: first_key.unwrap_or_default(),
+        last_key,
+        records: Decoded::Logs(count),
+    })
+}
+
 /// A decoded block: where it is, its last key, its records.
+#[derive(Clone)]
 struct Decoded1 {
     offset: u64,
     first_key: Vec<u8>,
@@ -334,12 +408,6 @@ struct Decoded1 {
 fn decode(b: &Walked, header: &Header, id_len: usize) -> Result<Decoded1, Problem> {
     let hash_len = header.hash.id_len();
     let (min, max) = (header.min_update_index, header.max_update_index);
-    let keys = |recs: &[block::Record<()>]| -> (Vec<u8>, Vec<u8>) {
-        (
-            recs.first().map(|r| r.key.clone()).unwrap_or_default(),
-            recs.last().map(|r| r.key.clone()).unwrap_or_default(),
-        )
-    };
     let (first_key, last_key, records) = match b.typ {
         REF => {
             let recs = block::records(&b.data, b.header_off, |k, t, rest| {
@@ -353,13 +421,8 @@ fn decode(b: &Walked, header: &Header, id_len: usize) -> Result<Decoded1, Proble
                 Decoded::Refs(recs.into_iter().map(|r| r.value).collect()),
             )
         }
-        LOG => {
-            let recs = block::records(&b.data, b.header_off, |k, t, rest| {
-                record::log_value(k, t, rest, hash_len, max).map(|(_, used)| ((), used))
-            })?;
-            let (first, last) = keys(&recs);
-            (first, last, Decoded::Logs(recs.len()))
-        }
+        // Decoded as they were inflated (`decode_log`).
+        LOG => return b.log.clone().ok_or(Problem::Zlib),
         OBJ => {
             let recs = block::records(&b.data, b.header_off, |k, t, rest| {
                 record::obj_value(k, t, rest, id_len)
@@ -484,7 +547,10 @@ fn run<'a>(blocks: &'a [Walked], i: &mut usize, typ: u8) -> &'a [Walked] {
 fn decode_run(blocks: &[Walked], header: &Header, id_len: usize) -> Result<Vec<Decoded1>, Problem> {
     let mut out: Vec<Decoded1> = Vec::with_capacity(blocks.len());
     for b in blocks {
-        let d = decode(b, header, id_len)?;
+        let d = match &b.log {
+            Some(decoded) => decoded.clone(),
+            None => decode(b, header, id_len)?,
+        };
         if let Some(prev) = out.last()
             && prev.last_key >= d.first_key
         {
@@ -643,6 +709,47 @@ mod tests {
                 (b"refs/heads/old".to_vec(), 3, RefValue::Deletion),
             ],
         )
+    }
+
+    /// A table of log blocks that each say they inflate to 16 MiB (a block
+    /// of zeros deflates about a thousandfold): refused once the table's
+    /// blocks together pass [`MAX_INFLATION`] times its size, each block
+    /// decoded and dropped before the next is inflated (red team: 300 such
+    /// blocks in a 4.9 MB table, all held at once, took 2.7 GB and aborted
+    /// verify).
+    #[test]
+    fn log_blocks_inflating_past_the_bound_are_refused() {
+        let mut header = b"REFT\x01\0\0\0".to_vec();
+        header.extend_from_slice(&1u64.to_be_bytes());
+        header.extend_from_slice(&1u64.to_be_bytes());
+        let mut table = header.clone();
+        let len = (1usize << 24) - 1;
+        for first in [true, false] {
+            table.push(LOG);
+            table.extend_from_slice(&(len as u32).to_be_bytes()[1..]);
+            let skip = if first { 24 + 4 } else { 4 };
+            let mut deflated = vec![0u8; len];
+            let mut zeros = gix::zlib::stream::deflate::Compress::new(gix::zlib::Compression::BEST);
+            let status = zeros
+                .compress(
+                    &vec![0u8; len - skip],
+                    &mut deflated,
+                    gix::zlib::stream::deflate::FlushCompress::Finish,
+                )
+                .unwrap();
+            assert_eq!(status, gix::zlib::Status::StreamEnd);
+            deflated.truncate(zeros.total_out() as usize);
+            table.extend_from_slice(&deflated);
+        }
+        let mut footer = header.clone();
+        footer.extend_from_slice(&[0; 40]);
+        footer.extend_from_slice(&crc32fast::hash(&footer).to_be_bytes());
+        table.extend_from_slice(&footer);
+        assert!(
+            table.len() * MAX_INFLATION < 2 * len,
+            "the test inflates enough"
+        );
+        assert_eq!(parse(&table, Hash::Sha1), Err(Problem::InflatesTooMuch));
     }
 
     #[test]
