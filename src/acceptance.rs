@@ -1994,13 +1994,18 @@ impl<'a> RefComparison<'a> {
         } else {
             rule::REF_CHANGED
         };
-        let advice = match (name == "refs/stash", old) {
-            (true, None) => "; drop or pop the stash (git stash drop)".to_owned(),
-            // Dropping entries moves or deletes it: only its old value
-            // brings the stash of arm back.
-            (true, Some(old)) if !old.starts_with(b"ref:") => {
-                format!("; put the stash back as it was at arm (git update-ref refs/stash {old})")
+        // `git stash store` puts an entry back with its reflog entry,
+        // which `git stash list` and `show` need (`update-ref` alone left
+        // the stash invisible to them: red team).
+        let advice = match (name == "refs/stash", old, new) {
+            (true, None, _) => "; drop or pop the stash (git stash drop)".to_owned(),
+            (true, Some(old), None) if !old.starts_with(b"ref:") => {
+                format!("; put the stash of arm back (git stash store {old})")
             }
+            (true, Some(old), Some(_)) if !old.starts_with(b"ref:") => format!(
+                "; drop what was stashed since arm (git stash drop), or put back the entry \
+                 dropped (git stash store {old})"
+            ),
             _ => "; only the granted branch may change".to_owned(),
         };
         findings.push(

@@ -442,8 +442,8 @@ fn rejects_a_stash_left_behind() {
     assert_eq!(r["violations"][0]["ref"], "refs/stash");
 }
 
-/// A stash that existed at arm and was dropped: the advice is the value
-/// that puts it back, not `git stash drop`, which cannot.
+/// A stash that existed at arm and was dropped: the advice puts it back
+/// (`git stash drop` cannot), as an entry `git stash list` shows.
 #[test]
 fn rejects_a_stash_dropped_since_arm_and_says_how_to_put_it_back() {
     let sb = Sandbox::new();
@@ -457,10 +457,12 @@ fn rejects_a_stash_dropped_since_arm_and_says_how_to_put_it_back() {
     assert_rejected(code, &r, &["ref_changed"]);
     let message = r["violations"][0]["message"].as_str().unwrap();
     assert!(
-        message.contains(&format!("git update-ref refs/stash {}", stash.trim())),
+        message.contains(&format!("git stash store {}", stash.trim())),
         "{r:#}"
     );
-    sb.git_nohooks(&["update-ref", "refs/stash", stash.trim()]);
+    sb.git(&["stash", "store", stash.trim()]);
+    assert_eq!(sb.git(&["stash", "list"]).lines().count(), 1);
+    sb.git(&["stash", "show", "--stat"]);
     let (code, r) = sb.verify();
     assert_accepted(code, &r);
 }
