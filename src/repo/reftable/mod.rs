@@ -22,6 +22,13 @@
 //! older readers (`HEAD` = `ref: refs/heads/.invalid`, the `refs/heads`
 //! file) being anything else.
 //!
+//! Two bounds keep the reader's memory and time in proportion to the bytes
+//! it reads, where git reads lazily and a hostile table could otherwise ask
+//! for gigabytes: a table's log blocks may inflate to at most
+//! [`table::MAX_INFLATION`] times its size, and a block's keys, prefix
+//! compression undone, may take at most [`block::MAX_KEY_EXPANSION`] times
+//! its bytes. git's tables stay far below both.
+//!
 //! The view a worktree sees ([`read`]): in the main worktree, everything
 //! from `<common>/reftable`; in a linked worktree, HEAD and the
 //! per-worktree refs (`refs/bisect/`, `refs/worktree/`, `refs/rewritten/`)
