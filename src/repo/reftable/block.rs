@@ -136,13 +136,14 @@ pub fn records<T>(
 /// keeping them: one key in memory at a time, and work in proportion to
 /// the block's bytes (each record adds its suffix to the key before; the
 /// order and canonical-prefix checks look at the bytes where the two keys
-/// part).
+/// part). Returns the last key. A `visit` that copies every key must bound
+/// what it keeps, as [`records`] does.
 pub fn each_record<T>(
     data: &[u8],
     header_off: usize,
     mut value: impl FnMut(&[u8], u8, &[u8]) -> Result<(T, usize), Problem>,
     mut visit: impl FnMut(&[u8], T) -> Result<(), Problem>,
-) -> Result<(), Problem> {
+) -> Result<Vec<u8>, Problem> {
     let start = header_off + 4;
     if data.len() < start + 2 {
         return Err(Problem::Truncated("a block shorter than its header"));
@@ -214,7 +215,7 @@ pub fn each_record<T>(
     if given != restarts {
         return Err(Problem::RestartMismatch);
     }
-    Ok(())
+    Ok(key)
 }
 
 /// Length of the common prefix of `a` and `b`.
@@ -319,14 +320,12 @@ mod tests {
         );
         assert_eq!(records(&block, 0, plain), Err(Problem::KeysTooLong));
         let mut seen = 0;
-        let mut longest = 0;
-        each_record(&block, 0, plain, |key, _| {
+        let last = each_record(&block, 0, plain, |_, _| {
             seen += 1;
-            longest = key.len();
             Ok(())
         })
         .unwrap();
-        assert_eq!((seen, longest), (n + 1, long + n));
+        assert_eq!((seen, last.len()), (n + 1, long + n));
     }
 
     #[test]

@@ -257,6 +257,9 @@ fn walk(
     let block_size = header.block_size as usize;
     let mut inflated = 0usize;
     let may_inflate = bytes.len().saturating_mul(MAX_INFLATION);
+    // The log keys kept for `logs`, together, as a block's in
+    // `block::records`.
+    let mut may_keep = bytes.len().saturating_mul(block::MAX_KEY_EXPANSION);
     let mut out = Vec::new();
     let mut off = 0usize;
     // An empty table is its header and footer only.
@@ -333,7 +336,7 @@ fn walk(
                 header_off,
                 log: None,
             };
-            let decoded = decode_log(&walked, header, logs.as_deref_mut())?;
+            let decoded = decode_log(&walked, header, logs.as_deref_mut(), &mut may_keep)?;
             (Vec::new(), Some(decoded))
         } else {
             (data, None)
@@ -365,10 +368,11 @@ fn decode_log(
     b: &Walked,
     header: &Header,
     mut logs: Option<&mut Vec<LogRecord>>,
+    may_keep: &mut usize,
 ) -> Result<Decoded1, Problem> {
     let (hash_len, max) = (header.hash.id_len(), header.max_update_index);
-    let (mut first_key, mut last_key, mut count) = (None, Vec::new(), 0usize);
-    block::each_record(
+    let (mut first_key, mut count) = (None, 0usize);
+    let last_key = block::each_record(
         &b.data,
         b.header_off,
         |k, t, rest| record::log_ids(k, t, rest, hash_len, max),
@@ -376,10 +380,14 @@ fn decode_log(
             if first_key.is_none() {
                 first_key = Some(key.to_vec());
             }
-            last_key.clear();
-            last_key.extend_from_slice(key);
             count += 1;
             if let Some(logs) = logs.as_deref_mut() {
+                // Every key kept (red team: one long key, then records
+                // each adding a byte to it, asked for 17 GB from a 143 KB
+                // table).
+                *may_keep = may_keep
+                    .checked_sub(key.len())
+                    .ok_or(Problem::KeysTooLong)?;
                 logs.push(LogRecord {
                     key: key.to_vec(),
                     ids,
@@ -750,6 +758,66 @@ mod tests {
             "the test inflates enough"
         );
         assert_eq!(parse(&table, Hash::Sha1), Err(Problem::InflatesTooMuch));
+    }
+
+    /// One log block: a long key, then records that each add a log key of
+    /// nine bytes to the one before (a deletion, no value). Walking it
+    /// costs a key at a time; keeping every key for [`log_records`] would
+    /// cost the long key once per record, and is refused at
+    /// [`block::MAX_KEY_EXPANSION`] times the table (red team: a 143 KB
+    /// table asked for 17 GB).
+    #[test]
+    fn log_keys_kept_past_the_bound_are_refused() {
+        let mut header = b"REFT\x01\0\0\0".to_vec();
+        header.extend_from_slice(&1u64.to_be_bytes());
+        header.extend_from_slice(&1u64.to_be_bytes());
+        let suffix: Vec<u8> = [0u8].into_iter().chain((!1u64).to_be_bytes()).collect();
+        let (long, n) = (60_000usize, 4_000usize);
+        let mut content = Vec::new();
+        let mut key = b"refs/heads/".to_vec();
+        key.extend(std::iter::repeat_n(b'a', long));
+        key.extend_from_slice(&suffix);
+        block::put_varint(&mut content, 0);
+        block::put_varint(&mut content, (key.len() as u64) << 3);
+        content.extend_from_slice(&key);
+        for _ in 0..n {
+            block::put_varint(&mut content, key.len() as u64);
+            block::put_varint(&mut content, (suffix.len() as u64) << 3);
+            content.extend_from_slice(&suffix);
+            key.extend_from_slice(&suffix);
+        }
+        // One restart, at the first record (just past both headers).
+        content.extend_from_slice(&[0, 0, 28, 0, 1]);
+        let len = 24 + 4 + content.len();
+        let mut table = header.clone();
+        table.push(LOG);
+        table.extend_from_slice(&(len as u32).to_be_bytes()[1..]);
+        let mut deflated = vec![0u8; content.len()];
+        let mut z = gix::zlib::stream::deflate::Compress::new(gix::zlib::Compression::BEST);
+        let status = z
+            .compress(
+                &content,
+                &mut deflated,
+                gix::zlib::stream::deflate::FlushCompress::Finish,
+            )
+            .unwrap();
+        assert_eq!(status, gix::zlib::Status::StreamEnd);
+        deflated.truncate(z.total_out() as usize);
+        table.extend_from_slice(&deflated);
+        let mut footer = header.clone();
+        footer.extend_from_slice(&[0; 40]);
+        footer.extend_from_slice(&crc32fast::hash(&footer).to_be_bytes());
+        table.extend_from_slice(&footer);
+        assert!(
+            table.len() * block::MAX_KEY_EXPANSION < long * n,
+            "the test expands enough"
+        );
+        let walked = parse(&table, Hash::Sha1).expect("walking keeps one key");
+        assert!(walked.refs.is_empty());
+        assert_eq!(
+            log_records(&table, Hash::Sha1).map(|l| l.len()),
+            Err(Problem::KeysTooLong)
+        );
     }
 
     #[test]
