@@ -1082,6 +1082,100 @@ fn assert_removal_refused(sb: &Sandbox, id: &str, from: &str) {
     assert_problem(&r, &format!("the object {id}, reachable from {from}"));
 }
 
+/// Red team: git's fsck marks promisor objects by parsing the promisor
+/// packs' objects in order and stops at the first it cannot parse. A
+/// commit whose tree line names a blob, packed (newer) before a pack of the
+/// tree that names a local blob, makes git stop at the blob: the tree and
+/// what it names are no promisor objects, and fsck reports the deleted
+/// local blob missing. Verify took every object of every promisor pack,
+/// skipped the blob, and accepted; it now refuses a promisor set whose
+/// types disagree.
+#[test]
+fn rejects_a_promisor_pack_git_stops_reading_early() {
+    let sb = Sandbox::new();
+    let blob = partial_clone_with_a_local_blob(&sb);
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    let tree = sb.git(&["rev-parse", "side^{tree}"]);
+    let other = sb.git_stdin(&["hash-object", "-w", "--stdin"], "b\n");
+    let commit = sb.git_stdin(
+        &[
+            "hash-object",
+            "-t",
+            "commit",
+            "--literally",
+            "-w",
+            "--stdin",
+        ],
+        &format!("tree {other}\nauthor A <a@x> 1 +0000\ncommitter A <a@x> 1 +0000\n\nx\n"),
+    );
+    let pack_dir = objects(&sb).join("pack");
+    let base = pack_dir.join("pack");
+    let promisor_pack = |list: String, age: u64| {
+        let name = sb.git_stdin(&["pack-objects", "-q", base.to_str().unwrap()], &list);
+        let stem = pack_dir.join(format!("pack-{}", name.trim()));
+        std::fs::write(stem.with_extension("promisor"), "").unwrap();
+        let when = std::time::SystemTime::now() - std::time::Duration::from_secs(age);
+        std::fs::File::options()
+            .write(true)
+            .open(stem.with_extension("pack"))
+            .unwrap()
+            .set_modified(when)
+            .unwrap();
+    };
+    // git reads the newer pack first.
+    promisor_pack(format!("{tree}\n"), 3600);
+    promisor_pack(format!("{commit}\n{other}\n"), 0);
+    std::fs::remove_file(loose_path(&sb, &blob)).unwrap();
+    let fsck = sb.try_git(&["fsck", "--connectivity-only"]);
+    let said = [&fsck.stdout[..], &fsck.stderr[..]].concat();
+    assert!(String::from_utf8_lossy(&said).contains(&blob), "{fsck:?}");
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &[INVALID]);
+    assert_problem(&r, &format!("{other} is both a "));
+}
+
+/// The walk meets promisor objects through references too: a tree of the
+/// agent's that names the clone's first commit (held by the promisor pack)
+/// as a file gives git two types for one id, and git's fsck then reports a
+/// broken link or stops marking promisor objects, by the order it meets
+/// them in. Verify refuses it once it walks (an unreachable object was
+/// removed), and accepted it before.
+#[test]
+fn rejects_a_tree_naming_a_promisor_commit_as_a_file() {
+    let sb = Sandbox::new();
+    blobless_clone(&sb);
+    // Unreachable: its removal makes verify walk, and git does not mind it.
+    let junk = sb.git_stdin(&["hash-object", "-w", "--stdin"], "junk\n");
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    let first = sb.git(&["rev-list", "--max-parents=0", "main"]);
+    let mut entry = b"100644 f\0".to_vec();
+    entry.extend(
+        (0..first.len() / 2).map(|i| u8::from_str_radix(&first[2 * i..2 * i + 2], 16).unwrap()),
+    );
+    let file = sb.root.join("tree.bin");
+    std::fs::write(&file, entry).unwrap();
+    let tree = sb.git(&[
+        "hash-object",
+        "-t",
+        "tree",
+        "--literally",
+        "-w",
+        file.to_str().unwrap(),
+    ]);
+    // Reached from a reflog line (the hooks refuse a new branch).
+    let commit = sb.git(&["commit-tree", &tree, "-m", "odd"]);
+    let log = sb.git_dir().join("logs/refs/heads/main");
+    let mut text = std::fs::read_to_string(&log).unwrap();
+    text.push_str(&format!("{first} {commit} A <a@x> 1 +0000\todd\n"));
+    std::fs::write(&log, text).unwrap();
+    std::fs::remove_file(loose_path(&sb, &junk)).unwrap();
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &[INVALID]);
+    assert_problem(&r, &format!("{first} is both a commit and a blob"));
+}
+
 /// Removed object files are judged by what they took away (see
 /// `repo::objects::removed`): the loose object of an annotated tag, whose
 /// `packed-refs` record is unchanged, taken from the store. git's view:
@@ -1256,7 +1350,15 @@ fn rejects_deleted_objects_another_worktree_reaches() {
 /// A blobless clone of the sandbox's origin in place of its checkout;
 /// returns the id of a blob it never fetched.
 fn blobless_clone(sb: &Sandbox) -> String {
-    // The first version of src/lib.rs is never fetched.
+    let first = partial_clone(sb, "blob:none");
+    let missing = sb.git(&["rev-list", "--objects", "--all", "--missing=print"]);
+    assert!(missing.contains(&format!("?{first}")), "{missing}");
+    first
+}
+
+/// A partial clone of the sandbox's history with `filter`, missing
+/// objects; returns the first version of src/lib.rs.
+fn partial_clone(sb: &Sandbox, filter: &str) -> String {
     let first = sb.git(&["rev-parse", "HEAD:src/lib.rs"]);
     sb.commit_file("src/lib.rs", "pub fn g() {}\n", "history");
     sb.git(&["push", "-q", "origin", "main"]);
@@ -1265,11 +1367,11 @@ fn blobless_clone(sb: &Sandbox) -> String {
     let url = format!("file://{}", sb.origin.display());
     sb.run_git(
         &sb.root,
-        &["clone", "-q", "--filter=blob:none", &url, "repo"],
+        &["clone", "-q", &format!("--filter={filter}"), &url, "repo"],
     );
     assert_eq!(sb.git(&["config", "remote.origin.promisor"]), "true");
     let missing = sb.git(&["rev-list", "--objects", "--all", "--missing=print"]);
-    assert!(missing.contains(&format!("?{first}")), "{missing}");
+    assert!(missing.contains('?'), "{missing}");
     first
 }
 
@@ -1280,6 +1382,24 @@ fn blobless_clone(sb: &Sandbox) -> String {
 fn accepts_gc_in_a_partial_clone() {
     let sb = Sandbox::new();
     blobless_clone(&sb);
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    sb.git(&["gc", "-q"]);
+    assert!(
+        sb.try_git(&["fsck", "--connectivity-only"])
+            .status
+            .success()
+    );
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
+/// A treeless clone misses the trees of its commits too: each commit's
+/// tree is a promisor object the walk meets as a tree, and gc is accepted.
+#[test]
+fn accepts_gc_in_a_treeless_clone() {
+    let sb = Sandbox::new();
+    partial_clone(&sb, "tree:0");
     sb.arm(&sb.grant(&["docs/"], 1, 3));
     sb.commit_file("docs/a.md", "a\n", "one");
     sb.git(&["gc", "-q"]);

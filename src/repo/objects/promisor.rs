@@ -10,12 +10,30 @@
 //! supply (a commit made here, the blobs only it has) breaks the
 //! repository, and the removal walk must see it (it skipped partial clones
 //! whole before).
+//!
+//! git builds that set once, parsing the promisor packs' objects in pack
+//! order, and stops at the first it cannot parse (`add_promisor_object`
+//! returns 1): an object it cannot read, or one an earlier object named as
+//! another type (a commit whose tree line names a blob makes git hold that
+//! id as a tree; parsing the blob then fails). Every object after it is no
+//! promisor object, and fsck reports them missing (red team: a commit
+//! naming a blob as its tree, packed before a tree naming a deleted local
+//! blob, and verify accepted what fsck refused). Which object git meets
+//! first depends on pack order, pack mtimes and what fsck's own walk looked
+//! up before, so this set does not guess it: every object is read, the
+//! type each reference gives an id is kept, and any disagreement, here or
+//! where the removal walk meets a promisor id, is an error. The set is then
+//! never larger than git's.
 
 use anyhow::{Context, Result};
 use gix::ObjectId;
+use gix::object::Kind;
 
-/// The promisor objects of a partial clone.
-pub struct Promised(gix::hashtable::HashSet<ObjectId>);
+/// The promisor objects of a partial clone, each with the type git's
+/// parse gives it: as read, for an object a promisor pack holds; as named,
+/// for an id a commit or tag there names; none, for an id only a tree's
+/// entries name (git does not type those).
+pub struct Promised(gix::hashtable::HashMap<ObjectId, Option<Kind>>);
 
 impl Promised {
     /// The promisor objects of `repo`, or `None` when it is not a partial
@@ -24,12 +42,12 @@ impl Promised {
         if !is_partial_clone(repo) {
             return Ok(None);
         }
-        let mut ids = gix::hashtable::HashSet::default();
+        let mut ids = Promised(gix::hashtable::HashMap::default());
         let hash = repo.object_hash();
         let pack_dir = objects_dir.join("pack");
         let entries = match std::fs::read_dir(&pack_dir) {
             Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Some(Promised(ids))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Some(ids)),
             Err(e) => return Err(e).with_context(|| format!("cannot list {}", pack_dir.display())),
         };
         for entry in entries {
@@ -56,47 +74,80 @@ impl Promised {
             let index = gix::odb::pack::index::File::at(&idx, hash)
                 .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", idx.display()))?;
             for listed in index.iter() {
-                add(repo, listed.oid, &mut ids)?;
+                ids.add(repo, listed.oid)
+                    .with_context(|| format!("in the promisor pack {}", pack.display()))?;
             }
         }
-        Ok(Some(Promised(ids)))
+        Ok(Some(ids))
     }
 
-    /// Whether git's fsck takes `id` for a promisor object.
-    pub fn contains(&self, id: &gix::oid) -> bool {
-        self.0.contains(id)
+    /// Whether git's fsck takes `id`, met as a `kind` (`None`: as whatever
+    /// it is, e.g. a ref's target), for a promisor object. An error when
+    /// `id` was read or met as another type: git's fsck then reports a
+    /// broken link or stops marking promisor objects early, depending on
+    /// the order it met them in. The first type an untyped id is met as is
+    /// kept for the next meeting.
+    pub fn contains(&mut self, id: &gix::oid, kind: Option<Kind>) -> Result<bool> {
+        if !self.0.contains_key(id) {
+            return Ok(false);
+        }
+        self.note(id.to_owned(), kind)?;
+        Ok(true)
+    }
+
+    /// `id` held by a promisor pack, and what it names, as git's
+    /// `add_promisor_object` adds them; an error where git's parse of it
+    /// fails.
+    fn add(&mut self, repo: &gix::Repository, id: ObjectId) -> Result<()> {
+        let hash = repo.object_hash();
+        let object = repo
+            .try_find_object(id)?
+            .with_context(|| format!("{id} is listed but cannot be read"))?;
+        self.note(id, Some(object.kind))?;
+        match object.kind {
+            Kind::Tree => {
+                for entry in gix::objs::TreeRefIter::from_bytes(&object.data, hash) {
+                    self.note(entry?.oid.to_owned(), None)?;
+                }
+            }
+            Kind::Commit => {
+                let commit = gix::objs::CommitRef::from_bytes(&object.data, hash)?;
+                self.note(commit.tree(), Some(Kind::Tree))?;
+                for parent in commit.parents() {
+                    self.note(parent, Some(Kind::Commit))?;
+                }
+            }
+            Kind::Tag => {
+                let tag = gix::objs::TagRef::from_bytes(&object.data, hash)?;
+                self.note(tag.target(), Some(tag.target_kind))?;
+            }
+            Kind::Blob => {}
+        }
+        Ok(())
+    }
+
+    /// Adds `id` with the type `kind` gives it; an error when it already
+    /// has another.
+    fn note(&mut self, id: ObjectId, kind: Option<Kind>) -> Result<()> {
+        let known = self.0.entry(id).or_insert(kind);
+        match (*known, kind) {
+            (Some(a), Some(_)) if Some(a) != kind => return Err(conflict(&id, a, kind)),
+            (None, Some(_)) => *known = kind,
+            _ => {}
+        }
+        Ok(())
     }
 }
 
-/// `id`, held by a promisor pack, and what it names, as git's
-/// `add_promisor_object` adds them.
-fn add(
-    repo: &gix::Repository,
-    id: ObjectId,
-    ids: &mut gix::hashtable::HashSet<ObjectId>,
-) -> Result<()> {
-    let hash = repo.object_hash();
-    ids.insert(id);
-    let Some(object) = repo.try_find_object(id)? else {
-        return Ok(());
-    };
-    match object.kind {
-        gix::object::Kind::Tree => {
-            for entry in gix::objs::TreeRefIter::from_bytes(&object.data, hash) {
-                ids.insert(entry?.oid.to_owned());
-            }
-        }
-        gix::object::Kind::Commit => {
-            let commit = gix::objs::CommitRef::from_bytes(&object.data, hash)?;
-            ids.insert(commit.tree());
-            ids.extend(commit.parents());
-        }
-        gix::object::Kind::Tag => {
-            ids.insert(gix::objs::TagRef::from_bytes(&object.data, hash)?.target());
-        }
-        gix::object::Kind::Blob => {}
-    }
-    Ok(())
+/// The error for an id the promisor objects, or the walk, give two types.
+fn conflict(id: &gix::oid, known: Kind, other: Option<Kind>) -> anyhow::Error {
+    let other = other.map_or("another type".into(), |k| format!("a {k}"));
+    anyhow::anyhow!(
+        "{id} is both a {known} and {other}, as read or as a commit, tag, tree or index names \
+         it, in a partial clone: git's fsck stops marking promisor objects at such an object, \
+         or reports a broken link, so which missing objects it excuses depends on the order it \
+         meets them in; remove the object or what names it with the wrong type"
+    )
 }
 
 /// Whether git treats the repository as a partial clone

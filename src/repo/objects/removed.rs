@@ -82,9 +82,11 @@ pub fn check(
     if !pack_gone && loose_gone.iter().all(|id| repo.has_object(id)) {
         return Ok(Vec::new());
     }
-    let promised = super::promisor::Promised::of(repo, &super::objects_dir(repo.common_dir()))
+    let mut promised = super::promisor::Promised::of(repo, &super::objects_dir(repo.common_dir()))
         .context("cannot list the partial clone's promisor objects")?;
-    Ok(match first_missing(repo, promised.as_ref())? {
+    let missing = first_missing(repo, promised.as_mut())
+        .context("cannot walk the partial clone's objects")?;
+    Ok(match missing {
         None => Vec::new(),
         Some((id, from)) => vec![format!(
             "the object {id}, reachable from {from}, is missing: object files were removed \
@@ -362,13 +364,21 @@ fn index_ids(repo: &gix::Repository, path: &std::path::Path, shown: &str, out: &
 /// not have, with the name of where the walk started.
 fn first_missing(
     repo: &gix::Repository,
-    promised: Option<&Promised>,
+    mut promised: Option<&mut Promised>,
 ) -> anyhow::Result<Option<(ObjectId, String)>> {
+    use gix::object::Kind as K;
     let Starts { tips, blobs, .. } = starts(repo)?;
-    // git's fsck neither requires nor descends a promisor object.
-    let promised = |id: &gix::oid| promised.is_some_and(|p| p.contains(id));
+    // git's fsck neither requires nor descends a promisor object. Asked at
+    // every meeting, before `seen`: the type each reference gives a
+    // promisor id must agree (see [`super::promisor`]).
+    let mut promised = |id: &gix::oid, kind: Option<K>| -> anyhow::Result<bool> {
+        match promised.as_deref_mut() {
+            Some(p) => p.contains(id, kind),
+            None => Ok(false),
+        }
+    };
     for (id, name) in &blobs {
-        if !promised(id) && !repo.has_object(id) {
+        if !promised(id, Some(K::Blob))? && !repo.has_object(id) {
             return Ok(Some((*id, crate::repo::refname::shown(name))));
         }
     }
@@ -376,36 +386,39 @@ fn first_missing(
     let is_shallow = |id: &ObjectId| shallow.as_ref().is_some_and(|s| s.contains(id));
     let hash = repo.object_hash();
     let mut seen = gix::hashtable::HashSet::default();
-    let mut stack = Vec::new();
+    // Each id with the type the reference to it gives (`None`: a ref's, or
+    // a sparse index directory's, which git reads as whatever it is).
+    let mut stack: Vec<(ObjectId, Option<K>)> = Vec::new();
     for (tip, name) in tips {
-        stack.push(tip);
-        while let Some(id) = stack.pop() {
-            if !seen.insert(id) || promised(&id) {
+        stack.push((tip, None));
+        while let Some((id, kind)) = stack.pop() {
+            if promised(&id, kind)? || !seen.insert(id) {
                 continue;
             }
             let Some(object) = repo.try_find_object(id)? else {
                 return Ok(Some((id, crate::repo::refname::shown(&name))));
             };
             match object.kind {
-                gix::object::Kind::Commit => {
+                K::Commit => {
                     let commit = gix::objs::CommitRef::from_bytes(&object.data, hash)?;
-                    stack.push(commit.tree());
+                    stack.push((commit.tree(), Some(K::Tree)));
                     if !is_shallow(&id) {
-                        stack.extend(commit.parents());
+                        stack.extend(commit.parents().map(|p| (p, Some(K::Commit))));
                     }
                 }
-                gix::object::Kind::Tag => {
-                    stack.push(gix::objs::TagRef::from_bytes(&object.data, hash)?.target());
+                K::Tag => {
+                    let tag = gix::objs::TagRef::from_bytes(&object.data, hash)?;
+                    stack.push((tag.target(), Some(tag.target_kind)));
                 }
-                gix::object::Kind::Tree => {
+                K::Tree => {
                     for entry in gix::objs::TreeRefIter::from_bytes(&object.data, hash) {
                         let entry = entry?;
                         if entry.mode.is_commit() {
                             // A submodule's commit: another repository's.
                         } else if entry.mode.is_tree() {
-                            stack.push(entry.oid.to_owned());
-                        } else if seen.insert(entry.oid.to_owned())
-                            && !promised(entry.oid)
+                            stack.push((entry.oid.to_owned(), Some(K::Tree)));
+                        } else if !promised(entry.oid, Some(K::Blob))?
+                            && seen.insert(entry.oid.to_owned())
                             && !repo.has_object(entry.oid)
                         {
                             return Ok(Some((
@@ -415,7 +428,7 @@ fn first_missing(
                         }
                     }
                 }
-                gix::object::Kind::Blob => {}
+                K::Blob => {}
             }
         }
     }
