@@ -1098,38 +1098,171 @@ fn rejects_a_promisor_pack_git_stops_reading_early() {
     sb.commit_file("docs/a.md", "a\n", "one");
     let tree = sb.git(&["rev-parse", "side^{tree}"]);
     let other = sb.git_stdin(&["hash-object", "-w", "--stdin"], "b\n");
-    let commit = sb.git_stdin(
-        &[
-            "hash-object",
-            "-t",
-            "commit",
-            "--literally",
-            "-w",
-            "--stdin",
-        ],
-        &format!("tree {other}\nauthor A <a@x> 1 +0000\ncommitter A <a@x> 1 +0000\n\nx\n"),
-    );
-    let pack_dir = objects(&sb).join("pack");
-    let base = pack_dir.join("pack");
-    let promisor_pack = |list: String, age: u64| {
-        let name = sb.git_stdin(&["pack-objects", "-q", base.to_str().unwrap()], &list);
-        let stem = pack_dir.join(format!("pack-{}", name.trim()));
-        std::fs::write(stem.with_extension("promisor"), "").unwrap();
-        let when = std::time::SystemTime::now() - std::time::Duration::from_secs(age);
-        std::fs::File::options()
-            .write(true)
-            .open(stem.with_extension("pack"))
-            .unwrap()
-            .set_modified(when)
-            .unwrap();
-    };
+    let commit = odd_commit(&sb, &other);
     // git reads the newer pack first.
-    promisor_pack(format!("{tree}\n"), 3600);
-    promisor_pack(format!("{commit}\n{other}\n"), 0);
+    promisor_pack(&sb, &[&tree], 3600);
+    promisor_pack(&sb, &[&commit, &other], 0);
     std::fs::remove_file(loose_path(&sb, &blob)).unwrap();
     let fsck = sb.try_git(&["fsck", "--connectivity-only"]);
     let said = [&fsck.stdout[..], &fsck.stderr[..]].concat();
     assert!(String::from_utf8_lossy(&said).contains(&blob), "{fsck:?}");
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &[INVALID]);
+    assert_problem(&r, &format!("{other} is both a "));
+}
+
+/// A commit whose tree line names `tree`, whatever that is, written as is.
+fn odd_commit(sb: &Sandbox, tree: &str) -> String {
+    raw_object(
+        sb,
+        "commit",
+        format!("tree {tree}\nauthor A <a@x> 1 +0000\ncommitter A <a@x> 1 +0000\n\nx\n").as_bytes(),
+    )
+}
+
+/// Writes `data` as a loose object of `kind` without git's checks.
+fn raw_object(sb: &Sandbox, kind: &str, data: &[u8]) -> String {
+    let file = sb.root.join("raw-object");
+    std::fs::write(&file, data).unwrap();
+    sb.git(&[
+        "hash-object",
+        "-t",
+        kind,
+        "--literally",
+        "-w",
+        file.to_str().unwrap(),
+    ])
+}
+
+/// A tree entry of `mode` and `name` naming the hex id `id`.
+fn tree_entry(mode: &str, name: &str, id: &str) -> Vec<u8> {
+    let mut out = format!("{mode} {name}\0").into_bytes();
+    out.extend((0..id.len() / 2).map(|i| u8::from_str_radix(&id[2 * i..2 * i + 2], 16).unwrap()));
+    out
+}
+
+/// Packs `ids` into a new pack marked `.promisor`, its `.pack` `age`
+/// seconds old (git reads newer packs first); returns the pack's stem.
+fn promisor_pack(sb: &Sandbox, ids: &[&str], age: u64) -> PathBuf {
+    let pack_dir = objects(sb).join("pack");
+    let base = pack_dir.join("pack");
+    let list: String = ids.iter().map(|id| format!("{id}\n")).collect();
+    let name = sb.git_stdin(&["pack-objects", "-q", base.to_str().unwrap()], &list);
+    let stem = pack_dir.join(format!("pack-{}", name.trim()));
+    std::fs::write(stem.with_extension("promisor"), "").unwrap();
+    let when = std::time::SystemTime::now() - std::time::Duration::from_secs(age);
+    std::fs::File::options()
+        .write(true)
+        .open(stem.with_extension("pack"))
+        .unwrap()
+        .set_modified(when)
+        .unwrap();
+    stem
+}
+
+/// Asserts that git's fsck names `id` (missing, or a broken link to it).
+#[track_caller]
+fn assert_fsck_names(sb: &Sandbox, id: &str) {
+    let fsck = sb.try_git(&["fsck", "--connectivity-only"]);
+    let said = [&fsck.stdout[..], &fsck.stderr[..]].concat();
+    assert!(String::from_utf8_lossy(&said).contains(id), "{fsck:?}");
+}
+
+/// Red team: a promisor tree whose second entry has an empty mode. git
+/// stops reading the tree there, so the third entry (a local blob, deleted)
+/// is no promisor object and fsck reports it; gix read on, and verify took
+/// it for one. Trees are now read as git decodes them, and one git cannot
+/// decode is refused.
+#[test]
+fn rejects_a_promisor_tree_git_stops_reading_early() {
+    let sb = Sandbox::new();
+    let blob = partial_clone_with_a_local_blob(&sb);
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    let any = sb.git(&["rev-parse", "main:README.md"]);
+    let mut data = tree_entry("100644", "a", &any);
+    data.extend(tree_entry("", "b", &any));
+    data.extend(tree_entry("100644", "c", &blob));
+    let tree = raw_object(&sb, "tree", &data);
+    promisor_pack(&sb, &[&tree], 0);
+    std::fs::remove_file(loose_path(&sb, &blob)).unwrap();
+    assert_fsck_names(&sb, &blob);
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &[INVALID]);
+    assert_problem(&r, &format!("in the tree {tree}: a tree git cannot read"));
+}
+
+/// Red team: a newer promisor pack's commit names the branch's tip (a
+/// commit) as its tree, and an older one's tree names the local `side`
+/// commit. git's fsck parses the tip through its ref before building the
+/// promisor set, stops at the commit, and reports the deleted blob under
+/// `side`; verify met the tip through its ref, untyped, and took `side`
+/// for promised. An id a promisor object names as a type is now checked
+/// against the object present.
+#[test]
+fn rejects_a_promisor_commit_naming_a_local_commit_as_its_tree() {
+    let sb = Sandbox::new();
+    let blob = partial_clone_with_a_local_blob(&sb);
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    let tip = sb.git(&["rev-parse", "main"]);
+    let side = sb.git(&["rev-parse", "side"]);
+    let tree = raw_object(&sb, "tree", &tree_entry("160000", "s", &side));
+    let commit = odd_commit(&sb, &tip);
+    promisor_pack(&sb, &[&tree], 3600);
+    promisor_pack(&sb, &[&commit], 0);
+    std::fs::remove_file(loose_path(&sb, &blob)).unwrap();
+    assert_fsck_names(&sb, &blob);
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &[INVALID]);
+    assert_problem(&r, &format!("{tip} is both a commit and a tree"));
+}
+
+/// Red team: the clone's own `.promisor` marks removed, no object file
+/// touched. git's fsck then reports every blob the clone never fetched;
+/// verify walked only when object files were removed, and accepted. A mark
+/// added or removed now makes it walk.
+#[test]
+fn rejects_removed_promisor_marks() {
+    let sb = Sandbox::new();
+    let never_fetched = blobless_clone(&sb);
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    for mark in files_with_suffix(&objects(&sb).join("pack"), ".promisor") {
+        std::fs::remove_file(mark).unwrap();
+    }
+    assert_fsck_names(&sb, &never_fetched);
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &[INVALID]);
+    assert_problem(&r, "`.promisor` marks changed");
+}
+
+/// Red team: a new promisor pack (read first) whose commit names a blob as
+/// its tree, nothing removed. git stops marking promisor objects at the
+/// blob, before the clone's own packs, and fsck reports the blobs the
+/// clone never fetched; verify did not walk, and accepted.
+#[test]
+fn rejects_a_new_promisor_pack_git_stops_reading_early() {
+    let sb = Sandbox::new();
+    let never_fetched = blobless_clone(&sb);
+    let pack_dir = objects(&sb).join("pack");
+    for file in files_with_suffix(&pack_dir, "") {
+        let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
+        std::fs::File::options()
+            .write(true)
+            .open(file)
+            .unwrap()
+            .set_modified(an_hour_ago)
+            .unwrap();
+    }
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    let other = sb.git_stdin(&["hash-object", "-w", "--stdin"], "b\n");
+    let commit = odd_commit(&sb, &other);
+    promisor_pack(&sb, &[&commit, &other], 0);
+    std::fs::remove_file(loose_path(&sb, &commit)).unwrap();
+    std::fs::remove_file(loose_path(&sb, &other)).unwrap();
+    assert_fsck_names(&sb, &never_fetched);
     let (code, r) = sb.verify();
     assert_rejected(code, &r, &[INVALID]);
     assert_problem(&r, &format!("{other} is both a "));
@@ -1150,20 +1283,7 @@ fn rejects_a_tree_naming_a_promisor_commit_as_a_file() {
     sb.arm(&sb.grant(&["docs/"], 1, 3));
     sb.commit_file("docs/a.md", "a\n", "one");
     let first = sb.git(&["rev-list", "--max-parents=0", "main"]);
-    let mut entry = b"100644 f\0".to_vec();
-    entry.extend(
-        (0..first.len() / 2).map(|i| u8::from_str_radix(&first[2 * i..2 * i + 2], 16).unwrap()),
-    );
-    let file = sb.root.join("tree.bin");
-    std::fs::write(&file, entry).unwrap();
-    let tree = sb.git(&[
-        "hash-object",
-        "-t",
-        "tree",
-        "--literally",
-        "-w",
-        file.to_str().unwrap(),
-    ]);
+    let tree = raw_object(&sb, "tree", &tree_entry("100644", "f", &first));
     // Reached from a reflog entry (the hooks refuse a new branch): a line
     // of the files backend's log, or a reftable log record git writes.
     let commit = sb.git(&["commit-tree", &tree, "-m", "odd"]);

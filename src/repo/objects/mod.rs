@@ -42,6 +42,7 @@ mod midx;
 mod pack;
 mod promisor;
 mod removed;
+mod tree_entries;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -33,7 +33,27 @@ use gix::object::Kind;
 /// parse gives it: as read, for an object a promisor pack holds; as named,
 /// for an id a commit or tag there names; none, for an id only a tree's
 /// entries name (git does not type those).
-pub struct Promised(gix::hashtable::HashMap<ObjectId, Option<Kind>>);
+pub struct Promised(gix::hashtable::HashMap<ObjectId, Typed>);
+
+/// The type an id has to git.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Typed {
+    /// Read from the store.
+    Read(Kind),
+    /// Named so by a reference to it, not read.
+    Named(Kind),
+    /// Named by a tree's entry only.
+    Untyped,
+}
+
+impl Typed {
+    fn kind(self) -> Option<Kind> {
+        match self {
+            Typed::Read(k) | Typed::Named(k) => Some(k),
+            Typed::Untyped => None,
+        }
+    }
+}
 
 impl Promised {
     /// The promisor objects of `repo`, or `None` when it is not a partial
@@ -78,6 +98,20 @@ impl Promised {
                     .with_context(|| format!("in the promisor pack {}", pack.display()))?;
             }
         }
+        // An id a promisor object names as a type, present but held by no
+        // promisor pack (a local object): git parses it as what it is when
+        // its walk reaches it, before or after it builds the set (red team:
+        // a promisor commit naming the branch's tip commit as its tree
+        // stopped git's loop, and the walk met the tip through its ref,
+        // untyped).
+        for (id, typed) in &ids.0 {
+            if let Typed::Named(named) = *typed
+                && let Some(header) = repo.try_find_header(*id)?
+                && header.kind() != named
+            {
+                return Err(conflict(id, header.kind(), Some(named)));
+            }
+        }
         Ok(Some(ids))
     }
 
@@ -91,7 +125,10 @@ impl Promised {
         if !self.0.contains_key(id) {
             return Ok(false);
         }
-        self.note(id.to_owned(), kind)?;
+        self.note(
+            id.to_owned(),
+            kind.map(Typed::Named).unwrap_or(Typed::Untyped),
+        )?;
         Ok(true)
     }
 
@@ -103,36 +140,38 @@ impl Promised {
         let object = repo
             .try_find_object(id)?
             .with_context(|| format!("{id} is listed but cannot be read"))?;
-        self.note(id, Some(object.kind))?;
+        self.note(id, Typed::Read(object.kind))?;
         match object.kind {
             Kind::Tree => {
-                for entry in gix::objs::TreeRefIter::from_bytes(&object.data, hash) {
-                    self.note(entry?.oid.to_owned(), None)?;
-                }
+                super::tree_entries::each_entry(&object.data, hash, |_, entry| {
+                    self.note(entry.to_owned(), Typed::Untyped)
+                })
+                .with_context(|| format!("in the tree {id}"))?;
             }
             Kind::Commit => {
                 let commit = gix::objs::CommitRef::from_bytes(&object.data, hash)?;
-                self.note(commit.tree(), Some(Kind::Tree))?;
+                self.note(commit.tree(), Typed::Named(Kind::Tree))?;
                 for parent in commit.parents() {
-                    self.note(parent, Some(Kind::Commit))?;
+                    self.note(parent, Typed::Named(Kind::Commit))?;
                 }
             }
             Kind::Tag => {
                 let tag = gix::objs::TagRef::from_bytes(&object.data, hash)?;
-                self.note(tag.target(), Some(tag.target_kind))?;
+                self.note(tag.target(), Typed::Named(tag.target_kind))?;
             }
             Kind::Blob => {}
         }
         Ok(())
     }
 
-    /// Adds `id` with the type `kind` gives it; an error when it already
-    /// has another.
-    fn note(&mut self, id: ObjectId, kind: Option<Kind>) -> Result<()> {
-        let known = self.0.entry(id).or_insert(kind);
-        match (*known, kind) {
-            (Some(a), Some(_)) if Some(a) != kind => return Err(conflict(&id, a, kind)),
-            (None, Some(_)) => *known = kind,
+    /// Adds `id` as `typed`; an error when it already has another type.
+    /// What was read stays read.
+    fn note(&mut self, id: ObjectId, typed: Typed) -> Result<()> {
+        let known = self.0.entry(id).or_insert(typed);
+        match (known.kind(), typed.kind()) {
+            (Some(a), Some(b)) if a != b => return Err(conflict(&id, a, Some(b))),
+            (None, Some(_)) => *known = typed,
+            (Some(_), _) if matches!(typed, Typed::Read(_)) => *known = typed,
             _ => {}
         }
         Ok(())

@@ -13,8 +13,10 @@
 //! - nothing was removed (every run without `gc`): no cost;
 //! - only loose objects were removed, and each is still in the store (gc
 //!   packed it): one lookup each;
-//! - otherwise (a loose object gone from the store, or a pack removed or
-//!   rewritten under its name, whose objects the inventory does not list),
+//! - otherwise (a loose object gone from the store, a pack removed or
+//!   rewritten under its name, whose objects the inventory does not list,
+//!   or a `.promisor` mark added or removed, which changes what git
+//!   excuses in a partial clone),
 //!   every object must be in the store that `git fsck --connectivity-only`
 //!   requires: reachable from HEAD and the refs, the reflogs (older stash
 //!   entries live only there), the other worktrees' HEADs and private refs,
@@ -24,6 +26,8 @@
 //! does. In a partial clone (`extensions.partialClone`, or a remote with
 //! `promisor` set, as git 2.47 writes it) the walk stops at git's promisor
 //! objects, which the remote supplies on demand ([`super::promisor`]).
+//! Trees are read as git decodes them ([`super::tree_entries`]): one git
+//! cannot decode is an error, not a tree read further than git reads it.
 //! Reflogs are read from the files backend's `logs/`, or from the log
 //! blocks of a reftable store's tables (the common stack and each
 //! worktree's), newest record of each entry first, as git reads them: an
@@ -36,6 +40,7 @@ use gix::bstr::BString;
 
 use super::inventory::{Inventory, Kind};
 use super::promisor::Promised;
+use super::tree_entries::{EntryKind, each_entry};
 
 /// The problems the removals from `before` (arm's inventory) to `now`
 /// cause: one message naming a reachable object that is missing, or none.
@@ -79,7 +84,15 @@ pub fn check(
             pack_gone = true;
         }
     }
-    if !pack_gone && loose_gone.iter().all(|id| repo.has_object(id)) {
+    // A `.promisor` mark added or removed changes what git's fsck excuses
+    // in a partial clone (red team: removing the clone's marks made fsck
+    // report every blob it never fetched; a new promisor pack git stops
+    // reading early, nothing removed, did too): its walk decides.
+    fn marks(inventory: &Inventory) -> impl Iterator<Item = &Vec<u8>> {
+        inventory.keys().filter(|path| path.ends_with(b".promisor"))
+    }
+    let marks_changed = !marks(before).eq(marks(now));
+    if !pack_gone && !marks_changed && loose_gone.iter().all(|id| repo.has_object(id)) {
         return Ok(Vec::new());
     }
     let mut promised = super::promisor::Promised::of(repo, &super::objects_dir(repo.common_dir()))
@@ -90,8 +103,8 @@ pub fn check(
         None => Vec::new(),
         Some((id, from)) => vec![format!(
             "the object {id}, reachable from {from}, is missing: object files were removed \
-             since arm (`git fsck --connectivity-only` shows the damage); restore them, e.g. \
-             from a clone made before the run"
+             since arm, or `.promisor` marks changed (`git fsck --connectivity-only` shows the \
+             damage); restore them, e.g. from a clone made before the run"
         )],
     })
 }
@@ -411,21 +424,27 @@ fn first_missing(
                     stack.push((tag.target(), Some(tag.target_kind)));
                 }
                 K::Tree => {
-                    for entry in gix::objs::TreeRefIter::from_bytes(&object.data, hash) {
-                        let entry = entry?;
-                        if entry.mode.is_commit() {
+                    let mut missing = None;
+                    each_entry(&object.data, hash, |kind, entry| {
+                        match kind {
                             // A submodule's commit: another repository's.
-                        } else if entry.mode.is_tree() {
-                            stack.push((entry.oid.to_owned(), Some(K::Tree)));
-                        } else if !promised(entry.oid, Some(K::Blob))?
-                            && seen.insert(entry.oid.to_owned())
-                            && !repo.has_object(entry.oid)
-                        {
-                            return Ok(Some((
-                                entry.oid.to_owned(),
-                                crate::repo::refname::shown(&name),
-                            )));
+                            EntryKind::Gitlink => {}
+                            EntryKind::Tree => stack.push((entry.to_owned(), Some(K::Tree))),
+                            EntryKind::Blob => {
+                                if missing.is_none()
+                                    && !promised(entry, Some(K::Blob))?
+                                    && seen.insert(entry.to_owned())
+                                    && !repo.has_object(entry)
+                                {
+                                    missing = Some(entry.to_owned());
+                                }
+                            }
                         }
+                        Ok(())
+                    })
+                    .with_context(|| format!("in the tree {id}"))?;
+                    if let Some(entry) = missing {
+                        return Ok(Some((entry, crate::repo::refname::shown(&name))));
                     }
                 }
                 K::Blob => {}
