@@ -1476,6 +1476,56 @@ fn rejects_deleted_objects_another_worktree_reaches() {
     assert_accepted(code, &r);
 }
 
+/// Red team: git lists a linked worktree whose `gitdir` file it can read
+/// whole and finds non-empty, whatever its size and through a symlink
+/// (`get_linked_worktree`); the walk read it only up to 4 KiB and not
+/// through a symlink, so padding it hid the worktree's HEAD, and a blob
+/// only that HEAD reached was deleted and accepted.
+#[test]
+fn rejects_deleted_objects_of_a_worktree_with_an_odd_gitdir_file() {
+    let sb = Sandbox::new();
+    let wt = sb.root.join("wt");
+    sb.git(&[
+        "worktree",
+        "add",
+        "-q",
+        "--detach",
+        wt.to_str().unwrap(),
+        "HEAD",
+    ]);
+    std::fs::write(wt.join("src/wt.rs"), "pub fn wt() {}\n").unwrap();
+    sb.run_git(&wt, &["add", "src/wt.rs"]);
+    sb.run_git(&wt, &["commit", "-q", "-m", "wt"]);
+    sb.run_git(&wt, &["rm", "-q", "--cached", "src/wt.rs"]);
+    let blob = sb.git(&["rev-parse", "worktrees/wt/HEAD:src/wt.rs"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    let gitdir = sb.git_dir().join("worktrees/wt/gitdir");
+    let content = std::fs::read_to_string(&gitdir).unwrap();
+    let elsewhere = sb.root.join("gitdir-elsewhere");
+    std::fs::write(&elsewhere, &content).unwrap();
+    let path = loose_path(&sb, &blob);
+    let saved = std::fs::read(&path).unwrap();
+    let padded = format!("{content}{}", "\n".repeat(5000));
+    for odd in ["padded", "symlink"] {
+        std::fs::remove_file(&gitdir).unwrap();
+        match odd {
+            "padded" => std::fs::write(&gitdir, &padded).unwrap(),
+            _ => std::os::unix::fs::symlink(&elsewhere, &gitdir).unwrap(),
+        }
+        assert!(sb.git(&["worktree", "list"]).contains("wt"), "{odd}");
+        std::fs::remove_file(&path).unwrap();
+        assert_fsck_names(&sb, &blob);
+        let (code, r) = sb.verify();
+        assert_rejected(code, &r, &[INVALID]);
+        assert_problem(
+            &r,
+            &format!("the object {blob}, reachable from worktrees/wt/HEAD"),
+        );
+        std::fs::write(&path, &saved).unwrap();
+    }
+}
+
 /// A blobless clone of the sandbox's origin in place of its checkout;
 /// returns the id of a blob it never fetched.
 fn blobless_clone(sb: &Sandbox) -> String {

@@ -172,12 +172,16 @@ fn starts(repo: &gix::Repository) -> anyhow::Result<Starts> {
         reftable_log_ids(repo, &common, "", &mut out)?;
     }
     // The linked worktrees git lists: those with a `gitdir` file it reads
-    // (`get_linked_worktree`); another directory there is not one to git.
+    // (`get_linked_worktree` reads it whole, through a symlink, and wants
+    // a byte); another directory there is not one to git. What cannot be
+    // told without reading it (a FIFO) counts as listed: a start too many
+    // only asks more of the store (red team: a `gitdir` padded past 4 KiB
+    // hid a worktree's HEAD from the walk, not from git).
     if let Ok(entries) = std::fs::read_dir(common.join("worktrees")) {
         for entry in entries.flatten() {
             let dir = entry.path();
-            let listed = crate::fsutil::read_regular_limited(&dir.join("gitdir"), 4096)
-                .is_ok_and(|bytes| !bytes.is_empty());
+            let listed = std::fs::metadata(dir.join("gitdir"))
+                .is_ok_and(|m| !m.is_dir() && (!m.is_file() || m.len() > 0));
             if !listed {
                 continue;
             }
