@@ -1027,11 +1027,13 @@ fn log_deletions(sb: &Sandbox) -> usize {
         .iter()
         .map(|name| {
             let bytes = std::fs::read(dir.join(name)).unwrap();
-            reftable::table::log_records(&bytes, reftable::Hash::Sha1)
-                .unwrap()
-                .iter()
-                .filter(|r| r.ids.is_none())
-                .count()
+            let mut deletions = 0;
+            reftable::table::each_log_record(&bytes, reftable::Hash::Sha1, &mut |_, ids| {
+                deletions += usize::from(ids.is_none());
+                Ok(())
+            })
+            .unwrap();
+            deletions
         })
         .sum()
 }

@@ -295,6 +295,9 @@ fn reflog_ids(dir: &std::path::Path, shown: &str, hex_len: usize, out: &mut Star
     });
 }
 
+/// The longest ref name [`reftable_log_ids`] keeps whole for messages.
+const MAX_SHOWN_NAME: usize = 1024;
+
 /// Both ids of every reflog entry in the reftable stack of `dir` (the
 /// common dir or a worktree's git dir), named `<shown>logs/<ref>`, as the
 /// files backend's are; the null id names nothing. A stack that cannot be
@@ -311,8 +314,12 @@ fn reftable_log_ids(
             if let Ok(id) = ObjectId::try_from(raw)
                 && !id.is_null()
             {
+                // A ref name is shown, and kept with each id, cut short: a
+                // reftable's names have no length limit.
                 out.tip(id, || {
-                    format!("{shown}logs/{}", String::from_utf8_lossy(name)).into()
+                    let cut = &name[..name.len().min(MAX_SHOWN_NAME)];
+                    let more = if cut.len() < name.len() { "..." } else { "" };
+                    format!("{shown}logs/{}{more}", String::from_utf8_lossy(cut)).into()
                 });
             }
         }

@@ -106,8 +106,13 @@ pub enum Problem {
     /// Log blocks that inflate to more than [`table::MAX_INFLATION`] times
     /// their table's bytes.
     InflatesTooMuch,
+    /// More log records in the stack than the reflog walk remembers
+    /// (see `stack::each_log`).
+    TooManyLogs,
     /// A block whose keys, prefix compression undone, take more than
-    /// [`block::MAX_KEY_EXPANSION`] times its bytes.
+    /// [`block::MAX_KEY_EXPANSION`] times its bytes; or log blocks whose
+    /// first and last keys take more than [`table::MIN_BOUNDARY_KEYS`] and
+    /// [`table::BOUNDARY_KEYS_PER_BYTE`] times the table's bytes.
     KeysTooLong,
     /// Sections not where the footer puts them, or blocks after them.
     SectionLayout(&'static str),
@@ -190,10 +195,19 @@ impl std::fmt::Display for Problem {
                 "has log blocks that inflate to more than {} times the table's size",
                 table::MAX_INFLATION
             ),
+            TooManyLogs => write!(
+                f,
+                "holds more log records than {} or one per {} bytes of tables",
+                stack::MIN_REMEMBERED,
+                stack::BYTES_PER_REMEMBERED
+            ),
             KeysTooLong => write!(
                 f,
-                "has a block whose keys take more than {} times its bytes",
-                block::MAX_KEY_EXPANSION
+                "has keys longer than its bytes allow: a block's more than {} times its bytes, or \
+                 its log blocks' first and last more than {} bytes and {} times the table's",
+                block::MAX_KEY_EXPANSION,
+                table::MIN_BOUNDARY_KEYS,
+                table::BOUNDARY_KEYS_PER_BYTE
             ),
             SectionLayout(why) => write!(f, "has its sections out of place: {why}"),
             BadIndex(why) => write!(f, "has a wrong index: {why}"),

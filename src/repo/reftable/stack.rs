@@ -124,6 +124,12 @@ pub fn read(dir: &Path, hash: Hash) -> Result<Stack, Error> {
 /// [`read`] reads it: for each key (ref name and update index) the newest
 /// table's record, none where that is a deletion. `each` gets the ref's
 /// name and the entry's old and new ids.
+///
+/// Records are streamed, newest table first; only a digest of each key is
+/// remembered, to hide an older table's record of it, and at most
+/// [`MIN_REMEMBERED`] or one per [`BYTES_PER_REMEMBERED`] bytes of tables
+/// of them (red team: keeping every key, a stack of tables of long keys
+/// asked for gigabytes).
 pub fn each_log(
     dir: &Path,
     hash: Hash,
@@ -132,19 +138,61 @@ pub fn each_log(
     let (names, files) = read_files(dir)?;
     // One table's bytes at a time are copied for the check.
     check(names, files.iter().cloned(), hash)?;
-    let mut seen = std::collections::HashSet::new();
+    let total: usize = files.iter().map(|(_, _, bytes)| bytes.len()).sum();
+    let mut seen = Remembered::new(total);
     for (_, path, bytes) in files.iter().rev() {
-        let records = table::log_records(bytes, hash).map_err(|p| Error::new(path, p))?;
-        for record in records {
-            // `log_value` checked the key ends in `NUL <8 bytes>`.
-            let name = &record.key[..record.key.len() - 9];
-            if let (Some((old, new)), true) = (&record.ids, !seen.contains(&record.key)) {
-                each(name, old, new);
+        table::each_log_record(bytes, hash, &mut |key, ids| {
+            if seen.first(key)?
+                && let Some((old, new)) = ids
+            {
+                // `log_value` checked the key ends in `NUL <8 bytes>`.
+                each(&key[..key.len() - 9], &old, &new);
             }
-            seen.insert(record.key);
-        }
+            Ok(())
+        })
+        .map_err(|p| Error::new(path, p))?;
     }
     Ok(())
+}
+
+/// How many log keys [`each_log`] remembers at least.
+pub const MIN_REMEMBERED: usize = 1 << 20;
+
+/// [`each_log`] remembers one log key per this many bytes of tables past
+/// [`MIN_REMEMBERED`]. git's log record holds two object ids, which do not
+/// compress: twenty bytes and more each.
+pub const BYTES_PER_REMEMBERED: usize = 8;
+
+/// The log keys met, as digests (SHA-256, first 16 bytes: no collision can
+/// be made), up to a bound.
+struct Remembered {
+    digests: std::collections::HashSet<[u8; 16]>,
+    room: usize,
+}
+
+impl Remembered {
+    fn new(table_bytes: usize) -> Remembered {
+        Remembered {
+            digests: Default::default(),
+            room: MIN_REMEMBERED.max(table_bytes / BYTES_PER_REMEMBERED),
+        }
+    }
+
+    /// Whether `key` is met for the first time; an error past the bound.
+    fn first(&mut self, key: &[u8]) -> Result<bool, Problem> {
+        use sha2::Digest;
+        let full = sha2::Sha256::digest(key);
+        let mut digest = [0u8; 16];
+        digest.copy_from_slice(&full[..16]);
+        if self.digests.contains(&digest) {
+            return Ok(false);
+        }
+        if self.digests.len() >= self.room {
+            return Err(Problem::TooManyLogs);
+        }
+        self.digests.insert(digest);
+        Ok(true)
+    }
 }
 
 /// The names `tables.list` gives and each table's file, read while the list
@@ -255,6 +303,20 @@ impl Stack {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_keys_are_remembered_once_and_up_to_the_bound() {
+        let mut seen = Remembered::new(0);
+        assert_eq!(seen.room, MIN_REMEMBERED);
+        assert_eq!(seen.first(b"refs/heads/a\0\0"), Ok(true));
+        assert_eq!(seen.first(b"refs/heads/a\0\0"), Ok(false));
+        assert_eq!(seen.first(b"refs/heads/b\0\0"), Ok(true));
+        seen.room = 2;
+        assert_eq!(seen.first(b"refs/heads/a\0\0"), Ok(false), "met before");
+        assert_eq!(seen.first(b"refs/heads/c\0\0"), Err(Problem::TooManyLogs));
+        let big = Remembered::new(BYTES_PER_REMEMBERED * (MIN_REMEMBERED + 5));
+        assert_eq!(big.room, MIN_REMEMBERED + 5);
+    }
 
     #[test]
     fn list_names_must_be_canonical() {

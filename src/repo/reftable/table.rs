@@ -162,18 +162,23 @@ struct Walked {
 /// thousandfold.
 pub const MAX_INFLATION: usize = 64;
 
+/// The log blocks' first and last keys a table may keep, together: this
+/// many bytes, plus [`BOUNDARY_KEYS_PER_BYTE`] times the table's size. A
+/// block of git's holds dozens of records under keys of a ref name's
+/// length; a key of zeros as long as its block deflates a thousandfold.
+pub const MIN_BOUNDARY_KEYS: usize = 1 << 20;
+
+/// See [`MIN_BOUNDARY_KEYS`].
+pub const BOUNDARY_KEYS_PER_BYTE: usize = 8;
+
 /// Parses and checks a whole table. `expected` is the repository's object
 /// format; a table in another is refused (git refuses to merge it).
 pub fn parse(bytes: &[u8], expected: Hash) -> Result<Table, Problem> {
     parse_with(bytes, expected, None)
 }
 
-/// [`parse`], adding every log record to `logs` when given.
-fn parse_with(
-    bytes: &[u8],
-    expected: Hash,
-    logs: Option<&mut Vec<LogRecord>>,
-) -> Result<Table, Problem> {
+/// [`parse`], giving every log record to `logs` when given.
+fn parse_with(bytes: &[u8], expected: Hash, logs: Option<&mut EachLog>) -> Result<Table, Problem> {
     let header = parse_header(bytes)?;
     if header.hash != expected {
         return Err(Problem::HashMismatch);
@@ -197,23 +202,19 @@ fn parse_with(
     Ok(table)
 }
 
-/// One reflog entry of a table.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LogRecord {
-    /// `refname NUL <update index, bits inverted>`: the same key in a newer
-    /// table shadows this one.
-    pub key: Vec<u8>,
-    /// Its old and new ids; `None` for a deletion.
-    pub ids: record::LogIds,
-}
+/// A visitor of a table's log records: each record's key (`refname NUL
+/// <update index, bits inverted>`) and its old and new ids (`None` for a
+/// deletion).
+pub type EachLog<'a> = dyn FnMut(&[u8], record::LogIds) -> Result<(), Problem> + 'a;
 
-/// The log records of `bytes`, in file order, once [`parse`] accepted the
-/// whole table. Kept apart from [`parse`], which every read of the refs
-/// makes: only the rare reader of reflogs pays for holding them.
-pub fn log_records(bytes: &[u8], expected: Hash) -> Result<Vec<LogRecord>, Problem> {
-    let mut out = Vec::new();
-    parse_with(bytes, expected, Some(&mut out))?;
-    Ok(out)
+/// Calls `each` with every log record of `bytes`, in file order, while
+/// checking the whole table as [`parse`] does. Nothing of the records is
+/// kept here: what a caller keeps, it bounds (red team: keeping every key,
+/// a table of long keys asked for gigabytes). Records come before the
+/// table's later blocks are checked; the caller trusts them once this
+/// returns `Ok`, or checked the table before.
+pub fn each_log_record(bytes: &[u8], expected: Hash, each: &mut EachLog) -> Result<(), Problem> {
+    parse_with(bytes, expected, Some(each)).map(|_| ())
 }
 
 fn parse_footer(footer: &[u8], header: &[u8], hash: Hash) -> Result<Footer, Problem> {
@@ -246,20 +247,22 @@ fn parse_footer(footer: &[u8], header: &[u8], hash: Hash) -> Result<Footer, Prob
 }
 
 /// Steps through every block of `bytes[..end]` as git's reader does,
-/// decoding each log block as it is inflated (its records added to `logs`
+/// decoding each log block as it is inflated (its records given to `logs`
 /// when given).
 fn walk(
     bytes: &[u8],
     end: usize,
     header: &Header,
-    mut logs: Option<&mut Vec<LogRecord>>,
+    mut logs: Option<&mut EachLog>,
 ) -> Result<Vec<Walked>, Problem> {
     let block_size = header.block_size as usize;
     let mut inflated = 0usize;
     let may_inflate = bytes.len().saturating_mul(MAX_INFLATION);
-    // The log keys kept for `logs`, together, as a block's in
-    // `block::records`.
-    let mut may_keep = bytes.len().saturating_mul(block::MAX_KEY_EXPANSION);
+    // Each log block's first and last keys are kept for the section
+    // checks; a key can be as long as its block inflates to, so together
+    // they are bounded too.
+    let mut may_keep =
+        MIN_BOUNDARY_KEYS.saturating_add(bytes.len().saturating_mul(BOUNDARY_KEYS_PER_BYTE));
     let mut out = Vec::new();
     let mut off = 0usize;
     // An empty table is its header and footer only.
@@ -363,11 +366,12 @@ enum Decoded {
 }
 
 /// A log block's first and last keys and record count, its records added
-/// to `logs` when given; no key is kept besides.
+/// to `logs` when given; only its first and last keys are kept, charged to
+/// `may_keep`.
 fn decode_log(
     b: &Walked,
     header: &Header,
-    mut logs: Option<&mut Vec<LogRecord>>,
+    mut logs: Option<&mut EachLog>,
     may_keep: &mut usize,
 ) -> Result<Decoded1, Problem> {
     let (hash_len, max) = (header.hash.id_len(), header.max_update_index);
@@ -381,24 +385,19 @@ fn decode_log(
                 first_key = Some(key.to_vec());
             }
             count += 1;
-            if let Some(logs) = logs.as_deref_mut() {
-                // Every key kept (red team: one long key, then records
-                // each adding a byte to it, asked for 17 GB from a 143 KB
-                // table).
-                *may_keep = may_keep
-                    .checked_sub(key.len())
-                    .ok_or(Problem::KeysTooLong)?;
-                logs.push(LogRecord {
-                    key: key.to_vec(),
-                    ids,
-                });
+            match logs.as_deref_mut() {
+                Some(each) => each(key, ids),
+                None => Ok(()),
             }
-            Ok(())
         },
     )?;
+    let first_key = first_key.unwrap_or_default();
+    *may_keep = may_keep
+        .checked_sub(first_key.len() + last_key.len())
+        .ok_or(Problem::KeysTooLong)?;
     Ok(Decoded1 {
         offset: b.offset,
-        first_key: first_key.unwrap_or_default(),
+        first_key,
         last_key,
         records: Decoded::Logs(count),
     })
@@ -761,13 +760,11 @@ mod tests {
     }
 
     /// One log block: a long key, then records that each add a log key of
-    /// nine bytes to the one before (a deletion, no value). Walking it
-    /// costs a key at a time; keeping every key for [`log_records`] would
-    /// cost the long key once per record, and is refused at
-    /// [`block::MAX_KEY_EXPANSION`] times the table (red team: a 143 KB
-    /// table asked for 17 GB).
+    /// nine bytes to the one before (a deletion, no value). Keeping every
+    /// key would cost the long key once per record (red team: a 143 KB
+    /// table asked for 17 GB); the records are streamed, one key at a time.
     #[test]
-    fn log_keys_kept_past_the_bound_are_refused() {
+    fn log_records_are_streamed_not_kept() {
         let mut header = b"REFT\x01\0\0\0".to_vec();
         header.extend_from_slice(&1u64.to_be_bytes());
         header.extend_from_slice(&1u64.to_be_bytes());
@@ -814,10 +811,83 @@ mod tests {
         );
         let walked = parse(&table, Hash::Sha1).expect("walking keeps one key");
         assert!(walked.refs.is_empty());
-        assert_eq!(
-            log_records(&table, Hash::Sha1).map(|l| l.len()),
-            Err(Problem::KeysTooLong)
-        );
+        let (mut seen, mut longest) = (0, 0);
+        each_log_record(&table, Hash::Sha1, &mut |key, ids| {
+            assert!(ids.is_none());
+            seen += 1;
+            longest = longest.max(key.len());
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!((seen, longest), (n + 1, key.len()));
+    }
+
+    /// Log blocks that each hold one key as long as the block (zeros,
+    /// deflating a thousandfold): their first and last keys, kept for the
+    /// section checks, are refused past the bound.
+    #[test]
+    fn log_blocks_whose_boundary_keys_pass_the_bound_are_refused() {
+        let mut header = b"REFT\x01\0\0\0".to_vec();
+        header.extend_from_slice(&1u64.to_be_bytes());
+        header.extend_from_slice(&1u64.to_be_bytes());
+        let mut table = header.clone();
+        let long = 1usize << 20;
+        let mut last_key: Vec<u8> = Vec::new();
+        // The first block's key does not compress (letters from an LCG),
+        // so that the table is large enough for the inflation bound and
+        // the keys still pass theirs.
+        let mut state = 1u32;
+        let noise: Vec<u8> = (0..120_000)
+            .map(|_| {
+                state = state.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                b'a' + ((state >> 16) % 26) as u8
+            })
+            .collect();
+        for i in 0..5u8 {
+            // Keys sort: `a<noise>`, then `b...`, `c...`: one block each.
+            let mut key = if i == 0 {
+                [b"a".as_slice(), &noise].concat()
+            } else {
+                vec![b'a' + i; long]
+            };
+            key.push(0);
+            key.extend_from_slice(&(!1u64).to_be_bytes());
+            assert!(key > last_key);
+            last_key = key.clone();
+            let mut content = Vec::new();
+            block::put_varint(&mut content, 0);
+            block::put_varint(&mut content, (key.len() as u64) << 3);
+            content.extend_from_slice(&key);
+            let skip = if i == 0 { 24 + 4 } else { 4 };
+            content.extend_from_slice(&(skip as u32).to_be_bytes()[1..]);
+            content.extend_from_slice(&[0, 1]);
+            let len = skip + content.len();
+            table.push(LOG);
+            table.extend_from_slice(&(len as u32).to_be_bytes()[1..]);
+            table.extend_from_slice(&deflate(&content));
+        }
+        let mut footer = header.clone();
+        footer.extend_from_slice(&[0; 40]);
+        footer.extend_from_slice(&crc32fast::hash(&footer).to_be_bytes());
+        table.extend_from_slice(&footer);
+        let bound = MIN_BOUNDARY_KEYS + BOUNDARY_KEYS_PER_BYTE * table.len();
+        assert!(8 * long > bound, "the test keeps enough");
+        assert_eq!(parse(&table, Hash::Sha1).err(), Some(Problem::KeysTooLong));
+    }
+
+    fn deflate(data: &[u8]) -> Vec<u8> {
+        let mut out = vec![0u8; data.len() + 64];
+        let mut z = gix::zlib::stream::deflate::Compress::new(gix::zlib::Compression::BEST);
+        let status = z
+            .compress(
+                data,
+                &mut out,
+                gix::zlib::stream::deflate::FlushCompress::Finish,
+            )
+            .unwrap();
+        assert_eq!(status, gix::zlib::Status::StreamEnd);
+        out.truncate(z.total_out() as usize);
+        out
     }
 
     #[test]
