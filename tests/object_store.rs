@@ -1476,6 +1476,49 @@ fn rejects_deleted_objects_another_worktree_reaches() {
     assert_accepted(code, &r);
 }
 
+/// git's fsck parses the tree of every valid node of an index's
+/// cache-tree and reports one missing ("invalid sha1 pointer in
+/// cache-tree"): a tree only `git write-tree` made, in another worktree's
+/// index, deleted, was accepted (red team: the walk read no cache-tree).
+#[test]
+fn rejects_a_deleted_tree_only_a_cache_tree_names() {
+    let sb = Sandbox::new();
+    let wt = sb.root.join("wt");
+    sb.git(&[
+        "worktree",
+        "add",
+        "-q",
+        "--detach",
+        wt.to_str().unwrap(),
+        "HEAD",
+    ]);
+    std::fs::create_dir_all(wt.join("src/deep")).unwrap();
+    std::fs::write(wt.join("src/deep/x.rs"), "pub fn x() {}\n").unwrap();
+    sb.run_git(&wt, &["add", "src/deep/x.rs"]);
+    let root = sb.run_git(&wt, &["write-tree"]).trim().to_owned();
+    let deep = sb
+        .run_git(&wt, &["rev-parse", &format!("{root}:src/deep")])
+        .trim()
+        .to_owned();
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    for tree in [&deep, &root] {
+        let path = loose_path(&sb, tree);
+        let saved = std::fs::read(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_fsck_names(&sb, tree);
+        let (code, r) = sb.verify();
+        assert_rejected(code, &r, &[INVALID]);
+        assert_problem(
+            &r,
+            &format!("the object {tree}, reachable from worktrees/wt/index"),
+        );
+        std::fs::write(&path, saved).unwrap();
+    }
+}
+
 /// Red team: git lists a linked worktree whose `gitdir` file it can read
 /// whole and finds non-empty, whatever its size and through a symlink
 /// (`get_linked_worktree`); the walk read it only up to 4 KiB and not

@@ -120,6 +120,9 @@ struct Starts {
     tips: Vec<(ObjectId, BString)>,
     /// Blobs an index names, to look up.
     blobs: Vec<(ObjectId, BString)>,
+    /// Trees an index's cache-tree names: present whatever a promisor
+    /// remote could supply (`fsck_cache_tree` parses each), and walked.
+    cached_trees: Vec<(ObjectId, BString)>,
     added: gix::hashtable::HashSet<ObjectId>,
     read: std::collections::HashSet<(u64, u64)>,
 }
@@ -358,9 +361,9 @@ fn each_line_start(file: std::fs::File, keep: usize, each: &mut dyn FnMut(&[u8])
     }
 }
 
-/// What a worktree's index names: its blobs, and the trees of a sparse
-/// index's directories. An index that cannot be read names nothing here
-/// (its worktree's git fails on it anyway).
+/// What a worktree's index names: its blobs, the trees of a sparse
+/// index's directories and of its cache-tree. An index that cannot be
+/// read names nothing here (its worktree's git fails on it anyway).
 fn index_ids(repo: &gix::Repository, path: &std::path::Path, shown: &str, out: &mut Starts) {
     let Ok(file) = crate::fsutil::open_regular(path) else {
         return;
@@ -382,6 +385,17 @@ fn index_ids(repo: &gix::Repository, path: &std::path::Path, shown: &str, out: &
             out.blob(entry.id, name);
         }
     }
+    // git's fsck parses the tree of every valid cache-tree node (its entry
+    // count not -1), and reports one missing (red team: not walked).
+    let mut nodes = index.tree().into_iter().collect::<Vec<_>>();
+    while let Some(node) = nodes.pop() {
+        if node.num_entries.is_some() {
+            let name = BString::from(format!("{shown} (cache-tree)"));
+            out.cached_trees.push((node.id, name.clone()));
+            out.tip(node.id, || name);
+        }
+        nodes.extend(node.children.iter());
+    }
 }
 
 /// The first object the walk from [`starts`] needs that the store does
@@ -391,7 +405,17 @@ fn first_missing(
     mut promised: Option<&mut Promised>,
 ) -> anyhow::Result<Option<(ObjectId, String)>> {
     use gix::object::Kind as K;
-    let Starts { tips, blobs, .. } = starts(repo)?;
+    let Starts {
+        tips,
+        blobs,
+        cached_trees,
+        ..
+    } = starts(repo)?;
+    for (id, name) in &cached_trees {
+        if !repo.has_object(id) {
+            return Ok(Some((*id, crate::repo::refname::shown(name))));
+        }
+    }
     // git's fsck neither requires nor descends a promisor object. Asked at
     // every meeting, before `seen`: the type each reference gives a
     // promisor id must agree (see [`super::promisor`]).

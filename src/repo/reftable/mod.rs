@@ -106,8 +106,8 @@ pub enum Problem {
     /// Log blocks that inflate to more than [`table::MAX_INFLATION`] times
     /// their table's bytes.
     InflatesTooMuch,
-    /// More log records in the stack than the reflog walk remembers
-    /// (see `stack::each_log`).
+    /// More log records, or longer log keys, in the stack than the reflog
+    /// walk reads (see `stack::each_log`).
     TooManyLogs,
     /// A block whose keys, prefix compression undone, take more than
     /// [`block::MAX_KEY_EXPANSION`] times its bytes; or log blocks whose
@@ -197,9 +197,12 @@ impl std::fmt::Display for Problem {
             ),
             TooManyLogs => write!(
                 f,
-                "holds more log records than {} or one per {} bytes of tables",
+                "holds more log records than {} or one per {} bytes of tables, or log keys longer \
+                 together than {} bytes and {} times the tables' bytes",
                 stack::MIN_REMEMBERED,
-                stack::BYTES_PER_REMEMBERED
+                stack::BYTES_PER_REMEMBERED,
+                stack::MIN_HASHED,
+                stack::HASHED_PER_BYTE
             ),
             KeysTooLong => write!(
                 f,

@@ -129,7 +129,8 @@ pub fn read(dir: &Path, hash: Hash) -> Result<Stack, Error> {
 /// remembered, to hide an older table's record of it, and at most
 /// [`MIN_REMEMBERED`] or one per [`BYTES_PER_REMEMBERED`] bytes of tables
 /// of them (red team: keeping every key, a stack of tables of long keys
-/// asked for gigabytes).
+/// asked for gigabytes); the keys hashed are bounded alike
+/// ([`MIN_HASHED`], [`HASHED_PER_BYTE`]).
 pub fn each_log(
     dir: &Path,
     hash: Hash,
@@ -163,11 +164,23 @@ pub const MIN_REMEMBERED: usize = 1 << 20;
 /// compress: twenty bytes and more each.
 pub const BYTES_PER_REMEMBERED: usize = 8;
 
+/// How many bytes of log keys [`each_log`] hashes at least.
+pub const MIN_HASHED: usize = 64 << 20;
+
+/// [`each_log`] hashes this many times the stack's bytes of log keys past
+/// [`MIN_HASHED`]: a git log record's key is a ref name, stored once per
+/// block and then as the few bytes where it parts from the key before.
+pub const HASHED_PER_BYTE: usize = 32;
+
 /// The log keys met, as digests (SHA-256, first 16 bytes: no collision can
-/// be made), up to a bound.
+/// be made), up to a bound on their number and on the bytes hashed (a key
+/// is hashed whole, and records that each add a byte to one long key
+/// would make that quadratic: red team's tables of 96 records under an
+/// 8 MB name).
 struct Remembered {
     digests: std::collections::HashSet<[u8; 16]>,
     room: usize,
+    hash_room: usize,
 }
 
 impl Remembered {
@@ -175,12 +188,17 @@ impl Remembered {
         Remembered {
             digests: Default::default(),
             room: MIN_REMEMBERED.max(table_bytes / BYTES_PER_REMEMBERED),
+            hash_room: MIN_HASHED.saturating_add(table_bytes.saturating_mul(HASHED_PER_BYTE)),
         }
     }
 
-    /// Whether `key` is met for the first time; an error past the bound.
+    /// Whether `key` is met for the first time; an error past the bounds.
     fn first(&mut self, key: &[u8]) -> Result<bool, Problem> {
         use sha2::Digest;
+        self.hash_room = self
+            .hash_room
+            .checked_sub(key.len())
+            .ok_or(Problem::TooManyLogs)?;
         let full = sha2::Sha256::digest(key);
         let mut digest = [0u8; 16];
         digest.copy_from_slice(&full[..16]);
@@ -316,6 +334,14 @@ mod tests {
         assert_eq!(seen.first(b"refs/heads/c\0\0"), Err(Problem::TooManyLogs));
         let big = Remembered::new(BYTES_PER_REMEMBERED * (MIN_REMEMBERED + 5));
         assert_eq!(big.room, MIN_REMEMBERED + 5);
+        let mut long = Remembered::new(0);
+        long.hash_room = 10;
+        assert_eq!(long.first(b"refs/x\0\0"), Ok(true));
+        assert_eq!(
+            long.first(b"refs/x\0\0"),
+            Err(Problem::TooManyLogs),
+            "hashed again"
+        );
     }
 
     #[test]
