@@ -98,7 +98,7 @@ pub fn check(
     let mut promised = super::promisor::Promised::of(repo, &super::objects_dir(repo.common_dir()))
         .context("cannot list the partial clone's promisor objects")?;
     let missing = first_missing(repo, promised.as_mut())
-        .context("cannot walk the partial clone's objects")?;
+        .context("cannot walk the objects git's fsck requires")?;
     Ok(match missing {
         None => Vec::new(),
         Some((id, from)) => vec![format!(
