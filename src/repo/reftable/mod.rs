@@ -22,12 +22,17 @@
 //! older readers (`HEAD` = `ref: refs/heads/.invalid`, the `refs/heads`
 //! file) being anything else.
 //!
-//! Two bounds keep the reader's memory and time in proportion to the bytes
-//! it reads, where git reads lazily and a hostile table could otherwise ask
+//! Bounds keep the reader's memory and time in proportion to the bytes it
+//! reads, where git reads lazily and a hostile table could otherwise ask
 //! for gigabytes: a table's log blocks may inflate to at most
-//! [`table::MAX_INFLATION`] times its size, and a block's keys, prefix
+//! [`table::MAX_INFLATION`] times its size; a block's keys kept, prefix
 //! compression undone, may take at most [`block::MAX_KEY_EXPANSION`] times
-//! its bytes. git's tables stay far below both.
+//! its bytes, and the log blocks' first and last keys
+//! [`table::MIN_BOUNDARY_KEYS`] plus [`table::BOUNDARY_KEYS_PER_BYTE`]
+//! times the table's. Log records are never kept: the reflog walk gets
+//! them one at a time ([`stack::each_log`]) and remembers a digest of each
+//! key, as many and over as many key bytes as its own bounds allow. git's
+//! tables stay far below all of them.
 //!
 //! The view a worktree sees ([`read`]): in the main worktree, everything
 //! from `<common>/reftable`; in a linked worktree, HEAD and the
