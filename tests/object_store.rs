@@ -1476,6 +1476,39 @@ fn rejects_deleted_objects_another_worktree_reaches() {
     assert_accepted(code, &r);
 }
 
+/// Red team: a tree's blob entry naming a commit marked the commit seen,
+/// and the walk then skipped it when a reflog reached it as a commit: its
+/// history went unchecked. Here the commit `x` (its blob, loose, is
+/// deleted) is kept only by `side`'s reflog, and the agent's commit naming
+/// `x` as a file (reset away) only by HEAD's, which the walk may read
+/// first.
+#[test]
+fn rejects_a_deletion_a_blob_entry_naming_a_commit_would_hide() {
+    let sb = Sandbox::new();
+    sb.git(&["branch", "side", "main"]);
+    let blob = sb.git_stdin(&["hash-object", "-w", "--stdin"], "pub fn side() {}\n");
+    let listing = format!(
+        "{}\n100644 blob {blob}\tside.rs\n",
+        sb.git(&["ls-tree", "main"])
+    );
+    let tree = sb.git_stdin(&["mktree"], &listing);
+    let x = sb.git(&["commit-tree", "-p", "main", "-m", "side", &tree]);
+    sb.git(&["update-ref", "-m", "to x", "refs/heads/side", &x]);
+    sb.git(&["update-ref", "-m", "back", "refs/heads/side", "main"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    let off = ["-c", "core.hooksPath=/dev/null"];
+    let cacheinfo = format!("100644,{x},docs/x");
+    sb.git(&["update-index", "--add", "--cacheinfo", &cacheinfo]);
+    sb.git(&[off[0], off[1], "commit", "-q", "-m", "crafted"]);
+    sb.git(&[off[0], off[1], "reset", "-q", "--hard", "HEAD~1"]);
+    sb.commit_file("docs/a.md", "a\n", "one");
+    std::fs::remove_file(loose_path(&sb, &blob)).unwrap();
+    assert_fsck_names(&sb, &blob);
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &[INVALID]);
+    assert_problem(&r, &format!("the object {blob}, reachable from"));
+}
+
 /// git's fsck parses the tree of every valid node of an index's
 /// cache-tree and reports one missing ("invalid sha1 pointer in
 /// cache-tree"): a tree only `git write-tree` made, in another worktree's

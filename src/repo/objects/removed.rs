@@ -433,7 +433,12 @@ fn first_missing(
     let shallow = repo.shallow_commits()?;
     let is_shallow = |id: &ObjectId| shallow.as_ref().is_some_and(|s| s.contains(id));
     let hash = repo.object_hash();
+    // Objects walked, and apart from them the ids blob entries named: a
+    // tree's blob entry naming a commit must not keep that commit, met
+    // again from a ref or a reflog, from being walked (red team: it hid a
+    // commit's history; git's fsck parses each start as what it is).
     let mut seen = gix::hashtable::HashSet::default();
+    let mut seen_blobs = gix::hashtable::HashSet::default();
     // Each id with the type the reference to it gives (`None`: a ref's, or
     // a sparse index directory's, which git reads as whatever it is).
     let mut stack: Vec<(ObjectId, Option<K>)> = Vec::new();
@@ -468,7 +473,7 @@ fn first_missing(
                             EntryKind::Blob => {
                                 if missing.is_none()
                                     && !promised(entry, Some(K::Blob))?
-                                    && seen.insert(entry.to_owned())
+                                    && seen_blobs.insert(entry.to_owned())
                                     && !repo.has_object(entry)
                                 {
                                     missing = Some(entry.to_owned());
