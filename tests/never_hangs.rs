@@ -550,6 +550,32 @@ fn a_planted_file_at_every_path_read_never_hangs_status_verify_or_disarm() {
     }
 }
 
+/// `info/refs` lists every ref (`git update-server-info`, run by `git
+/// gc`): a mirror's 1.2 million refs make 79 MB, accepted (red team: it was
+/// refused as larger than git ever writes there). An 8 GiB one is still
+/// refused.
+#[test]
+fn info_refs_as_large_as_a_mirrors_is_accepted_and_a_huge_one_refused() {
+    let sb = armed_with_commit();
+    sb.git(&["update-server-info"]);
+    let path = sb.repo.join(".git/info/refs");
+    for (size, accepted) in [(100u64 << 20, true), (8 << 30, false)] {
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(size)
+            .unwrap();
+        let (code, r) = sb.verify();
+        if accepted {
+            common::assert_accepted(code, &r);
+        } else {
+            assert_eq!(code, 1, "{r:#}");
+            assert!(r.to_string().contains("info/refs"), "{r:#}");
+        }
+    }
+}
+
 /// The same plants under `run --on-reject restore`: the agent commits its
 /// granted change, edits an ungranted file (so that the run is rejected
 /// and restore runs), then leaves a FIFO, a `/dev/zero` link or an 8 GiB

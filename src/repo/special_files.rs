@@ -40,7 +40,8 @@
 //! Besides types, sizes (`stat`, nothing opened): a file at the top of a
 //! git dir, in `info/` or under `refs/` larger than git ever writes there
 //! ([`MAX_SMALL_FILE`]; [`MAX_LARGE_FILE`] for the index, shared indexes,
-//! `packed-refs` and `FETCH_HEAD`), and a worktree `.gitignore`,
+//! `packed-refs`, `FETCH_HEAD`, `info/refs` and `info/packs`), and a
+//! worktree `.gitignore`,
 //! `.gitattributes`, `.gitmodules` or `.mailmap` over [`MAX_SMALL_FILE`]:
 //! git and gix read those whole, and an agent's sparse 8 GiB file would
 //! exhaust memory (issue 24, item 3).
@@ -291,8 +292,9 @@ fn oversized_message(path: &Path, len: u64, max: u64) -> String {
 /// are bytes to kilobytes.
 pub const MAX_SMALL_FILE: u64 = 64 * 1024 * 1024;
 
-/// Largest `index`, `sharedindex.*`, `packed-refs` or `FETCH_HEAD`, which
-/// grow with the repository (100,000 files: a 10 MiB index).
+/// Largest `index`, `sharedindex.*`, `packed-refs`, `FETCH_HEAD`,
+/// `info/refs` or `info/packs`, which grow with the repository (100,000
+/// files: a 10 MiB index).
 pub const MAX_LARGE_FILE: u64 = 1024 * 1024 * 1024;
 
 /// Files directly in `dir` (symlinks followed) larger than git and gix read
@@ -314,8 +316,13 @@ fn oversized_entries(dir: &Path) -> Vec<(PathBuf, u64, u64)> {
         }
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        let max = if matches!(&*name, "index" | "packed-refs" | "FETCH_HEAD")
-            || name.starts_with("sharedindex.")
+        // `info/refs` and `info/packs` (`git update-server-info`, which
+        // `git gc` runs) list every ref and pack: 79 MB for a mirror's 1.2
+        // million refs (red team).
+        let max = if matches!(
+            &*name,
+            "index" | "packed-refs" | "FETCH_HEAD" | "refs" | "packs"
+        ) || name.starts_with("sharedindex.")
             || name.starts_with("index.")
             || name.starts_with("next-index")
         {
