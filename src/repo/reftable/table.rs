@@ -726,32 +726,9 @@ mod tests {
     /// verify).
     #[test]
     fn log_blocks_inflating_past_the_bound_are_refused() {
-        let mut header = b"REFT\x01\0\0\0".to_vec();
-        header.extend_from_slice(&1u64.to_be_bytes());
-        header.extend_from_slice(&1u64.to_be_bytes());
-        let mut table = header.clone();
         let len = (1usize << 24) - 1;
-        for first in [true, false] {
-            table.push(LOG);
-            table.extend_from_slice(&(len as u32).to_be_bytes()[1..]);
-            let skip = if first { 24 + 4 } else { 4 };
-            let mut deflated = vec![0u8; len];
-            let mut zeros = gix::zlib::stream::deflate::Compress::new(gix::zlib::Compression::BEST);
-            let status = zeros
-                .compress(
-                    &vec![0u8; len - skip],
-                    &mut deflated,
-                    gix::zlib::stream::deflate::FlushCompress::Finish,
-                )
-                .unwrap();
-            assert_eq!(status, gix::zlib::Status::StreamEnd);
-            deflated.truncate(zeros.total_out() as usize);
-            table.extend_from_slice(&deflated);
-        }
-        let mut footer = header.clone();
-        footer.extend_from_slice(&[0; 40]);
-        footer.extend_from_slice(&crc32fast::hash(&footer).to_be_bytes());
-        table.extend_from_slice(&footer);
+        // Each block's stated length counts its header (and the file's).
+        let table = log_table(&[vec![0; len - 24 - 4], vec![0; len - 4]]);
         assert!(
             table.len() * MAX_INFLATION < 2 * len,
             "the test inflates enough"
@@ -765,9 +742,6 @@ mod tests {
     /// table asked for 17 GB); the records are streamed, one key at a time.
     #[test]
     fn log_records_are_streamed_not_kept() {
-        let mut header = b"REFT\x01\0\0\0".to_vec();
-        header.extend_from_slice(&1u64.to_be_bytes());
-        header.extend_from_slice(&1u64.to_be_bytes());
         let suffix: Vec<u8> = [0u8].into_iter().chain((!1u64).to_be_bytes()).collect();
         let (long, n) = (60_000usize, 4_000usize);
         let mut content = Vec::new();
@@ -785,26 +759,7 @@ mod tests {
         }
         // One restart, at the first record (just past both headers).
         content.extend_from_slice(&[0, 0, 28, 0, 1]);
-        let len = 24 + 4 + content.len();
-        let mut table = header.clone();
-        table.push(LOG);
-        table.extend_from_slice(&(len as u32).to_be_bytes()[1..]);
-        let mut deflated = vec![0u8; content.len()];
-        let mut z = gix::zlib::stream::deflate::Compress::new(gix::zlib::Compression::BEST);
-        let status = z
-            .compress(
-                &content,
-                &mut deflated,
-                gix::zlib::stream::deflate::FlushCompress::Finish,
-            )
-            .unwrap();
-        assert_eq!(status, gix::zlib::Status::StreamEnd);
-        deflated.truncate(z.total_out() as usize);
-        table.extend_from_slice(&deflated);
-        let mut footer = header.clone();
-        footer.extend_from_slice(&[0; 40]);
-        footer.extend_from_slice(&crc32fast::hash(&footer).to_be_bytes());
-        table.extend_from_slice(&footer);
+        let table = log_table(&[content]);
         assert!(
             table.len() * block::MAX_KEY_EXPANSION < long * n,
             "the test expands enough"
@@ -822,17 +777,12 @@ mod tests {
         assert_eq!((seen, longest), (n + 1, key.len()));
     }
 
-    /// Log blocks that each hold one key as long as the block (zeros,
-    /// deflating a thousandfold): their first and last keys, kept for the
+    /// Log blocks that each hold one key as long as the block (one letter
+    /// repeated, deflating a thousandfold): their first and last keys, kept for the
     /// section checks, are refused past the bound.
     #[test]
     fn log_blocks_whose_boundary_keys_pass_the_bound_are_refused() {
-        let mut header = b"REFT\x01\0\0\0".to_vec();
-        header.extend_from_slice(&1u64.to_be_bytes());
-        header.extend_from_slice(&1u64.to_be_bytes());
-        let mut table = header.clone();
         let long = 1usize << 20;
-        let mut last_key: Vec<u8> = Vec::new();
         // The first block's key does not compress (letters from an LCG),
         // so that the table is large enough for the inflation bound and
         // the keys still pass theirs.
@@ -843,6 +793,8 @@ mod tests {
                 b'a' + ((state >> 16) % 26) as u8
             })
             .collect();
+        let mut blocks = Vec::new();
+        let mut last_key: Vec<u8> = Vec::new();
         for i in 0..5u8 {
             // Keys sort: `a<noise>`, then `b...`, `c...`: one block each.
             let mut key = if i == 0 {
@@ -858,21 +810,39 @@ mod tests {
             block::put_varint(&mut content, 0);
             block::put_varint(&mut content, (key.len() as u64) << 3);
             content.extend_from_slice(&key);
-            let skip = if i == 0 { 24 + 4 } else { 4 };
-            content.extend_from_slice(&(skip as u32).to_be_bytes()[1..]);
+            // One restart, at the record, just past the block's headers.
+            let restart: u32 = if i == 0 { 24 + 4 } else { 4 };
+            content.extend_from_slice(&restart.to_be_bytes()[1..]);
             content.extend_from_slice(&[0, 1]);
-            let len = skip + content.len();
-            table.push(LOG);
-            table.extend_from_slice(&(len as u32).to_be_bytes()[1..]);
-            table.extend_from_slice(&deflate(&content));
+            blocks.push(content);
         }
-        let mut footer = header.clone();
-        footer.extend_from_slice(&[0; 40]);
-        footer.extend_from_slice(&crc32fast::hash(&footer).to_be_bytes());
-        table.extend_from_slice(&footer);
+        let table = log_table(&blocks);
         let bound = MIN_BOUNDARY_KEYS + BOUNDARY_KEYS_PER_BYTE * table.len();
         assert!(8 * long > bound, "the test keeps enough");
         assert_eq!(parse(&table, Hash::Sha1).err(), Some(Problem::KeysTooLong));
+    }
+
+    /// A version 1 table of update index 1 with one log block per entry of
+    /// `contents`: each the block's bytes after its header (and, for the
+    /// first, the file's), deflated, its stated length counting both
+    /// headers; then the footer.
+    fn log_table(contents: &[Vec<u8>]) -> Vec<u8> {
+        let mut header = b"REFT\x01\0\0\0".to_vec();
+        header.extend_from_slice(&1u64.to_be_bytes());
+        header.extend_from_slice(&1u64.to_be_bytes());
+        let mut table = header.clone();
+        for (i, content) in contents.iter().enumerate() {
+            let headers = if i == 0 { 24 + 4 } else { 4 };
+            let len = (headers + content.len()) as u32;
+            table.push(LOG);
+            table.extend_from_slice(&len.to_be_bytes()[1..]);
+            table.extend_from_slice(&deflate(content));
+        }
+        let mut footer = header;
+        footer.extend_from_slice(&[0; 40]);
+        footer.extend_from_slice(&crc32fast::hash(&footer).to_be_bytes());
+        table.extend_from_slice(&footer);
+        table
     }
 
     fn deflate(data: &[u8]) -> Vec<u8> {
