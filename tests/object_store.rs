@@ -1074,12 +1074,7 @@ fn assert_removal_refused(sb: &Sandbox, id: &str, from: &str) {
     sb.arm(&sb.grant(&["docs/"], 1, 3));
     sb.commit_file("docs/a.md", "a\n", "one");
     std::fs::remove_file(loose_path(sb, id)).unwrap();
-    let fsck = sb.try_git(&["fsck", "--connectivity-only"]);
-    let said = [&fsck.stdout[..], &fsck.stderr[..]].concat();
-    assert!(String::from_utf8_lossy(&said).contains(id), "{fsck:?}");
-    let (code, r) = sb.verify();
-    assert_rejected(code, &r, &[INVALID]);
-    assert_problem(&r, &format!("the object {id}, reachable from {from}"));
+    assert_refused_as_git_is(sb, id, &format!("the object {id}, reachable from {from}"));
 }
 
 /// Red team: git's fsck marks promisor objects by parsing the promisor
@@ -1103,12 +1098,7 @@ fn rejects_a_promisor_pack_git_stops_reading_early() {
     promisor_pack(&sb, &[&tree], 3600);
     promisor_pack(&sb, &[&commit, &other], 0);
     std::fs::remove_file(loose_path(&sb, &blob)).unwrap();
-    let fsck = sb.try_git(&["fsck", "--connectivity-only"]);
-    let said = [&fsck.stdout[..], &fsck.stderr[..]].concat();
-    assert!(String::from_utf8_lossy(&said).contains(&blob), "{fsck:?}");
-    let (code, r) = sb.verify();
-    assert_rejected(code, &r, &[INVALID]);
-    assert_problem(&r, &format!("{other} is both a "));
+    assert_refused_as_git_is(&sb, &blob, &format!("{other} is both a "));
 }
 
 /// A commit whose tree line names `tree`, whatever that is, written as is.
@@ -1168,6 +1158,16 @@ fn assert_fsck_names(sb: &Sandbox, id: &str) {
     assert!(String::from_utf8_lossy(&said).contains(id), "{fsck:?}");
 }
 
+/// Asserts that git's fsck names `id` and that verify refuses the object
+/// store with a message containing `needle`: both see the damage.
+#[track_caller]
+fn assert_refused_as_git_is(sb: &Sandbox, id: &str, needle: &str) {
+    assert_fsck_names(sb, id);
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &[INVALID]);
+    assert_problem(&r, needle);
+}
+
 /// Red team: a promisor tree whose second entry has an empty mode. git
 /// stops reading the tree there, so the third entry (a local blob, deleted)
 /// is no promisor object and fsck reports it; gix read on, and verify took
@@ -1186,10 +1186,11 @@ fn rejects_a_promisor_tree_git_stops_reading_early() {
     let tree = raw_object(&sb, "tree", &data);
     promisor_pack(&sb, &[&tree], 0);
     std::fs::remove_file(loose_path(&sb, &blob)).unwrap();
-    assert_fsck_names(&sb, &blob);
-    let (code, r) = sb.verify();
-    assert_rejected(code, &r, &[INVALID]);
-    assert_problem(&r, &format!("in the tree {tree}: a tree git cannot read"));
+    assert_refused_as_git_is(
+        &sb,
+        &blob,
+        &format!("in the tree {tree}: a tree git cannot read"),
+    );
 }
 
 /// Red team: a newer promisor pack's commit names the branch's tip (a
@@ -1212,10 +1213,7 @@ fn rejects_a_promisor_commit_naming_a_local_commit_as_its_tree() {
     promisor_pack(&sb, &[&tree], 3600);
     promisor_pack(&sb, &[&commit], 0);
     std::fs::remove_file(loose_path(&sb, &blob)).unwrap();
-    assert_fsck_names(&sb, &blob);
-    let (code, r) = sb.verify();
-    assert_rejected(code, &r, &[INVALID]);
-    assert_problem(&r, &format!("{tip} is both a commit and a tree"));
+    assert_refused_as_git_is(&sb, &blob, &format!("{tip} is both a commit and a tree"));
 }
 
 /// Red team: the clone's own `.promisor` marks removed, no object file
@@ -1231,10 +1229,7 @@ fn rejects_removed_promisor_marks() {
     for mark in files_with_suffix(&objects(&sb).join("pack"), ".promisor") {
         std::fs::remove_file(mark).unwrap();
     }
-    assert_fsck_names(&sb, &never_fetched);
-    let (code, r) = sb.verify();
-    assert_rejected(code, &r, &[INVALID]);
-    assert_problem(&r, "`.promisor` marks changed");
+    assert_refused_as_git_is(&sb, &never_fetched, "`.promisor` marks changed");
 }
 
 /// Red team: a new promisor pack (read first) whose commit names a blob as
@@ -1262,10 +1257,7 @@ fn rejects_a_new_promisor_pack_git_stops_reading_early() {
     promisor_pack(&sb, &[&commit, &other], 0);
     std::fs::remove_file(loose_path(&sb, &commit)).unwrap();
     std::fs::remove_file(loose_path(&sb, &other)).unwrap();
-    assert_fsck_names(&sb, &never_fetched);
-    let (code, r) = sb.verify();
-    assert_rejected(code, &r, &[INVALID]);
-    assert_problem(&r, &format!("{other} is both a "));
+    assert_refused_as_git_is(&sb, &never_fetched, &format!("{other} is both a "));
 }
 
 /// The walk meets promisor objects through references too: a tree of the
@@ -1503,10 +1495,7 @@ fn rejects_a_deletion_a_blob_entry_naming_a_commit_would_hide() {
     sb.git(&[off[0], off[1], "reset", "-q", "--hard", "HEAD~1"]);
     sb.commit_file("docs/a.md", "a\n", "one");
     std::fs::remove_file(loose_path(&sb, &blob)).unwrap();
-    assert_fsck_names(&sb, &blob);
-    let (code, r) = sb.verify();
-    assert_rejected(code, &r, &[INVALID]);
-    assert_problem(&r, &format!("the object {blob}, reachable from"));
+    assert_refused_as_git_is(&sb, &blob, &format!("the object {blob}, reachable from"));
 }
 
 /// git's fsck parses the tree of every valid node of an index's
@@ -1541,11 +1530,9 @@ fn rejects_a_deleted_tree_only_a_cache_tree_names() {
         let path = loose_path(&sb, tree);
         let saved = std::fs::read(&path).unwrap();
         std::fs::remove_file(&path).unwrap();
-        assert_fsck_names(&sb, tree);
-        let (code, r) = sb.verify();
-        assert_rejected(code, &r, &[INVALID]);
-        assert_problem(
-            &r,
+        assert_refused_as_git_is(
+            &sb,
+            tree,
             &format!("the object {tree}, reachable from worktrees/wt/index"),
         );
         std::fs::write(&path, saved).unwrap();
@@ -1591,11 +1578,9 @@ fn rejects_deleted_objects_of_a_worktree_with_an_odd_gitdir_file() {
         }
         assert!(sb.git(&["worktree", "list"]).contains("wt"), "{odd}");
         std::fs::remove_file(&path).unwrap();
-        assert_fsck_names(&sb, &blob);
-        let (code, r) = sb.verify();
-        assert_rejected(code, &r, &[INVALID]);
-        assert_problem(
-            &r,
+        assert_refused_as_git_is(
+            &sb,
+            &blob,
             &format!("the object {blob}, reachable from worktrees/wt/HEAD"),
         );
         std::fs::write(&path, &saved).unwrap();
@@ -1717,9 +1702,7 @@ fn rejects_a_promisor_mark_on_an_index_without_its_pack() {
     .unwrap();
     std::fs::write(pack_dir.join(format!("{stem}.promisor")), "").unwrap();
     std::fs::remove_file(loose_path(&sb, &blob)).unwrap();
-    let fsck = sb.try_git(&["fsck", "--connectivity-only"]);
-    let said = [&fsck.stdout[..], &fsck.stderr[..]].concat();
-    assert!(String::from_utf8_lossy(&said).contains(&blob), "{fsck:?}");
+    assert_fsck_names(&sb, &blob);
     let (code, r) = sb.verify();
     assert_rejected(code, &r, &[INVALID]);
 }
