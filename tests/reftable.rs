@@ -288,6 +288,185 @@ fn reads_large_tables_with_indexes() {
     assert_same_as_git(&sb, &sb.repo, "sha1");
 }
 
+/// `git update-ref --stdin` with `input`.
+fn update_refs(sb: &Sandbox, input: &str) {
+    let out = common::output_with_stdin(
+        {
+            let mut c = sb.command("git");
+            c.env("PATH", path_env())
+                .current_dir(&sb.repo)
+                .args(["update-ref", "--stdin"]);
+            c
+        },
+        input,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Names around `name` that no ref may have: just before, just after, a
+/// prefix of it, and past every key.
+fn neighbours(name: &[u8]) -> Vec<Vec<u8>> {
+    let mut after = name.to_vec();
+    after.push(b'0');
+    let mut before = name.to_vec();
+    let last = before.pop().unwrap();
+    before.push(last - 1);
+    before.extend_from_slice(b"~~");
+    vec![
+        after,
+        before,
+        name[..name.len() - 1].to_vec(),
+        b"\xff".to_vec(),
+    ]
+}
+
+/// The point lookup hooks use ([`reftable::lookup`]) finds in each table
+/// exactly the records the full read finds, and nothing else, on tables
+/// git writes with small blocks: many ref blocks, multi-level ref
+/// indexes, and small tables without one; across a stack, the newest
+/// record wins (deletions, updates), as in the full read and in git.
+#[test]
+fn lookup_finds_what_the_full_read_finds() {
+    let Some(sb) = reftable_sandbox("sha1") else {
+        return;
+    };
+    let git = |args: &[&str]| git_in(&sb, &sb.repo, args);
+    git(&["config", "reftable.blockSize", "256"]);
+    git(&["config", "reftable.autoCompaction", "false"]);
+    let head = git(&["rev-parse", "HEAD"]);
+    let mut input = String::new();
+    for i in 0..3_000 {
+        input.push_str(&format!("create refs/heads/load/{i:05} {head}"));
+    }
+    update_refs(&sb, &input);
+    git(&["tag", "-a", "-m", "annotated", "v1"]);
+    git(&["symbolic-ref", "refs/heads/alias", "refs/heads/main"]);
+    git(&["pack-refs", "--all"]);
+    // Newer tables on top of the compacted one: a deletion, an update, a
+    // new ref.
+    git(&["branch", "-D", "load/00007"]);
+    git(&["commit", "-q", "--allow-empty", "-m", "two"]);
+    git(&["update-ref", "refs/heads/load/00008", "HEAD"]);
+    git(&["branch", "zzz-new"]);
+    let (git_dir, common_dir) = dirs(&sb, &sb.repo);
+    let dir = common_dir.join("reftable");
+    let list = tables(&sb);
+    assert!(list.len() >= 3, "{list:?}");
+    let mut indexed = 0;
+    for name in &list {
+        let bytes = std::fs::read(dir.join(name)).unwrap();
+        let table = reftable::table::parse(&bytes, reftable::Hash::Sha1).unwrap();
+        // The footer's ref index position (version 1: 24-byte header).
+        let footer = &bytes[bytes.len() - 68..];
+        if footer[24..32].iter().any(|&b| b != 0) {
+            indexed += 1;
+        }
+        for r in &table.refs {
+            let found = reftable::lookup::find_in_table(&bytes, reftable::Hash::Sha1, &r.name);
+            assert_eq!(found, Ok(Some(r.clone())), "{} in {name}", r.name);
+            for absent in neighbours(&r.name) {
+                if table.refs.iter().any(|o| o.name == absent) {
+                    continue;
+                }
+                let found = reftable::lookup::find_in_table(&bytes, reftable::Hash::Sha1, &absent);
+                assert_eq!(
+                    found,
+                    Ok(None),
+                    "{:?} in {name}",
+                    String::from_utf8_lossy(&absent)
+                );
+            }
+        }
+    }
+    assert!(indexed >= 1, "the compacted table has a ref index");
+    // The stack: the newest record of each name, as the full read and git
+    // see it.
+    let view = assert_same_as_git(&sb, &sb.repo, "sha1");
+    for (i, (name, value)) in view.refs.iter().enumerate() {
+        if i % 50 != 0 && !name.starts_with(b"refs/heads/load/0000") && !name.ends_with(b"new") {
+            continue;
+        }
+        let found = reftable::shared_ref(&common_dir, name).unwrap();
+        assert_eq!(found.as_ref(), Some(value), "{name}");
+    }
+    for gone in [
+        "refs/heads/load/00007",
+        "refs/heads/nothing",
+        "refs/heads/load",
+    ] {
+        assert_eq!(
+            reftable::shared_ref(&common_dir, gone.as_bytes()).unwrap(),
+            None,
+            "{gone}"
+        );
+    }
+    // HEAD and its branch, as git resolves them.
+    let want = git(&["rev-parse", "HEAD"]);
+    match reftable::head(&git_dir, &common_dir, kind("sha1")).unwrap() {
+        grantguard::repo::Head::Branch { name, commit } => {
+            assert_eq!(name, "refs/heads/main");
+            assert_eq!(commit.unwrap().to_string(), want.trim());
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A table whose ref index points elsewhere than its blocks is refused by
+/// the full read (verify); the lookup, which follows the index as git
+/// does, refuses it when the index leads nowhere git could go.
+#[test]
+fn lookup_refuses_an_index_pointing_out_of_place() {
+    let Some(sb) = reftable_sandbox("sha1") else {
+        return;
+    };
+    let git = |args: &[&str]| git_in(&sb, &sb.repo, args);
+    git(&["config", "reftable.blockSize", "256"]);
+    let head = git(&["rev-parse", "HEAD"]);
+    let mut input = String::new();
+    for i in 0..400 {
+        input.push_str(&format!("create refs/heads/load/{i:05} {head}"));
+    }
+    update_refs(&sb, &input);
+    git(&["pack-refs", "--all"]);
+    let (_, common_dir) = dirs(&sb, &sb.repo);
+    let name = &tables(&sb)[0];
+    let mut bytes = std::fs::read(common_dir.join("reftable").join(name)).unwrap();
+    let footer_at = bytes.len() - 68;
+    let ref_index = u64::from_be_bytes(bytes[footer_at + 24..footer_at + 32].try_into().unwrap());
+    assert_ne!(ref_index, 0);
+    // The footer names the table's second block (a ref block, not an
+    // index) as its index: the CRC is made right, so only the layout is
+    // wrong.
+    bytes[footer_at + 24..footer_at + 32].copy_from_slice(&256u64.to_be_bytes());
+    let crc = crc32(&bytes[footer_at..bytes.len() - 4]);
+    let len = bytes.len();
+    bytes[len - 4..].copy_from_slice(&crc.to_be_bytes());
+    assert!(reftable::table::parse(&bytes, reftable::Hash::Sha1).is_err());
+    let found =
+        reftable::lookup::find_in_table(&bytes, reftable::Hash::Sha1, b"refs/heads/load/00200");
+    assert!(found.is_err(), "{found:?}");
+}
+
+/// CRC-32 (IEEE), as the reftable footer uses it.
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xedb8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
 /// Runs grantguard in `dir` with the test's git first on `PATH`.
 fn gg(sb: &Sandbox, dir: &Path, args: &[&str]) -> std::process::Output {
     sb.command(env!("CARGO_BIN_EXE_grantguard"))

@@ -30,7 +30,7 @@ pub enum Head {
 /// Reads HEAD without following anything but its own symref.
 pub fn head(repo: &gix::Repository) -> Result<Head> {
     if super::is_reftable(repo) {
-        return super::reftable::head_of(&reftable_view(repo)?);
+        return super::reftable::head(repo.git_dir(), repo.common_dir(), repo.object_hash());
     }
     let head = repo.head().context("cannot read HEAD")?;
     Ok(match head.kind {

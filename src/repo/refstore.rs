@@ -285,18 +285,22 @@ fn check_other_worktrees(git_dir: &Path, common_dir: &Path, invalid: &mut Invali
     }
 }
 
+/// Marks the `packed` of a reftable view (never a trait of a parsed
+/// `packed-refs`: the parser refuses unknown traits).
+const REFTABLE_TRAIT: &str = "reftable";
+
 /// [`read`] of a repository whose refs are in reftable: the strict
 /// reader's view, with every non-symbolic ref's peel claim in `packed`
 /// under `fully-peeled` (git writes a peeled id for exactly the refs that
 /// point at a tag, and trusts it), so that [`prove`] checks each claim
 /// against the objects as it does for `packed-refs`.
-/// Marks the `packed` of a reftable view (never a trait of a parsed
-/// `packed-refs`: the parser refuses unknown traits).
-const REFTABLE_TRAIT: &str = "reftable";
-
 fn read_reftable(git_dir: &Path, common_dir: &Path) -> Result<StrictRefs, Invalid> {
     let mut invalid = Invalid::default();
-    let view = match super::reftable::read_own_format(git_dir, common_dir) {
+    let mut packed = PackedRefs::default();
+    packed.traits = vec!["fully-peeled".into(), REFTABLE_TRAIT.into()];
+    let view = match super::reftable::read_own_format(git_dir, common_dir, |name, id, peeled| {
+        packed.push(name, id, peeled);
+    }) {
         Ok(view) => view,
         Err(e) => {
             if e.is_transient() {
@@ -310,11 +314,6 @@ fn read_reftable(git_dir: &Path, common_dir: &Path) -> Result<StrictRefs, Invali
     check_view(&view.refs, &mut invalid);
     if !invalid.problems.is_empty() {
         return Err(invalid);
-    }
-    let mut packed = PackedRefs::default();
-    packed.traits = vec!["fully-peeled".into(), REFTABLE_TRAIT.into()];
-    for p in &view.peels {
-        packed.push(&p.name, &p.id, p.peeled.as_deref());
     }
     Ok(StrictRefs {
         head: view.head,

@@ -197,8 +197,13 @@ fn starts(repo: &gix::Repository) -> anyhow::Result<Starts> {
             // that cannot be read leaves what they reach unknown: the
             // removal is not judged harmless.
             if reftable {
-                let view = crate::repo::reftable::read(&dir, &common, repo.object_hash())
-                    .with_context(|| format!("cannot read the refs of {shown}"))?;
+                let view = crate::repo::reftable::read_each_peel(
+                    &dir,
+                    &common,
+                    repo.object_hash(),
+                    |_, _, _| {},
+                )
+                .with_context(|| format!("cannot read the refs of {shown}"))?;
                 if let Ok(id) = ObjectId::from_hex(&view.head) {
                     out.tip(id, || format!("{shown}/HEAD").into());
                 }

@@ -40,6 +40,8 @@
 //! from `<git dir>/reftable`, all others from the common stack.
 
 pub mod block;
+pub mod checked;
+pub mod lookup;
 pub mod record;
 pub mod stack;
 pub mod table;
@@ -341,32 +343,55 @@ fn hex(id: &[u8]) -> String {
     s
 }
 
-/// Reads `dir`'s stack and checks every record's name and value.
-fn read_stack(dir: &Path, hash: Hash) -> Result<Vec<(BString, RefValue)>, Error> {
-    let stack = stack::read(dir, hash)?;
+/// Reads `dir`'s stack and checks every record's name and value; a stack
+/// whose bytes were checked before is not checked again ([`checked`]).
+fn read_stack(dir: &Path, hash: Hash) -> Result<checked::Merged, Error> {
+    let files = stack::read_files(dir)?;
+    if let Some(merged) = checked::merged(&files, hash) {
+        return Ok(merged);
+    }
+    let stack = stack::check(&files, hash)?;
     for (name, table) in &stack.tables {
-        let path = dir.join(name);
         for r in &table.refs {
-            let ok =
-                r.name == "HEAD" || is_root_name(&r.name) || refname_problem(&r.name).is_none();
-            if !ok {
-                return Err(Error::new(&path, Problem::BadRefName(r.name.clone())));
-            }
-            match &r.value {
-                RefValue::Symbolic(target) if refname_problem(target).is_some() => {
-                    return Err(Error::new(&path, Problem::BadRefName(target.clone())));
-                }
-                RefValue::Id(id) | RefValue::Peeled { id, .. } if id.iter().all(|&b| b == 0) => {
-                    return Err(Error::new(&path, Problem::NullId(r.name.clone())));
-                }
-                RefValue::Peeled { peeled, .. } if peeled.iter().all(|&b| b == 0) => {
-                    return Err(Error::new(&path, Problem::NullId(r.name.clone())));
-                }
-                _ => {}
-            }
+            check_record(&r.name, &r.value).map_err(|p| Error::new(&dir.join(name), p))?;
         }
     }
-    Ok(stack.into_merged())
+    let merged = std::sync::Arc::new(stack.into_merged());
+    checked::remember(files, hash, std::sync::Arc::clone(&merged));
+    Ok(merged)
+}
+
+/// Checks a ref record's name and value as git reads them: a name git
+/// accepts, a symbolic target git accepts, no null id.
+fn check_record(name: &BString, value: &RefValue) -> Result<(), Problem> {
+    if !(name == "HEAD" || is_root_name(name) || refname_problem(name).is_none()) {
+        return Err(Problem::BadRefName(name.clone()));
+    }
+    match value {
+        RefValue::Symbolic(target) if refname_problem(target).is_some() => {
+            Err(Problem::BadRefName(target.clone()))
+        }
+        RefValue::Id(id) | RefValue::Peeled { id, .. } if id.iter().all(|&b| b == 0) => {
+            Err(Problem::NullId(name.clone()))
+        }
+        RefValue::Peeled { peeled, .. } if peeled.iter().all(|&b| b == 0) => {
+            Err(Problem::NullId(name.clone()))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The value of `name` in the stack in `dir`, found without reading every
+/// ref ([`lookup`]), its record checked as [`read_stack`] checks each;
+/// `None` when absent or deleted.
+fn find_in_stack(dir: &Path, hash: Hash, name: &[u8]) -> Result<Option<RefValue>, Error> {
+    match lookup::find(dir, hash, name)? {
+        None | Some(RefValue::Deletion) => Ok(None),
+        Some(value) => {
+            check_record(&name.into(), &value).map_err(|p| Error::new(dir, p))?;
+            Ok(Some(value))
+        }
+    }
 }
 
 /// The files git leaves in a reftable git dir for older readers: `HEAD`
@@ -405,40 +430,93 @@ fn check_stubs(git_dir: &Path, common_dir: &Path) -> Result<(), Error> {
     Ok(())
 }
 
+/// The stacks a worktree reads: the common one, and in a linked worktree
+/// its own, which may hold only HEAD, root refs and per-worktree refs.
+struct Visible {
+    common: checked::Merged,
+    own: Option<checked::Merged>,
+}
+
+impl Visible {
+    /// Reads and checks the stacks the worktree whose private git dir is
+    /// `git_dir` (the common dir `common_dir` for the main worktree) sees.
+    fn read(git_dir: &Path, common_dir: &Path, hash: gix::hash::Kind) -> Result<Visible, Error> {
+        let hash = Hash::of(hash).ok_or_else(|| Error::new(common_dir, Problem::HashMismatch))?;
+        check_stubs(git_dir, common_dir)?;
+        let common = read_stack(&common_dir.join("reftable"), hash)?;
+        let mut own = None;
+        if git_dir != common_dir {
+            let dir = git_dir.join("reftable");
+            let stack = read_stack(&dir, hash)?;
+            if let Some((name, _)) = stack.iter().find(|(name, _)| !is_worktree_name(name)) {
+                return Err(Error::new(&dir, Problem::MisplacedRef(name.clone())));
+            }
+            own = Some(stack);
+        }
+        Ok(Visible { common, own })
+    }
+
+    /// Every ref the worktree sees, sorted by name.
+    fn refs(&self) -> Vec<&(BString, RefValue)> {
+        let Some(own) = &self.own else {
+            return self.common.iter().collect();
+        };
+        let mut merged: Vec<&(BString, RefValue)> = self
+            .common
+            .iter()
+            .filter(|(name, _)| !is_worktree_name(name))
+            .chain(own.iter())
+            .collect();
+        merged.sort_by(|a, b| a.0.cmp(&b.0));
+        merged
+    }
+}
+
+/// A ref's value as [`View`] gives it: a hex id or `ref:<target>`.
+fn raw_value(value: &RefValue) -> Option<BString> {
+    match value {
+        RefValue::Deletion => None,
+        RefValue::Id(id) | RefValue::Peeled { id, .. } => Some(hex(id).into()),
+        RefValue::Symbolic(target) => {
+            let mut v = BString::from("ref:");
+            v.extend_from_slice(target);
+            Some(v)
+        }
+    }
+}
+
 /// Reads what the worktree whose private git dir is `git_dir` (the common
 /// dir `common_dir` for the main worktree) sees, strictly.
 pub fn read(git_dir: &Path, common_dir: &Path, hash: gix::hash::Kind) -> Result<View, Error> {
-    let hash = Hash::of(hash).ok_or_else(|| Error::new(common_dir, Problem::HashMismatch))?;
-    check_stubs(git_dir, common_dir)?;
-    let linked = git_dir != common_dir;
-    let common = read_stack(&common_dir.join("reftable"), hash)?;
+    let mut peels = Vec::new();
+    let mut view = read_each_peel(git_dir, common_dir, hash, |name, id, peeled| {
+        peels.push(Peel {
+            name: name.into(),
+            id: id.into(),
+            peeled: peeled.map(Into::into),
+        });
+    })?;
+    view.peels = peels;
+    Ok(view)
+}
+
+/// [`read`], giving each non-symbolic ref's name, hex id and peel claim to
+/// `peel` instead of keeping them in [`View::peels`] (left empty): a
+/// caller that keeps them in a form of its own does not hold them twice
+/// (issue 29: 1.2 million refs).
+pub fn read_each_peel(
+    git_dir: &Path,
+    common_dir: &Path,
+    hash: gix::hash::Kind,
+    mut peel: impl FnMut(&[u8], &str, Option<&str>),
+) -> Result<View, Error> {
+    let visible = Visible::read(git_dir, common_dir, hash)?;
+    let merged = visible.refs();
     let mut view = View::default();
-    let mut merged: Vec<(BString, RefValue)> = common
-        .into_iter()
-        .filter(|(name, _)| !(linked && is_worktree_name(name)))
-        .collect();
-    if linked {
-        let dir = git_dir.join("reftable");
-        let own = read_stack(&dir, hash)?;
-        for (name, value) in own {
-            if !is_worktree_name(&name) {
-                return Err(Error::new(&dir, Problem::MisplacedRef(name)));
-            }
-            merged.push((name, value));
-        }
-        merged.sort_by(|a, b| a.0.cmp(&b.0));
-    }
     let mut refs: Vec<(BString, BString)> = Vec::with_capacity(merged.len());
     for (name, value) in merged {
-        let raw: BString = match &value {
-            RefValue::Deletion => continue,
-            RefValue::Id(id) => hex(id).into(),
-            RefValue::Peeled { id, .. } => hex(id).into(),
-            RefValue::Symbolic(target) => {
-                let mut v = BString::from("ref:");
-                v.extend_from_slice(target);
-                v
-            }
+        let Some(raw) = raw_value(value) else {
+            continue;
         };
         if name == "HEAD" {
             view.head = raw;
@@ -447,20 +525,14 @@ pub fn read(git_dir: &Path, common_dir: &Path, hash: gix::hash::Kind) -> Result<
         if !name.starts_with(b"refs/") {
             continue;
         }
-        match &value {
-            RefValue::Id(id) => view.peels.push(Peel {
-                name: name.clone(),
-                id: hex(id),
-                peeled: None,
-            }),
-            RefValue::Peeled { id, peeled } => view.peels.push(Peel {
-                name: name.clone(),
-                id: hex(id),
-                peeled: Some(hex(peeled)),
-            }),
+        match value {
+            RefValue::Id(_) => peel(name, raw.to_str().expect("hex"), None),
+            RefValue::Peeled { peeled, .. } => {
+                peel(name, raw.to_str().expect("hex"), Some(&hex(peeled)));
+            }
             _ => {}
         }
-        refs.push((name, raw));
+        refs.push((name.clone(), raw));
     }
     // Sorted and unique already: the map is built in one pass.
     view.refs = refs.into_iter().collect();
@@ -471,15 +543,20 @@ pub fn read(git_dir: &Path, common_dir: &Path, hash: gix::hash::Kind) -> Result<
     Ok(view)
 }
 
-/// [`read`] for a caller without the repository at hand: the object format
-/// is the one the first table of the common stack declares (every table
-/// must then share it). The caller checks the ids' lengths against the
-/// repository's format ([`super::refstore::prove`] does).
-pub fn read_own_format(git_dir: &Path, common_dir: &Path) -> Result<View, Error> {
-    read(
+/// [`read_each_peel`] for a caller without the repository at hand: the
+/// object format is the one the first table of the common stack declares
+/// (every table must then share it). The caller checks the ids' lengths
+/// against the repository's format ([`super::refstore::prove`] does).
+pub fn read_own_format(
+    git_dir: &Path,
+    common_dir: &Path,
+    peel: impl FnMut(&[u8], &str, Option<&str>),
+) -> Result<View, Error> {
+    read_each_peel(
         git_dir,
         common_dir,
         own_format(&common_dir.join("reftable"))?,
+        peel,
     )
 }
 
@@ -503,9 +580,10 @@ pub fn root_refs(git_dir: &Path) -> Result<Vec<BString>, Error> {
     let hash =
         Hash::of(own_format(&dir)?).ok_or_else(|| Error::new(&dir, Problem::HashMismatch))?;
     Ok(read_stack(&dir, hash)?
-        .into_iter()
+        .iter()
         .map(|(name, _)| name)
-        .filter(|name| name != "HEAD" && is_root_name(name))
+        .filter(|name| *name != "HEAD" && is_root_name(name))
+        .cloned()
         .collect())
 }
 
@@ -515,7 +593,9 @@ fn own_format(dir: &Path) -> Result<gix::hash::Kind, Error> {
     let list = stack::read_regular(&dir.join("tables.list"), 1 << 20)?.unwrap_or_default();
     let first = list.split(|&b| b == b'\n').next().unwrap_or_default();
     if !first.is_empty()
-        && let Some(bytes) = stack::read_regular(&dir.join(first.to_str_lossy().as_ref()), 1 << 30)?
+        // The header only: the table itself is read and checked by the
+        // caller.
+        && let Some(bytes) = stack::read_start(&dir.join(first.to_str_lossy().as_ref()), 28)?
         && let Ok(header) = table::parse_header(&bytes)
         && header.hash == Hash::Sha256
     {
@@ -525,25 +605,14 @@ fn own_format(dir: &Path) -> Result<gix::hash::Kind, Error> {
 }
 
 /// The raw value of the shared ref `name` in the common stack (`None`:
-/// absent), read strictly: what a hook needs while a transaction holds the
-/// stack's lock.
+/// absent), found without reading every ref ([`lookup`]), its record
+/// checked: what a hook needs while a transaction holds the stack's lock.
 pub fn shared_ref(common_dir: &Path, name: &[u8]) -> Result<Option<BString>, Error> {
     let hash = Hash::of(own_format(&common_dir.join("reftable"))?)
         .ok_or_else(|| Error::new(common_dir, Problem::HashMismatch))?;
-    let merged = read_stack(&common_dir.join("reftable"), hash)?;
-    let found = merged
-        .binary_search_by(|(n, _)| n.as_slice().cmp(name))
-        .ok()
-        .map(|i| &merged[i].1);
-    Ok(found.and_then(|v| match v {
-        RefValue::Deletion => None,
-        RefValue::Id(id) | RefValue::Peeled { id, .. } => Some(hex(id).into()),
-        RefValue::Symbolic(target) => {
-            let mut out = BString::from("ref:");
-            out.extend_from_slice(target);
-            Some(out)
-        }
-    }))
+    Ok(find_in_stack(&common_dir.join("reftable"), hash, name)?
+        .as_ref()
+        .and_then(raw_value))
 }
 
 /// Whether the repository keeps its refs in reftable, as its config says
@@ -577,11 +646,52 @@ pub fn configured(repo: &gix::Repository) -> anyhow::Result<bool> {
     Ok(reftable)
 }
 
-/// The `Head` of a view.
-pub fn head_of(view: &View) -> anyhow::Result<super::Head> {
-    if let Some(target) = view.head.strip_prefix(b"ref:") {
-        let commit = match view.refs.get(target.as_bstr()) {
-            Some(v) if !v.starts_with(b"ref:") => Some(super::parse_id(&v.to_str_lossy())?),
+/// HEAD of the worktree whose private git dir is `git_dir`, and the commit
+/// of the branch it names: the shared refs found without reading every ref
+/// ([`lookup`]: a hook's cost must not grow with the number of refs), a
+/// linked worktree's own (small) stack read whole and checked as [`read`]
+/// checks it.
+pub fn head(
+    git_dir: &Path,
+    common_dir: &Path,
+    hash: gix::hash::Kind,
+) -> anyhow::Result<super::Head> {
+    let hash = Hash::of(hash).ok_or_else(|| Error::new(common_dir, Problem::HashMismatch))?;
+    check_stubs(git_dir, common_dir)?;
+    let common = common_dir.join("reftable");
+    let own = if git_dir == common_dir {
+        None
+    } else {
+        let dir = git_dir.join("reftable");
+        let stack = read_stack(&dir, hash)?;
+        if let Some((name, _)) = stack.iter().find(|(name, _)| !is_worktree_name(name)) {
+            return Err(Error::new(&dir, Problem::MisplacedRef(name.clone())).into());
+        }
+        Some(stack)
+    };
+    let get = |name: &[u8]| -> Result<Option<RefValue>, Error> {
+        match &own {
+            Some(own) if is_worktree_name(name) => Ok(own
+                .binary_search_by(|(n, _)| n.as_slice().cmp(name))
+                .ok()
+                .map(|i| own[i].1.clone())),
+            _ => find_in_stack(&common, hash, name),
+        }
+    };
+    let Some(head) = get(b"HEAD")?.as_ref().and_then(raw_value) else {
+        return Err(Error::new(&git_dir.join("reftable"), Problem::BadHead).into());
+    };
+    if let Some(target) = head.strip_prefix(b"ref:") {
+        // As in a [`View`], only refs under `refs/` are branches.
+        let value = if target.starts_with(b"refs/") {
+            get(target)?
+        } else {
+            None
+        };
+        let commit = match value {
+            Some(RefValue::Id(id) | RefValue::Peeled { id, .. }) => {
+                Some(super::parse_id(&hex(&id))?)
+            }
             _ => None,
         };
         return Ok(super::Head::Branch {
@@ -590,7 +700,7 @@ pub fn head_of(view: &View) -> anyhow::Result<super::Head> {
         });
     }
     Ok(super::Head::Detached(super::parse_id(
-        &view.head.to_str_lossy(),
+        &head.to_str_lossy(),
     )?))
 }
 

@@ -44,6 +44,16 @@ fn io_error(path: &Path, e: &std::io::Error) -> Error {
 /// Reads a regular file (never through a symlink) of at most `limit` bytes;
 /// `Ok(None)` when it does not exist.
 pub(super) fn read_regular(path: &Path, limit: u64) -> Result<Option<Vec<u8>>, Error> {
+    let bytes = read_start(path, limit + 1)?;
+    if bytes.as_ref().is_some_and(|b| b.len() as u64 > limit) {
+        return Err(Error::new(path, Problem::TooLarge));
+    }
+    Ok(bytes)
+}
+
+/// The first `n` bytes (fewer if it is shorter) of a regular file, never
+/// through a symlink; `Ok(None)` when it does not exist.
+pub(super) fn read_start(path: &Path, n: u64) -> Result<Option<Vec<u8>>, Error> {
     let meta = match path.symlink_metadata() {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -62,12 +72,9 @@ pub(super) fn read_regular(path: &Path, limit: u64) -> Result<Option<Vec<u8>>, E
         Err(e) => return Err(io_error(path, &e)),
     };
     let mut bytes = Vec::new();
-    file.take(limit + 1)
+    file.take(n)
         .read_to_end(&mut bytes)
         .map_err(|e| io_error(path, &e))?;
-    if bytes.len() as u64 > limit {
-        return Err(Error::new(path, Problem::TooLarge));
-    }
     Ok(Some(bytes))
 }
 
@@ -116,8 +123,8 @@ fn parse_name(line: &[u8]) -> Option<(u64, u64)> {
 /// Reads the stack in `dir` (a `reftable` directory) strictly, retrying
 /// while git rewrites it.
 pub fn read(dir: &Path, hash: Hash) -> Result<Stack, Error> {
-    let (names, files) = read_files(dir)?;
-    check(names, files, hash)
+    let files = read_files(dir)?;
+    check(&files, hash)
 }
 
 /// Every reflog entry the stack in `dir` shows, read and checked as
@@ -136,12 +143,13 @@ pub fn each_log(
     hash: Hash,
     mut each: impl FnMut(&[u8], &[u8], &[u8]),
 ) -> Result<(), Error> {
-    let (names, files) = read_files(dir)?;
-    // One table's bytes at a time are copied for the check.
-    check(names, files.iter().cloned(), hash)?;
-    let total: usize = files.iter().map(|(_, _, bytes)| bytes.len()).sum();
+    let files = read_files(dir)?;
+    if !super::checked::is_known(&files, hash) {
+        check(&files, hash)?;
+    }
+    let total: usize = files.tables.iter().map(|t| t.bytes.len()).sum();
     let mut seen = Remembered::new(total);
-    for (_, path, bytes) in files.iter().rev() {
+    for TableFile { path, bytes, .. } in files.tables.iter().rev() {
         table::each_log_record(bytes, hash, &mut |key, ids| {
             if seen.first(key)?
                 && let Some((old, new)) = ids
@@ -213,11 +221,50 @@ impl Remembered {
     }
 }
 
-/// The names `tables.list` gives and each table's file, read while the list
-/// held still.
-type Files = (Vec<(String, u64, u64)>, Vec<(String, PathBuf, Vec<u8>)>);
+/// A stack's files as read while `tables.list` held still.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Files {
+    /// `tables.list`'s bytes.
+    pub list: Vec<u8>,
+    /// The tables it names, in its order.
+    pub tables: Vec<TableFile>,
+}
 
-fn read_files(dir: &Path) -> Result<Files, Error> {
+/// One table of [`Files`].
+#[derive(Debug, PartialEq, Eq)]
+pub struct TableFile {
+    /// Its name in `tables.list`.
+    pub name: String,
+    /// The update-index range the name states.
+    pub range: (u64, u64),
+    /// Its path, for messages.
+    pub path: PathBuf,
+    /// Its bytes.
+    pub bytes: Vec<u8>,
+}
+
+impl Files {
+    /// Whether `self` and `other` hold the same bytes under the same names
+    /// (where they were read from does not matter).
+    pub fn same_content(&self, other: &Files) -> bool {
+        self.list == other.list
+            && self.tables.len() == other.tables.len()
+            && self
+                .tables
+                .iter()
+                .zip(&other.tables)
+                .all(|(a, b)| a.name == b.name && a.bytes == b.bytes)
+    }
+
+    /// The bytes held.
+    pub fn bytes(&self) -> usize {
+        self.list.len() + self.tables.iter().map(|t| t.bytes.len()).sum::<usize>()
+    }
+}
+
+/// Reads `tables.list` and the tables it names, again while git replaces
+/// the list meanwhile.
+pub fn read_files(dir: &Path) -> Result<Files, Error> {
     match dir.symlink_metadata() {
         Ok(m) if m.file_type().is_dir() => {}
         Ok(_) => return Err(Error::new(dir, Problem::NotADirectory)),
@@ -235,10 +282,15 @@ fn read_files(dir: &Path) -> Result<Files, Error> {
         let names = parse_list(&list).map_err(|p| Error::new(&list_path, p))?;
         let mut tables = Vec::with_capacity(names.len());
         let mut missing = None;
-        for (name, _, _) in &names {
-            let path = dir.join(name);
+        for (name, min, max) in names {
+            let path = dir.join(&name);
             match read_regular(&path, MAX_TABLE_BYTES)? {
-                Some(bytes) => tables.push((name.clone(), path, bytes)),
+                Some(bytes) => tables.push(TableFile {
+                    name,
+                    range: (min, max),
+                    path,
+                    bytes,
+                }),
                 None => {
                     missing = Some(path);
                     break;
@@ -255,28 +307,32 @@ fn read_files(dir: &Path) -> Result<Files, Error> {
         if let Some(path) = missing {
             return Err(Error::new(&path, Problem::MissingTable));
         }
-        return Ok((names, tables));
+        return Ok(Files { list, tables });
     }
     Err(last_error.unwrap_or_else(|| Error::new(&list_path, Problem::Unstable)))
 }
 
-fn check(
-    names: Vec<(String, u64, u64)>,
-    files: impl IntoIterator<Item = (String, PathBuf, Vec<u8>)>,
-    hash: Hash,
-) -> Result<Stack, Error> {
+/// Parses and checks every table of `files`, and their order.
+pub fn check(files: &Files, hash: Hash) -> Result<Stack, Error> {
     let mut stack = Stack::default();
     let mut previous_max: Option<u64> = None;
-    for ((_, min, max), (name, path, bytes)) in names.into_iter().zip(files) {
-        let table = table::parse(&bytes, hash).map_err(|p| Error::new(&path, p))?;
+    for TableFile {
+        name,
+        range: (min, max),
+        path,
+        bytes,
+    } in &files.tables
+    {
+        let (min, max) = (*min, *max);
+        let table = table::parse(bytes, hash).map_err(|p| Error::new(path, p))?;
         if (table.header.min_update_index, table.header.max_update_index) != (min, max) {
-            return Err(Error::new(&path, Problem::TableNameMismatch));
+            return Err(Error::new(path, Problem::TableNameMismatch));
         }
         if previous_max.is_some_and(|prev| min <= prev) {
-            return Err(Error::new(&path, Problem::UpdateIndexOrder));
+            return Err(Error::new(path, Problem::UpdateIndexOrder));
         }
         previous_max = Some(max);
-        stack.tables.push((name, table));
+        stack.tables.push((name.clone(), table));
     }
     Ok(stack)
 }

@@ -133,8 +133,9 @@ pub fn parse_header(bytes: &[u8]) -> Result<Header, Problem> {
 }
 
 /// The footer's positions.
-struct Footer {
-    ref_index: u64,
+pub(super) struct Footer {
+    /// The top level of the ref index (0: none).
+    pub(super) ref_index: u64,
     obj: u64,
     obj_id_len: usize,
     obj_index: u64,
@@ -179,6 +180,23 @@ pub fn parse(bytes: &[u8], expected: Hash) -> Result<Table, Problem> {
 
 /// [`parse`], giving every log record to `logs` when given.
 fn parse_with(bytes: &[u8], expected: Hash, logs: Option<&mut EachLog>) -> Result<Table, Problem> {
+    let (header, footer, end) = parse_frame(bytes, expected)?;
+    let blocks = walk(bytes, end, &header, logs)?;
+    let mut table = Table {
+        header,
+        refs: Vec::new(),
+        logs: 0,
+    };
+    sections(&blocks, &footer, &header, &mut table)?;
+    Ok(table)
+}
+
+/// A table's header and footer, checked (the footer repeats the header,
+/// its CRC matches, the hash is `expected`), and where its blocks end.
+pub(super) fn parse_frame(
+    bytes: &[u8],
+    expected: Hash,
+) -> Result<(Header, Footer, usize), Problem> {
     let header = parse_header(bytes)?;
     if header.hash != expected {
         return Err(Problem::HashMismatch);
@@ -192,14 +210,7 @@ fn parse_with(bytes: &[u8], expected: Hash, logs: Option<&mut EachLog>) -> Resul
     }
     let end = bytes.len() - flen;
     let footer = parse_footer(&bytes[end..], &bytes[..hlen], header.hash)?;
-    let blocks = walk(bytes, end, &header, logs)?;
-    let mut table = Table {
-        header,
-        refs: Vec::new(),
-        logs: 0,
-    };
-    sections(&blocks, &footer, &header, &mut table)?;
-    Ok(table)
+    Ok((header, footer, end))
 }
 
 /// A visitor of a table's log records: each record's key (`refname NUL
