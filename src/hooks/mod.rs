@@ -244,7 +244,8 @@ fn owned_elsewhere(
         // As `decide` reads an update: by the value it leaves (pruning a
         // loose copy whose packed value stays, as `git pack-refs` does,
         // changes nothing).
-        let now = reference_transaction::branch_value(&location.common_dir, &update.name).ok();
+        let now =
+            reference_transaction::found_branch_value(&location.common_dir, &update.name).ok();
         let after = reference_transaction::resulting_value(update, &location.common_dir).ok();
         let unchanged =
             matches!((after, now), (Some(Some(after)), Some(Some(now))) if after == now);

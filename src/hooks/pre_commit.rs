@@ -31,7 +31,7 @@ pub fn staged_paths(repo: &gix::Repository) -> Result<Vec<BString>> {
 
 /// [`staged_paths`] for the client `view` names.
 pub fn staged_paths_as(repo: &gix::Repository, view: repo::CacheTreeUse) -> Result<Vec<BString>> {
-    let head_tree = repo::head_tree_id_or_empty(repo)?;
+    let head_tree = repo::found_head_tree_id_or_empty(repo)?;
     // git's commit writes a valid root node's tree as it is: judging that
     // tree needs no entry of the index (issue 29). For any client, a
     // cache-tree gits read in more than one way is refused: gix, the full
@@ -121,7 +121,7 @@ pub fn decide(repo: &gix::Repository, baseline: &Baseline, grant: &Grant) -> Res
     if let Head::Branch {
         name,
         commit: Some(tip),
-    } = repo::head(repo)?
+    } = repo::found_head(repo)?
         && name == baseline.branch
     {
         let max = grant.max_commits() as usize;

@@ -241,18 +241,31 @@ pub fn needs_grant(updates: &[Update]) -> bool {
     updates.iter().any(|u| !is_scratch(&u.name))
 }
 
-/// Values in `packed-refs`, read only when a deletion line needs them, with
-/// the strict parser verify uses: a file git could read differently is an
-/// error, and the hook then refuses the update.
 /// The value a branch has in the common dir while a transaction holds its
-/// locks: the loose file, else the packed record; `None` when absent or
-/// `Err` when it cannot be read (the strict reader refuses a store with
-/// locks in it, so this reads only the one ref).
+/// locks: the loose file, else the packed record (`packed-refs` with the
+/// strict parser verify uses: a file git could read differently is an
+/// error); `None` when absent or `Err` when it cannot be read (the strict
+/// reader refuses a store with locks in it, so this reads only the one
+/// ref). In reftable, every table is read and checked.
 pub fn branch_value(common_dir: &Path, name: &[u8]) -> Result<Option<BString>> {
-    use std::os::unix::ffi::OsStrExt;
     if common_dir.join("reftable").is_dir() {
         return Ok(crate::repo::reftable::shared_ref(common_dir, name)?);
     }
+    files_branch_value(common_dir, name)
+}
+
+/// [`branch_value`] as a hook reads it: in reftable, the ref is found
+/// without reading every ref ([`crate::repo::reftable::found_shared_ref`]);
+/// for hooks only.
+pub fn found_branch_value(common_dir: &Path, name: &[u8]) -> Result<Option<BString>> {
+    if common_dir.join("reftable").is_dir() {
+        return Ok(crate::repo::reftable::found_shared_ref(common_dir, name)?);
+    }
+    files_branch_value(common_dir, name)
+}
+
+fn files_branch_value(common_dir: &Path, name: &[u8]) -> Result<Option<BString>> {
+    use std::os::unix::ffi::OsStrExt;
     let path = common_dir.join(std::ffi::OsStr::from_bytes(name));
     // Bounded: the agent may have planted a huge or sparse file there.
     match crate::fsutil::read_regular_limited(&path, crate::repo::refstore::MAX_LOOSE_BYTES) {
@@ -277,7 +290,7 @@ pub fn branch_value(common_dir: &Path, name: &[u8]) -> Result<Option<BString>> {
 /// a ref that cannot be read.
 fn leaves_unchanged(update: &Update, value: &Option<BString>, common_dir: &Path) -> bool {
     !refname::is_per_worktree(&update.name)
-        && matches!(branch_value(common_dir, &update.name), Ok(now) if now == *value)
+        && matches!(found_branch_value(common_dir, &update.name), Ok(now) if now == *value)
 }
 
 /// The value `update` leaves its ref at (see `effect`): a deletion that only

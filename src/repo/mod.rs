@@ -63,7 +63,10 @@ pub use metadata::{
     HookPaths, inert_when_absent, legacy_worktrees_digest, metadata_digests, protected_paths,
     worktree_names,
 };
-pub use refs::{Head, RefMap, head, head_tree_id_or_empty, ref_snapshot};
+pub use refs::{
+    Head, RefMap, found_head, found_head_tree_id_or_empty, head, head_tree_id_or_empty,
+    ref_snapshot,
+};
 pub use staged::{CacheTreeUse, changes_to_root, staged_changes};
 pub use worktree::{
     Dirt, HIDDEN, InProgress, IndexDirt, hidden_entries_of, hidden_index_entries,

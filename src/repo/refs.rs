@@ -32,6 +32,21 @@ pub fn head(repo: &gix::Repository) -> Result<Head> {
     if super::is_reftable(repo) {
         return super::reftable::head(repo.git_dir(), repo.common_dir(), repo.object_hash());
     }
+    files_head(repo)
+}
+
+/// [`head`] as a hook reads it: in a reftable repository, HEAD and its
+/// branch are found without reading every ref ([`super::reftable::found_head`],
+/// whose answer only the full read proves). For hooks only: what decides
+/// acceptance reads with [`head`].
+pub fn found_head(repo: &gix::Repository) -> Result<Head> {
+    if super::is_reftable(repo) {
+        return super::reftable::found_head(repo.git_dir(), repo.common_dir(), repo.object_hash());
+    }
+    files_head(repo)
+}
+
+fn files_head(repo: &gix::Repository) -> Result<Head> {
     let head = repo.head().context("cannot read HEAD")?;
     Ok(match head.kind {
         gix::head::Kind::Symbolic(r) => Head::Branch {
@@ -58,6 +73,19 @@ fn reftable_view(repo: &gix::Repository) -> Result<super::reftable::View> {
 /// The tree of HEAD's commit, or the empty tree while the branch is unborn
 /// (gix's `head_tree_id_or_empty`, which cannot read a reftable HEAD).
 pub fn head_tree_id_or_empty(repo: &gix::Repository) -> Result<gix::ObjectId> {
+    head_tree_of(repo, head)
+}
+
+/// [`head_tree_id_or_empty`] with HEAD read by [`found_head`]: for hooks
+/// only.
+pub fn found_head_tree_id_or_empty(repo: &gix::Repository) -> Result<gix::ObjectId> {
+    head_tree_of(repo, found_head)
+}
+
+fn head_tree_of(
+    repo: &gix::Repository,
+    head: impl Fn(&gix::Repository) -> Result<Head>,
+) -> Result<gix::ObjectId> {
     if !super::is_reftable(repo) {
         return Ok(repo
             .head_tree_id_or_empty()

@@ -132,22 +132,7 @@ pub fn find_in_table(
         return Ok(None);
     }
     let ref_block = if footer.ref_index == 0 {
-        // Block by block: the first whose last key is not below `name`.
-        let mut off = 0;
-        loop {
-            let block = block_at(bytes, off, end, &header)?;
-            if block.typ != REF {
-                return Ok(None);
-            }
-            let records = ref_records(&block, &header)?;
-            if records.last().is_some_and(|r| r.key.as_slice() >= name) {
-                return Ok(search(records, name));
-            }
-            if block.next >= end {
-                return Ok(None);
-            }
-            off = block.next;
-        }
+        return Ok(linear(bytes, end, &header, name)?.and_then(|r| search(r, name)));
     } else {
         match descend(bytes, end, &header, footer.ref_index, name)? {
             Some(block) => block,
@@ -156,6 +141,44 @@ pub fn find_in_table(
     };
     let records = ref_records(&ref_block, &header)?;
     Ok(search(records, name))
+}
+
+/// The records of the ref block that can hold `name` in a table without a
+/// ref index, chosen as git's reader chooses it (`table_seek_linear`): the
+/// last block whose first key is not above `name`. Every block up to it is
+/// decoded, so keys must keep increasing from block to block here as in
+/// the full read (red team: blocks out of order, where the first block
+/// whose last key is not below `name` held another record for it than the
+/// one git reads).
+fn linear(
+    bytes: &[u8],
+    end: usize,
+    header: &Header,
+    name: &[u8],
+) -> Result<Option<Vec<block::Record<RefRecord>>>, Problem> {
+    let mut off = 0;
+    let mut candidate = None;
+    let mut previous_last: Option<Vec<u8>> = None;
+    while off < end {
+        let block = block_at(bytes, off, end, header)?;
+        if block.typ != REF {
+            break;
+        }
+        let records = ref_records(&block, header)?;
+        let (Some(first), Some(last)) = (records.first(), records.last()) else {
+            return Err(Problem::EmptyBlock);
+        };
+        if previous_last.as_ref().is_some_and(|p| *p >= first.key) {
+            return Err(Problem::KeysNotSorted);
+        }
+        if first.key.as_slice() > name {
+            break;
+        }
+        previous_last = Some(last.key.clone());
+        candidate = Some(records);
+        off = block.next;
+    }
+    Ok(candidate)
 }
 
 /// Follows the ref index from its top level (the index blocks from `top`
@@ -255,4 +278,95 @@ fn search(records: Vec<block::Record<RefRecord>>, name: &[u8]) -> Option<RefReco
         .binary_search_by(|r| r.key.as_slice().cmp(name))
         .ok()?;
     records.into_iter().nth(i).map(|r| r.value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN: u64 = 1;
+
+    fn id(byte: u8) -> Vec<u8> {
+        vec![byte; 20]
+    }
+
+    /// A version-1 SHA-1 table, unaligned, without an index, whose ref
+    /// blocks hold `blocks` in that order (`(name, id byte)` each).
+    fn table(blocks: &[&[(&str, u8)]]) -> Vec<u8> {
+        let mut header = b"REFT".to_vec();
+        header.push(1);
+        header.extend_from_slice(&[0, 0, 0]);
+        header.extend_from_slice(&MIN.to_be_bytes());
+        header.extend_from_slice(&MIN.to_be_bytes());
+        let mut out = Vec::new();
+        for (i, refs) in blocks.iter().enumerate() {
+            let records: Vec<(Vec<u8>, u8, Vec<u8>)> = refs
+                .iter()
+                .map(|(name, byte)| {
+                    let mut value = vec![0];
+                    value.extend_from_slice(&id(*byte));
+                    (name.as_bytes().to_vec(), 1, value)
+                })
+                .collect();
+            let before = if i == 0 { header.as_slice() } else { &[] };
+            out.extend_from_slice(&block::encode(REF, before, &records));
+        }
+        let mut footer = header;
+        footer.extend_from_slice(&[0u8; 40]);
+        let crc = crc32fast::hash(&footer);
+        footer.extend_from_slice(&crc.to_be_bytes());
+        out.extend_from_slice(&footer);
+        out
+    }
+
+    fn found(bytes: &[u8], name: &str) -> Result<Option<Vec<u8>>, Problem> {
+        Ok(
+            find_in_table(bytes, Hash::Sha1, name.as_bytes())?.map(|r| match r.value {
+                RefValue::Id(id) => id,
+                other => panic!("{other:?}"),
+            }),
+        )
+    }
+
+    #[test]
+    fn a_table_without_an_index_is_searched_block_by_block() {
+        let bytes = table(&[
+            &[("HEAD", 1), ("refs/heads/a", 2)],
+            &[("refs/heads/c", 3), ("refs/heads/e", 4)],
+            &[("refs/tags/v1", 5)],
+        ]);
+        table::parse(&bytes, Hash::Sha1).expect("a table git could write");
+        for (name, byte) in [
+            ("HEAD", 1),
+            ("refs/heads/a", 2),
+            ("refs/heads/c", 3),
+            ("refs/heads/e", 4),
+            ("refs/tags/v1", 5),
+        ] {
+            assert_eq!(found(&bytes, name), Ok(Some(id(byte))), "{name}");
+        }
+        for absent in [
+            "A",
+            "refs/heads/b",
+            "refs/heads/d",
+            "refs/heads/f",
+            "refs/tags/v2",
+            "zz",
+        ] {
+            assert_eq!(found(&bytes, absent), Ok(None), "{absent}");
+        }
+    }
+
+    #[test]
+    fn blocks_out_of_order_are_refused_as_the_full_read_refuses_them() {
+        // Red team: git's reader takes the last block whose first key is
+        // not above HEAD (HEAD -> 2); the first block whose last key is not
+        // below it says HEAD -> 1.
+        let bytes = table(&[&[("HEAD", 1), ("refs/zz", 1)], &[("HEAD", 2)]]);
+        assert_eq!(
+            table::parse(&bytes, Hash::Sha1).map(|_| ()),
+            Err(Problem::KeysNotSorted)
+        );
+        assert_eq!(found(&bytes, "HEAD"), Err(Problem::KeysNotSorted));
+    }
 }

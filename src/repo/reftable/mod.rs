@@ -470,6 +470,18 @@ impl Visible {
         merged.sort_by(|a, b| a.0.cmp(&b.0));
         merged
     }
+
+    /// The value of the ref `name` as the worktree sees it.
+    fn get(&self, name: &[u8]) -> Option<&RefValue> {
+        let stack = match &self.own {
+            Some(own) if is_worktree_name(name) => own,
+            _ => &self.common,
+        };
+        let i = stack
+            .binary_search_by(|(n, _)| n.as_slice().cmp(name))
+            .ok()?;
+        Some(&stack[i].1)
+    }
 }
 
 /// A ref's value as [`View`] gives it: a hex id or `ref:<target>`.
@@ -605,12 +617,27 @@ fn own_format(dir: &Path) -> Result<gix::hash::Kind, Error> {
 }
 
 /// The raw value of the shared ref `name` in the common stack (`None`:
-/// absent), found without reading every ref ([`lookup`]), its record
-/// checked: what a hook needs while a transaction holds the stack's lock.
+/// absent), read strictly (every table checked; see [`checked`]).
 pub fn shared_ref(common_dir: &Path, name: &[u8]) -> Result<Option<BString>, Error> {
-    let hash = Hash::of(own_format(&common_dir.join("reftable"))?)
-        .ok_or_else(|| Error::new(common_dir, Problem::HashMismatch))?;
-    Ok(find_in_stack(&common_dir.join("reftable"), hash, name)?
+    let dir = common_dir.join("reftable");
+    let hash =
+        Hash::of(own_format(&dir)?).ok_or_else(|| Error::new(common_dir, Problem::HashMismatch))?;
+    let merged = read_stack(&dir, hash)?;
+    let found = merged
+        .binary_search_by(|(n, _)| n.as_slice().cmp(name))
+        .ok()
+        .map(|i| &merged[i].1);
+    Ok(found.and_then(raw_value))
+}
+
+/// [`shared_ref`] as a hook reads it while a transaction holds the
+/// stack's lock: found without reading every ref ([`lookup`]), its record
+/// checked. For hooks only, as [`found_head`].
+pub fn found_shared_ref(common_dir: &Path, name: &[u8]) -> Result<Option<BString>, Error> {
+    let dir = common_dir.join("reftable");
+    let hash =
+        Hash::of(own_format(&dir)?).ok_or_else(|| Error::new(common_dir, Problem::HashMismatch))?;
+    Ok(find_in_stack(&dir, hash, name)?
         .as_ref()
         .and_then(raw_value))
 }
@@ -647,11 +674,26 @@ pub fn configured(repo: &gix::Repository) -> anyhow::Result<bool> {
 }
 
 /// HEAD of the worktree whose private git dir is `git_dir`, and the commit
-/// of the branch it names: the shared refs found without reading every ref
-/// ([`lookup`]: a hook's cost must not grow with the number of refs), a
-/// linked worktree's own (small) stack read whole and checked as [`read`]
-/// checks it.
+/// of the branch it names, from the strict read of every table (as
+/// [`read`] reads them; a stack checked before in this process is not
+/// checked again, see [`checked`]).
 pub fn head(
+    git_dir: &Path,
+    common_dir: &Path,
+    hash: gix::hash::Kind,
+) -> anyhow::Result<super::Head> {
+    let visible = Visible::read(git_dir, common_dir, hash)?;
+    resolve_head(git_dir, |name| Ok(visible.get(name).cloned()))
+}
+
+/// [`head`] as a hook reads it: the shared refs found without reading
+/// every ref ([`lookup`]: a hook's cost must not grow with the number of
+/// refs), a linked worktree's own (small) stack read whole and checked as
+/// [`read`] checks it. Only the tables' headers and the blocks on the way
+/// are checked: verify, which reads every table whole, is the authority
+/// on a table whose index misleads; nothing that decides acceptance may
+/// use this.
+pub fn found_head(
     git_dir: &Path,
     common_dir: &Path,
     hash: gix::hash::Kind,
@@ -669,15 +711,21 @@ pub fn head(
         }
         Some(stack)
     };
-    let get = |name: &[u8]| -> Result<Option<RefValue>, Error> {
-        match &own {
-            Some(own) if is_worktree_name(name) => Ok(own
-                .binary_search_by(|(n, _)| n.as_slice().cmp(name))
-                .ok()
-                .map(|i| own[i].1.clone())),
-            _ => find_in_stack(&common, hash, name),
-        }
-    };
+    resolve_head(git_dir, |name| match &own {
+        Some(own) if is_worktree_name(name) => Ok(own
+            .binary_search_by(|(n, _)| n.as_slice().cmp(name))
+            .ok()
+            .map(|i| own[i].1.clone())),
+        _ => find_in_stack(&common, hash, name),
+    })
+}
+
+/// HEAD and its branch's commit, each ref's value from `get` (`None`:
+/// absent).
+fn resolve_head(
+    git_dir: &Path,
+    get: impl Fn(&[u8]) -> Result<Option<RefValue>, Error>,
+) -> anyhow::Result<super::Head> {
     let Some(head) = get(b"HEAD")?.as_ref().and_then(raw_value) else {
         return Err(Error::new(&git_dir.join("reftable"), Problem::BadHead).into());
     };
