@@ -355,7 +355,9 @@ fn lookup_finds_what_the_full_read_finds() {
     let (git_dir, common_dir) = dirs(&sb, &sb.repo);
     let dir = common_dir.join("reftable");
     let list = tables(&sb);
-    assert!(list.len() >= 3, "{list:?}");
+    // git before 2.46 knows neither `reftable.autoCompaction` nor
+    // `reftable.blockSize`: fewer tables, 4 KiB blocks (still indexed).
+    assert!(list.len() >= 2, "{list:?}");
     let mut indexed = 0;
     for name in &list {
         let bytes = std::fs::read(dir.join(name)).unwrap();
@@ -427,7 +429,9 @@ fn lookup_refuses_an_index_pointing_out_of_place() {
     git(&["config", "reftable.blockSize", "256"]);
     let head = git(&["rev-parse", "HEAD"]);
     let mut input = String::new();
-    for i in 0..400 {
+    // Enough for a ref index at 4 KiB blocks too (git before 2.46 ignores
+    // `reftable.blockSize`).
+    for i in 0..3_000 {
         input.push_str(&format!("create refs/heads/load/{i:05} {head}"));
     }
     update_refs(&sb, &input);
@@ -441,7 +445,9 @@ fn lookup_refuses_an_index_pointing_out_of_place() {
     // The footer names the table's second block (a ref block, not an
     // index) as its index: the CRC is made right, so only the layout is
     // wrong.
-    bytes[footer_at + 24..footer_at + 32].copy_from_slice(&256u64.to_be_bytes());
+    let block_size = u64::from_be_bytes([0, 0, 0, 0, 0, bytes[5], bytes[6], bytes[7]]);
+    assert!(block_size > 0, "git aligns its blocks");
+    bytes[footer_at + 24..footer_at + 32].copy_from_slice(&block_size.to_be_bytes());
     let crc = crc32(&bytes[footer_at..bytes.len() - 4]);
     let len = bytes.len();
     bytes[len - 4..].copy_from_slice(&crc.to_be_bytes());
