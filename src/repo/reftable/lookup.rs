@@ -19,36 +19,46 @@ use super::record::{self, RefRecord};
 use super::table::{self, Hash, Header};
 use super::{Error, Problem, RefValue, stack};
 
-/// The newest record for `name` in the stack in `dir` (a `reftable`
-/// directory): `None` when no table has one. A deletion is returned as
-/// such. The stack is read as [`stack::read`] reads it (the list, every
-/// table, again while git rewrites it), and each table's header must state
-/// the range its name does, in order; only the tables' headers, footers
-/// and the blocks on the way to `name` are decoded.
-pub fn find(dir: &std::path::Path, hash: Hash, name: &[u8]) -> Result<Option<RefValue>, Error> {
-    let files = stack::read_files(dir)?;
-    let mut previous_max: Option<u64> = None;
-    for t in &files.tables {
-        let header = table::parse_header(&t.bytes).map_err(|p| Error::new(&t.path, p))?;
-        if header.hash != hash {
-            return Err(Error::new(&t.path, Problem::HashMismatch));
+/// A stack read for lookups: the list, every table, again while git
+/// rewrites it (as [`stack::read`] reads it), each table's header stating
+/// the range its name does, in order. Read once for every ref a caller
+/// looks up in it.
+pub struct Stack(stack::Files);
+
+impl Stack {
+    /// Reads the stack in `dir` (a `reftable` directory).
+    pub fn read(dir: &std::path::Path, hash: Hash) -> Result<Stack, Error> {
+        let files = stack::read_files(dir)?;
+        let mut previous_max: Option<u64> = None;
+        for t in &files.tables {
+            let header = table::parse_header(&t.bytes).map_err(|p| Error::new(&t.path, p))?;
+            if header.hash != hash {
+                return Err(Error::new(&t.path, Problem::HashMismatch));
+            }
+            if (header.min_update_index, header.max_update_index) != t.range {
+                return Err(Error::new(&t.path, Problem::TableNameMismatch));
+            }
+            if previous_max.is_some_and(|prev| t.range.0 <= prev) {
+                return Err(Error::new(&t.path, Problem::UpdateIndexOrder));
+            }
+            previous_max = Some(t.range.1);
         }
-        if (header.min_update_index, header.max_update_index) != t.range {
-            return Err(Error::new(&t.path, Problem::TableNameMismatch));
-        }
-        if previous_max.is_some_and(|prev| t.range.0 <= prev) {
-            return Err(Error::new(&t.path, Problem::UpdateIndexOrder));
-        }
-        previous_max = Some(t.range.1);
+        Ok(Stack(files))
     }
-    for t in files.tables.iter().rev() {
-        if let Some(found) =
-            find_in_table(&t.bytes, hash, name).map_err(|p| Error::new(&t.path, p))?
-        {
-            return Ok(Some(found.value));
+
+    /// The newest record for `name`: `None` when no table has one; a
+    /// deletion is returned as such. Only the blocks on the way to `name`
+    /// are decoded.
+    pub fn find(&self, hash: Hash, name: &[u8]) -> Result<Option<RefValue>, Error> {
+        for t in self.0.tables.iter().rev() {
+            if let Some(found) =
+                find_in_table(&t.bytes, hash, name).map_err(|p| Error::new(&t.path, p))?
+            {
+                return Ok(Some(found.value));
+            }
         }
+        Ok(None)
     }
-    Ok(None)
 }
 
 /// One non-log block: its type, its bytes from its first byte to the end

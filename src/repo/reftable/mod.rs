@@ -381,11 +381,16 @@ fn check_record(name: &BString, value: &RefValue) -> Result<(), Problem> {
     }
 }
 
-/// The value of `name` in the stack in `dir`, found without reading every
-/// ref ([`lookup`]), its record checked as [`read_stack`] checks each;
-/// `None` when absent or deleted.
-fn find_in_stack(dir: &Path, hash: Hash, name: &[u8]) -> Result<Option<RefValue>, Error> {
-    match lookup::find(dir, hash, name)? {
+/// The value of `name` in `stack` (read from `dir`), found without reading
+/// every ref ([`lookup`]), its record checked as [`read_stack`] checks
+/// each; `None` when absent or deleted.
+fn find_in_stack(
+    stack: &lookup::Stack,
+    dir: &Path,
+    hash: Hash,
+    name: &[u8],
+) -> Result<Option<RefValue>, Error> {
+    match stack.find(hash, name)? {
         None | Some(RefValue::Deletion) => Ok(None),
         Some(value) => {
             check_record(&name.into(), &value).map_err(|p| Error::new(dir, p))?;
@@ -637,9 +642,11 @@ pub fn found_shared_ref(common_dir: &Path, name: &[u8]) -> Result<Option<BString
     let dir = common_dir.join("reftable");
     let hash =
         Hash::of(own_format(&dir)?).ok_or_else(|| Error::new(common_dir, Problem::HashMismatch))?;
-    Ok(find_in_stack(&dir, hash, name)?
-        .as_ref()
-        .and_then(raw_value))
+    Ok(
+        find_in_stack(&lookup::Stack::read(&dir, hash)?, &dir, hash, name)?
+            .as_ref()
+            .and_then(raw_value),
+    )
 }
 
 /// Whether the repository keeps its refs in reftable, as its config says
@@ -701,6 +708,8 @@ pub fn found_head(
     let hash = Hash::of(hash).ok_or_else(|| Error::new(common_dir, Problem::HashMismatch))?;
     check_stubs(git_dir, common_dir)?;
     let common = common_dir.join("reftable");
+    // Read once for HEAD and its branch.
+    let shared = lookup::Stack::read(&common, hash)?;
     let own = if git_dir == common_dir {
         None
     } else {
@@ -716,7 +725,7 @@ pub fn found_head(
             .binary_search_by(|(n, _)| n.as_slice().cmp(name))
             .ok()
             .map(|i| own[i].1.clone())),
-        _ => find_in_stack(&common, hash, name),
+        _ => find_in_stack(&shared, &common, hash, name),
     })
 }
 
