@@ -380,6 +380,10 @@ fn lookup_finds_what_the_full_read_finds() {
         }
         let found = reftable::shared_ref(&common_dir, name).unwrap();
         assert_eq!(found.as_ref(), Some(value), "{name}");
+        // The hooks' lookup, which reads only the blocks on the way from
+        // the files.
+        let found = reftable::found_shared_ref(&common_dir, name).unwrap();
+        assert_eq!(found.as_ref(), Some(value), "{name} (lookup)");
     }
     for gone in [
         "refs/heads/load/00007",
@@ -390,6 +394,11 @@ fn lookup_finds_what_the_full_read_finds() {
             reftable::shared_ref(&common_dir, gone.as_bytes()).unwrap(),
             None,
             "{gone}"
+        );
+        assert_eq!(
+            reftable::found_shared_ref(&common_dir, gone.as_bytes()).unwrap(),
+            None,
+            "{gone} (lookup)"
         );
     }
     // HEAD and its branch, as git resolves them.

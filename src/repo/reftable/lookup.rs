@@ -13,25 +13,75 @@
 //! index does not describe its blocks can answer here otherwise than in
 //! the full read. `verify`, the authority, reads every table whole and
 //! refuses such a table; a hook only refuses early.
+//!
+//! Nor is it read from the file: a hook opens the tables `tables.list`
+//! names (and checks the list held still meanwhile, as the full read
+//! does) and reads each table's header and footer and the blocks on the
+//! way, a few kilobytes, whatever the table's size (a hook used to read
+//! the 36 MB table of 1.2 million refs whole, twice per commit).
+
+use std::borrow::Cow;
+use std::os::unix::fs::FileExt;
 
 use super::block::{self, INDEX, REF, be24};
 use super::record::{self, RefRecord};
 use super::table::{self, Hash, Header};
 use super::{Error, Problem, RefValue, stack};
 
-/// A stack read for lookups: the list, every table, again while git
-/// rewrites it (as [`stack::read`] reads it), each table's header stating
-/// the range its name does, in order. Read once for every ref a caller
-/// looks up in it.
-pub struct Stack(stack::Files);
+/// Where a table's bytes come from: a table in memory (the tests), or an
+/// open table file, read a block at a time.
+pub(super) trait Source {
+    /// The table's length.
+    fn len(&self) -> usize;
+    /// The bytes `off..off + n`, which lie within the table.
+    fn read(&self, off: usize, n: usize) -> Result<Cow<'_, [u8]>, Problem>;
+}
+
+impl Source for [u8] {
+    fn len(&self) -> usize {
+        <[u8]>::len(self)
+    }
+
+    fn read(&self, off: usize, n: usize) -> Result<Cow<'_, [u8]>, Problem> {
+        Ok(Cow::Borrowed(&self[off..off + n]))
+    }
+}
+
+impl Source for stack::OpenTable {
+    fn len(&self) -> usize {
+        usize::try_from(self.len).unwrap_or(usize::MAX)
+    }
+
+    fn read(&self, off: usize, n: usize) -> Result<Cow<'_, [u8]>, Problem> {
+        let mut bytes = vec![0; n];
+        match self.file.read_exact_at(&mut bytes, off as u64) {
+            Ok(()) => Ok(Cow::Owned(bytes)),
+            // git never shortens a table: one that shrank since it was
+            // opened is not one git wrote.
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                Err(Problem::Truncated("a table that shrank while it was read"))
+            }
+            Err(e) => Err(Problem::Io(e.to_string())),
+        }
+    }
+}
+
+/// A stack opened for lookups: the list, every table opened, again while
+/// git rewrites it (as [`stack::read_files`] reads it), each table's
+/// header stating the range its name does, in order. Opened once for every
+/// ref a caller looks up in it.
+pub struct Stack(Vec<stack::OpenTable>);
 
 impl Stack {
-    /// Reads the stack in `dir` (a `reftable` directory).
+    /// Opens the stack in `dir` (a `reftable` directory).
     pub fn read(dir: &std::path::Path, hash: Hash) -> Result<Stack, Error> {
-        let files = stack::read_files(dir)?;
+        let tables = stack::open_tables(dir)?;
         let mut previous_max: Option<u64> = None;
-        for t in &files.tables {
-            let header = table::parse_header(&t.bytes).map_err(|p| Error::new(&t.path, p))?;
+        for t in &tables {
+            let head = t
+                .read(0, Source::len(t).min(28))
+                .map_err(|p| Error::new(&t.path, p))?;
+            let header = table::parse_header(&head).map_err(|p| Error::new(&t.path, p))?;
             if header.hash != hash {
                 return Err(Error::new(&t.path, Problem::HashMismatch));
             }
@@ -43,17 +93,15 @@ impl Stack {
             }
             previous_max = Some(t.range.1);
         }
-        Ok(Stack(files))
+        Ok(Stack(tables))
     }
 
     /// The newest record for `name`: `None` when no table has one; a
     /// deletion is returned as such. Only the blocks on the way to `name`
     /// are decoded.
     pub fn find(&self, hash: Hash, name: &[u8]) -> Result<Option<RefValue>, Error> {
-        for t in self.0.tables.iter().rev() {
-            if let Some(found) =
-                find_in_table(&t.bytes, hash, name).map_err(|p| Error::new(&t.path, p))?
-            {
+        for t in self.0.iter().rev() {
+            if let Some(found) = find_in(t, hash, name).map_err(|p| Error::new(&t.path, p))? {
                 return Ok(Some(found.value));
             }
         }
@@ -66,7 +114,7 @@ impl Stack {
 /// for the first block), and where the next block starts.
 struct Block<'a> {
     typ: u8,
-    data: &'a [u8],
+    data: Cow<'a, [u8]>,
     header_off: usize,
     next: usize,
 }
@@ -75,8 +123,8 @@ struct Block<'a> {
 /// [`super::table`]'s walk finds it (padding is not checked: the full read
 /// does). A log block is not decoded here: the ref section and its index
 /// come before any.
-fn block_at<'a>(
-    bytes: &'a [u8],
+fn block_at<'a, S: Source + ?Sized>(
+    src: &'a S,
     off: usize,
     end: usize,
     header: &Header,
@@ -87,11 +135,12 @@ fn block_at<'a>(
             "a block header past the end of the blocks",
         ));
     }
-    let typ = bytes[off + header_off];
+    let start = src.read(off + header_off, 4)?;
+    let typ = start[0];
     if ![REF, INDEX, block::OBJ, block::LOG].contains(&typ) {
         return Err(Problem::BadBlockType(typ));
     }
-    let len = be24(&bytes[off + header_off + 1..]) as usize;
+    let len = be24(&start[1..]) as usize;
     if len < header_off + 4 + 2 {
         return Err(Problem::Truncated("a block shorter than its header"));
     }
@@ -100,7 +149,7 @@ fn block_at<'a>(
         // Never on the way to a ref: its length is the inflated one.
         return Ok(Block {
             typ,
-            data: &[],
+            data: Cow::Borrowed(&[]),
             header_off,
             next: end,
         });
@@ -109,14 +158,23 @@ fn block_at<'a>(
         return Err(Problem::BlockTooLarge);
     }
     let after = off + len;
-    let next = if block_size == 0 || len >= block_size || bytes[after..end].first() != Some(&0) {
+    // The block, and the byte after it: padding (a zero) or the next block.
+    let with_next = src.read(off, len + usize::from(after < end))?;
+    let next = if block_size == 0 || len >= block_size || with_next.get(len) != Some(&0) {
         after
     } else {
         (off + block_size).min(end)
     };
+    let data = match with_next {
+        Cow::Borrowed(b) => Cow::Borrowed(&b[..len]),
+        Cow::Owned(mut b) => {
+            b.truncate(len);
+            Cow::Owned(b)
+        }
+    };
     Ok(Block {
         typ,
-        data: &bytes[off..after],
+        data,
         header_off,
         next,
     })
@@ -133,18 +191,28 @@ pub fn find_in_table(
     expected: Hash,
     name: &[u8],
 ) -> Result<Option<RefRecord>, Problem> {
-    let (header, footer, end) = table::parse_frame(bytes, expected)?;
+    find_in(bytes, expected, name)
+}
+
+/// [`find_in_table`] of the table `src` holds.
+fn find_in<S: Source + ?Sized>(
+    src: &S,
+    expected: Hash,
+    name: &[u8],
+) -> Result<Option<RefRecord>, Problem> {
+    let (header, footer, end) =
+        table::read_frame(src.len(), expected, &mut |off, n| src.read(off, n))?;
     if end == header_len(&header) {
         return Ok(None);
     }
-    let first = block_at(bytes, 0, end, &header)?;
+    let first = block_at(src, 0, end, &header)?;
     if first.typ != REF {
         return Ok(None);
     }
     let ref_block = if footer.ref_index == 0 {
-        return Ok(linear(bytes, end, &header, name)?.and_then(|r| search(r, name)));
+        return Ok(linear(src, end, &header, name)?.and_then(|r| search(r, name)));
     } else {
-        match descend(bytes, end, &header, footer.ref_index, name)? {
+        match descend(src, end, &header, footer.ref_index, name)? {
             Some(block) => block,
             None => return Ok(None),
         }
@@ -160,8 +228,8 @@ pub fn find_in_table(
 /// the full read (red team: blocks out of order, where the first block
 /// whose last key is not below `name` held another record for it than the
 /// one git reads).
-fn linear(
-    bytes: &[u8],
+fn linear<S: Source + ?Sized>(
+    src: &S,
     end: usize,
     header: &Header,
     name: &[u8],
@@ -170,7 +238,7 @@ fn linear(
     let mut candidate = None;
     let mut previous_last: Option<Vec<u8>> = None;
     while off < end {
-        let block = block_at(bytes, off, end, header)?;
+        let block = block_at(src, off, end, header)?;
         if block.typ != REF {
             break;
         }
@@ -194,8 +262,8 @@ fn linear(
 /// Follows the ref index from its top level (the index blocks from `top`
 /// on) down to the ref block whose keys can hold `name`; `None` when every
 /// key of the table is below it.
-fn descend<'a>(
-    bytes: &'a [u8],
+fn descend<'a, S: Source + ?Sized>(
+    src: &'a S,
     end: usize,
     header: &Header,
     top: u64,
@@ -215,7 +283,7 @@ fn descend<'a>(
             }
             return Ok(None);
         }
-        let block = block_at(bytes, off, end, header)?;
+        let block = block_at(src, off, end, header)?;
         if block.typ != INDEX {
             if top {
                 return Err(Problem::BadIndex(
@@ -239,7 +307,7 @@ fn descend<'a>(
             .ok_or(Problem::BadIndex(
                 "an index position that is not before its index block",
             ))?;
-        let block = block_at(bytes, at, end, header)?;
+        let block = block_at(src, at, end, header)?;
         match block.typ {
             REF => return Ok(Some(block)),
             INDEX => {
@@ -260,7 +328,7 @@ fn descend<'a>(
 /// The position of the first record of the index block `block` whose key
 /// is not below `name`.
 fn first_not_below(block: &Block<'_>, name: &[u8]) -> Result<Option<u64>, Problem> {
-    let records = block::records(block.data, block.header_off, record::index_value)?;
+    let records = block::records(&block.data, block.header_off, record::index_value)?;
     Ok(records
         .into_iter()
         .find(|r| r.key.as_slice() >= name)
@@ -276,7 +344,7 @@ fn ref_records(
         header.min_update_index,
         header.max_update_index,
     );
-    block::records(block.data, block.header_off, |k, t, rest| {
+    block::records(&block.data, block.header_off, |k, t, rest| {
         record::ref_value(k, t, rest, hash_len, min, max)
     })
 }
@@ -378,5 +446,73 @@ mod tests {
             Err(Problem::KeysNotSorted)
         );
         assert_eq!(found(&bytes, "HEAD"), Err(Problem::KeysNotSorted));
+    }
+
+    /// A stack directory holding `tables` (name, bytes), listed in order.
+    fn stack_dir(tables: &[(&str, Vec<u8>)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let mut list = String::new();
+        for (name, bytes) in tables {
+            std::fs::write(dir.path().join(name), bytes).unwrap();
+            list.push_str(name);
+            list.push('\n');
+        }
+        std::fs::write(dir.path().join("tables.list"), list).unwrap();
+        dir
+    }
+
+    const NAME: &str = "0x000000000001-0x000000000001-0000abcd.ref";
+
+    #[test]
+    fn a_stack_is_found_in_from_its_files() {
+        let dir = stack_dir(&[(NAME, table(&[&[("HEAD", 1), ("refs/heads/main", 2)]]))]);
+        let stack = Stack::read(dir.path(), Hash::Sha1).unwrap();
+        let found = stack.find(Hash::Sha1, b"refs/heads/main").unwrap();
+        assert_eq!(found, Some(RefValue::Id(id(2))));
+        assert_eq!(stack.find(Hash::Sha1, b"refs/heads/other").unwrap(), None);
+    }
+
+    #[test]
+    fn a_table_that_shrinks_after_it_was_opened_is_refused() {
+        let bytes = table(&[&[("HEAD", 1), ("refs/heads/main", 2)]]);
+        let dir = stack_dir(&[(NAME, bytes.clone())]);
+        let stack = Stack::read(dir.path(), Hash::Sha1).unwrap();
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.path().join(NAME))
+            .unwrap();
+        file.set_len(bytes.len() as u64 - 10).unwrap();
+        let err = stack.find(Hash::Sha1, b"refs/heads/main").unwrap_err();
+        assert_eq!(
+            err.problem,
+            Problem::Truncated("a table that shrank while it was read")
+        );
+    }
+
+    #[test]
+    fn tables_that_are_not_regular_files_are_refused() {
+        let bytes = table(&[&[("HEAD", 1)]]);
+        let dir = stack_dir(&[]);
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::write(&elsewhere, &bytes).unwrap();
+        std::fs::write(dir.path().join("tables.list"), format!("{NAME}\n")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, dir.path().join(NAME)).unwrap();
+        let err = Stack::read(dir.path(), Hash::Sha1).err().unwrap();
+        assert_eq!(err.problem, Problem::NotARegularFile, "a symlink");
+        std::fs::remove_file(dir.path().join(NAME)).unwrap();
+        let fifo =
+            std::ffi::CString::new(dir.path().join(NAME).into_os_string().into_encoded_bytes())
+                .unwrap();
+        // SAFETY: a plain system call on a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let err = Stack::read(dir.path(), Hash::Sha1).err().unwrap();
+        assert_eq!(
+            err.problem,
+            Problem::NotARegularFile,
+            "a FIFO, not waited on"
+        );
+        std::fs::remove_file(dir.path().join(NAME)).unwrap();
+        let err = Stack::read(dir.path(), Hash::Sha1).err().unwrap();
+        assert_eq!(err.problem, Problem::MissingTable, "a table git deleted");
     }
 }

@@ -54,13 +54,27 @@ pub(super) fn read_regular(path: &Path, limit: u64) -> Result<Option<Vec<u8>>, E
 /// The first `n` bytes (fewer if it is shorter) of a regular file, never
 /// through a symlink; `Ok(None)` when it does not exist.
 pub(super) fn read_start(path: &Path, n: u64) -> Result<Option<Vec<u8>>, Error> {
-    let meta = match path.symlink_metadata() {
-        Ok(m) => m,
+    let Some((file, _)) = open_regular(path, u64::MAX)? else {
+        return Ok(None);
+    };
+    let mut bytes = Vec::new();
+    file.take(n)
+        .read_to_end(&mut bytes)
+        .map_err(|e| io_error(path, &e))?;
+    Ok(Some(bytes))
+}
+
+/// Opens a regular file (never through a symlink) of at most `limit`
+/// bytes without reading it; its length. `Ok(None)` when it does not
+/// exist. Anything else is refused before it is opened (a device may act
+/// on `open`), and again by what was opened.
+fn open_regular(path: &Path, limit: u64) -> Result<Option<(std::fs::File, u64)>, Error> {
+    let is_file = |meta: &std::fs::Metadata| meta.file_type().is_file();
+    match path.symlink_metadata() {
+        Ok(meta) if is_file(&meta) => {}
+        Ok(_) => return Err(Error::new(path, Problem::NotARegularFile)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io_error(path, &e)),
-    };
-    if !meta.file_type().is_file() {
-        return Err(Error::new(path, Problem::NotARegularFile));
     }
     let file = match std::fs::OpenOptions::new()
         .read(true)
@@ -69,13 +83,20 @@ pub(super) fn read_start(path: &Path, n: u64) -> Result<Option<Vec<u8>>, Error> 
     {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        // Replaced by a symlink since (`O_NOFOLLOW`).
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(Error::new(path, Problem::NotARegularFile));
+        }
         Err(e) => return Err(io_error(path, &e)),
     };
-    let mut bytes = Vec::new();
-    file.take(n)
-        .read_to_end(&mut bytes)
-        .map_err(|e| io_error(path, &e))?;
-    Ok(Some(bytes))
+    let meta = file.metadata().map_err(|e| io_error(path, &e))?;
+    if !is_file(&meta) {
+        return Err(Error::new(path, Problem::NotARegularFile));
+    }
+    if meta.len() > limit {
+        return Err(Error::new(path, Problem::TooLarge));
+    }
+    Ok(Some((file, meta.len())))
 }
 
 /// Parses `tables.list`: one table name per line, each line ending in a
@@ -265,6 +286,59 @@ impl Files {
 /// Reads `tables.list` and the tables it names, again while git replaces
 /// the list meanwhile.
 pub fn read_files(dir: &Path) -> Result<Files, Error> {
+    let (list, tables) = list_and_load(dir, |path| read_regular(path, MAX_TABLE_BYTES))?;
+    let tables = tables
+        .into_iter()
+        .map(|(name, range, path, bytes)| TableFile {
+            name,
+            range,
+            path,
+            bytes,
+        })
+        .collect();
+    Ok(Files { list, tables })
+}
+
+/// One table of a stack, opened and not read (see [`open_tables`]).
+pub struct OpenTable {
+    /// The update-index range its name states.
+    pub range: (u64, u64),
+    /// Its path, for messages.
+    pub path: PathBuf,
+    /// The open file: git never rewrites a table in place, and a table git
+    /// deletes after a compaction stays readable through it.
+    pub file: std::fs::File,
+    /// Its length when opened.
+    pub len: u64,
+}
+
+/// Opens the tables `tables.list` names, oldest first, without reading
+/// them, with the list's stability as [`read_files`] checks it: a reader
+/// of a few records (see [`super::lookup`]) reads only their blocks.
+pub fn open_tables(dir: &Path) -> Result<Vec<OpenTable>, Error> {
+    let (_, tables) = list_and_load(dir, |path| open_regular(path, MAX_TABLE_BYTES))?;
+    Ok(tables
+        .into_iter()
+        .map(|(_, range, path, (file, len))| OpenTable {
+            range,
+            path,
+            file,
+            len,
+        })
+        .collect())
+}
+
+/// A table as [`list_and_load`] loads it: its name, the range its name
+/// states, its path, and what `load` made of it.
+type Loaded<T> = (String, (u64, u64), PathBuf, T);
+
+/// Reads `tables.list`, loads each table it names with `load`, then reads
+/// the list again, and starts over while git keeps replacing it. Returns
+/// the list's bytes and the tables in its order.
+fn list_and_load<T>(
+    dir: &Path,
+    mut load: impl FnMut(&Path) -> Result<Option<T>, Error>,
+) -> Result<(Vec<u8>, Vec<Loaded<T>>), Error> {
     match dir.symlink_metadata() {
         Ok(m) if m.file_type().is_dir() => {}
         Ok(_) => return Err(Error::new(dir, Problem::NotADirectory)),
@@ -284,13 +358,8 @@ pub fn read_files(dir: &Path) -> Result<Files, Error> {
         let mut missing = None;
         for (name, min, max) in names {
             let path = dir.join(&name);
-            match read_regular(&path, MAX_TABLE_BYTES)? {
-                Some(bytes) => tables.push(TableFile {
-                    name,
-                    range: (min, max),
-                    path,
-                    bytes,
-                }),
+            match load(&path)? {
+                Some(loaded) => tables.push((name, (min, max), path, loaded)),
                 None => {
                     missing = Some(path);
                     break;
@@ -307,7 +376,7 @@ pub fn read_files(dir: &Path) -> Result<Files, Error> {
         if let Some(path) = missing {
             return Err(Error::new(&path, Problem::MissingTable));
         }
-        return Ok(Files { list, tables });
+        return Ok((list, tables));
     }
     Err(last_error.unwrap_or_else(|| Error::new(&list_path, Problem::Unstable)))
 }

@@ -16,6 +16,8 @@
 //! single ref through the index and lists refs by a scan, so both must give
 //! the same answer.
 
+use std::borrow::Cow;
+
 use super::Problem;
 use super::block::{self, INDEX, LOG, OBJ, REF, be24, be32, be64};
 use super::record::{self, RefRecord};
@@ -71,13 +73,18 @@ pub struct Header {
 }
 
 impl Header {
-    fn len(&self) -> usize {
+    /// Its length in the file (and the bytes before the first block's
+    /// type byte).
+    pub(super) fn len(&self) -> usize {
         header_len(self.version)
     }
 }
 
+/// The longest header (version 2's).
+const MAX_HEADER_LEN: usize = 28;
+
 fn header_len(version: u8) -> usize {
-    if version == 1 { 24 } else { 28 }
+    if version == 1 { 24 } else { MAX_HEADER_LEN }
 }
 
 fn footer_len(version: u8) -> usize {
@@ -197,19 +204,36 @@ pub(super) fn parse_frame(
     bytes: &[u8],
     expected: Hash,
 ) -> Result<(Header, Footer, usize), Problem> {
-    let header = parse_header(bytes)?;
+    read_frame(bytes.len(), expected, &mut |off, n| {
+        Ok(Cow::Borrowed(&bytes[off..off + n]))
+    })
+}
+
+/// The bytes `off..off + n` of a table, which lie within it: borrowed from
+/// a table read whole, or read from its file (see [`super::lookup`]).
+pub(super) type ReadAt<'a, 'b> = dyn FnMut(usize, usize) -> Result<Cow<'a, [u8]>, Problem> + 'b;
+
+/// [`parse_frame`] of a table of `len` bytes read with `read`: only its
+/// header and footer are read.
+pub(super) fn read_frame(
+    len: usize,
+    expected: Hash,
+    read: &mut ReadAt<'_, '_>,
+) -> Result<(Header, Footer, usize), Problem> {
+    let head = read(0, len.min(MAX_HEADER_LEN))?;
+    let header = parse_header(&head)?;
     if header.hash != expected {
         return Err(Problem::HashMismatch);
     }
     let hlen = header.len();
     let flen = footer_len(header.version);
-    if bytes.len() < hlen + flen {
+    if len < hlen + flen {
         return Err(Problem::Truncated(
             "a table shorter than its header and footer",
         ));
     }
-    let end = bytes.len() - flen;
-    let footer = parse_footer(&bytes[end..], &bytes[..hlen], header.hash)?;
+    let end = len - flen;
+    let footer = parse_footer(&read(end, flen)?, &head[..hlen], header.hash)?;
     Ok((header, footer, end))
 }
 
