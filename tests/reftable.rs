@@ -554,6 +554,50 @@ fn granted_commit_is_accepted(format: &str) {
     assert_accepted(code, &r);
 }
 
+/// A stack of more tables than the hooks hold open (git compacts after
+/// each write unless told not to; a busy repository can sit between
+/// compactions), under a limit of open files below one per table: the
+/// hooks read the stack whole rather than fail on `EMFILE` (red team:
+/// 1,101 tables under `ulimit -n 1024`, and every hook refused).
+#[test]
+fn hooks_read_a_stack_of_many_tables_under_a_low_open_file_limit() {
+    let Some(sb) = reftable_sandbox("sha1") else {
+        return;
+    };
+    let head = git_in(&sb, &sb.repo, &["rev-parse", "HEAD"]);
+    let git_no_compaction = |args: &[&str]| {
+        let mut cmd = sb.command("sh");
+        cmd.env("PATH", path_env())
+            .env("GIT_TEST_REFTABLE_AUTOCOMPACTION", "false")
+            .current_dir(&sb.repo)
+            .args(["-c", "ulimit -n 90 && exec git \"$@\"", "git"])
+            .args(args);
+        cmd.output().unwrap()
+    };
+    for i in 0..100 {
+        let out = git_no_compaction(&["update-ref", &format!("refs/tags/t{i:03}"), head.trim()]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(tables(&sb).len() > 100, "{} tables", tables(&sb).len());
+    arm(&sb, &sb.repo, &["docs/"], 2);
+    std::fs::write(sb.repo.join("docs/guide.md"), "new guide\n").unwrap();
+    git_in(&sb, &sb.repo, &["add", "docs/guide.md"]);
+    let out = git_no_compaction(&["commit", "-q", "-m", "change"]);
+    assert!(
+        out.status.success(),
+        "the granted commit: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = git_no_compaction(&["tag", "forbidden"]);
+    assert!(!out.status.success(), "a new tag is refused all the same");
+    let (code, r) = verify(&sb, &sb.repo);
+    assert_accepted(code, &r);
+}
+
 #[test]
 fn accepts_a_granted_commit_sha1() {
     granted_commit_is_accepted("sha1");

@@ -66,32 +66,86 @@ impl Source for stack::OpenTable {
     }
 }
 
-/// A stack opened for lookups: the list, every table opened, again while
-/// git rewrites it (as [`stack::read_files`] reads it), each table's
-/// header stating the range its name does, in order. Opened once for every
-/// ref a caller looks up in it.
-pub struct Stack(Vec<stack::OpenTable>);
+impl Source for stack::TableFile {
+    fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    fn read(&self, off: usize, n: usize) -> Result<Cow<'_, [u8]>, Problem> {
+        self.bytes.as_slice().read(off, n)
+    }
+}
+
+/// Most tables a lookup holds open. git compacts a stack to a handful of
+/// tables after each write; a stack of more (compaction turned off, or
+/// many writes between compactions) is read whole, as it was before
+/// tables were read a block at a time.
+const MAX_OPEN_TABLES: usize = 64;
+
+/// One table of a [`Stack`]: open, or read whole.
+enum Table {
+    Open(stack::OpenTable),
+    Read(stack::TableFile),
+}
+
+impl Table {
+    fn source(&self) -> &dyn Source {
+        match self {
+            Table::Open(t) => t,
+            Table::Read(t) => t,
+        }
+    }
+
+    fn path(&self) -> &std::path::Path {
+        match self {
+            Table::Open(t) => &t.path,
+            Table::Read(t) => &t.path,
+        }
+    }
+
+    fn range(&self) -> (u64, u64) {
+        match self {
+            Table::Open(t) => t.range,
+            Table::Read(t) => t.range,
+        }
+    }
+}
+
+/// A stack opened for lookups: the list, every table opened (or, beyond
+/// [`MAX_OPEN_TABLES`], read), again while git rewrites it (as
+/// [`stack::read_files`] reads it), each table's header stating the range
+/// its name does, in order. Opened once for every ref a caller looks up in
+/// it.
+pub struct Stack(Vec<Table>);
 
 impl Stack {
     /// Opens the stack in `dir` (a `reftable` directory).
     pub fn read(dir: &std::path::Path, hash: Hash) -> Result<Stack, Error> {
-        let tables = stack::open_tables(dir)?;
+        let tables: Vec<Table> = match stack::open_tables(dir, MAX_OPEN_TABLES)? {
+            Some(open) => open.into_iter().map(Table::Open).collect(),
+            None => stack::read_files(dir)?
+                .tables
+                .into_iter()
+                .map(Table::Read)
+                .collect(),
+        };
         let mut previous_max: Option<u64> = None;
         for t in &tables {
-            let head = t
-                .read(0, Source::len(t).min(28))
-                .map_err(|p| Error::new(&t.path, p))?;
-            let header = table::parse_header(&head).map_err(|p| Error::new(&t.path, p))?;
+            let (src, path, range) = (t.source(), t.path(), t.range());
+            let head = src
+                .read(0, src.len().min(28))
+                .map_err(|p| Error::new(path, p))?;
+            let header = table::parse_header(&head).map_err(|p| Error::new(path, p))?;
             if header.hash != hash {
-                return Err(Error::new(&t.path, Problem::HashMismatch));
+                return Err(Error::new(path, Problem::HashMismatch));
             }
-            if (header.min_update_index, header.max_update_index) != t.range {
-                return Err(Error::new(&t.path, Problem::TableNameMismatch));
+            if (header.min_update_index, header.max_update_index) != range {
+                return Err(Error::new(path, Problem::TableNameMismatch));
             }
-            if previous_max.is_some_and(|prev| t.range.0 <= prev) {
-                return Err(Error::new(&t.path, Problem::UpdateIndexOrder));
+            if previous_max.is_some_and(|prev| range.0 <= prev) {
+                return Err(Error::new(path, Problem::UpdateIndexOrder));
             }
-            previous_max = Some(t.range.1);
+            previous_max = Some(range.1);
         }
         Ok(Stack(tables))
     }
@@ -101,7 +155,9 @@ impl Stack {
     /// are decoded.
     pub fn find(&self, hash: Hash, name: &[u8]) -> Result<Option<RefValue>, Error> {
         for t in self.0.iter().rev() {
-            if let Some(found) = find_in(t, hash, name).map_err(|p| Error::new(&t.path, p))? {
+            if let Some(found) =
+                find_in(t.source(), hash, name).map_err(|p| Error::new(t.path(), p))?
+            {
                 return Ok(Some(found.value));
             }
         }
@@ -371,11 +427,16 @@ mod tests {
     /// A version-1 SHA-1 table, unaligned, without an index, whose ref
     /// blocks hold `blocks` in that order (`(name, id byte)` each).
     fn table(blocks: &[&[(&str, u8)]]) -> Vec<u8> {
+        table_at(MIN, blocks)
+    }
+
+    /// A table of update index `update` alone.
+    fn table_at(update: u64, blocks: &[&[(&str, u8)]]) -> Vec<u8> {
         let mut header = b"REFT".to_vec();
         header.push(1);
         header.extend_from_slice(&[0, 0, 0]);
-        header.extend_from_slice(&MIN.to_be_bytes());
-        header.extend_from_slice(&MIN.to_be_bytes());
+        header.extend_from_slice(&update.to_be_bytes());
+        header.extend_from_slice(&update.to_be_bytes());
         let mut out = Vec::new();
         for (i, refs) in blocks.iter().enumerate() {
             let records: Vec<(Vec<u8>, u8, Vec<u8>)> = refs
@@ -470,6 +531,40 @@ mod tests {
         let found = stack.find(Hash::Sha1, b"refs/heads/main").unwrap();
         assert_eq!(found, Some(RefValue::Id(id(2))));
         assert_eq!(stack.find(Hash::Sha1, b"refs/heads/other").unwrap(), None);
+    }
+
+    #[test]
+    fn a_stack_of_more_tables_than_are_held_open_is_read_whole() {
+        let names: Vec<String> = (1..=MAX_OPEN_TABLES as u64 + 1)
+            .map(|i| format!("0x{i:012x}-0x{i:012x}-0000abcd.ref"))
+            .collect();
+        let tables: Vec<(&str, Vec<u8>)> = names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let byte = i as u8 + 1;
+                (
+                    name.as_str(),
+                    table_at(i as u64 + 1, &[&[("refs/heads/main", byte)]]),
+                )
+            })
+            .collect();
+        let dir = stack_dir(&tables);
+        let stack = Stack::read(dir.path(), Hash::Sha1).unwrap();
+        assert!(stack.0.iter().all(|t| matches!(t, Table::Read(_))));
+        let newest = id(MAX_OPEN_TABLES as u8 + 1);
+        assert_eq!(
+            stack.find(Hash::Sha1, b"refs/heads/main").unwrap(),
+            Some(RefValue::Id(newest))
+        );
+        // One table fewer: every table open, the same answer.
+        let dir = stack_dir(&tables[..MAX_OPEN_TABLES]);
+        let stack = Stack::read(dir.path(), Hash::Sha1).unwrap();
+        assert!(stack.0.iter().all(|t| matches!(t, Table::Open(_))));
+        assert_eq!(
+            stack.find(Hash::Sha1, b"refs/heads/main").unwrap(),
+            Some(RefValue::Id(id(MAX_OPEN_TABLES as u8)))
+        );
     }
 
     #[test]

@@ -286,7 +286,9 @@ impl Files {
 /// Reads `tables.list` and the tables it names, again while git replaces
 /// the list meanwhile.
 pub fn read_files(dir: &Path) -> Result<Files, Error> {
-    let (list, tables) = list_and_load(dir, |path| read_regular(path, MAX_TABLE_BYTES))?;
+    let (list, tables) =
+        list_and_load(dir, usize::MAX, |path| read_regular(path, MAX_TABLE_BYTES))?
+            .expect("no bound on the number of tables");
     let tables = tables
         .into_iter()
         .map(|(name, range, path, bytes)| TableFile {
@@ -315,30 +317,40 @@ pub struct OpenTable {
 /// Opens the tables `tables.list` names, oldest first, without reading
 /// them, with the list's stability as [`read_files`] checks it: a reader
 /// of a few records (see [`super::lookup`]) reads only their blocks.
-pub fn open_tables(dir: &Path) -> Result<Vec<OpenTable>, Error> {
-    let (_, tables) = list_and_load(dir, |path| open_regular(path, MAX_TABLE_BYTES))?;
-    Ok(tables
-        .into_iter()
-        .map(|(_, range, path, (file, len))| OpenTable {
-            range,
-            path,
-            file,
-            len,
-        })
-        .collect())
+/// `Ok(None)` when the list names more than `max` tables: one open file
+/// each would run into the process's limit (red team: 1,101 tables
+/// between compactions, and every hook failed on `EMFILE`).
+pub fn open_tables(dir: &Path, max: usize) -> Result<Option<Vec<OpenTable>>, Error> {
+    let opened = list_and_load(dir, max, |path| open_regular(path, MAX_TABLE_BYTES))?;
+    Ok(opened.map(|(_, tables)| {
+        tables
+            .into_iter()
+            .map(|(_, range, path, (file, len))| OpenTable {
+                range,
+                path,
+                file,
+                len,
+            })
+            .collect()
+    }))
 }
 
 /// A table as [`list_and_load`] loads it: its name, the range its name
 /// states, its path, and what `load` made of it.
 type Loaded<T> = (String, (u64, u64), PathBuf, T);
 
+/// What [`list_and_load`] read: the list's bytes and its tables, in order.
+type Listed<T> = (Vec<u8>, Vec<Loaded<T>>);
+
 /// Reads `tables.list`, loads each table it names with `load`, then reads
 /// the list again, and starts over while git keeps replacing it. Returns
-/// the list's bytes and the tables in its order.
+/// the list's bytes and the tables in its order; `None` when the list
+/// names more than `max` tables (none is loaded then).
 fn list_and_load<T>(
     dir: &Path,
+    max: usize,
     mut load: impl FnMut(&Path) -> Result<Option<T>, Error>,
-) -> Result<(Vec<u8>, Vec<Loaded<T>>), Error> {
+) -> Result<Option<Listed<T>>, Error> {
     match dir.symlink_metadata() {
         Ok(m) if m.file_type().is_dir() => {}
         Ok(_) => return Err(Error::new(dir, Problem::NotADirectory)),
@@ -354,6 +366,9 @@ fn list_and_load<T>(
             return Err(Error::new(&list_path, Problem::MissingList));
         };
         let names = parse_list(&list).map_err(|p| Error::new(&list_path, p))?;
+        if names.len() > max {
+            return Ok(None);
+        }
         let mut tables = Vec::with_capacity(names.len());
         let mut missing = None;
         for (name, min, max) in names {
@@ -376,7 +391,7 @@ fn list_and_load<T>(
         if let Some(path) = missing {
             return Err(Error::new(&path, Problem::MissingTable));
         }
-        return Ok((list, tables));
+        return Ok(Some((list, tables)));
     }
     Err(last_error.unwrap_or_else(|| Error::new(&list_path, Problem::Unstable)))
 }
