@@ -149,6 +149,36 @@ fn rejects_a_rewritten_loose_object_of_a_baseline_blob() {
     assert_eq!(r["evidence"]["metadata_intact"], false, "{r:#}");
 }
 
+/// The store is proven on a thread of its own while verify judges the
+/// rest (issue 29): what it finds is still reported beside the other
+/// findings, and listed first, as when it ran first.
+#[test]
+fn store_findings_are_listed_first_beside_the_others() {
+    let sb = Sandbox::new();
+    let blob = armed_with_loose_baseline_blob(&sb);
+    let evil = sb.git_stdin(&["hash-object", "-w", "--stdin"], "pub fn evil() {}\n");
+    let bytes = std::fs::read(loose_path(&sb, &evil)).unwrap();
+    let target = loose_path(&sb, &blob);
+    std::fs::remove_file(&target).unwrap();
+    std::fs::write(&target, bytes).unwrap();
+    // And changes found by the later checks: a new tag (the refs are
+    // judged before the index) and a change of the worktree's.
+    sb.git_nohooks(&["tag", "extra"]);
+    sb.write("src/lib.rs", "pub fn dirty() {}\n");
+    let (code, r) = sb.verify();
+    assert_eq!(code, 1, "{r:#}");
+    let listed: Vec<&str> = r["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["rule"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed.first(), Some(&INVALID), "{r:#}");
+    assert!(listed.contains(&"worktree_not_clean"), "{r:#}");
+    assert!(listed.contains(&"ref_changed"), "{r:#}");
+    assert_problem(&r, "hashes to");
+}
+
 /// A process that mapped a baseline object's file and dirtied its page
 /// before arm can write through the mapping after arm with no time moving
 /// (red-team finding, for loose refs first); arm seals every inventoried
