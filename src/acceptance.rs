@@ -147,22 +147,6 @@ impl Findings {
     pub fn is_empty(&self) -> bool {
         self.totals.is_empty()
     }
-
-    /// Records violations a check found while later checks ran beside it,
-    /// listed where they would have been had it finished first: `at` is
-    /// how many violations were listed when it started.
-    fn insert_at(&mut self, at: usize, found: Vec<Violation>) {
-        let mut listed = Vec::new();
-        for v in found {
-            let n = self.totals.entry(v.rule.clone()).or_default();
-            *n += 1;
-            if *n <= MAX_LISTED {
-                listed.push(v);
-            }
-        }
-        let at = at.min(self.listed.len());
-        self.listed.splice(at..at, listed);
-    }
 }
 
 /// What the history checks learned, for evidence and `status`.
@@ -721,25 +705,22 @@ fn judge_baseline(
         }
     };
     let metadata_intact = findings.is_empty();
+    if site == Site::InPlace {
+        check_object_store(&baseline, state, &mut findings);
+    }
     // Whatever goes wrong below, the findings so far stand: an error adds
     // `repository_unreadable`, it never replaces what was already found.
-    let observed = std::thread::scope(|scope| {
-        let store = StoreCheck::start(scope, site == Site::InPlace, &baseline, state, &findings);
-        let observed = evaluate(
-            &baseline,
-            &grant,
-            &peers,
-            repo_dir,
-            state,
-            metadata.as_ref().filter(|_| metadata_intact),
-            worktree_scan,
-            early_refs,
-            &store,
-            &mut findings,
-        );
-        store.settle(&mut findings);
-        observed
-    });
+    let observed = evaluate(
+        &baseline,
+        &grant,
+        &peers,
+        repo_dir,
+        state,
+        metadata.as_ref().filter(|_| metadata_intact),
+        worktree_scan,
+        early_refs,
+        &mut findings,
+    );
     let observed = match observed {
         Ok(observed) => observed,
         Err(e) => {
@@ -894,78 +875,15 @@ fn special_files(
 
 /// Proves what was written to the object store since arm (see
 /// [`repo::objects`]); anything unproven is `object_store_invalid`.
-fn check_object_store(baseline: &Baseline, state: &Path) -> Vec<Violation> {
-    repo::objects::read_recorded(state, &baseline.object_inventory)
+fn check_object_store(baseline: &Baseline, state: &Path, findings: &mut Findings) {
+    let problems = repo::objects::read_recorded(state, &baseline.object_inventory)
         .and_then(|before| {
             let (repo, _) = repo::layout::open_armed(&baseline.repo)?;
             repo::objects::check(&repo, &baseline.repo.common_dir, &before)
         })
-        .unwrap_or_else(|e| vec![format!("the object store cannot be checked: {e:#}")])
-        .into_iter()
-        .map(|problem| Violation::new(rule::OBJECT_STORE_INVALID, problem))
-        .collect()
-}
-
-/// [`check_object_store`] on a thread of its own, while verify reads and
-/// judges the refs, the history, the index and the worktree: after `git
-/// gc` it walks every commit and tree as fsck does, and the worktree's
-/// status took as long again after it (issue 29). Its findings join the
-/// others where they would have been listed had it run first, and before
-/// anything that asks whether something was found decides (the last look
-/// and git's cross-check, which run only on a state with no finding); what
-/// ran meanwhile on a store it will refuse is only judged, never acted on.
-struct StoreCheck<'scope> {
-    /// The check, and how many violations were listed when it started;
-    /// `None` once settled, or when there is nothing to check.
-    pending:
-        std::cell::RefCell<Option<(usize, std::thread::ScopedJoinHandle<'scope, Vec<Violation>>)>>,
-}
-
-impl<'scope> StoreCheck<'scope> {
-    /// Starts the check in `scope` when `wanted` (verify in place: a sealed
-    /// workspace's store is git's own transfer's to prove).
-    fn start<'env>(
-        scope: &'scope std::thread::Scope<'scope, 'env>,
-        wanted: bool,
-        baseline: &'env Baseline,
-        state: &'env Path,
-        findings: &Findings,
-    ) -> StoreCheck<'scope> {
-        let pending = wanted.then(|| {
-            let check = scope.spawn(move || check_object_store(baseline, state));
-            (findings.listed.len(), check)
-        });
-        StoreCheck {
-            pending: std::cell::RefCell::new(pending),
-        }
-    }
-
-    /// [`Self::settle`] when the check is done; whether it is (settled
-    /// now or before, or there was none). Never waits.
-    fn settle_if_done(&self, findings: &mut Findings) -> bool {
-        let done = self
-            .pending
-            .borrow()
-            .as_ref()
-            .is_none_or(|(_, check)| check.is_finished());
-        if done {
-            self.settle(findings);
-        }
-        done
-    }
-
-    /// Waits for the check, once, and records what it found.
-    fn settle(&self, findings: &mut Findings) {
-        let Some((at, check)) = self.pending.borrow_mut().take() else {
-            return;
-        };
-        let found = check.join().unwrap_or_else(|_| {
-            vec![Violation::new(
-                rule::OBJECT_STORE_INVALID,
-                "the object store cannot be checked: its check failed",
-            )]
-        });
-        findings.insert_at(at, found);
+        .unwrap_or_else(|e| vec![format!("the object store cannot be checked: {e:#}")]);
+    for problem in problems {
+        findings.push(Violation::new(rule::OBJECT_STORE_INVALID, problem));
     }
 }
 
@@ -993,7 +911,6 @@ fn evaluate(
     metadata: Option<&BTreeMap<String, String>>,
     worktree_scan: std::thread::JoinHandle<Result<repo::special_files::Scan, String>>,
     early_refs: EarlyRefs,
-    store: &StoreCheck<'_>,
     findings: &mut Findings,
 ) -> Result<Observed> {
     let (mut repo, location) = repo::layout::open_armed(&baseline.repo)?;
@@ -1038,12 +955,6 @@ fn evaluate(
     // a running git command is dropped in `read_refs`); else once the read
     // says so. A listing that cannot start is started again by the
     // cross-check, which reports why if it is still needed then.
-    // git runs on a store only once it is proven (a FIFO among the packs
-    // would hold git, not verify, for ever): the listing waits for the
-    // object store's check.
-    if matches!(early_refs, EarlyRefs::AllRefs) {
-        store.settle(findings);
-    }
     let may_list = metadata.is_some() && findings.is_empty();
     let mut listing = match early_refs {
         EarlyRefs::AllRefs if may_list => {
@@ -1065,13 +976,9 @@ fn evaluate(
     };
     crate::fsutil::pause_point("verify-refs-read");
     let listing = match &read {
-        RefsRead::All(_) if may_list => listing.or_else(|| {
-            store.settle(findings);
-            findings
-                .is_empty()
-                .then(|| repo::git_view::Listing::start(&location, state).ok())
-                .flatten()
-        }),
+        RefsRead::All(_) if may_list => {
+            listing.or_else(|| repo::git_view::Listing::start(&location, state).ok())
+        }
         _ => None,
     };
     let head = repo::head(&repo)?;
@@ -1199,14 +1106,8 @@ fn evaluate(
     // the metadata intact and nothing found yet, as the cross-check itself
     // runs. One that cannot start is started again by the cross-check,
     // which reports why.
-    // (Not while the object store's check runs: git would read the store
-    // before it is proven.)
     let early_index = match &judged_copy {
-        Some(Some(copy))
-            if store.settle_if_done(findings)
-                && findings.is_empty()
-                && index_findings.is_empty() =>
-        {
+        Some(Some(copy)) if findings.is_empty() && index_findings.is_empty() => {
             repo::git_view::IndexReading::start(&location, copy.clone()).ok()
         }
         _ => None,
@@ -1282,9 +1183,6 @@ fn evaluate(
     if let Ok(Some(now)) = Snapshot::for_verify(state, true) {
         in_flight.extend(Peers::confirm(Some(now), baseline).in_flight());
     }
-    // Everything found so far counts from here on: the last look and the
-    // cross-check run only on a state with no finding.
-    store.settle(findings);
     let refs_moved = || refs_moved_since(&read, &location, baseline, &extra, &in_flight);
     // The index verify judged and git reads is a copy: it must still be
     // the index.
@@ -2280,33 +2178,6 @@ fn check_worktree_files(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn findings_of_a_check_that_ran_beside_others_are_listed_where_it_started() {
-        let mut findings = Findings::default();
-        findings.push(Violation::new(rule::PROTECTED_METADATA_CHANGED, "before"));
-        let at = findings.listed.len();
-        findings.push(Violation::new(rule::WORKTREE_NOT_CLEAN, "after"));
-        let store: Vec<Violation> = (0..MAX_LISTED + 3)
-            .map(|i| Violation::new(rule::OBJECT_STORE_INVALID, format!("store {i}")))
-            .collect();
-        findings.insert_at(at, store);
-        let messages: Vec<&str> = findings.listed.iter().map(|v| v.message.as_str()).collect();
-        assert_eq!(messages[0], "before");
-        assert_eq!(messages[1], "store 0");
-        assert_eq!(messages[MAX_LISTED], format!("store {}", MAX_LISTED - 1));
-        assert_eq!(messages[MAX_LISTED + 1], "after");
-        assert_eq!(
-            messages.len(),
-            MAX_LISTED + 2,
-            "at most MAX_LISTED per rule"
-        );
-        assert_eq!(findings.totals[rule::OBJECT_STORE_INVALID], MAX_LISTED + 3);
-        // Nothing found: nothing listed, nothing counted.
-        let mut none = Findings::default();
-        none.insert_at(0, Vec::new());
-        assert!(none.is_empty());
-    }
 
     fn matcher(p: &[&str]) -> PathMatcher {
         PathMatcher::new(p.iter().copied()).unwrap()

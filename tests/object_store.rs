@@ -149,9 +149,9 @@ fn rejects_a_rewritten_loose_object_of_a_baseline_blob() {
     assert_eq!(r["evidence"]["metadata_intact"], false, "{r:#}");
 }
 
-/// The store is proven on a thread of its own while verify judges the
-/// rest (issue 29): what it finds is still reported beside the other
-/// findings, and listed first, as when it ran first.
+/// What the store's proof finds is reported beside the other findings,
+/// and listed first: it runs first (a version that ran it beside the rest
+/// had to keep that order).
 #[test]
 fn store_findings_are_listed_first_beside_the_others() {
     let sb = Sandbox::new();
