@@ -554,13 +554,20 @@ fn granted_commit_is_accepted(format: &str) {
     assert_accepted(code, &r);
 }
 
-/// A stack of more tables than the hooks hold open (git compacts after
+/// Stacks of more tables than the hooks hold open (git compacts after
 /// each write unless told not to; a busy repository can sit between
 /// compactions), under a limit of open files below one per table: the
 /// hooks read the stack whole rather than fail on `EMFILE` (red team:
-/// 1,101 tables under `ulimit -n 1024`, and every hook refused).
+/// 1,101 tables under `ulimit -n 1024`, and every hook refused; a new
+/// user's: 19 tables under `ulimit -n 24`).
 #[test]
 fn hooks_read_a_stack_of_many_tables_under_a_low_open_file_limit() {
+    // Above the hooks' own bound of 64, and below it under a lower limit.
+    many_tables_under_a_limit(100, 90);
+    many_tables_under_a_limit(30, 24);
+}
+
+fn many_tables_under_a_limit(count: usize, limit: u32) {
     let Some(sb) = reftable_sandbox("sha1") else {
         return;
     };
@@ -570,11 +577,15 @@ fn hooks_read_a_stack_of_many_tables_under_a_low_open_file_limit() {
         cmd.env("PATH", path_env())
             .env("GIT_TEST_REFTABLE_AUTOCOMPACTION", "false")
             .current_dir(&sb.repo)
-            .args(["-c", "ulimit -n 90 && exec git \"$@\"", "git"])
+            .args([
+                "-c",
+                &format!("ulimit -n {limit} && exec git \"$@\""),
+                "git",
+            ])
             .args(args);
         cmd.output().unwrap()
     };
-    for i in 0..100 {
+    for i in 0..count {
         let out = git_no_compaction(&["update-ref", &format!("refs/tags/t{i:03}"), head.trim()]);
         assert!(
             out.status.success(),
@@ -582,7 +593,7 @@ fn hooks_read_a_stack_of_many_tables_under_a_low_open_file_limit() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    assert!(tables(&sb).len() > 100, "{} tables", tables(&sb).len());
+    assert!(tables(&sb).len() > count, "{} tables", tables(&sb).len());
     arm(&sb, &sb.repo, &["docs/"], 2);
     std::fs::write(sb.repo.join("docs/guide.md"), "new guide\n").unwrap();
     git_in(&sb, &sb.repo, &["add", "docs/guide.md"]);

@@ -82,6 +82,29 @@ impl Source for stack::TableFile {
 /// tables were read a block at a time.
 const MAX_OPEN_TABLES: usize = 64;
 
+/// How many tables a lookup may hold open in this process: at most
+/// [`MAX_OPEN_TABLES`], and a quarter of the open files the process may
+/// have (new-user finding: 19 tables under `ulimit -n 24` failed every
+/// hook on `EMFILE`, where git commits under `ulimit -n 10`).
+fn open_table_budget() -> usize {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: a plain system call filling the struct it is given.
+    let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
+        usize::try_from(limit.rlim_cur).unwrap_or(usize::MAX)
+    } else {
+        0
+    };
+    budget_within(soft)
+}
+
+/// [`open_table_budget`] for a soft limit of `soft` open files.
+fn budget_within(soft: usize) -> usize {
+    (soft / 4).min(MAX_OPEN_TABLES)
+}
+
 /// One table of a [`Stack`]: open, or read whole.
 enum Table {
     Open(stack::OpenTable),
@@ -121,7 +144,7 @@ pub struct Stack(Vec<Table>);
 impl Stack {
     /// Opens the stack in `dir` (a `reftable` directory).
     pub fn read(dir: &std::path::Path, hash: Hash) -> Result<Stack, Error> {
-        let tables: Vec<Table> = match stack::open_tables(dir, MAX_OPEN_TABLES)? {
+        let tables: Vec<Table> = match stack::open_tables(dir, open_table_budget())? {
             Some(open) => open.into_iter().map(Table::Open).collect(),
             None => stack::read_files(dir)?
                 .tables
@@ -565,6 +588,20 @@ mod tests {
             stack.find(Hash::Sha1, b"refs/heads/main").unwrap(),
             Some(RefValue::Id(id(MAX_OPEN_TABLES as u8)))
         );
+    }
+
+    #[test]
+    fn the_tables_held_open_fit_the_open_file_limit() {
+        assert_eq!(budget_within(1 << 20), MAX_OPEN_TABLES);
+        assert_eq!(budget_within(1024), MAX_OPEN_TABLES);
+        assert_eq!(budget_within(128), 32);
+        assert_eq!(budget_within(24), 6);
+        assert_eq!(
+            budget_within(0),
+            0,
+            "no limit known: every table read whole"
+        );
+        assert!(open_table_budget() <= MAX_OPEN_TABLES);
     }
 
     #[test]

@@ -282,6 +282,16 @@ impl Error {
 
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Problem::Io(_) = self.problem {
+            // Not the format's fault (a limit of open files, permissions):
+            // what the system said, and the refusal.
+            return write!(
+                f,
+                "{} {}; grantguard cannot read this reftable store, so it is refused",
+                self.path.display(),
+                self.problem
+            );
+        }
         write!(
             f,
             "{} {}; git could read this reftable store differently from grantguard, so it is \
@@ -764,6 +774,22 @@ fn resolve_head(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_store_the_system_cannot_read_is_not_blamed_on_its_format() {
+        let io = Error::new(
+            Path::new("t.ref"),
+            Problem::Io("Too many open files (os error 24)".into()),
+        )
+        .to_string();
+        assert_eq!(
+            io,
+            "t.ref cannot be read: Too many open files (os error 24); grantguard cannot read \
+             this reftable store, so it is refused"
+        );
+        let format = Error::new(Path::new("t.ref"), Problem::FooterCrc).to_string();
+        assert!(format.contains("git could read this reftable store differently"));
+    }
 
     #[test]
     fn root_and_worktree_names() {
