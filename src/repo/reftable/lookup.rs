@@ -453,32 +453,19 @@ mod tests {
         table_at(MIN, blocks)
     }
 
-    /// A table of update index `update` alone.
+    /// A table of update index `update` alone, one ref block for each of
+    /// `blocks`, without an index.
     fn table_at(update: u64, blocks: &[&[(&str, u8)]]) -> Vec<u8> {
-        let mut header = b"REFT".to_vec();
-        header.push(1);
-        header.extend_from_slice(&[0, 0, 0]);
-        header.extend_from_slice(&update.to_be_bytes());
-        header.extend_from_slice(&update.to_be_bytes());
-        let mut out = Vec::new();
-        for (i, refs) in blocks.iter().enumerate() {
-            let records: Vec<(Vec<u8>, u8, Vec<u8>)> = refs
-                .iter()
-                .map(|(name, byte)| {
-                    let mut value = vec![0];
-                    value.extend_from_slice(&id(*byte));
-                    (name.as_bytes().to_vec(), 1, value)
-                })
-                .collect();
-            let before = if i == 0 { header.as_slice() } else { &[] };
-            out.extend_from_slice(&block::encode(REF, before, &records));
-        }
-        let mut footer = header;
-        footer.extend_from_slice(&[0u8; 40]);
-        let crc = crc32fast::hash(&footer);
-        footer.extend_from_slice(&crc.to_be_bytes());
-        out.extend_from_slice(&footer);
-        out
+        let blocks: Vec<Vec<table::SimpleRef>> = blocks
+            .iter()
+            .map(|refs| {
+                refs.iter()
+                    .map(|(name, byte)| (name.as_bytes().to_vec(), update, RefValue::Id(id(*byte))))
+                    .collect()
+            })
+            .collect();
+        let blocks: Vec<&[table::SimpleRef]> = blocks.iter().map(Vec::as_slice).collect();
+        table::encode_blocks(1, Hash::Sha1, update, update, &blocks)
     }
 
     fn found(bytes: &[u8], name: &str) -> Result<Option<Vec<u8>>, Problem> {

@@ -668,15 +668,24 @@ fn index_section(
     Ok(())
 }
 
+/// A ref as [`encode_simple`] writes it: name, update index, value.
+pub type SimpleRef = (Vec<u8>, u64, record::RefValue);
+
 /// Writes a table as git's writer would, unaligned (block size 0), with
 /// one ref block and no index, object or log section: for tests, the
 /// proptest and the fuzzer's seed inputs.
-pub fn encode_simple(
+pub fn encode_simple(version: u8, hash: Hash, min: u64, max: u64, refs: &[SimpleRef]) -> Vec<u8> {
+    encode_blocks(version, hash, min, max, &[refs])
+}
+
+/// [`encode_simple`] with one ref block for each of `blocks`, in order,
+/// and no index: a table git's reader searches block by block.
+pub fn encode_blocks(
     version: u8,
     hash: Hash,
     min: u64,
     max: u64,
-    refs: &[(Vec<u8>, u64, record::RefValue)],
+    blocks: &[&[SimpleRef]],
 ) -> Vec<u8> {
     let mut header = Vec::new();
     header.extend_from_slice(MAGIC);
@@ -692,36 +701,42 @@ pub fn encode_simple(
         };
         header.extend_from_slice(&id.to_be_bytes());
     }
-    let records: Vec<(Vec<u8>, u8, Vec<u8>)> = refs
-        .iter()
-        .map(|(name, update, value)| {
-            let mut v = Vec::new();
-            block::put_varint(&mut v, update - min);
-            let t = match value {
-                record::RefValue::Deletion => 0,
-                record::RefValue::Id(id) => {
-                    v.extend_from_slice(id);
-                    1
-                }
-                record::RefValue::Peeled { id, peeled } => {
-                    v.extend_from_slice(id);
-                    v.extend_from_slice(peeled);
-                    2
-                }
-                record::RefValue::Symbolic(target) => {
-                    block::put_varint(&mut v, target.len() as u64);
-                    v.extend_from_slice(target);
-                    3
-                }
-            };
-            (name.clone(), t, v)
-        })
-        .collect();
-    let mut out = if records.is_empty() {
-        header.clone()
-    } else {
-        block::encode(REF, &header, &records)
+    let encode = |(name, update, value): &SimpleRef| {
+        let mut v = Vec::new();
+        block::put_varint(&mut v, update - min);
+        let t = match value {
+            record::RefValue::Deletion => 0,
+            record::RefValue::Id(id) => {
+                v.extend_from_slice(id);
+                1
+            }
+            record::RefValue::Peeled { id, peeled } => {
+                v.extend_from_slice(id);
+                v.extend_from_slice(peeled);
+                2
+            }
+            record::RefValue::Symbolic(target) => {
+                block::put_varint(&mut v, target.len() as u64);
+                v.extend_from_slice(target);
+                3
+            }
+        };
+        (name.clone(), t, v)
     };
+    let mut out = Vec::new();
+    for (i, refs) in blocks.iter().enumerate() {
+        let records: Vec<(Vec<u8>, u8, Vec<u8>)> = refs.iter().map(encode).collect();
+        // The file header is the first block's.
+        let before: &[u8] = if i == 0 { &header } else { &[] };
+        if records.is_empty() {
+            out.extend_from_slice(before);
+        } else {
+            out.extend_from_slice(&block::encode(REF, before, &records));
+        }
+    }
+    if blocks.is_empty() {
+        out.extend_from_slice(&header);
+    }
     let mut footer = header;
     footer.extend_from_slice(&[0u8; 40]);
     let crc = crc32fast::hash(&footer);
