@@ -112,6 +112,16 @@ fn armed_with_loose_baseline_blob(sb: &Sandbox) -> String {
     blob
 }
 
+/// Plants another object's loose bytes (`pub fn evil() {}`) under the
+/// loose object `blob`'s name.
+fn plant_another_object_under(sb: &Sandbox, blob: &str) {
+    let evil = sb.git_stdin(&["hash-object", "-w", "--stdin"], "pub fn evil() {}\n");
+    let bytes = std::fs::read(loose_path(sb, &evil)).unwrap();
+    let target = loose_path(sb, blob);
+    std::fs::remove_file(&target).unwrap();
+    std::fs::write(&target, bytes).unwrap();
+}
+
 #[test]
 fn accepts_an_untouched_store_beside_a_loose_baseline_blob() {
     let sb = Sandbox::new();
@@ -125,12 +135,7 @@ fn accepts_an_untouched_store_beside_a_loose_baseline_blob() {
 fn rejects_a_rewritten_loose_object_of_a_baseline_blob() {
     let sb = Sandbox::new();
     let blob = armed_with_loose_baseline_blob(&sb);
-    // Another object's loose bytes planted under the baseline blob's name.
-    let evil = sb.git_stdin(&["hash-object", "-w", "--stdin"], "pub fn evil() {}\n");
-    let bytes = std::fs::read(loose_path(&sb, &evil)).unwrap();
-    let target = loose_path(&sb, &blob);
-    std::fs::remove_file(&target).unwrap();
-    std::fs::write(&target, bytes).unwrap();
+    plant_another_object_under(&sb, &blob);
     // git: the tree is unchanged, yet the tip's file reads as the forgery.
     assert_eq!(
         sb.git(&["rev-parse", "HEAD:src/lib.rs"]),
@@ -156,11 +161,7 @@ fn rejects_a_rewritten_loose_object_of_a_baseline_blob() {
 fn store_findings_are_listed_first_beside_the_others() {
     let sb = Sandbox::new();
     let blob = armed_with_loose_baseline_blob(&sb);
-    let evil = sb.git_stdin(&["hash-object", "-w", "--stdin"], "pub fn evil() {}\n");
-    let bytes = std::fs::read(loose_path(&sb, &evil)).unwrap();
-    let target = loose_path(&sb, &blob);
-    std::fs::remove_file(&target).unwrap();
-    std::fs::write(&target, bytes).unwrap();
+    plant_another_object_under(&sb, &blob);
     // And changes found by the later checks: a new tag (the refs are
     // judged before the index) and a change of the worktree's.
     sb.git_nohooks(&["tag", "extra"]);

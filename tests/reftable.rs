@@ -310,6 +310,18 @@ fn neighbours(name: &[u8]) -> Vec<Vec<u8>> {
     ]
 }
 
+/// 3,000 branches `refs/heads/load/NNNNN` at HEAD, written with 256-byte
+/// blocks: many ref blocks and a ref index, also at the 4 KiB blocks of
+/// git before 2.46, which ignores `reftable.blockSize`.
+fn make_load_refs(sb: &Sandbox) {
+    git_in(sb, &sb.repo, &["config", "reftable.blockSize", "256"]);
+    let head = git_in(sb, &sb.repo, &["rev-parse", "HEAD"]);
+    let input: String = (0..3_000)
+        .map(|i| format!("create refs/heads/load/{i:05} {head}"))
+        .collect();
+    update_refs(sb, &input);
+}
+
 /// The point lookup hooks use ([`reftable::lookup`]) finds in each table
 /// exactly the records the full read finds, and nothing else, on tables
 /// git writes with small blocks: many ref blocks, multi-level ref
@@ -321,14 +333,8 @@ fn lookup_finds_what_the_full_read_finds() {
         return;
     };
     let git = |args: &[&str]| git_in(&sb, &sb.repo, args);
-    git(&["config", "reftable.blockSize", "256"]);
     git(&["config", "reftable.autoCompaction", "false"]);
-    let head = git(&["rev-parse", "HEAD"]);
-    let mut input = String::new();
-    for i in 0..3_000 {
-        input.push_str(&format!("create refs/heads/load/{i:05} {head}"));
-    }
-    update_refs(&sb, &input);
+    make_load_refs(&sb);
     git(&["tag", "-a", "-m", "annotated", "v1"]);
     git(&["symbolic-ref", "refs/heads/alias", "refs/heads/main"]);
     git(&["pack-refs", "--all"]);
@@ -420,17 +426,8 @@ fn lookup_refuses_an_index_pointing_out_of_place() {
     let Some(sb) = reftable_sandbox("sha1") else {
         return;
     };
-    let git = |args: &[&str]| git_in(&sb, &sb.repo, args);
-    git(&["config", "reftable.blockSize", "256"]);
-    let head = git(&["rev-parse", "HEAD"]);
-    let mut input = String::new();
-    // Enough for a ref index at 4 KiB blocks too (git before 2.46 ignores
-    // `reftable.blockSize`).
-    for i in 0..3_000 {
-        input.push_str(&format!("create refs/heads/load/{i:05} {head}"));
-    }
-    update_refs(&sb, &input);
-    git(&["pack-refs", "--all"]);
+    make_load_refs(&sb);
+    git_in(&sb, &sb.repo, &["pack-refs", "--all"]);
     let (_, common_dir) = dirs(&sb, &sb.repo);
     let name = &tables(&sb)[0];
     let mut bytes = std::fs::read(common_dir.join("reftable").join(name)).unwrap();
