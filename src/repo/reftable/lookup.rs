@@ -134,12 +134,16 @@ impl Table {
     }
 }
 
+/// A table's checked header and footer, and where its blocks end (see
+/// [`table::read_frame`]).
+type Frame = (Header, table::Footer, usize);
+
 /// A stack opened for lookups: the list, every table opened (or, beyond
 /// [`MAX_OPEN_TABLES`], read), again while git rewrites it (as
-/// [`stack::read_files`] reads it), each table's header stating the range
-/// its name does, in order. Opened once for every ref a caller looks up in
-/// it.
-pub struct Stack(Vec<Table>);
+/// [`stack::read_files`] reads it), each table's header and footer read
+/// and checked once, the header stating the range its name does, in
+/// order. Opened once for every ref a caller looks up in it.
+pub struct Stack(Vec<(Table, Frame)>);
 
 impl Stack {
     /// Opens the stack in `dir` (a `reftable` directory).
@@ -152,16 +156,13 @@ impl Stack {
                 .map(Table::Read)
                 .collect(),
         };
+        let mut framed = Vec::with_capacity(tables.len());
         let mut previous_max: Option<u64> = None;
-        for t in &tables {
+        for t in tables {
             let (src, path, range) = (t.source(), t.path(), t.range());
-            let head = src
-                .read(0, src.len().min(28))
+            let frame = table::read_frame(src.len(), hash, &mut |off, n| src.read(off, n))
                 .map_err(|p| Error::new(path, p))?;
-            let header = table::parse_header(&head).map_err(|p| Error::new(path, p))?;
-            if header.hash != hash {
-                return Err(Error::new(path, Problem::HashMismatch));
-            }
+            let header = &frame.0;
             if (header.min_update_index, header.max_update_index) != range {
                 return Err(Error::new(path, Problem::TableNameMismatch));
             }
@@ -169,17 +170,18 @@ impl Stack {
                 return Err(Error::new(path, Problem::UpdateIndexOrder));
             }
             previous_max = Some(range.1);
+            framed.push((t, frame));
         }
-        Ok(Stack(tables))
+        Ok(Stack(framed))
     }
 
     /// The newest record for `name`: `None` when no table has one; a
     /// deletion is returned as such. Only the blocks on the way to `name`
     /// are decoded.
-    pub fn find(&self, hash: Hash, name: &[u8]) -> Result<Option<RefValue>, Error> {
-        for t in self.0.iter().rev() {
+    pub fn find(&self, name: &[u8]) -> Result<Option<RefValue>, Error> {
+        for (t, frame) in self.0.iter().rev() {
             if let Some(found) =
-                find_in(t.source(), hash, name).map_err(|p| Error::new(t.path(), p))?
+                find_framed(t.source(), frame, name).map_err(|p| Error::new(t.path(), p))?
             {
                 return Ok(Some(found.value));
             }
@@ -279,24 +281,33 @@ fn find_in<S: Source + ?Sized>(
     expected: Hash,
     name: &[u8],
 ) -> Result<Option<RefRecord>, Problem> {
-    let (header, footer, end) =
-        table::read_frame(src.len(), expected, &mut |off, n| src.read(off, n))?;
-    if end == header_len(&header) {
+    let frame = table::read_frame(src.len(), expected, &mut |off, n| src.read(off, n))?;
+    find_framed(src, &frame, name)
+}
+
+/// [`find_in`] of a table whose frame was read and checked already.
+fn find_framed<S: Source + ?Sized>(
+    src: &S,
+    (header, footer, end): &Frame,
+    name: &[u8],
+) -> Result<Option<RefRecord>, Problem> {
+    let (header, end) = (header, *end);
+    if end == header_len(header) {
         return Ok(None);
     }
-    let first = block_at(src, 0, end, &header)?;
+    let first = block_at(src, 0, end, header)?;
     if first.typ != REF {
         return Ok(None);
     }
     let ref_block = if footer.ref_index == 0 {
-        return Ok(linear(src, end, &header, name)?.and_then(|r| search(r, name)));
+        return Ok(linear(src, end, header, name)?.and_then(|r| search(r, name)));
     } else {
-        match descend(src, end, &header, footer.ref_index, name)? {
+        match descend(src, end, header, footer.ref_index, name)? {
             Some(block) => block,
             None => return Ok(None),
         }
     };
-    let records = ref_records(&ref_block, &header)?;
+    let records = ref_records(&ref_block, header)?;
     Ok(search(records, name))
 }
 
@@ -538,9 +549,9 @@ mod tests {
     fn a_stack_is_found_in_from_its_files() {
         let dir = stack_dir(&[(NAME, table(&[&[("HEAD", 1), ("refs/heads/main", 2)]]))]);
         let stack = Stack::read(dir.path(), Hash::Sha1).unwrap();
-        let found = stack.find(Hash::Sha1, b"refs/heads/main").unwrap();
+        let found = stack.find(b"refs/heads/main").unwrap();
         assert_eq!(found, Some(RefValue::Id(id(2))));
-        assert_eq!(stack.find(Hash::Sha1, b"refs/heads/other").unwrap(), None);
+        assert_eq!(stack.find(b"refs/heads/other").unwrap(), None);
     }
 
     #[test]
@@ -561,18 +572,18 @@ mod tests {
             .collect();
         let dir = stack_dir(&tables);
         let stack = Stack::read(dir.path(), Hash::Sha1).unwrap();
-        assert!(stack.0.iter().all(|t| matches!(t, Table::Read(_))));
+        assert!(stack.0.iter().all(|(t, _)| matches!(t, Table::Read(_))));
         let newest = id(MAX_OPEN_TABLES as u8 + 1);
         assert_eq!(
-            stack.find(Hash::Sha1, b"refs/heads/main").unwrap(),
+            stack.find(b"refs/heads/main").unwrap(),
             Some(RefValue::Id(newest))
         );
         // One table fewer: every table open, the same answer.
         let dir = stack_dir(&tables[..MAX_OPEN_TABLES]);
         let stack = Stack::read(dir.path(), Hash::Sha1).unwrap();
-        assert!(stack.0.iter().all(|t| matches!(t, Table::Open(_))));
+        assert!(stack.0.iter().all(|(t, _)| matches!(t, Table::Open(_))));
         assert_eq!(
-            stack.find(Hash::Sha1, b"refs/heads/main").unwrap(),
+            stack.find(b"refs/heads/main").unwrap(),
             Some(RefValue::Id(id(MAX_OPEN_TABLES as u8)))
         );
     }
@@ -600,8 +611,9 @@ mod tests {
             .write(true)
             .open(dir.path().join(NAME))
             .unwrap();
-        file.set_len(bytes.len() as u64 - 10).unwrap();
-        let err = stack.find(Hash::Sha1, b"refs/heads/main").unwrap_err();
+        // The blocks gone; the header and footer were read at open.
+        file.set_len(bytes.len() as u64 / 2).unwrap();
+        let err = stack.find(b"refs/heads/main").unwrap_err();
         assert_eq!(
             err.problem,
             Problem::Truncated("a table that shrank while it was read")

@@ -397,10 +397,9 @@ fn check_record(name: &BString, value: &RefValue) -> Result<(), Problem> {
 fn find_in_stack(
     stack: &lookup::Stack,
     dir: &Path,
-    hash: Hash,
     name: &[u8],
 ) -> Result<Option<RefValue>, Error> {
-    match stack.find(hash, name)? {
+    match stack.find(name)? {
         None | Some(RefValue::Deletion) => Ok(None),
         Some(value) => {
             check_record(&name.into(), &value).map_err(|p| Error::new(dir, p))?;
@@ -653,7 +652,7 @@ pub fn found_shared_ref(common_dir: &Path, name: &[u8]) -> Result<Option<BString
     let hash =
         Hash::of(own_format(&dir)?).ok_or_else(|| Error::new(common_dir, Problem::HashMismatch))?;
     Ok(
-        find_in_stack(&lookup::Stack::read(&dir, hash)?, &dir, hash, name)?
+        find_in_stack(&lookup::Stack::read(&dir, hash)?, &dir, name)?
             .as_ref()
             .and_then(raw_value),
     )
@@ -735,7 +734,7 @@ pub fn found_head(
             .binary_search_by(|(n, _)| n.as_slice().cmp(name))
             .ok()
             .map(|i| own[i].1.clone())),
-        _ => find_in_stack(&shared, &common, hash, name),
+        _ => find_in_stack(&shared, &common, name),
     })
 }
 
