@@ -67,7 +67,8 @@ fn git_staged(sb: &Sandbox) -> Vec<String> {
 /// The pre-commit hook's staged paths (cache-tree trusted).
 fn hook_staged(sb: &Sandbox) -> Vec<String> {
     let repo = grantguard::repo::open(&sb.repo).unwrap();
-    let mut paths: Vec<String> = grantguard::hooks::pre_commit::staged_paths(&repo)
+    let head = grantguard::repo::found_head(&repo).unwrap();
+    let mut paths: Vec<String> = grantguard::hooks::pre_commit::staged_paths(&repo, &head)
         .unwrap()
         .into_iter()
         .map(|p| String::from_utf8(p.into()).unwrap())

@@ -69,7 +69,8 @@ fn git_staged(sb: &Sandbox, repo: &Path) -> Vec<String> {
 
 fn our_staged(repo: &Path) -> Vec<String> {
     let repo = grantguard::repo::open(repo).unwrap();
-    let mut paths: Vec<String> = grantguard::hooks::pre_commit::staged_paths(&repo)
+    let head = grantguard::repo::found_head(&repo).unwrap();
+    let mut paths: Vec<String> = grantguard::hooks::pre_commit::staged_paths(&repo, &head)
         .unwrap()
         .into_iter()
         .map(|p| String::from_utf8(p.into()).unwrap())

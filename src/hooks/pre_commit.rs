@@ -19,19 +19,30 @@ use crate::result::Violation;
 /// [`repo::staged_changes`]): for git's `commit` ([`committer`]), the tree
 /// git writes (from the cache-tree's root alone when that is valid, see
 /// [`repo::commit_root`]); for any other client, both the tree git would
-/// write and the tree the entries make.
-pub fn staged_paths(repo: &gix::Repository) -> Result<Vec<BString>> {
+/// write and the tree the entries make. `head` is HEAD as the hook read it
+/// (once, for the commit count too).
+pub fn staged_paths(repo: &gix::Repository, head: &Head) -> Result<Vec<BString>> {
     let view = if committer::parent_is_git_commit() {
         repo::CacheTreeUse::GitsViewOnly
     } else {
         repo::CacheTreeUse::AlsoGitsView
     };
-    staged_paths_as(repo, view)
+    staged_paths_from(repo, view, repo::head_tree_id_given(repo, head)?)
 }
 
-/// [`staged_paths`] for the client `view` names.
+/// The paths the next commit would change (see `staged_paths`), for the
+/// client `view` names.
 pub fn staged_paths_as(repo: &gix::Repository, view: repo::CacheTreeUse) -> Result<Vec<BString>> {
-    let head_tree = repo::found_head_tree_id_or_empty(repo)?;
+    let head_tree = repo::head_tree_id_given(repo, &repo::found_head(repo)?)?;
+    staged_paths_from(repo, view, head_tree)
+}
+
+/// [`staged_paths_as`] with HEAD's tree known: `head_tree`.
+fn staged_paths_from(
+    repo: &gix::Repository,
+    view: repo::CacheTreeUse,
+    head_tree: gix::ObjectId,
+) -> Result<Vec<BString>> {
     // git's commit writes a valid root node's tree as it is: judging that
     // tree needs no entry of the index (issue 29). For any client, a
     // cache-tree gits read in more than one way is refused: gix, the full
@@ -104,7 +115,9 @@ fn count_advice(after: usize, max: usize, baseline: &str) -> String {
 pub fn decide(repo: &gix::Repository, baseline: &Baseline, grant: &Grant) -> Result<Findings> {
     let mut findings = Findings::default();
     let matcher = grant.matcher();
-    for path in staged_paths(repo)? {
+    // HEAD read once, for the staged paths and the commit count.
+    let head = repo::found_head(repo)?;
+    for path in staged_paths(repo, &head)? {
         let shown = path.to_str_lossy().into_owned();
         if has_dotgit_component(&path) {
             findings.push(
@@ -121,7 +134,7 @@ pub fn decide(repo: &gix::Repository, baseline: &Baseline, grant: &Grant) -> Res
     if let Head::Branch {
         name,
         commit: Some(tip),
-    } = repo::found_head(repo)?
+    } = head
         && name == baseline.branch
     {
         let max = grant.max_commits() as usize;

@@ -64,8 +64,7 @@ pub use metadata::{
     worktree_names,
 };
 pub use refs::{
-    Head, RefMap, found_head, found_head_tree_id_or_empty, head, head_tree_id_or_empty,
-    ref_snapshot,
+    Head, RefMap, found_head, head, head_tree_id_given, head_tree_id_or_empty, ref_snapshot,
 };
 pub use staged::{CacheTreeUse, changes_to_root, staged_changes};
 pub use worktree::{

@@ -76,15 +76,16 @@ pub fn head_tree_id_or_empty(repo: &gix::Repository) -> Result<gix::ObjectId> {
     head_tree_of(repo, head)
 }
 
-/// [`head_tree_id_or_empty`] with HEAD read by [`found_head`]: for hooks
-/// only.
-pub fn found_head_tree_id_or_empty(repo: &gix::Repository) -> Result<gix::ObjectId> {
-    head_tree_of(repo, found_head)
+/// [`head_tree_id_or_empty`] of HEAD as `head` (read by [`found_head`]: for
+/// hooks only), which a reftable repository is not read again for; gix
+/// reads a files repository's HEAD tree itself.
+pub fn head_tree_id_given(repo: &gix::Repository, head: &Head) -> Result<gix::ObjectId> {
+    head_tree_of(repo, |_| Ok(head.clone()))
 }
 
 fn head_tree_of(
     repo: &gix::Repository,
-    head: impl Fn(&gix::Repository) -> Result<Head>,
+    head: impl FnOnce(&gix::Repository) -> Result<Head>,
 ) -> Result<gix::ObjectId> {
     if !super::is_reftable(repo) {
         return Ok(repo
