@@ -2097,9 +2097,7 @@ fn check_index(
         Some(mut copy) => {
             let hash_len = repo.object_hash().len_in_bytes();
             let decoded = copy.decode(repo);
-            let bytes = copy
-                .take_bytes()
-                .context("the index's bytes were taken already")?;
+            let bytes = copy.bytes();
             let layout = match decoded {
                 // gix's entries are held against git's reading as it
                 // decodes them, one at a time.

@@ -11,7 +11,7 @@
 //!
 //! So the index is read once, into a private copy in a scratch directory
 //! of the state directory, and every reader reads that: the layout check
-//! the bytes read ([`IndexCopy::take_bytes`]), gix and git the copy's file.
+//! the bytes read ([`IndexCopy::bytes`]), gix and git the copy's file.
 //! Whether the copy still is the index when the state is accepted is the
 //! last look's question ([`IndexCopy::still_the_index`]).
 //!
@@ -33,20 +33,21 @@ use anyhow::{Context, Result, bail};
 
 use super::index_layout::MAX_INDEX_BYTES;
 
-/// A copy of the index file, with the bytes it was made of until the
-/// layout check takes them.
+/// A copy of the index file, with the bytes it was made of.
 pub struct IndexCopy {
     /// The copy, read by gix and by `ls-files`.
     path: PathBuf,
     /// A second name of the copy for `write-tree`, which replaces the index
     /// it read when it completed its cache-tree (see [`Self::for_write_tree`]).
     for_write_tree: PathBuf,
-    /// The bytes read from the repository, until [`Self::take_bytes`].
-    bytes: Option<Vec<u8>>,
-    /// SHA-256 of those bytes: what the index must still hold at the last
-    /// look (not the copy's file, which a copy in the system's temporary
-    /// directory leaves within the agent's reach; red team).
-    digest: [u8; 32],
+    /// The bytes read from the repository: what the index must still hold
+    /// at the last look (not the copy's file, which a copy in the system's
+    /// temporary directory leaves within the agent's reach; red team).
+    /// Held and compared byte for byte rather than by a SHA-256 taken at
+    /// the start and again at the end: on the benchmark's 9 MB index the
+    /// two digests were 13 ms of verify's critical path (issue 29), the
+    /// bytes are 9 MB of memory.
+    bytes: Vec<u8>,
     /// The real index's modification time, which the copy carries too.
     modified: std::time::SystemTime,
     /// The git dir the index is in.
@@ -123,8 +124,7 @@ impl IndexCopy {
         Ok(Taken::Copy(Box::new(IndexCopy {
             path,
             for_write_tree,
-            digest: sha256(&bytes),
-            bytes: Some(bytes),
+            bytes,
             modified,
             git_dir: git_dir.to_owned(),
             shared: None,
@@ -154,17 +154,17 @@ impl IndexCopy {
         &self.for_write_tree
     }
 
-    /// The bytes read from the repository, once: for the layout check,
-    /// which then need not read the file again.
-    pub fn take_bytes(&mut self) -> Option<Vec<u8>> {
-        self.bytes.take()
+    /// The bytes read from the repository: for the layout check, which
+    /// then need not read the file again.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
     }
 
     /// gix's decoding of the bytes read, with the repository's reading
     /// config (`index.threads`, `index.skipHash`) as
     /// `Repository::open_index` reads it. A split index's shared file is
     /// copied beside the copy (read once, its digest taken) and gix
-    /// decodes the copy, merging the two. Before [`Self::take_bytes`].
+    /// decodes the copy, merging the two.
     pub fn decode(&mut self, repo: &gix::Repository) -> Result<gix::worktree::Index> {
         let config = repo.config_snapshot();
         let thread_limit = config
@@ -181,10 +181,7 @@ impl IndexCopy {
             ..Default::default()
         };
         let hash = repo.object_hash();
-        let bytes = self
-            .bytes
-            .as_deref()
-            .context("the index was decoded already")?;
+        let bytes = &self.bytes;
         let time = filetime::FileTime::from_system_time(self.modified);
         let (state, _) = gix::index::State::from_bytes(bytes, time, hash, options)?;
         let mut file = match state.link() {
@@ -219,7 +216,7 @@ impl IndexCopy {
         {
             return Ok(false);
         }
-        Ok(digest_of(&git_dir.join("index"), None)? == self.digest)
+        holds(&git_dir.join("index"), &self.bytes)
     }
 
     /// Points git's readings of a split index's copy at a shared file of
@@ -238,20 +235,20 @@ impl IndexCopy {
         link_at: Option<usize>,
         hash: gix::hash::Kind,
     ) -> Result<()> {
-        let (Some((name, digest)), Some(link_at)) = (&self.shared, link_at) else {
+        let (Some((name, _)), Some(link_at)) = (&self.shared, link_at) else {
             return Ok(());
         };
         let len = hash.len_in_bytes();
         let mut index = std::fs::read(&self.path).context("cannot read the index's copy")?;
         let mut shared = std::fs::read(self.scratch.path().join(name))
             .context("cannot read the shared index's copy")?;
-        if sha256(&index) != self.digest || link_at + len > index.len() || shared.len() < len {
+        if index != self.bytes || link_at + len > index.len() || shared.len() < len {
             bail!("the index's copy is not the index read");
         }
         // Unpredictable: from the bytes read, the time and the process.
         let seed = format!(
             "{:?} {:?} {}",
-            digest,
+            sha256(&index),
             std::time::SystemTime::now(),
             std::process::id()
         );
@@ -441,6 +438,30 @@ fn digest_of(path: &Path, into: Option<&Path>) -> Result<[u8; 32]> {
     Ok(hasher.finalize().into())
 }
 
+/// Whether the file at `path` holds exactly `expected`: `false` when it
+/// is missing, not a regular file, or differs in length or in any byte.
+/// Read in blocks and compared as read, so that a grown or sparse file is
+/// never read past one block beyond `expected`.
+fn holds(path: &Path, expected: &[u8]) -> Result<bool> {
+    let mut file = match crate::fsutil::open_regular(path) {
+        Ok(file) => file,
+        Err(_) => return Ok(false),
+    };
+    let mut buf = vec![0u8; 1 << 16];
+    let mut at = 0;
+    loop {
+        let n = read_full(&mut file, &mut buf)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        if n == 0 {
+            return Ok(at == expected.len());
+        }
+        if expected.len() - at < n || buf[..n] != expected[at..at + n] {
+            return Ok(false);
+        }
+        at += n;
+    }
+}
+
 /// Reads into `buf` until it is full or the file ends; the bytes read.
 fn read_full(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
     let mut filled = 0;
@@ -482,10 +503,9 @@ mod tests {
         let state = tempfile::tempdir().unwrap();
         let index = git_dir.join("index");
         let bytes = std::fs::read(&index).unwrap();
-        let mut copy = copied(IndexCopy::take(&git_dir, state.path()).unwrap());
+        let copy = copied(IndexCopy::take(&git_dir, state.path()).unwrap());
         assert!(copy.path().starts_with(state.path()));
-        assert_eq!(copy.take_bytes().unwrap(), bytes);
-        assert_eq!(copy.take_bytes(), None, "taken once");
+        assert_eq!(copy.bytes(), bytes);
         assert_eq!(std::fs::read(copy.path()).unwrap(), bytes);
         assert_eq!(std::fs::read(copy.for_write_tree()).unwrap(), bytes);
         assert!(copy.still_the_index(&git_dir).unwrap());
@@ -506,6 +526,8 @@ mod tests {
         longer.push(0);
         std::fs::write(&index, &longer).unwrap();
         assert!(!copy.still_the_index(&git_dir).unwrap());
+        std::fs::write(&index, &bytes[..bytes.len() - 1]).unwrap();
+        assert!(!copy.still_the_index(&git_dir).unwrap());
         std::fs::write(&index, &bytes).unwrap();
         assert!(copy.still_the_index(&git_dir).unwrap());
         std::fs::remove_file(&index).unwrap();
@@ -513,6 +535,40 @@ mod tests {
         // Nothing is kept once the copy is gone.
         drop(copy);
         assert_eq!(std::fs::read_dir(state.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_file_holds_the_bytes_only_when_every_block_and_the_length_agree() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index");
+        // Two and a half blocks of the comparison.
+        let bytes: Vec<u8> = (0..(5usize << 15)).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(holds(&path, &bytes).unwrap());
+        for at in [0, (1 << 16) - 1, 1 << 16, bytes.len() - 1] {
+            let mut other = bytes.clone();
+            other[at] ^= 1;
+            std::fs::write(&path, &other).unwrap();
+            assert!(!holds(&path, &bytes).unwrap(), "byte {at}");
+        }
+        for len in [0, 1 << 16, bytes.len() - 1, bytes.len() + 1, 2 << 16 << 1] {
+            let mut other = bytes.clone();
+            other.resize(len, 0);
+            std::fs::write(&path, &other).unwrap();
+            assert!(!holds(&path, &bytes).unwrap(), "{len} bytes");
+        }
+        std::fs::remove_file(&path).unwrap();
+        assert!(!holds(&path, &bytes).unwrap(), "missing");
+        std::fs::create_dir(&path).unwrap();
+        assert!(!holds(&path, &bytes).unwrap(), "a directory");
+        std::fs::remove_dir(&path).unwrap();
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        assert!(
+            !holds(&path, &bytes).unwrap(),
+            "a FIFO, not opened for reading"
+        );
     }
 
     #[test]
@@ -661,9 +717,9 @@ mod tests {
         let mut copy = copied(IndexCopy::take(&git_dir, state.path()).unwrap());
         let repo = gix::open(&work).unwrap();
         copy.decode(&repo).unwrap();
-        let bytes = copy.take_bytes().unwrap();
         let checked =
-            crate::repo::index_layout::check_bytes(bytes, copy.dir(), 20, &mut |_| {}).unwrap();
+            crate::repo::index_layout::check_bytes(copy.bytes(), copy.dir(), 20, &mut |_| {})
+                .unwrap();
         assert!(checked.link_at.is_some(), "a split index");
         copy.give_git_its_own_shared_index(checked.link_at, repo.object_hash())
             .unwrap();

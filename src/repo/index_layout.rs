@@ -575,19 +575,18 @@ pub fn check_file(
             return Err(anyhow::Error::new(e).context(format!("cannot read {}", path.display())));
         }
     };
-    check_bytes(bytes, git_dir, hash_len, visit).map(Some)
+    check_bytes(&bytes, git_dir, hash_len, visit).map(Some)
 }
 
 /// [`check_file`] of the index file's `bytes`, read already; the shared
 /// index a split index names is read in `shared_dir`.
 pub fn check_bytes(
-    bytes: Vec<u8>,
+    bytes: &[u8],
     shared_dir: &Path,
     hash_len: usize,
     visit: &mut dyn FnMut(&RawEntry),
 ) -> Result<Checked> {
-    let checked = check_with(&bytes, hash_len, visit)?;
-    drop(bytes);
+    let checked = check_with(bytes, hash_len, visit)?;
     if let Some(shared) = &checked.shared_index {
         // git names an all-zero link for an index with no shared part yet.
         if shared.bytes().any(|c| c != b'0') {
