@@ -53,8 +53,12 @@
 //! The walk is bounded by [`MAX_DIRS`]; a worktree with more directories is
 //! refused rather than half checked.
 
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
+
+mod dirents;
 
 use super::Location;
 
@@ -387,6 +391,7 @@ pub fn scan(work_dir: &Path) -> Result<Scan, String> {
     let mut out = Vec::new();
     let mut stack = vec![work_dir.to_owned()];
     let mut visited = 0usize;
+    let mut reader = dirents::Reader::new();
     while let Some(dir) = stack.pop() {
         visited += 1;
         if visited > MAX_DIRS {
@@ -395,39 +400,48 @@ pub fn scan(work_dir: &Path) -> Result<Scan, String> {
                  special files git would hang on"
             ));
         }
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
         // A bare repository (`HEAD`, `objects/`, `refs/`) is a git dir
         // under any name: git run in it uses its config.
         let mut bare = [false; 3];
-        for entry in entries.flatten() {
-            let Ok(kind) = entry.file_type() else {
-                continue;
+        // The root as given (it may be reached through a symlink); below
+        // it, a directory that became a symlink since its parent was read
+        // is not followed, as git does not follow one.
+        let follow = dir == work_dir;
+        // A directory that cannot be read is left out, as git leaves it.
+        let _ = reader.read(&dir, follow, &mut |name, kind| {
+            let kind = match kind {
+                dirents::Kind::Unknown => {
+                    match std::fs::symlink_metadata(dir.join(OsStr::from_bytes(name))) {
+                        Ok(meta) if meta.is_dir() => dirents::Kind::Directory,
+                        Ok(meta) if meta.is_file() => dirents::Kind::File,
+                        Ok(_) => dirents::Kind::Other,
+                        Err(_) => return,
+                    }
+                }
+                known => known,
             };
-            // One copy of the name per entry: 156,000 entries on the
-            // benchmark repository.
-            let name = entry.file_name();
-            bare[0] |= name == "HEAD" && kind.is_file();
-            bare[1] |= name == "objects" && kind.is_dir();
-            bare[2] |= name == "refs" && kind.is_dir();
-            if WORKTREE_NAMES.iter().any(|n| name == **n) {
-                if let Some(what) = special_kind(&entry.path(), kind) {
-                    let path = entry.path();
-                    let shown = path.strip_prefix(work_dir).unwrap_or(&path);
+            bare[0] |= name == b"HEAD" && kind == dirents::Kind::File;
+            bare[1] |= name == b"objects" && kind == dirents::Kind::Directory;
+            bare[2] |= name == b"refs" && kind == dirents::Kind::Directory;
+            if WORKTREE_NAMES.iter().any(|n| name == n.as_bytes()) {
+                let path = dir.join(OsStr::from_bytes(name));
+                let shown = path.strip_prefix(work_dir).unwrap_or(&path);
+                // The type from `lstat`, as `special_kind` needs it.
+                let special = std::fs::symlink_metadata(&path)
+                    .ok()
+                    .and_then(|meta| special_kind(&path, meta.file_type()));
+                if let Some(what) = special {
                     out.push(format!(
                         "{} is {what}; git would hang reading it. Remove it and verify again",
                         shown.display()
                     ));
-                } else if name != ".git"
-                    && let Ok(meta) = std::fs::metadata(entry.path())
+                } else if name != b".git"
+                    && let Ok(meta) = std::fs::metadata(&path)
                     && meta.is_file()
                     && meta.len() > MAX_SMALL_FILE
                 {
                     // git and gix read these whole: a sparse 8 GiB
                     // `.gitattributes` exhausts memory.
-                    let path = entry.path();
-                    let shown = path.strip_prefix(work_dir).unwrap_or(&path);
                     out.push(format!(
                         "{} is {} bytes (more than {MAX_SMALL_FILE}); git and grantguard read \
                          it whole. Remove it and verify again",
@@ -435,18 +449,17 @@ pub fn scan(work_dir: &Path) -> Result<Scan, String> {
                         meta.len()
                     ));
                 }
-                if name == ".git" && dir != work_dir {
-                    let path = entry.path();
-                    nested_git.push(path.strip_prefix(work_dir).unwrap_or(&path).to_owned());
+                if name == b".git" && dir != work_dir {
+                    nested_git.push(shown.to_owned());
                 }
                 // The repository's own `.git` (and a submodule's) is not
                 // worktree content: not descended.
-                continue;
+                return;
             }
-            if kind.is_dir() {
-                stack.push(entry.path());
+            if kind == dirents::Kind::Directory {
+                stack.push(dir.join(OsStr::from_bytes(name)));
             }
-        }
+        });
         if bare == [true; 3] && dir != work_dir {
             nested_git.push(dir.strip_prefix(work_dir).unwrap_or(&dir).to_owned());
         }
