@@ -733,6 +733,11 @@ reftable_rows() {
   row "status, $n refs in reftable vs for-each-ref" "$st" "$fer" "$(ratio "$st" "$fer")" "ms; HEAD + every ref, strictly"
   ver=$(median_ms "" "$gg verify --state $work/reftable.state")
   row "verify, $n refs in reftable vs for-each-ref" "$ver" "$fer" "$(ratio "$ver" "$fer")" "ms; $(wc -l <.git/reftable/tables.list) table(s), $(du -k .git/reftable | cut -f1) KiB"
+  local mem fermem note
+  mem=$(peak_mib "$gg verify --state $work/reftable.state")
+  fermem=$(peak_mib "git for-each-ref --format='%(refname) %(objectname) %(symref)'")
+  if [ "$mem" = n/a ]; then note="GNU time not installed"; else note="target <= 64 MiB: $(verdict "$mem" 64)"; fi
+  row "  verify peak RSS vs for-each-ref's, $n refs in reftable (MiB)" "$mem" "$fermem" "$(ratio "$mem" "$fermem")" "$note"
   cd "$work"
 }
 if [ -z "$only" ] || [ "$only" = reftable ]; then
