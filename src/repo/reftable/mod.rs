@@ -48,7 +48,7 @@ pub mod table;
 
 use std::path::{Path, PathBuf};
 
-use gix::bstr::{BString, ByteSlice};
+use gix::bstr::{BStr, BString, ByteSlice};
 
 pub use record::RefValue;
 pub use table::Hash;
@@ -485,6 +485,11 @@ impl Visible {
         merged
     }
 
+    /// How many records [`Self::refs`] gives at most.
+    fn len(&self) -> usize {
+        self.common.len() + self.own.as_ref().map_or(0, |own| own.len())
+    }
+
     /// The value of the ref `name` as the worktree sees it.
     fn get(&self, name: &[u8]) -> Option<&RefValue> {
         let stack = match &self.own {
@@ -537,20 +542,9 @@ pub fn read_each_peel(
     mut peel: impl FnMut(&[u8], &str, Option<&str>),
 ) -> Result<View, Error> {
     let visible = Visible::read(git_dir, common_dir, hash)?;
-    let merged = visible.refs();
     let mut view = View::default();
-    let mut refs: Vec<(BString, BString)> = Vec::with_capacity(merged.len());
-    for (name, value) in merged {
-        let Some(raw) = raw_value(value) else {
-            continue;
-        };
-        if name == "HEAD" {
-            view.head = raw;
-            continue;
-        }
-        if !name.starts_with(b"refs/") {
-            continue;
-        }
+    let mut refs: Vec<(BString, BString)> = Vec::with_capacity(visible.len());
+    let head = each_visible(&visible, |name, value, raw| {
         match value {
             RefValue::Id(_) => peel(name, raw.to_str().expect("hex"), None),
             RefValue::Peeled { peeled, .. } => {
@@ -559,14 +553,48 @@ pub fn read_each_peel(
             _ => {}
         }
         refs.push((name.clone(), raw));
-    }
+    });
     // Sorted and unique already: the map is built in one pass.
     view.refs = refs.into_iter().collect();
-    if view.head.is_empty() {
-        let dir = git_dir.join("reftable");
-        return Err(Error::new(&dir, Problem::BadHead));
-    }
+    view.head = head.ok_or_else(|| Error::new(&git_dir.join("reftable"), Problem::BadHead))?;
     Ok(view)
+}
+
+/// HEAD's raw value (`None`: there is none) and, in name order, every
+/// ref under `refs/` of `visible` with its record and raw value;
+/// deletions and other root refs are left out.
+fn each_visible(
+    visible: &Visible,
+    mut each: impl FnMut(&BString, &RefValue, BString),
+) -> Option<BString> {
+    let mut head = None;
+    for (name, value) in visible.refs() {
+        let Some(raw) = raw_value(value) else {
+            continue;
+        };
+        if name == "HEAD" {
+            head = Some(raw);
+        } else if name.starts_with(b"refs/") {
+            each(name, value, raw);
+        }
+    }
+    head
+}
+
+/// HEAD's raw value, with every ref under `refs/` and its raw value given
+/// to `each` in name order instead of collected: the stacks read and
+/// checked as [`read_own_format`] reads them, for a caller that compares
+/// them with an earlier read as they come (a second map of every ref was
+/// verify's peak: issue 29).
+pub fn each_ref_own_format(
+    git_dir: &Path,
+    common_dir: &Path,
+    mut each: impl FnMut(&BStr, &[u8]),
+) -> Result<BString, Error> {
+    let hash = own_format(&common_dir.join("reftable"))?;
+    let visible = Visible::read(git_dir, common_dir, hash)?;
+    each_visible(&visible, |name, _, raw| each(name.as_bstr(), &raw))
+        .ok_or_else(|| Error::new(&git_dir.join("reftable"), Problem::BadHead))
 }
 
 /// [`read_each_peel`] for a caller without the repository at hand: the
