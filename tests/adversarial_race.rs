@@ -730,3 +730,32 @@ fn an_index_swapped_between_verifys_reading_and_gits_is_never_accepted() {
     assert_eq!(code, 1, "{r:#}");
     assert!(r.to_string().contains("src/lib.rs"), "{r:#}");
 }
+
+/// The index replaced by a FIFO after verify judged it: the last look,
+/// which reads the index again for its gitlinks, refuses the FIFO at
+/// once instead of blocking on it until verify's deadline (red team).
+#[test]
+fn an_index_made_a_fifo_while_verify_runs_is_refused_without_hanging() {
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "granted\n", "granted");
+    let index = sb.git_dir().join("index");
+    let mut verify = sb.verify_command(&sb.state);
+    verify.args(["--timeout", "60"]);
+    let (child, pause) = verify_paused_at(&sb, verify, "verify-index-copied");
+    std::fs::remove_file(&index).unwrap();
+    let c = std::ffi::CString::new(index.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    let started = std::time::Instant::now();
+    std::fs::remove_file(&pause).unwrap();
+    let (code, r) = result_of(child);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "verify blocked on the FIFO: {r:#}"
+    );
+    assert_ne!(r["status"], "succeeded", "{r:#}");
+    assert_eq!(code, 1, "{r:#}");
+    assert!(!r.to_string().contains("verify_timed_out"), "{r:#}");
+    assert!(r.to_string().contains("is a FIFO"), "{r:#}");
+}

@@ -245,6 +245,11 @@ fn gitlink_path(rela: &gix::bstr::BStr) -> Result<PathBuf> {
 
 /// [`gitlinks`] through gix's decoding of the whole index.
 fn gitlinks_by_gix(path: &Path, hash: gix::hash::Kind) -> Result<Vec<PathBuf>> {
+    // gix opens the file without `O_NONBLOCK`: a FIFO put there (after the
+    // stream above refused it) would block it, and verify, until the
+    // deadline (red team). Refused here first, without blocking.
+    crate::fsutil::open_regular(path)
+        .with_context(|| format!("cannot read the index {}", path.display()))?;
     let options = gix::index::decode::Options {
         thread_limit: Some(1),
         ..Default::default()
