@@ -619,3 +619,78 @@ fn a_planted_file_never_hangs_run_with_restore() {
         assert_ne!(record["status"], "succeeded", "{rel} {plant}: {record:#}");
     }
 }
+
+/// A FIFO named `.gitattributes` in a directory its user may enter but not
+/// list (mode 0111, not its own): the special-file scan cannot walk it,
+/// but git and gix open a tracked file's `.gitattributes` there by its
+/// path, so verify asks for the names it looks for by path and refuses
+/// the FIFO at once (red team: it hung until verify's deadline). Run as
+/// `nobody`, since root lists every directory.
+#[test]
+fn a_fifo_in_a_directory_that_cannot_be_listed_is_refused_without_hanging() {
+    use std::os::unix::fs::PermissionsExt;
+    // SAFETY: a plain getter.
+    if unsafe { libc::geteuid() } != 0 || !Path::new("/usr/bin/setpriv").exists() {
+        eprintln!("skipped: needs root and setpriv to run as an unprivileged user");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let w = dir.path().canonicalize().unwrap();
+    std::fs::set_permissions(&w, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(
+        w.join("grant.json"),
+        r#"{"repository_grant": {"version": "1", "allowed_paths": ["docs/"],
+            "commit_count": {"min": 1, "max": 2}, "publish": false}}"#,
+    )
+    .unwrap();
+    let script = format!(
+        "set -e\ncd \"$W\"\nmkdir -p home\ngit init -q -b main repo\ncd repo\nmkdir docs\n\
+         echo g > docs/g.md\ngit add .\ngit commit -qm init\n\
+         '{gg}' arm --repo . --grant ../grant.json --state ../state >/dev/null\n\
+         mkdir docs/l\necho x > docs/l/f.md\ngit add docs/l\ngit commit -qm l\n\
+         mkfifo docs/l/.gitattributes\nchmod 111 docs/l\n\
+         code=0; '{gg}' verify --timeout 20 --state ../state --json > ../result.json || code=$?\n\
+         echo $code > ../code\n",
+        gg = env!("CARGO_BIN_EXE_grantguard")
+    );
+    std::fs::write(w.join("go.sh"), script).unwrap();
+    let chown = Command::new("chown")
+        .args(["-R", "65534:65534"])
+        .arg(&w)
+        .status()
+        .unwrap();
+    assert!(chown.success());
+    let started = Instant::now();
+    let out = Command::new("/usr/bin/setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "sh"])
+        .arg(w.join("go.sh"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap())
+        .env("W", &w)
+        .env("HOME", w.join("home"))
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let r: Value = serde_json::from_slice(&std::fs::read(w.join("result.json")).unwrap()).unwrap();
+    let code = std::fs::read_to_string(w.join("code")).unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "verify hung: {r:#}"
+    );
+    assert_eq!(code.trim(), "1", "{r:#}");
+    let text = r.to_string();
+    assert!(!text.contains("verify_timed_out"), "{r:#}");
+    assert!(text.contains("docs/l/.gitattributes is a FIFO"), "{r:#}");
+    // The directory back to the test's reach, for the temporary
+    // directory's removal.
+    std::fs::set_permissions(
+        w.join("repo/docs/l"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+}

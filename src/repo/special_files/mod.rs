@@ -407,8 +407,9 @@ pub fn scan(work_dir: &Path) -> Result<Scan, String> {
         // it, a directory that became a symlink since its parent was read
         // is not followed, as git does not follow one.
         let follow = dir == work_dir;
-        // A directory that cannot be read is left out, as git leaves it.
-        let _ = reader.read(&dir, follow, &mut |name, kind| {
+        let visited = std::cell::Cell::new(0usize);
+        let mut visit = |name: &[u8], kind: dirents::Kind| {
+            visited.set(visited.get() + 1);
             let kind = match kind {
                 dirents::Kind::Unknown => {
                     match std::fs::symlink_metadata(dir.join(OsStr::from_bytes(name))) {
@@ -459,7 +460,30 @@ pub fn scan(work_dir: &Path) -> Result<Scan, String> {
             if kind == dirents::Kind::Directory {
                 stack.push(dir.join(OsStr::from_bytes(name)));
             }
-        });
+        };
+        if let Err(e) = reader.read(&dir, follow, &mut visit)
+            && e.kind() == std::io::ErrorKind::PermissionDenied
+            && visited.get() == 0
+        {
+            // A directory that cannot be listed (searchable only: mode
+            // 0111 to a user who does not own it) is not walked, as git
+            // does not walk it; but git and gix still open a tracked file's
+            // `.gitattributes` there by its path (red team: a FIFO in such
+            // a directory hung verify until its deadline). So each name
+            // looked for is asked for by path, which needs no listing.
+            // Directories below it cannot be found so: a FIFO there still
+            // ends in verify's deadline, a rejection.
+            for name in WORKTREE_NAMES.iter().chain(&["HEAD", "objects", "refs"]) {
+                if let Ok(meta) = std::fs::symlink_metadata(dir.join(name)) {
+                    let kind = match meta.file_type() {
+                        t if t.is_dir() => dirents::Kind::Directory,
+                        t if t.is_file() => dirents::Kind::File,
+                        _ => dirents::Kind::Other,
+                    };
+                    visit(name.as_bytes(), kind);
+                }
+            }
+        }
         if bare == [true; 3] && dir != work_dir {
             nested_git.push(dir.strip_prefix(work_dir).unwrap_or(&dir).to_owned());
         }
