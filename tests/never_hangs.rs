@@ -620,19 +620,15 @@ fn a_planted_file_never_hangs_run_with_restore() {
     }
 }
 
-/// A FIFO named `.gitattributes` in a directory its user may enter but not
-/// list (mode 0111, not its own): the special-file scan cannot walk it,
-/// but git and gix open a tracked file's `.gitattributes` there by its
-/// path, so verify asks for the names it looks for by path and refuses
-/// the FIFO at once (red team: it hung until verify's deadline). Run as
-/// `nobody`, since root lists every directory.
-#[test]
-fn a_fifo_in_a_directory_that_cannot_be_listed_is_refused_without_hanging() {
+/// A world-readable scratch directory for [`run_as_nobody`] with the grant
+/// `docs/`, one or two commits; `None` (the test says it is skipped) where
+/// the test cannot run another user's processes.
+fn nobody_workspace() -> Option<(tempfile::TempDir, PathBuf)> {
     use std::os::unix::fs::PermissionsExt;
     // SAFETY: a plain getter.
     if unsafe { libc::geteuid() } != 0 || !Path::new("/usr/bin/setpriv").exists() {
         eprintln!("skipped: needs root and setpriv to run as an unprivileged user");
-        return;
+        return None;
     }
     let dir = tempfile::tempdir().unwrap();
     let w = dir.path().canonicalize().unwrap();
@@ -643,30 +639,31 @@ fn a_fifo_in_a_directory_that_cannot_be_listed_is_refused_without_hanging() {
             "commit_count": {"min": 1, "max": 2}, "publish": false}}"#,
     )
     .unwrap();
+    Some((dir, w))
+}
+
+/// Runs the shell `script` in `w` as `nobody` (uid 65534), `$W` and `$GG`
+/// naming the workspace and grantguard, after a repository `repo` with
+/// one commit is made there; asserts it succeeded.
+fn run_as_nobody(w: &Path, script: &str) {
     let script = format!(
         "set -e\ncd \"$W\"\nmkdir -p home\ngit init -q -b main repo\ncd repo\nmkdir docs\n\
-         echo g > docs/g.md\ngit add .\ngit commit -qm init\n\
-         '{gg}' arm --repo . --grant ../grant.json --state ../state >/dev/null\n\
-         mkdir docs/l\necho x > docs/l/f.md\ngit add docs/l\ngit commit -qm l\n\
-         mkfifo docs/l/.gitattributes\nchmod 111 docs/l\n\
-         code=0; '{gg}' verify --timeout 20 --state ../state --json > ../result.json || code=$?\n\
-         echo $code > ../code\n",
-        gg = env!("CARGO_BIN_EXE_grantguard")
+         echo g > docs/g.md\ngit add .\ngit commit -qm init\n{script}"
     );
     std::fs::write(w.join("go.sh"), script).unwrap();
     let chown = Command::new("chown")
         .args(["-R", "65534:65534"])
-        .arg(&w)
+        .arg(w)
         .status()
         .unwrap();
     assert!(chown.success());
-    let started = Instant::now();
     let out = Command::new("/usr/bin/setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "sh"])
         .arg(w.join("go.sh"))
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap())
-        .env("W", &w)
+        .env("W", w)
+        .env("GG", env!("CARGO_BIN_EXE_grantguard"))
         .env("HOME", w.join("home"))
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("GIT_AUTHOR_NAME", "t")
@@ -676,13 +673,42 @@ fn a_fifo_in_a_directory_that_cannot_be_listed_is_refused_without_hanging() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    let r: Value = serde_json::from_slice(&std::fs::read(w.join("result.json")).unwrap()).unwrap();
+}
+
+/// The JSON result and exit code a script left in `result.json` and `code`.
+fn left_result(w: &Path) -> (String, Value) {
+    let r = serde_json::from_slice(&std::fs::read(w.join("result.json")).unwrap()).unwrap();
     let code = std::fs::read_to_string(w.join("code")).unwrap();
+    (code.trim().to_owned(), r)
+}
+
+/// A FIFO named `.gitattributes` in a directory its user may enter but not
+/// list (mode 0111, not its own): the special-file scan cannot walk it,
+/// but git and gix open a tracked file's `.gitattributes` there by its
+/// path, so verify asks for the names it looks for by path and refuses
+/// the FIFO at once (red team: it hung until verify's deadline). Run as
+/// `nobody`, since root lists every directory.
+#[test]
+fn a_fifo_in_a_directory_that_cannot_be_listed_is_refused_without_hanging() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some((_dir, w)) = nobody_workspace() else {
+        return;
+    };
+    let started = Instant::now();
+    run_as_nobody(
+        &w,
+        "\"$GG\" arm --repo . --grant ../grant.json --state ../state >/dev/null\n\
+         mkdir docs/l\necho x > docs/l/f.md\ngit add docs/l\ngit commit -qm l\n\
+         mkfifo docs/l/.gitattributes\nchmod 111 docs/l\n\
+         code=0; \"$GG\" verify --timeout 20 --state ../state --json > ../result.json || code=$?\n\
+         echo $code > ../code\n",
+    );
+    let (code, r) = left_result(&w);
     assert!(
         started.elapsed() < Duration::from_secs(15),
         "verify hung: {r:#}"
     );
-    assert_eq!(code.trim(), "1", "{r:#}");
+    assert_eq!(code, "1", "{r:#}");
     let text = r.to_string();
     assert!(!text.contains("verify_timed_out"), "{r:#}");
     assert!(text.contains("docs/l/.gitattributes is a FIFO"), "{r:#}");
@@ -693,4 +719,31 @@ fn a_fifo_in_a_directory_that_cannot_be_listed_is_refused_without_hanging() {
         std::fs::Permissions::from_mode(0o755),
     )
     .unwrap();
+}
+
+/// A directory that cannot be listed, made after arm: git only warns
+/// about it, but what it holds cannot be judged, so verify refuses it and
+/// says how to go on (a new user's finding: the bare "Permission denied"
+/// did not).
+#[test]
+fn a_directory_that_cannot_be_listed_is_refused_with_a_way_out() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some((_dir, w)) = nobody_workspace() else {
+        return;
+    };
+    run_as_nobody(
+        &w,
+        "\"$GG\" arm --repo . --grant ../grant.json --state ../state >/dev/null\n\
+         echo better > docs/g.md\ngit commit -qam docs\n\
+         mkdir lib\necho hidden > lib/new.rs\nchmod 0311 lib\n\
+         code=0; \"$GG\" verify --state ../state --json > ../result.json || code=$?\n\
+         echo $code > ../code\n",
+    );
+    let (code, r) = left_result(&w);
+    assert_eq!(code, "1", "{r:#}");
+    let text = r.to_string();
+    assert!(text.contains("Permission denied"), "{r:#}");
+    assert!(text.contains("chmod u+rx"), "{r:#}");
+    assert!(text.contains(".git/info/exclude"), "{r:#}");
+    std::fs::set_permissions(w.join("repo/lib"), std::fs::Permissions::from_mode(0o755)).unwrap();
 }

@@ -180,8 +180,7 @@ pub fn worktree_dirt_after(
         &without_encoded
     };
     let mut found = Collect::default();
-    index_worktree_status(repo, status_index, &mut found)
-        .context("cannot compute the worktree status")?;
+    index_worktree_status(repo, status_index, &mut found).map_err(status_error)?;
     if !encoded.is_empty() {
         let work_dir = repo.workdir().context("the repository has no worktree")?;
         let executable_bit = repo
@@ -284,6 +283,26 @@ fn index_worktree_status<'index>(
         options,
     )?;
     Ok(())
+}
+
+/// The worktree status's error, with what to do when a directory could
+/// not be listed (a new user's finding: git only warns about one, and the
+/// bare "Permission denied" said nothing of a way out).
+fn status_error(e: anyhow::Error) -> anyhow::Error {
+    let denied = e.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::PermissionDenied)
+    });
+    if !denied {
+        return e.context("cannot compute the worktree status");
+    }
+    anyhow::anyhow!(
+        "cannot compute the worktree status: {e:#}. A directory of the worktree cannot be \
+         listed: git only warns about it, but what it holds cannot be judged. Make it \
+         readable (chmod u+rx), or, when it holds nothing to commit, ignore it in \
+         .git/info/exclude"
+    )
 }
 
 /// Whether `core.autocrlf` is on (`true` or `input`) as git reads it here.
