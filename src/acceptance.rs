@@ -1175,7 +1175,8 @@ fn evaluate(
     };
     // The strict reader alone suffices here: gix agreed with this exact
     // store at the start, and any byte of it that changed (a peeled line
-    // included) shows as a different view.
+    // included; in reftable, a record's peel claim) shows as a different
+    // view.
     // Armed peers' branches move with their agents' work while this one is
     // verified: theirs to judge, not a change of this state.
     // A peer may have armed while this verify ran: read the hub again.

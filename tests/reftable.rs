@@ -735,6 +735,81 @@ fn rejects_a_forged_table_shadowing_a_ref() {
     assert_rejected(code, &r, &["remote_tracking_ref_changed"]);
 }
 
+/// An annotated tag's peel claim rewritten by hand while verify runs, the
+/// tag's own id kept: git trusts the claim without reading the tag
+/// (`show-ref -d`, `describe`), so verify's last look must see the
+/// rewrite (red team: it compared ids only, and accepted).
+#[test]
+fn a_peel_claim_rewritten_while_verify_runs_is_never_accepted() {
+    let Some(sb) = reftable_sandbox("sha1") else {
+        return;
+    };
+    git_in(&sb, &sb.repo, &["tag", "-a", "-m", "t", "ann"]);
+    let base = git_in(&sb, &sb.repo, &["rev-parse", "HEAD"]);
+    let tag = git_in(&sb, &sb.repo, &["rev-parse", "ann"]);
+    arm(&sb, &sb.repo, &["docs/"], 1);
+    commit(&sb, &sb.repo, "docs/guide.md", "ok\n");
+    let pause = sb.state.with_extension("paused");
+    let child = sb
+        .command(env!("CARGO_BIN_EXE_grantguard"))
+        .env("PATH", path_env())
+        .env(
+            grantguard::fsutil::PAUSE_ENV,
+            format!("verify-index-copied:{}", pause.display()),
+        )
+        .current_dir(&sb.repo)
+        .args(["verify", "--state", sb.state.to_str().unwrap(), "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !pause.exists() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "no pause"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    // The claim now names the granted commit, not the tagged one.
+    let tip = git_in(&sb, &sb.repo, &["rev-parse", "HEAD"]);
+    let next = max_update_index(&sb) + 1;
+    let forged = reftable::table::encode_simple(
+        1,
+        reftable::Hash::Sha1,
+        next,
+        next,
+        &[(
+            b"refs/tags/ann".to_vec(),
+            next,
+            reftable::RefValue::Peeled {
+                id: id_bytes(tag.trim()),
+                peeled: id_bytes(tip.trim()),
+            },
+        )],
+    );
+    append_table(
+        &sb,
+        &format!("0x{next:012x}-0x{next:012x}-0badf00d.ref"),
+        &forged,
+    );
+    let shown = git_in(&sb, &sb.repo, &["show-ref", "-d", "ann"]);
+    assert!(
+        shown.contains(&format!("{} refs/tags/ann^{{}}", tip.trim())),
+        "{shown}"
+    );
+    assert_ne!(tip.trim(), base.trim());
+    std::fs::remove_file(&pause).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_ne!(r["status"], "succeeded", "{r:#}");
+    assert_eq!(out.status.code(), Some(1), "{r:#}");
+    // Verified again, the claim itself is refused.
+    let (code, r) = verify(&sb, &sb.repo);
+    assert_eq!(code, 1, "{r:#}");
+    assert!(rules(&r).contains(&"ref_store_invalid".to_owned()), "{r:#}");
+}
+
 #[test]
 fn refuses_stacks_git_could_read_differently() {
     let Some(sb) = reftable_sandbox("sha1") else {

@@ -908,10 +908,13 @@ pub fn moved_since(
             reftable_again(git_dir, common_dir, first, except)
         }) {
             Ok(Again::Same) => false,
-            Ok(Again::OnlyExcepted) => read_settled(git_dir, common_dir, patience)
-                .map_or(true, |again| {
-                    again.head != first.head || !same_outside(&again.refs, &first.refs, except)
-                }),
+            Ok(Again::OnlyExcepted) => {
+                read_settled(git_dir, common_dir, patience).map_or(true, |again| {
+                    again.head != first.head
+                        || !same_outside(&again.refs, &first.refs, except)
+                        || again.packed_changed_outside(first, except)
+                })
+            }
             Ok(Again::Moved) | Err(_) => true,
         };
     }
@@ -988,9 +991,9 @@ pub fn same_outside(a: &RefMap, b: &RefMap, except: &std::collections::BTreeSet<
 /// How a reftable store read again compares with an earlier read.
 #[derive(Debug, PartialEq, Eq)]
 enum Again {
-    /// HEAD and every ref as before.
+    /// HEAD, every ref and every peel claim as before.
     Same,
-    /// HEAD, or a ref outside the refs excepted, differs.
+    /// HEAD, or a ref or peel claim outside the refs excepted, differs.
     Moved,
     /// Only excepted refs differ.
     OnlyExcepted,
@@ -1008,12 +1011,16 @@ fn reftable_again(
     except: &std::collections::BTreeSet<BString>,
 ) -> Result<Again, Invalid> {
     let mut earlier = first.refs.iter().peekable();
+    // The peel claims of `first`'s non-symbolic refs, in name order too:
+    // git trusts a claim without reading the tag, so a claim rewritten
+    // while verify ran is a move (red team: a false one was accepted).
+    let mut claims = first.packed.iter().peekable();
     let (mut moved, mut excepted) = (false, false);
     let mut differs = |name: &BStr| match except.contains(name) {
         true => excepted = true,
         false => moved = true,
     };
-    let head = super::reftable::each_ref_own_format(git_dir, common_dir, |name, raw| {
+    let head = super::reftable::each_ref_own_format(git_dir, common_dir, |name, raw, peeled| {
         // Refs of `first` before this name are gone now.
         while let Some((gone, _)) = earlier.next_if(|(n, _)| n.as_bstr() < name) {
             differs(gone.as_bstr());
@@ -1021,6 +1028,15 @@ fn reftable_again(
         match earlier.next_if(|(n, _)| n.as_bstr() == name) {
             Some((_, value)) if value.as_slice() == raw => {}
             _ => differs(name),
+        }
+        if !raw.starts_with(b"ref:") {
+            // Claims before this name are of refs gone or now symbolic:
+            // differences the walk above found.
+            while claims.next_if(|r| r.name < name).is_some() {}
+            match claims.next_if(|r| r.name == name) {
+                Some(claim) if claim.peeled == peeled => {}
+                _ => differs(name),
+            }
         }
     })
     .map_err(invalid_of)?;
@@ -1873,6 +1889,7 @@ mod tests {
 
     #[test]
     fn a_reftable_store_read_again_is_compared_as_it_is_read() {
+        use super::super::reftable::RefValue;
         let none = std::collections::BTreeSet::new();
         let patience = std::time::Duration::ZERO;
         let cases: &[(&str, &str, bool)] = &[
@@ -1960,6 +1977,82 @@ mod tests {
         let (_dir, git, _) = reftable_store();
         let first = read(&git, &git).unwrap();
         let theirs = std::collections::BTreeSet::from([BString::from("refs/tags/a/b")]);
+        let a = raw_id(&first.refs[&BString::from("refs/tags/a")]);
+        append_reftable(&git, b"refs/tags/a/b", RefValue::Id(a));
+        assert!(read(&git, &git).is_err(), "the clash is refused");
+        assert!(moved_since(&git, &git, &first, &theirs, patience));
+    }
+
+    /// A tag's peel claim rewritten while verify runs, its id kept (red
+    /// team: git trusts the claim, and the last look compared ids only):
+    /// a move, for this worktree's refs and, read whole again, for
+    /// another's alike.
+    #[test]
+    fn a_reftable_peel_claim_rewritten_is_a_move() {
+        use super::super::reftable::RefValue;
+        let patience = std::time::Duration::ZERO;
+        let none = std::collections::BTreeSet::new();
+        for (name, except) in [
+            ("refs/tags/ann", none.clone()),
+            ("refs/tags/a", none.clone()),
+            (
+                "refs/tags/ann",
+                std::collections::BTreeSet::from([BString::from("refs/tags/ann")]),
+            ),
+        ] {
+            let (dir, git, _) = reftable_store();
+            let work = git.join("..");
+            crate::test_git::git(&work, dir.path(), &["tag", "-a", "-m", "t", "ann"]);
+            let first = read(&git, &git).unwrap();
+            let id = raw_id(&first.refs[&BString::from(name)]);
+            let false_peel = raw_id(crate::test_git::git(
+                &work,
+                dir.path(),
+                &["rev-parse", "HEAD~1"],
+            ));
+            // The same value, claims and all, is no move.
+            let same = match first.packed.iter().find(|r| r.name == name).unwrap().peeled {
+                Some(peeled) => RefValue::Peeled {
+                    id: id.clone(),
+                    peeled: raw_id(peeled),
+                },
+                None => RefValue::Id(id.clone()),
+            };
+            append_reftable(&git, name.as_bytes(), same);
+            assert!(
+                !moved_since(&git, &git, &first, &except, patience),
+                "{name} rewritten the same"
+            );
+            append_reftable(
+                &git,
+                name.as_bytes(),
+                RefValue::Peeled {
+                    id,
+                    peeled: false_peel,
+                },
+            );
+            let moved = moved_since(&git, &git, &first, &except, patience);
+            assert_eq!(
+                moved,
+                except.is_empty(),
+                "{name}, owned by another: {}",
+                !except.is_empty()
+            );
+        }
+    }
+
+    /// `hex` as raw bytes.
+    fn raw_id(hex: impl AsRef<[u8]>) -> Vec<u8> {
+        let hex = std::str::from_utf8(hex.as_ref()).unwrap().trim();
+        (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    /// Adds a table holding the one ref `name` at `value` to the reftable
+    /// stack of `git`, as a writer other than git could.
+    fn append_reftable(git: &Path, name: &[u8], value: super::super::reftable::RefValue) {
         let dir = git.join("reftable");
         let list = std::fs::read_to_string(dir.join("tables.list")).unwrap();
         let last = list.lines().last().unwrap();
@@ -1968,27 +2061,16 @@ mod tests {
                 .unwrap()
                 .max_update_index
                 + 1;
-        let id = first.refs[&BString::from("refs/tags/a")].to_string();
-        let id: Vec<u8> = (0..id.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&id[i..i + 2], 16).unwrap())
-            .collect();
         let table = super::super::reftable::table::encode_simple(
             1,
             super::super::reftable::Hash::Sha1,
             max,
             max,
-            &[(
-                b"refs/tags/a/b".to_vec(),
-                max,
-                super::super::reftable::RefValue::Id(id),
-            )],
+            &[(name.to_vec(), max, value)],
         );
-        let name = format!("0x{max:012x}-0x{max:012x}-00000001.ref");
-        std::fs::write(dir.join(&name), table).unwrap();
-        std::fs::write(dir.join("tables.list"), format!("{list}{name}\n")).unwrap();
-        assert!(read(&git, &git).is_err(), "the clash is refused");
-        assert!(moved_since(&git, &git, &first, &theirs, patience));
+        let file = format!("0x{max:012x}-0x{max:012x}-00000001.ref");
+        std::fs::write(dir.join(&file), table).unwrap();
+        std::fs::write(dir.join("tables.list"), format!("{list}{file}\n")).unwrap();
     }
 
     #[test]

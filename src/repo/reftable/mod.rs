@@ -581,20 +581,27 @@ fn each_visible(
     head
 }
 
-/// HEAD's raw value, with every ref under `refs/` and its raw value given
-/// to `each` in name order instead of collected: the stacks read and
-/// checked as [`read_own_format`] reads them, for a caller that compares
-/// them with an earlier read as they come (a second map of every ref was
-/// verify's peak: issue 29).
+/// HEAD's raw value, with every ref under `refs/` given to `each` in name
+/// order instead of collected, with its raw value and its peel claim (the
+/// hex id an annotated tag's record says it peels to): the stacks read
+/// and checked as [`read_own_format`] reads them, for a caller that
+/// compares them with an earlier read as they come (a second map of every
+/// ref was verify's peak: issue 29).
 pub fn each_ref_own_format(
     git_dir: &Path,
     common_dir: &Path,
-    mut each: impl FnMut(&BStr, &[u8]),
+    mut each: impl FnMut(&BStr, &[u8], Option<&str>),
 ) -> Result<BString, Error> {
     let hash = own_format(&common_dir.join("reftable"))?;
     let visible = Visible::read(git_dir, common_dir, hash)?;
-    each_visible(&visible, |name, _, raw| each(name.as_bstr(), &raw))
-        .ok_or_else(|| Error::new(&git_dir.join("reftable"), Problem::BadHead))
+    each_visible(&visible, |name, value, raw| {
+        let peeled = match value {
+            RefValue::Peeled { peeled, .. } => Some(hex(peeled)),
+            _ => None,
+        };
+        each(name.as_bstr(), &raw, peeled.as_deref());
+    })
+    .ok_or_else(|| Error::new(&git_dir.join("reftable"), Problem::BadHead))
 }
 
 /// [`read_each_peel`] for a caller without the repository at hand: the
