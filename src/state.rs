@@ -566,11 +566,21 @@ fn dirt_advice(dirt: &[repo::Dirt]) -> String {
     }
     if kinds
         .keys()
-        .any(|k| *k != "untracked" && *k != "intent-to-add")
+        .any(|k| *k != "untracked" && *k != "intent-to-add" && *k != crate::repo::HIDDEN)
     {
         out.push_str(
             " Commit or discard changes to tracked files (git status), and finish or abort an \
              operation in progress, before arming.",
+        );
+    }
+    if kinds.contains_key(crate::repo::HIDDEN) {
+        // Unchanged or not, arm cannot see what such a file holds (a new
+        // user's finding: the advice said only to commit or discard).
+        out.push_str(
+            " Clear the assume-unchanged and skip-worktree flags (git update-index \
+             --no-assume-unchanged <path>, then git update-index --no-skip-worktree <path>: \
+             one command clears only its own flag), then commit or discard what they hid, \
+             before arming.",
         );
     }
     if kinds.contains_key("intent-to-add") {

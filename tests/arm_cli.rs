@@ -131,6 +131,37 @@ fn arm_with_thousands_of_untracked_files_lists_a_few_and_says_how_to_proceed() {
     assert!(sb.grantguard(&args).status.success());
 }
 
+/// arm refuses a checkout whose index hides a file from status, and says
+/// how to clear the flags (a new user's finding: it said only to commit or
+/// discard changes, and the file had none).
+#[test]
+fn arm_refuses_a_file_hidden_by_an_index_flag_with_advice_that_clears_it() {
+    let sb = Sandbox::new();
+    let grant = sb.grant(&["docs/"], 1, 2);
+    for flag in ["--assume-unchanged", "--skip-worktree"] {
+        sb.git(&["update-index", flag, "src/lib.rs"]);
+        let out = sb.arm_output(&grant, &sb.state);
+        assert!(!out.status.success(), "{flag}");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(text.contains("src/lib.rs"), "{flag}: {text}");
+        assert!(
+            text.contains(
+                "git update-index --no-assume-unchanged <path>, then git update-index \
+                 --no-skip-worktree <path>"
+            ),
+            "{flag}: {text}"
+        );
+        assert!(
+            !text.contains("Commit or discard changes to tracked files"),
+            "{flag}: {text}"
+        );
+        let clear = flag.replace("--", "--no-");
+        sb.git(&["update-index", &clear, "src/lib.rs"]);
+    }
+    assert!(sb.arm_output(&grant, &sb.state).status.success());
+}
+
 /// arm refuses a checkout with an intent-to-add file, and its advice keeps
 /// the file (`git restore` would empty it).
 #[test]
