@@ -2,6 +2,18 @@
 
 use std::path::Path;
 
+/// Makes a FIFO at `path`.
+pub(crate) fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(
+        unsafe { libc::mkfifo(c.as_ptr(), 0o644) },
+        0,
+        "mkfifo {}",
+        path.display()
+    );
+}
+
 /// Runs `git -C work args` with an identity, `HOME` at `home` and neither
 /// system nor global config; asserts success and returns stdout, trimmed.
 pub(crate) fn git(work: &Path, home: &Path, args: &[&str]) -> String {

@@ -234,14 +234,7 @@ fn verify_paused_at(
     step: &str,
 ) -> (std::process::Child, std::path::PathBuf) {
     let (child, pause) = verify_pausing_at(sb, verify, step);
-    let started = std::time::Instant::now();
-    while !pause.exists() {
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(60),
-            "verify never reached {step}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    common::wait_for_pause(&pause, step);
     (child, pause)
 }
 
@@ -744,9 +737,7 @@ fn an_index_made_a_fifo_while_verify_runs_is_refused_without_hanging() {
     verify.args(["--timeout", "60"]);
     let (child, pause) = verify_paused_at(&sb, verify, "verify-index-copied");
     std::fs::remove_file(&index).unwrap();
-    let c = std::ffi::CString::new(index.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    common::mkfifo(&index);
     let started = std::time::Instant::now();
     std::fs::remove_file(&pause).unwrap();
     let (code, r) = result_of(child);

@@ -689,6 +689,24 @@ fn append_table(sb: &Sandbox, name: &str, bytes: &[u8]) {
     std::fs::write(dir.join("tables.list"), list).unwrap();
 }
 
+/// Appends a well-formed table, written by hand, that sets the one ref
+/// `name` to `value` at the next update index.
+fn append_forged_ref(sb: &Sandbox, name: &[u8], value: reftable::RefValue) {
+    let next = max_update_index(sb) + 1;
+    let forged = reftable::table::encode_simple(
+        1,
+        reftable::Hash::Sha1,
+        next,
+        next,
+        &[(name.to_vec(), next, value)],
+    );
+    append_table(
+        sb,
+        &format!("0x{next:012x}-0x{next:012x}-0badf00d.ref"),
+        &forged,
+    );
+}
+
 fn max_update_index(sb: &Sandbox) -> u64 {
     let (_, bytes) = last_table(sb);
     reftable::table::parse_header(&bytes)
@@ -713,22 +731,10 @@ fn rejects_a_forged_table_shadowing_a_ref() {
     commit(&sb, &sb.repo, "docs/guide.md", "ok\n");
     // A well-formed table written by hand that moves the remote-tracking
     // ref back: the reader takes it as git does, and verify sees the move.
-    let next = max_update_index(&sb) + 1;
-    let forged = reftable::table::encode_simple(
-        1,
-        reftable::Hash::Sha1,
-        next,
-        next,
-        &[(
-            b"refs/remotes/origin/forged".to_vec(),
-            next,
-            reftable::RefValue::Id(id_bytes(baseline.trim())),
-        )],
-    );
-    append_table(
+    append_forged_ref(
         &sb,
-        &format!("0x{next:012x}-0x{next:012x}-0badf00d.ref"),
-        &forged,
+        b"refs/remotes/origin/forged",
+        reftable::RefValue::Id(id_bytes(baseline.trim())),
     );
     assert!(git_in(&sb, &sb.repo, &["for-each-ref"]).contains("refs/remotes/origin/forged"));
     let (code, r) = verify(&sb, &sb.repo);
@@ -763,35 +769,16 @@ fn a_peel_claim_rewritten_while_verify_runs_is_never_accepted() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let started = std::time::Instant::now();
-    while !pause.exists() {
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(60),
-            "no pause"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    common::wait_for_pause(&pause, "verify-index-copied");
     // The claim now names the granted commit, not the tagged one.
     let tip = git_in(&sb, &sb.repo, &["rev-parse", "HEAD"]);
-    let next = max_update_index(&sb) + 1;
-    let forged = reftable::table::encode_simple(
-        1,
-        reftable::Hash::Sha1,
-        next,
-        next,
-        &[(
-            b"refs/tags/ann".to_vec(),
-            next,
-            reftable::RefValue::Peeled {
-                id: id_bytes(tag.trim()),
-                peeled: id_bytes(tip.trim()),
-            },
-        )],
-    );
-    append_table(
+    append_forged_ref(
         &sb,
-        &format!("0x{next:012x}-0x{next:012x}-0badf00d.ref"),
-        &forged,
+        b"refs/tags/ann",
+        reftable::RefValue::Peeled {
+            id: id_bytes(tag.trim()),
+            peeled: id_bytes(tip.trim()),
+        },
     );
     let shown = git_in(&sb, &sb.repo, &["show-ref", "-d", "ann"]);
     assert!(

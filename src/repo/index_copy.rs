@@ -562,9 +562,7 @@ mod tests {
         std::fs::create_dir(&path).unwrap();
         assert!(!holds(&path, &bytes).unwrap(), "a directory");
         std::fs::remove_dir(&path).unwrap();
-        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: a valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        crate::test_git::mkfifo(&path);
         assert!(
             !holds(&path, &bytes).unwrap(),
             "a FIFO, not opened for reading"

@@ -2043,11 +2043,8 @@ mod tests {
 
     /// `hex` as raw bytes.
     fn raw_id(hex: impl AsRef<[u8]>) -> Vec<u8> {
-        let hex = std::str::from_utf8(hex.as_ref()).unwrap().trim();
-        (0..hex.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
-            .collect()
+        let hex = hex.as_ref().trim_ascii();
+        gix::ObjectId::from_hex(hex).unwrap().as_bytes().to_vec()
     }
 
     /// Adds a table holding the one ref `name` at `value` to the reftable

@@ -726,6 +726,19 @@ pub fn finish(mut child: Child, start: Instant, limit: Duration) -> (Option<Outp
     (Some(child.wait_with_output().unwrap()), elapsed)
 }
 
+/// Waits until a process started with `grantguard::fsutil::PAUSE_ENV`
+/// has written `pause`, the sign that it stopped at `step` (60 s at most).
+pub fn wait_for_pause(pause: &Path, step: &str) {
+    let started = Instant::now();
+    while !pause.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "never reached {step}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// Makes a FIFO at `path`.
 pub fn mkfifo(path: &Path) {
     let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();

@@ -217,9 +217,7 @@ mod tests {
         assert!(listed(&root.join("link"), false).is_err());
         std::fs::write(root.join("file"), "").unwrap();
         assert!(listed(&root.join("file"), true).is_err());
-        let fifo = CString::new(root.join("fifo").as_os_str().as_bytes()).unwrap();
-        // SAFETY: a valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        crate::test_git::mkfifo(&root.join("fifo"));
         // Refused at once, not opened to block.
         assert!(listed(&root.join("fifo"), true).is_err());
         assert!(listed(&root.join("missing"), true).is_err());

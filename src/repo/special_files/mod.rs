@@ -499,12 +499,7 @@ pub fn scan(work_dir: &Path) -> Result<Scan, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn mkfifo(path: &Path) {
-        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: a valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
-    }
+    use crate::test_git::mkfifo;
 
     #[test]
     fn finds_fifos_only_under_the_names_git_opens() {
