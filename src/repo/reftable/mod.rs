@@ -545,12 +545,12 @@ pub fn read_each_peel(
     let mut view = View::default();
     let mut refs: Vec<(BString, BString)> = Vec::with_capacity(visible.len());
     let head = each_visible(&visible, |name, value, raw| {
-        match value {
-            RefValue::Id(_) => peel(name, raw.to_str().expect("hex"), None),
-            RefValue::Peeled { peeled, .. } => {
-                peel(name, raw.to_str().expect("hex"), Some(&hex(peeled)));
-            }
-            _ => {}
+        if let RefValue::Id(_) | RefValue::Peeled { .. } = value {
+            peel(
+                name,
+                raw.to_str().expect("hex"),
+                peel_claim(value).as_deref(),
+            );
         }
         refs.push((name.clone(), raw));
     });
@@ -558,6 +558,14 @@ pub fn read_each_peel(
     view.refs = refs.into_iter().collect();
     view.head = head.ok_or_else(|| Error::new(&git_dir.join("reftable"), Problem::BadHead))?;
     Ok(view)
+}
+
+/// The hex id a record says its annotated tag peels to, if it says one.
+fn peel_claim(value: &RefValue) -> Option<String> {
+    match value {
+        RefValue::Peeled { peeled, .. } => Some(hex(peeled)),
+        _ => None,
+    }
 }
 
 /// HEAD's raw value (`None`: there is none) and, in name order, every
@@ -595,11 +603,7 @@ pub fn each_ref_own_format(
     let hash = own_format(&common_dir.join("reftable"))?;
     let visible = Visible::read(git_dir, common_dir, hash)?;
     each_visible(&visible, |name, value, raw| {
-        let peeled = match value {
-            RefValue::Peeled { peeled, .. } => Some(hex(peeled)),
-            _ => None,
-        };
-        each(name.as_bstr(), &raw, peeled.as_deref());
+        each(name.as_bstr(), &raw, peel_claim(value).as_deref());
     })
     .ok_or_else(|| Error::new(&git_dir.join("reftable"), Problem::BadHead))
 }
