@@ -779,6 +779,7 @@ fn assert_says_hooks_stay(text: &str) {
         "lefthook install",
         "pre-commit install",
         "husky install",
+        "git lfs install or update --force",
         "verify rejects any change to core.hooksPath",
     ] {
         assert!(text.contains(said), "no {said:?} in: {text}");
@@ -811,6 +812,29 @@ fn rejects_lefthook_install_force_while_armed_after_the_hooks_said_not_to() {
     c.git(&["reset", "-q", "--hard"]);
     // The agent does what lefthook's own message suggests anyway.
     c.run(c.bin("lefthook"), &["install", "--force"]);
+    let (code, r) = c.sb.verify();
+    assert_eq!(code, 1, "{r:#}");
+    assert!(
+        common::rules(&r).contains(&"protected_metadata_changed".to_owned()),
+        "{r:#}"
+    );
+}
+
+#[test]
+fn rejects_git_lfs_update_force_while_armed_after_the_hooks_said_not_to() {
+    let c = Compat::new();
+    let _before = arm(&c);
+    // git-lfs finds grantguard's pre-push stub and suggests overwriting it.
+    let out = c.try_run("git", &["lfs", "install", "--local"]);
+    assert!(!out.status.success(), "git lfs install overwrote a hook");
+    let said =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("git lfs update --force"), "{said}");
+    let state = c.sb.state.to_str().unwrap();
+    let status = c.sb.grantguard(&["status", "--state", state]);
+    assert_says_hooks_stay(&String::from_utf8_lossy(&status.stdout));
+    // The agent does what git-lfs's message suggests anyway.
+    c.git(&["lfs", "update", "--force"]);
     let (code, r) = c.sb.verify();
     assert_eq!(code, 1, "{r:#}");
     assert!(

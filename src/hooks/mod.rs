@@ -314,8 +314,8 @@ fn with_state(
 /// so say it before the agent tries.
 pub const HOOKS_ARE_PART_OF_THE_GRANT: &str = "grantguard's hooks stay installed while armed: do \
      not install or reinstall hooks or hook managers (husky install or npm install's prepare, \
-     lefthook install, pre-commit install or uninstall), even when their own message suggests \
-     it; verify rejects any change to core.hooksPath, .git/hooks, grantguard's hook stubs or \
+     lefthook install, pre-commit install or uninstall, git lfs install or update --force), \
+     even when their own message suggests it; verify rejects any change to core.hooksPath, .git/hooks, grantguard's hook stubs or \
      the hooks they chain.";
 
 fn refuse_unchecked(name: &str, message: &str) -> i32 {
