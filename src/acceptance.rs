@@ -64,6 +64,9 @@ pub mod rule {
     pub const BASELINE_INVALID: &str = "baseline_invalid";
     /// The repository could not be read.
     pub const REPOSITORY_UNREADABLE: &str = "repository_unreadable";
+    /// `--repo` names another repository than the armed one (`validation`;
+    /// the id `run` uses for its own invalid arguments).
+    pub const INVALID_ARGUMENT: &str = "invalid_argument";
     /// The system's temporary directory cannot take a scratch file
     /// (`dependency`; the machine's problem, not the repository's).
     pub const TEMP_DIR_UNUSABLE: &str = "temp_dir_unusable";
@@ -629,6 +632,31 @@ fn baseline_invalid(e: &anyhow::Error) -> ToolResult {
     .with_evidence("metadata_intact", false)
 }
 
+/// The refusal of a `--repo` that is not the armed repository's worktree
+/// or a directory in it: a mistyped argument, judged before anything
+/// reads the repository (a new user's finding: it was reported as an
+/// unreadable repository, `unsafe_state`).
+fn not_the_armed_repository(dir: &Path, baseline: &Baseline) -> Option<ToolResult> {
+    let message = match dir.canonicalize() {
+        Ok(resolved) if resolved.starts_with(&baseline.repo.work_dir) => return None,
+        Ok(resolved) => format!(
+            "--repo {} is not the armed repository {}: give the worktree the state directory \
+             was armed for, or leave --repo out",
+            resolved.display(),
+            baseline.repo.work_dir.display()
+        ),
+        Err(e) => format!("cannot resolve --repo {}: {e}", dir.display()),
+    };
+    Some(
+        ToolResult::rejected(
+            "verify",
+            FailureClass::Validation,
+            Violation::new(rule::INVALID_ARGUMENT, message),
+        )
+        .with_evidence("metadata_intact", false),
+    )
+}
+
 /// [`judge`] of the baseline it read.
 fn judge_baseline(
     (mut baseline, grant, armed): (Baseline, Grant, bool),
@@ -641,6 +669,9 @@ fn judge_baseline(
     // git could hang on, so the special-file scan need not list them again
     // (100,000 loose refs are listed once less; issue 29). Any problem,
     // and the scan lists them as before, and the read is proven afresh.
+    if let Some(refused) = repo_dir.and_then(|dir| not_the_armed_repository(dir, &baseline)) {
+        return refused;
+    }
     let early_refs = early_refs(&baseline);
     let loose_refs = match early_refs {
         EarlyRefs::Read(_) => repo::special_files::LooseRefs::ReadStrictly,
@@ -714,7 +745,6 @@ fn judge_baseline(
         &baseline,
         &grant,
         &peers,
-        repo_dir,
         state,
         metadata.as_ref().filter(|_| metadata_intact),
         worktree_scan,
@@ -906,7 +936,6 @@ fn evaluate(
     baseline: &Baseline,
     grant: &Grant,
     peers: &Peers,
-    repo_dir: Option<&Path>,
     state: &Path,
     metadata: Option<&BTreeMap<String, String>>,
     worktree_scan: std::thread::JoinHandle<Result<repo::special_files::Scan, String>>,
@@ -926,18 +955,6 @@ fn evaluate(
             location.git_dir.display(),
             baseline.repo.git_dir.display()
         );
-    }
-    if let Some(dir) = repo_dir {
-        let dir = dir
-            .canonicalize()
-            .with_context(|| format!("cannot resolve --repo {}", dir.display()))?;
-        if !dir.starts_with(&location.work_dir) {
-            anyhow::bail!(
-                "--repo {} is not the armed repository {}",
-                dir.display(),
-                location.work_dir.display()
-            );
-        }
     }
 
     // Snapshot HEAD and refs once, decide on that snapshot, and re-read at

@@ -837,3 +837,36 @@ fn a_conflicted_path_is_reported_as_a_merge_conflict() {
         "{messages:?}"
     );
 }
+
+#[test]
+fn repo_naming_another_repository_is_an_invalid_argument_and_a_subdirectory_is_not() {
+    let sb = armed(&["docs/"], 1, 1);
+    sb.commit_file("docs/guide.md", "better guide\n", "docs");
+    let state = sb.state.to_str().unwrap();
+    let verify_with = |repo: &std::path::Path| {
+        let out = sb.grantguard(&[
+            "verify",
+            "--state",
+            state,
+            "--json",
+            "--repo",
+            repo.to_str().unwrap(),
+        ]);
+        let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+        (out.status.code().unwrap(), r)
+    };
+    // Another repository: a mistyped argument, not an unreadable repository.
+    let other = sb.root.join("other");
+    sb.run_git(&sb.root, &["init", "-q", "other"]);
+    for wrong in [other.clone(), sb.root.join("missing")] {
+        let (code, r) = verify_with(&wrong);
+        assert_rejected(code, &r, &["invalid_argument"]);
+        assert_eq!(r["failure_class"], "validation", "{r:#}");
+        assert_eq!(r["retryable"], false, "{r:#}");
+    }
+    // The worktree, or a directory in it, is the armed repository.
+    for right in [sb.repo.clone(), sb.repo.join("docs")] {
+        let (code, r) = verify_with(&right);
+        assert_accepted(code, &r);
+    }
+}
