@@ -1133,9 +1133,11 @@ fn evaluate(
     // gix opens every `.gitignore` and `.gitattributes` it walks past: not
     // before the special-file scan has answered.
     let mut nested_git = Vec::new();
+    let mut worktree_listing = None;
     let special = match worktree_scan.join() {
         Ok(Ok(found)) => {
             nested_git = found.nested_git;
+            worktree_listing = Some(found.listing);
             found
                 .problems
                 .into_iter()
@@ -1174,7 +1176,13 @@ fn evaluate(
     }
     if let Some(index_half) = index_half
         && let Err(e) = index_half.and_then(|judged| match judged {
-            Some(judged) => check_worktree_files(&repo, &location, judged.dirt, findings),
+            Some(judged) => {
+                let dirt = match worktree_listing {
+                    Some(listing) => judged.dirt.with_listing(listing),
+                    None => judged.dirt,
+                };
+                check_worktree_files(&repo, &location, dirt, findings)
+            }
             None => Ok(()),
         })
     {

@@ -870,3 +870,55 @@ fn repo_naming_another_repository_is_an_invalid_argument_and_a_subdirectory_is_n
         assert_accepted(code, &r);
     }
 }
+
+/// Dates every tracked file back and rewrites the index after a second:
+/// a checkout git (and verify) judge clean by stat alone, with no file
+/// racily clean, as a checkout some time after the agent's last commit.
+fn settle(sb: &Sandbox) {
+    let past = std::time::SystemTime::now() - std::time::Duration::from_secs(10);
+    for path in sb.git(&["ls-files"]).lines() {
+        let file = std::fs::File::options()
+            .write(true)
+            .open(sb.repo.join(path))
+            .unwrap();
+        file.set_modified(past).unwrap();
+    }
+    sb.git(&["update-index", "-q", "--really-refresh"]);
+}
+
+#[test]
+fn a_settled_checkout_is_judged_by_stat_both_ways() {
+    let sb = Sandbox::new();
+    sb.commit_file(".gitignore", "build/\n", "ignore build output");
+    let grant = sb.grant(&["docs/"], 1, 1);
+    sb.arm(&grant);
+    sb.commit_file("docs/guide.md", "better guide\n", "docs");
+    std::fs::create_dir_all(sb.repo.join("build")).unwrap();
+    sb.write("build/out.o", "object\n");
+    settle(&sb);
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    // An untracked file beside tracked ones.
+    sb.write("docs/notes.md", "notes\n");
+    settle(&sb);
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["worktree_not_clean"]);
+    std::fs::remove_file(sb.repo.join("docs/notes.md")).unwrap();
+    settle(&sb);
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    // A tracked file rewritten to the same size, its time put back, in a
+    // later second than the index recorded.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let path = sb.repo.join("docs/guide.md");
+    let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
+    std::fs::write(&path, "BETTER GUIDE\n").unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["worktree_not_clean"]);
+}

@@ -18,6 +18,7 @@
 
 mod cache_tree;
 pub mod canonical;
+pub mod clean_by_stat;
 pub mod clean_settings;
 pub mod commit_root;
 mod commits;

@@ -85,6 +85,7 @@ pub(super) fn dirt_at_depth(
 pub struct IndexDirt {
     index: gix::worktree::Index,
     out: Vec<Dirt>,
+    listing: Option<super::clean_by_stat::Listing>,
 }
 
 impl IndexDirt {
@@ -93,6 +94,15 @@ impl IndexDirt {
     /// `git_view::IndexView`).
     pub fn judged_index(&self) -> gix::worktree::Index {
         self.index.clone()
+    }
+
+    /// Gives the second half the worktree's directories as a scan just
+    /// listed them: a checkout in which nothing changed is then proven
+    /// clean by `lstat` alone, and gix's status runs only when that proof
+    /// fails (see `clean_by_stat`).
+    pub fn with_listing(mut self, listing: super::clean_by_stat::Listing) -> IndexDirt {
+        self.listing = Some(listing);
+        self
     }
 }
 
@@ -124,7 +134,11 @@ pub fn index_dirt_against(
                 .context("cannot compare the index's cache-tree with the tip")?,
         );
     }
-    Ok(IndexDirt { index, out })
+    Ok(IndexDirt {
+        index,
+        out,
+        listing: None,
+    })
 }
 
 /// The second half of [`worktree_dirt_against`]: the worktree against the
@@ -134,7 +148,11 @@ pub fn worktree_dirt_after(
     first: IndexDirt,
     depth: usize,
 ) -> Result<Vec<Dirt>> {
-    let IndexDirt { index, mut out } = first;
+    let IndexDirt {
+        index,
+        mut out,
+        listing,
+    } = first;
     let links = super::submodule::gitlinks_of(&index);
     // In a sparse checkout git looks at the skip-worktree files that are
     // present (see `sparse_present`); the staged side above keeps the index
@@ -180,7 +198,22 @@ pub fn worktree_dirt_after(
         &without_encoded
     };
     let mut found = Collect::default();
-    index_worktree_status(repo, status_index, &mut found).map_err(status_error)?;
+    // The index as stored, nothing read by `encodings`: what the proof
+    // judges is exactly what gix's status would. Its error is gix's to
+    // report, if gix meets it too.
+    let proven_clean = match &listing {
+        Some(listing) if as_git_reads_it.is_none() && encoded.is_empty() => {
+            matches!(
+                super::clean_by_stat::prove(repo, status_index, listing),
+                Ok(super::clean_by_stat::Proof::Clean)
+            )
+        }
+        _ => false,
+    };
+    drop(listing);
+    if !proven_clean {
+        index_worktree_status(repo, status_index, &mut found).map_err(status_error)?;
+    }
     if !encoded.is_empty() {
         let work_dir = repo.workdir().context("the repository has no worktree")?;
         let executable_bit = repo

@@ -45,13 +45,23 @@ impl Reader {
     /// Calls `each` with the name and kind of every entry of the directory
     /// at `dir` but `.` and `..`. With `follow` false, a symlink at `dir`
     /// itself is not followed (an error, as is anything but a directory).
+    /// Returns the directory's `fstat`, taken before the first name was
+    /// read: a name added or removed while it was read has moved its
+    /// change time since.
     pub fn read(
         &mut self,
         dir: &Path,
         follow: bool,
         each: &mut dyn FnMut(&[u8], Kind),
-    ) -> std::io::Result<()> {
+    ) -> std::io::Result<libc::stat> {
         let fd = open_directory(dir, follow)?;
+        let mut stat = std::mem::MaybeUninit::<libc::stat>::uninit();
+        // SAFETY: `fd` is open and `stat` valid for writes of a `stat`.
+        if unsafe { libc::fstat(fd.as_raw_fd(), stat.as_mut_ptr()) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fstat` succeeded and filled it.
+        let stat = unsafe { stat.assume_init() };
         loop {
             // SAFETY: `buf` is valid for writes of its length, and `fd` is
             // an open directory for the whole call.
@@ -71,7 +81,7 @@ impl Reader {
                 return Err(e);
             }
             if n == 0 {
-                return Ok(());
+                return Ok(stat);
             }
             let filled = &self.buf[..n as usize];
             for_each_record(filled, each)?;

@@ -60,7 +60,10 @@ use std::path::{Path, PathBuf};
 
 mod dirents;
 
+use gix::bstr::BString;
+
 use super::Location;
+use super::clean_by_stat::{self, DirStamp, Listing, NameKind};
 
 /// The names in worktree directories that git opens while it walks them.
 /// (`.mailmap`: `git log` reads the worktree's by default, so a harness
@@ -377,6 +380,9 @@ pub struct Scan {
     /// relative to the root: git lists none of them, and git run there
     /// uses their config.
     pub nested_git: Vec<PathBuf>,
+    /// Every directory's names, as read (`clean_by_stat` proves a clean
+    /// checkout from them without listing the directories again).
+    pub listing: Listing,
 }
 
 /// Problems in the worktree rooted at `work_dir`: each a message naming the
@@ -388,6 +394,8 @@ pub fn in_worktree(work_dir: &Path) -> Result<Vec<String>, String> {
 /// [`in_worktree`], with the nested `.git` entries.
 pub fn scan(work_dir: &Path) -> Result<Scan, String> {
     let mut nested_git = Vec::new();
+    let mut listing = Listing::default();
+    let packed = std::cell::RefCell::new(Vec::new());
     let mut out = Vec::new();
     let mut stack = vec![work_dir.to_owned()];
     let mut visited = 0usize;
@@ -421,6 +429,12 @@ pub fn scan(work_dir: &Path) -> Result<Scan, String> {
                 }
                 known => known,
             };
+            let listed_as = match kind {
+                dirents::Kind::Directory => NameKind::Directory,
+                dirents::Kind::File => NameKind::File,
+                _ => NameKind::Other,
+            };
+            clean_by_stat::pack(&mut packed.borrow_mut(), name, listed_as);
             bare[0] |= name == b"HEAD" && kind == dirents::Kind::File;
             bare[1] |= name == b"objects" && kind == dirents::Kind::Directory;
             bare[2] |= name == b"refs" && kind == dirents::Kind::Directory;
@@ -461,7 +475,18 @@ pub fn scan(work_dir: &Path) -> Result<Scan, String> {
                 stack.push(dir.join(OsStr::from_bytes(name)));
             }
         };
-        if let Err(e) = reader.read(&dir, follow, &mut visit)
+        packed.borrow_mut().clear();
+        let read = reader.read(&dir, follow, &mut visit);
+        let relative = dir.strip_prefix(work_dir).unwrap_or(&dir);
+        match &read {
+            Ok(stat) => listing.insert(
+                BString::from(relative.as_os_str().as_bytes()),
+                DirStamp::of(stat),
+                std::mem::take(&mut *packed.borrow_mut()),
+            ),
+            Err(_) => listing.mark_incomplete(),
+        }
+        if let Err(e) = read
             && e.kind() == std::io::ErrorKind::PermissionDenied
             && visited.get() == 0
         {
@@ -493,6 +518,7 @@ pub fn scan(work_dir: &Path) -> Result<Scan, String> {
     Ok(Scan {
         problems: out,
         nested_git,
+        listing,
     })
 }
 
