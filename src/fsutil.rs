@@ -53,6 +53,32 @@ pub fn pause_point(step: &str) {
     let _ = step;
 }
 
+/// `fstatat` of `name` in the open directory `dir` (the process's working
+/// directory when `None`, `name` then a path): relative to an open
+/// directory, a name whose absolute path is past `PATH_MAX` is found all
+/// the same (red team: the scan looked such a name up by its absolute
+/// path, failed with `ENAMETOOLONG`, and dropped it). With `follow` false
+/// a symlink is not followed; nothing is opened either way.
+pub fn stat_at(
+    dir: Option<std::os::fd::BorrowedFd<'_>>,
+    name: &[u8],
+    follow: bool,
+) -> std::io::Result<libc::stat> {
+    use std::os::fd::AsRawFd;
+    let c_name = std::ffi::CString::new(name)
+        .map_err(|_| std::io::Error::other("a name with a NUL byte"))?;
+    let at = dir.map_or(libc::AT_FDCWD, |fd| fd.as_raw_fd());
+    let flags = if follow { 0 } else { libc::AT_SYMLINK_NOFOLLOW };
+    let mut out = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: `at` is an open descriptor or AT_FDCWD, `c_name` is
+    // NUL-terminated, `out` is valid for writes of a `stat`.
+    if unsafe { libc::fstatat(at, c_name.as_ptr(), out.as_mut_ptr(), flags) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fstatat` succeeded and filled it.
+    Ok(unsafe { out.assume_init() })
+}
+
 /// Writes `bytes` to `path` atomically: a temporary file in the same
 /// directory, fsync, rename over `path`, fsync of the directory. A crash
 /// leaves either the old file or the new one, never a torn one. The file is

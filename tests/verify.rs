@@ -922,3 +922,159 @@ fn a_settled_checkout_is_judged_by_stat_both_ways() {
     let (code, r) = sb.verify();
     assert_rejected(code, &r, &["worktree_not_clean"]);
 }
+
+/// A file system mounted from an image for one test, unmounted when
+/// dropped.
+struct LoopMount {
+    target: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl LoopMount {
+    /// ext4 without the `filetype` feature: its directory listings give
+    /// every name as `DT_UNKNOWN`, as XFS with `ftype=0` and some network
+    /// and FUSE file systems do. `None` where images cannot be mounted.
+    fn ext4_without_types() -> Option<LoopMount> {
+        let dir = tempfile::tempdir().ok()?;
+        let image = dir.path().join("fs.img");
+        std::fs::File::create(&image).ok()?.set_len(64 << 20).ok()?;
+        let made = std::process::Command::new("mkfs.ext4")
+            .args(["-q", "-F", "-O", "^filetype"])
+            .arg(&image)
+            .status()
+            .ok()?;
+        let target = dir.path().join("mnt");
+        std::fs::create_dir(&target).ok()?;
+        let mounted = std::process::Command::new("mount")
+            .args(["-o", "loop"])
+            .arg(&image)
+            .arg(&target)
+            .status()
+            .ok()?;
+        (made.success() && mounted.success()).then_some(LoopMount { target, _dir: dir })
+    }
+}
+
+impl Drop for LoopMount {
+    fn drop(&mut self) {
+        let plain = std::process::Command::new("umount")
+            .arg(&self.target)
+            .status();
+        if !plain.is_ok_and(|s| s.success()) {
+            let _ = std::process::Command::new("umount")
+                .arg("-l")
+                .arg(&self.target)
+                .status();
+        }
+    }
+}
+
+#[test]
+fn an_untracked_file_past_path_max_where_listings_give_no_types_is_not_clean() {
+    // Red team: the scan looked up each `DT_UNKNOWN` name by its absolute
+    // path; past PATH_MAX that failed, the name was left out of the
+    // listing, and the proof of a clean checkout never saw the file git
+    // lists as untracked.
+    let sb = Sandbox::new();
+    let Some(mount) = LoopMount::ext4_without_types() else {
+        eprintln!("skipped: cannot mount an ext4 image here");
+        return;
+    };
+    let repo = mount.target.join("r");
+    std::fs::create_dir_all(repo.join("docs")).unwrap();
+    sb.run_git(&repo, &["init", "-q"]);
+    std::fs::write(repo.join("README"), "hi\n").unwrap();
+    std::fs::write(repo.join("docs/d.md"), "d\n").unwrap();
+    sb.run_git(&repo, &["add", "-A"]);
+    sb.run_git(&repo, &["commit", "-q", "-m", "base"]);
+    let grant = sb.grant(&["docs/"], 1, 2);
+    let state = sb.root.join("deep-state");
+    let out = sb.arm_worktree(&repo, &grant, &state);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A directory whose relative path leaves room for a 200-byte name
+    // under git's 4,096, but not for the mount's path in front of it.
+    let mut deep = String::from("docs");
+    while deep.len() < 4090 - 201 {
+        let room = (4090 - 201 - deep.len() - 1).min(250);
+        deep = format!("{deep}/{}", "x".repeat(room));
+    }
+    std::fs::create_dir_all(repo.join(&deep)).unwrap();
+    std::fs::write(repo.join(&deep).join("a"), "a\n").unwrap();
+    sb.run_git(&repo, &["add", "--", &format!("{deep}/a")]);
+    sb.run_git(&repo, &["commit", "-q", "-m", "deep"]);
+    let name = "u".repeat(200);
+    let untracked = repo.join(&deep).join(&name);
+    assert!(untracked.as_os_str().len() >= 4096);
+    // The kernel refuses the whole path: written from inside.
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("echo left > {name}"))
+        .current_dir(repo.join(&deep))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // Settled: every tracked file older than the index's second.
+    let past = std::time::SystemTime::now() - std::time::Duration::from_secs(10);
+    for path in sb.run_git(&repo, &["ls-files"]).lines() {
+        let file = std::fs::File::options()
+            .write(true)
+            .open(repo.join(path))
+            .unwrap();
+        file.set_modified(past).unwrap();
+    }
+    sb.run_git(&repo, &["update-index", "-q", "--really-refresh"]);
+    let status = sb.run_git(&repo, &["status", "--porcelain", "--untracked-files=all"]);
+    assert!(status.contains(&name), "git does not list it: {status}");
+    let out = sb.grantguard(&["verify", "--state", state.to_str().unwrap(), "--json"]);
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_rejected(out.status.code().unwrap(), &r, &["worktree_not_clean"]);
+}
+
+#[test]
+fn a_file_emptied_under_a_smudged_index_entry_is_not_clean() {
+    // Red team: git writes size 0 into a racily clean entry so that the
+    // next reader compares the file; an agent can write such an entry with
+    // an emptied file's stat data. git then shows the file modified; gix's
+    // status, trusting the stat data, did not.
+    let sb = Sandbox::new();
+    sb.commit_file("src/one.txt", "one\n", "one");
+    let grant = sb.grant(&["docs/"], 1, 1);
+    sb.arm(&grant);
+    sb.commit_file("docs/guide.md", "better guide\n", "docs");
+    let file = sb.repo.join("src/one.txt");
+    std::fs::write(&file, "").unwrap();
+    let past = std::time::SystemTime::now() - std::time::Duration::from_secs(10);
+    std::fs::File::options()
+        .write(true)
+        .open(&file)
+        .unwrap()
+        .set_modified(past)
+        .unwrap();
+    settle(&sb);
+    // The entry as git would smudge it: the file's stat data, size 0, the
+    // blob of `one\n`.
+    let index_path = sb.git_dir().join("index");
+    let mut index = gix::index::File::at(
+        &index_path,
+        gix::hash::Kind::Sha1,
+        false,
+        gix::index::decode::Options::default(),
+    )
+    .unwrap();
+    let at = index.entry_index_by_path("src/one.txt".into()).unwrap();
+    let stat = gix::index::fs::Metadata::from_path_no_follow(&file).unwrap();
+    index.entries_mut()[at].stat = gix::index::entry::Stat::from_fs(&stat).unwrap();
+    assert_eq!(index.entries()[at].stat.size, 0);
+    index.write(gix::index::write::Options::default()).unwrap();
+    let status = sb.git(&["status", "--porcelain"]);
+    assert!(
+        status.contains("src/one.txt"),
+        "git sees no change: {status:?}"
+    );
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["worktree_not_clean"]);
+}

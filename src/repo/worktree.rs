@@ -273,6 +273,9 @@ pub fn worktree_dirt_after(
         };
         out.push(Dirt { path, what });
     }
+    if let Some(work_dir) = repo.workdir() {
+        out.extend(smudged_and_emptied(work_dir, status_index));
+    }
     if !links.is_empty() {
         let work_dir = repo
             .workdir()
@@ -282,11 +285,51 @@ pub fn worktree_dirt_after(
         out.extend(super::submodule::submodule_dirt(&work_dir, &links, depth)?);
     }
     out.sort_by(|a, b| a.path.cmp(&b.path).then(a.what.cmp(b.what)));
+    // A smudged entry gix reported too.
+    out.dedup();
     // An unmerged path is reported as a conflict, not also as staged.
     out.dedup_by(|later, earlier| {
         later.path == earlier.path && earlier.what == "conflict" && later.what == "staged"
     });
     Ok(out)
+}
+
+/// Entries git compares by content where gix trusts their stat data: git
+/// writes a size of 0 into a racily clean entry ("smudges" it) so that the
+/// next reader compares the file, and reads an entry of size 0 whose blob
+/// is not empty as changed data (`ce_match_stat_basic`). gix compares such
+/// an entry only when the file's size differs, so a file emptied under a
+/// smudged entry (or one an agent wrote with the file's stat data) was
+/// clean to gix and modified to git (red team). A file git looks at whose
+/// size is 0 under such an entry is unstaged; any other size gix compared.
+fn smudged_and_emptied(work_dir: &Path, index: &gix::index::State) -> Vec<Dirt> {
+    use gix::index::entry::{Flags, Mode};
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = Vec::new();
+    for entry in index.entries() {
+        let smudged = entry.stat.size == 0
+            && !entry.id.is_empty_blob()
+            && entry.stage_raw() == 0
+            && matches!(entry.mode, Mode::FILE | Mode::FILE_EXECUTABLE)
+            && !entry
+                .flags
+                .intersects(Flags::SKIP_WORKTREE | Flags::ASSUME_VALID | Flags::INTENT_TO_ADD);
+        if !smudged {
+            continue;
+        }
+        let path = entry.path(index);
+        let file = std::path::Path::new(std::ffi::OsStr::from_bytes(path));
+        let Ok(file) = std::fs::symlink_metadata(work_dir.join(file)) else {
+            continue;
+        };
+        if file.is_file() && file.len() == 0 {
+            out.push(Dirt {
+                path: path.to_owned(),
+                what: "unstaged",
+            });
+        }
+    }
+    out
 }
 
 /// gix's index-vs-worktree status of `index` into `found`.

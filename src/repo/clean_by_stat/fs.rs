@@ -1,6 +1,6 @@
-//! The three system calls of the proof, each bounded to the worktree:
-//! directories opened below the root without following any symlink, and
-//! `lstat` relative to an open directory.
+//! How the proof opens directories, each bounded to the worktree: below
+//! the root without following any symlink (`lstat` relative to an open
+//! directory is `fsutil::stat_at`).
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -70,27 +70,6 @@ pub fn stat_of(fd: &OwnedFd) -> std::io::Result<libc::stat> {
     Ok(unsafe { out.assume_init() })
 }
 
-/// `lstat` of `name` in the open directory `dir`: a symlink is not
-/// followed, nothing is opened.
-pub fn lstat_in(dir: &OwnedFd, name: &[u8]) -> std::io::Result<libc::stat> {
-    let name = CString::new(name).map_err(|_| std::io::Error::other("a name with a NUL byte"))?;
-    let mut out = std::mem::MaybeUninit::<libc::stat>::uninit();
-    // SAFETY: `dir` is open, `name` NUL-terminated, `out` valid for writes.
-    let rc = unsafe {
-        libc::fstatat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            out.as_mut_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: `fstatat` succeeded and filled it.
-    Ok(unsafe { out.assume_init() })
-}
-
 fn owned(fd: libc::c_int) -> std::io::Result<OwnedFd> {
     if fd < 0 {
         return Err(std::io::Error::last_os_error());
@@ -133,6 +112,9 @@ mod tests {
             );
         }
         let a = open_below(&fd, b"a").unwrap();
+        let lstat_in = |dir: &OwnedFd, name: &[u8]| {
+            crate::fsutil::stat_at(Some(std::os::fd::AsFd::as_fd(dir)), name, false)
+        };
         let file = lstat_in(&a, b"file").unwrap();
         assert_eq!(file.st_size, 1);
         assert_eq!(file.st_mode & libc::S_IFMT, libc::S_IFREG);

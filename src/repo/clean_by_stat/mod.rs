@@ -19,9 +19,10 @@
 //!   its worktree file, reached through real directories (`openat2` with
 //!   `RESOLVE_NO_SYMLINKS`), has exactly the stat data the index records
 //!   (times to the nanosecond, device, inode, owner, size), the entry's
-//!   type and executable bit, and a modification time in an earlier
-//!   second than the index file's: git compares no content of a file that
-//!   matches so and is not racily clean;
+//!   type and executable bit, a modification time in an earlier second
+//!   than the index file's, and a recorded size of 0 only for the empty
+//!   blob: git compares no content of a file that matches so and is
+//!   neither racily clean nor smudged;
 //! - every directory that holds index entries was listed whole, still has
 //!   the identity and times it had when it was listed (a name added or
 //!   removed since moves its change time), and each of its names is an
@@ -41,7 +42,7 @@ mod fs;
 mod listing;
 
 use std::collections::{HashMap, HashSet};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 
 use anyhow::{Context, Result};
 use gix::bstr::{BStr, ByteSlice};
@@ -252,7 +253,8 @@ fn entries_unchanged(
             let entry = &index.entries()[at];
             let path = entry.path(index);
             let name = &path[path.rfind_byte(b'/').map_or(0, |slash| slash + 1)..];
-            let stat = fs::lstat_in(&fd, name).map_err(|e| format!("{path:?}: {e}"))?;
+            let stat = crate::fsutil::stat_at(Some(fd.as_fd()), name, false)
+                .map_err(|e| format!("{path:?}: {e}"))?;
             if !unchanged(entry, &stat, index_secs) {
                 return Err(format!("{path:?} does not match its index entry by stat"));
             }
@@ -290,6 +292,9 @@ fn unchanged(entry: &gix::index::Entry, stat: &libc::stat, index_secs: i64) -> b
         && stat.st_mtime < index_secs
         // gix's own rule: an empty blob recorded with a size is compared.
         && (!entry.id.is_empty_blob() || recorded.size == 0)
+        // git's: an entry smudged to size 0 whose blob is not empty is
+        // compared by content (`ce_match_stat_basic`; red team).
+        && (recorded.size != 0 || entry.id.is_empty_blob())
 }
 
 #[cfg(test)]

@@ -266,7 +266,8 @@ fn each_field_of_the_stat_data_counts() {
     ] {
         let entry = index.entry_by_path(path.into()).unwrap();
         let fd = super::fs::open_below(&root, dir).unwrap();
-        let real = super::fs::lstat_in(&fd, name).unwrap();
+        let real =
+            crate::fsutil::stat_at(Some(std::os::fd::AsFd::as_fd(&fd)), name, false).unwrap();
         assert!(super::unchanged(entry, &real, secs), "{path}");
         type Bend = fn(&mut libc::stat);
         let bends: &[(&str, Bend)] = &[
@@ -298,6 +299,16 @@ fn each_field_of_the_stat_data_counts() {
             bend(&mut bent);
             assert!(!super::unchanged(entry, &bent, secs), "{path}: {what}");
         }
+        // Smudged: recorded with size 0, its blob not empty; git compares
+        // the content, even of an empty file.
+        let mut smudged = entry.clone();
+        smudged.stat.size = 0;
+        let mut emptied = real;
+        emptied.st_size = 0;
+        assert!(
+            !super::unchanged(&smudged, &emptied, secs),
+            "{path}: smudged"
+        );
         // Written in the index's second: racily clean.
         let racy = i64::from(entry.stat.mtime.secs);
         assert!(!super::unchanged(entry, &real, racy), "{path}: racy");

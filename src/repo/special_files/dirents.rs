@@ -10,7 +10,7 @@
 //! cost is verify's (issue 29).
 
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -43,7 +43,8 @@ impl Reader {
     }
 
     /// Calls `each` with the name and kind of every entry of the directory
-    /// at `dir` but `.` and `..`. With `follow` false, a symlink at `dir`
+    /// at `dir` but `.` and `..`, and the open directory (to look a name
+    /// up relative to it). With `follow` false, a symlink at `dir`
     /// itself is not followed (an error, as is anything but a directory).
     /// Returns the directory's `fstat`, taken before the first name was
     /// read: a name added or removed while it was read has moved its
@@ -52,7 +53,7 @@ impl Reader {
         &mut self,
         dir: &Path,
         follow: bool,
-        each: &mut dyn FnMut(&[u8], Kind),
+        each: &mut dyn FnMut(&[u8], Kind, BorrowedFd<'_>),
     ) -> std::io::Result<libc::stat> {
         let fd = open_directory(dir, follow)?;
         let mut stat = std::mem::MaybeUninit::<libc::stat>::uninit();
@@ -84,7 +85,7 @@ impl Reader {
                 return Ok(stat);
             }
             let filled = &self.buf[..n as usize];
-            for_each_record(filled, each)?;
+            for_each_record(filled, &mut |name, kind| each(name, kind, fd.as_fd()))?;
         }
     }
 }
@@ -157,7 +158,7 @@ mod tests {
 
     fn listed(dir: &Path, follow: bool) -> std::io::Result<Vec<(Vec<u8>, Kind)>> {
         let mut out = Vec::new();
-        Reader::new().read(dir, follow, &mut |name, kind| {
+        Reader::new().read(dir, follow, &mut |name, kind, _| {
             out.push((name.to_vec(), kind))
         })?;
         out.sort();

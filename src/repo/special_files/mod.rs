@@ -54,6 +54,7 @@
 //! refused rather than half checked.
 
 use std::ffi::OsStr;
+use std::os::fd::BorrowedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
@@ -99,6 +100,25 @@ fn special_kind(path: &Path, kind: std::fs::FileType) -> Option<&'static str> {
         Some("a block device")
     } else {
         None
+    }
+}
+
+/// [`special_kind`] of an `lstat` (or `stat`) mode.
+fn special_of_mode(mode: libc::mode_t) -> Option<&'static str> {
+    match mode & libc::S_IFMT {
+        libc::S_IFIFO => Some("a FIFO"),
+        libc::S_IFCHR => Some("a character device"),
+        libc::S_IFBLK => Some("a block device"),
+        _ => None,
+    }
+}
+
+/// The listing's kind of an `lstat` mode.
+fn kind_of_mode(mode: libc::mode_t) -> dirents::Kind {
+    match mode & libc::S_IFMT {
+        libc::S_IFDIR => dirents::Kind::Directory,
+        libc::S_IFREG => dirents::Kind::File,
+        _ => dirents::Kind::Other,
     }
 }
 
@@ -416,17 +436,28 @@ pub fn scan(work_dir: &Path) -> Result<Scan, String> {
         // is not followed, as git does not follow one.
         let follow = dir == work_dir;
         let visited = std::cell::Cell::new(0usize);
-        let mut visit = |name: &[u8], kind: dirents::Kind| {
+        // Names are looked up relative to the open directory (`at`), or by
+        // path where the directory could not be opened for listing.
+        let mut visit = |name: &[u8], kind: dirents::Kind, at: Option<BorrowedFd<'_>>| {
             visited.set(visited.get() + 1);
+            let lookup = |follow: bool| match at {
+                Some(_) => crate::fsutil::stat_at(at, name, follow),
+                None => crate::fsutil::stat_at(
+                    None,
+                    dir.join(OsStr::from_bytes(name)).as_os_str().as_bytes(),
+                    follow,
+                ),
+            };
             let kind = match kind {
-                dirents::Kind::Unknown => {
-                    match std::fs::symlink_metadata(dir.join(OsStr::from_bytes(name))) {
-                        Ok(meta) if meta.is_dir() => dirents::Kind::Directory,
-                        Ok(meta) if meta.is_file() => dirents::Kind::File,
-                        Ok(_) => dirents::Kind::Other,
-                        Err(_) => return,
+                dirents::Kind::Unknown => match lookup(false) {
+                    Ok(stat) => kind_of_mode(stat.st_mode),
+                    Err(_) => {
+                        // Gone, or not to be looked at: listed as neither
+                        // file nor directory, which proves nothing clean.
+                        clean_by_stat::pack(&mut packed.borrow_mut(), name, NameKind::Other);
+                        return;
                     }
-                }
+                },
                 known => known,
             };
             let listed_as = match kind {
@@ -441,19 +472,26 @@ pub fn scan(work_dir: &Path) -> Result<Scan, String> {
             if WORKTREE_NAMES.iter().any(|n| name == n.as_bytes()) {
                 let path = dir.join(OsStr::from_bytes(name));
                 let shown = path.strip_prefix(work_dir).unwrap_or(&path);
-                // The type from `lstat`, as `special_kind` needs it.
-                let special = std::fs::symlink_metadata(&path)
-                    .ok()
-                    .and_then(|meta| special_kind(&path, meta.file_type()));
+                // The type from `lstat`; a symlink's target's type, as
+                // `special_kind` judges it.
+                let special = lookup(false).ok().and_then(|stat| {
+                    if stat.st_mode & libc::S_IFMT == libc::S_IFLNK {
+                        lookup(true)
+                            .ok()
+                            .and_then(|target| special_of_mode(target.st_mode))
+                    } else {
+                        special_of_mode(stat.st_mode)
+                    }
+                });
                 if let Some(what) = special {
                     out.push(format!(
                         "{} is {what}; git would hang reading it. Remove it and verify again",
                         shown.display()
                     ));
                 } else if name != b".git"
-                    && let Ok(meta) = std::fs::metadata(&path)
-                    && meta.is_file()
-                    && meta.len() > MAX_SMALL_FILE
+                    && let Ok(stat) = lookup(true)
+                    && stat.st_mode & libc::S_IFMT == libc::S_IFREG
+                    && u64::try_from(stat.st_size).unwrap_or(0) > MAX_SMALL_FILE
                 {
                     // git and gix read these whole: a sparse 8 GiB
                     // `.gitattributes` exhausts memory.
@@ -461,7 +499,7 @@ pub fn scan(work_dir: &Path) -> Result<Scan, String> {
                         "{} is {} bytes (more than {MAX_SMALL_FILE}); git and grantguard read \
                          it whole. Remove it and verify again",
                         shown.display(),
-                        meta.len()
+                        stat.st_size
                     ));
                 }
                 if name == b".git" && dir != work_dir {
@@ -476,7 +514,9 @@ pub fn scan(work_dir: &Path) -> Result<Scan, String> {
             }
         };
         packed.borrow_mut().clear();
-        let read = reader.read(&dir, follow, &mut visit);
+        let read = reader.read(&dir, follow, &mut |name, kind, at| {
+            visit(name, kind, Some(at))
+        });
         let relative = dir.strip_prefix(work_dir).unwrap_or(&dir);
         match &read {
             Ok(stat) => listing.insert(
@@ -505,7 +545,7 @@ pub fn scan(work_dir: &Path) -> Result<Scan, String> {
                         t if t.is_file() => dirents::Kind::File,
                         _ => dirents::Kind::Other,
                     };
-                    visit(name.as_bytes(), kind);
+                    visit(name.as_bytes(), kind, None);
                 }
             }
         }
