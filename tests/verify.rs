@@ -935,11 +935,22 @@ impl LoopMount {
     /// every name as `DT_UNKNOWN`, as XFS with `ftype=0` and some network
     /// and FUSE file systems do. `None` where images cannot be mounted.
     fn ext4_without_types() -> Option<LoopMount> {
+        LoopMount::ext4(&["-O", "^filetype"])
+    }
+
+    /// ext4 with 128-byte inodes: file times in whole seconds, as ext2/3
+    /// keep them.
+    fn ext4_with_whole_seconds() -> Option<LoopMount> {
+        LoopMount::ext4(&["-I", "128"])
+    }
+
+    fn ext4(options: &[&str]) -> Option<LoopMount> {
         let dir = tempfile::tempdir().ok()?;
         let image = dir.path().join("fs.img");
         std::fs::File::create(&image).ok()?.set_len(64 << 20).ok()?;
         let made = std::process::Command::new("mkfs.ext4")
-            .args(["-q", "-F", "-O", "^filetype"])
+            .args(["-q", "-F"])
+            .args(options)
             .arg(&image)
             .status()
             .ok()?;
@@ -1077,4 +1088,74 @@ fn a_file_emptied_under_a_smudged_index_entry_is_not_clean() {
     );
     let (code, r) = sb.verify();
     assert_rejected(code, &r, &["worktree_not_clean"]);
+}
+
+#[test]
+fn a_file_rewritten_in_the_index_s_second_is_compared_by_content() {
+    // Where times are whole seconds, a file rewritten to the same size in
+    // the second its commit wrote the index has the stat data the index
+    // records: racily clean, compared by content (gix's status, for those
+    // entries alone, after the stat proof of the rest).
+    let sb = Sandbox::new();
+    let Some(mount) = LoopMount::ext4_with_whole_seconds() else {
+        eprintln!("skipped: cannot mount an ext4 image here");
+        return;
+    };
+    let repo = mount.target.join("r");
+    std::fs::create_dir_all(repo.join("docs")).unwrap();
+    sb.run_git(&repo, &["init", "-q"]);
+    for i in 0..20 {
+        std::fs::write(repo.join(format!("f{i}")), "x\n").unwrap();
+    }
+    std::fs::write(repo.join("docs/d.md"), "d\n").unwrap();
+    sb.run_git(&repo, &["add", "-A"]);
+    sb.run_git(&repo, &["commit", "-q", "-m", "base"]);
+    let grant = sb.grant(&["docs/"], 1, 1);
+    let state = sb.root.join("racy-state");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let out = sb.arm_worktree(&repo, &grant, &state);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let verify = || {
+        let out = sb.grantguard(&["verify", "--state", state.to_str().unwrap(), "--json"]);
+        let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+        (out.status.code().unwrap(), r)
+    };
+    // Committed and verified in one second: its entry is racily clean and
+    // its content equal.
+    let file = repo.join("docs/d.md");
+    std::fs::write(&file, "e\n").unwrap();
+    sb.run_git(&repo, &["commit", "-q", "-am", "docs"]);
+    let (code, r) = verify();
+    assert_accepted(code, &r);
+    // Rewritten to the same size within the second of the commit's
+    // index (tried until both fall in one second).
+    let second = |path: &std::path::Path| {
+        std::fs::metadata(path)
+            .unwrap()
+            .modified()
+            .unwrap()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    };
+    let index = repo.join(".git/index");
+    for _ in 0..5 {
+        sb.run_git(&repo, &["reset", "-q", "--soft", "HEAD~1"]);
+        std::fs::write(&file, "g\n").unwrap();
+        sb.run_git(&repo, &["commit", "-q", "-am", "docs"]);
+        std::fs::write(&file, "h\n").unwrap();
+        if second(&file) == second(&index) {
+            break;
+        }
+    }
+    let (code, r) = verify();
+    assert_rejected(code, &r, &["worktree_not_clean"]);
+    // After verify: git's status writes a refreshed index, smudging the
+    // entry, which would no longer be racily clean.
+    let status = sb.run_git(&repo, &["status", "--porcelain"]);
+    assert!(status.contains("docs/d.md"), "{status}");
 }

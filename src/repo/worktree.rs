@@ -197,22 +197,32 @@ pub fn worktree_dirt_after(
         without_encoded = adjusted;
         &without_encoded
     };
-    let mut found = Collect::default();
     // The index as stored, nothing read by `encodings`: what the proof
     // judges is exactly what gix's status would. Its error is gix's to
     // report, if gix meets it too.
-    let proven_clean = match &listing {
+    use super::clean_by_stat::Proof;
+    let proof = match &listing {
         Some(listing) if as_git_reads_it.is_none() && encoded.is_empty() => {
-            matches!(
-                super::clean_by_stat::prove(repo, status_index, listing),
-                Ok(super::clean_by_stat::Proof::Clean)
-            )
+            super::clean_by_stat::prove(repo, status_index, listing)
+                .unwrap_or_else(|e| Proof::NotProven(format!("{e:#}")))
         }
-        _ => false,
+        _ => Proof::NotProven("no listing".into()),
     };
     drop(listing);
-    if !proven_clean {
-        index_worktree_status(repo, status_index, &mut found).map_err(status_error)?;
+    // Declared before `found`, which borrows from it.
+    let racy_only: gix::index::State;
+    let mut found = Collect::default();
+    match proof {
+        Proof::Clean => {}
+        Proof::CleanButRacy(positions) => {
+            // Only the racily clean entries, compared by gix; the proof
+            // found nothing untracked, so no walk.
+            racy_only = super::clean_by_stat::racy_entries_only(status_index, &positions);
+            index_worktree_status(repo, &racy_only, &mut found, false).map_err(status_error)?;
+        }
+        Proof::NotProven(_) => {
+            index_worktree_status(repo, status_index, &mut found, true).map_err(status_error)?;
+        }
     }
     if !encoded.is_empty() {
         let work_dir = repo.workdir().context("the repository has no worktree")?;
@@ -332,19 +342,25 @@ fn smudged_and_emptied(work_dir: &Path, index: &gix::index::State) -> Vec<Dirt> 
     out
 }
 
-/// gix's index-vs-worktree status of `index` into `found`.
+/// gix's index-vs-worktree status of `index` into `found`, with the walk
+/// for untracked files when `untracked`.
 fn index_worktree_status<'index>(
     repo: &gix::Repository,
     index: &'index gix::index::State,
     found: &mut Collect<'index>,
+    untracked: bool,
 ) -> Result<()> {
-    let options = gix::status::index_worktree::Options {
-        sorting: None,
-        dirwalk_options: Some(
+    let dirwalk_options = match untracked {
+        true => Some(
             repo.dirwalk_options()
                 .context("cannot prepare the worktree status")?
                 .emit_untracked(gix::dir::walk::EmissionMode::Matching),
         ),
+        false => None,
+    };
+    let options = gix::status::index_worktree::Options {
+        sorting: None,
+        dirwalk_options,
         rewrites: None,
         thread_limit: None,
     };

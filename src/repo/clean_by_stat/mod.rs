@@ -19,10 +19,12 @@
 //!   its worktree file, reached through real directories (`openat2` with
 //!   `RESOLVE_NO_SYMLINKS`), has exactly the stat data the index records
 //!   (times to the nanosecond, device, inode, owner, size), the entry's
-//!   type and executable bit, a modification time in an earlier second
-//!   than the index file's, and a recorded size of 0 only for the empty
-//!   blob: git compares no content of a file that matches so and is
-//!   neither racily clean nor smudged;
+//!   type and executable bit, and a recorded size of 0 only for the empty
+//!   blob (not smudged): git compares no content of a file that matches
+//!   so, unless it was written in the index's second (racily clean); those
+//!   few are handed to gix's status on their own
+//!   ([`Proof::CleanButRacy`]: the files of the agent's last commit when
+//!   verify runs within its second);
 //! - every directory that holds index entries was listed whole, still has
 //!   the identity and times it had when it was listed (a name added or
 //!   removed since moves its change time), and each of its names is an
@@ -43,6 +45,7 @@ mod listing;
 
 use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result};
 use gix::bstr::{BStr, ByteSlice};
@@ -55,9 +58,19 @@ pub use listing::{DirStamp, Listing, NameKind, pack};
 pub enum Proof {
     /// Git's status would read no file and report nothing.
     Clean,
+    /// As [`Proof::Clean`], but for the entries at these positions in the
+    /// index: each matches its file's stat data exactly and was written in
+    /// the index's second (racily clean), so git compares its content. Only
+    /// they are left to gix's status (the files of the agent's last commit,
+    /// when verify runs within its second).
+    CleanButRacy(Vec<usize>),
     /// Not shown; why, for tests and diagnostics. gix's status decides.
     NotProven(String),
 }
+
+/// Most racily clean entries handed to gix on their own: past this many,
+/// gix's status of the whole checkout costs little more.
+const MAX_RACY: usize = 1024;
 
 /// Whether the worktree of `repo` equals `index` as git's status sees it,
 /// from `listing` (the special-file scan's, of the same worktree) and
@@ -84,6 +97,17 @@ pub fn prove(
     let Some(work_dir) = repo.workdir() else {
         return not("no worktree".into());
     };
+    // Before any system call: entries written in the index's second are
+    // racily clean whatever their files say now; too many, and gix's
+    // status of everything is as cheap as the proof.
+    let racy_as_recorded = index
+        .entries()
+        .iter()
+        .filter(|e| i64::from(e.stat.mtime.secs) >= index_secs)
+        .count();
+    if racy_as_recorded > MAX_RACY {
+        return not(format!("{racy_as_recorded} entries are racily clean"));
+    }
     let tracked = match Tracked::of(index) {
         Ok(tracked) => tracked,
         Err(why) => return not(why),
@@ -94,13 +118,24 @@ pub fn prove(
     };
     // The entries' `lstat` on a second thread while this one judges the
     // names; each half of the directories opened by one of them.
+    // Whichever part fails first stops the others: gix's status follows.
+    let given_up = AtomicBool::new(false);
     let dirs: Vec<&BStr> = tracked.dirs_sorted();
     let (first, second) = dirs.split_at(dirs.len() / 2);
+    let look = |dirs: &[&BStr]| {
+        let found = entries_unchanged(&root, dirs, &tracked, listing, index, index_secs, &given_up);
+        if found.is_err() {
+            given_up.store(true, Ordering::Relaxed);
+        }
+        found
+    };
     let (names, first_half, second_half) = std::thread::scope(|scope| {
-        let helper =
-            scope.spawn(|| entries_unchanged(&root, second, &tracked, listing, index, index_secs));
-        let names = names_accounted_for(repo, index, &dirs, &tracked, listing);
-        let first_half = entries_unchanged(&root, first, &tracked, listing, index, index_secs);
+        let helper = scope.spawn(|| look(second));
+        let names = names_accounted_for(repo, index, &dirs, &tracked, listing, &given_up);
+        if !matches!(names, Ok(Ok(()))) {
+            given_up.store(true, Ordering::Relaxed);
+        }
+        let first_half = look(first);
         let second_half = helper
             .join()
             .unwrap_or_else(|_| Err("the stat of the entries failed".into()));
@@ -108,8 +143,34 @@ pub fn prove(
     });
     match (names?, first_half, second_half) {
         (Err(why), _, _) | (_, Err(why), _) | (_, _, Err(why)) => not(why),
-        (Ok(()), Ok(()), Ok(())) => Ok(Proof::Clean),
+        (Ok(()), Ok(mut racy), Ok(more)) => {
+            racy.extend(more);
+            if racy.is_empty() {
+                Ok(Proof::Clean)
+            } else {
+                racy.sort_unstable();
+                Ok(Proof::CleanButRacy(racy))
+            }
+        }
     }
+}
+
+/// A copy of `index` with only the entries at `positions`, and its time:
+/// what gix's status compares of the entries [`Proof::CleanButRacy`] left.
+pub fn racy_entries_only(index: &gix::index::State, positions: &[usize]) -> gix::index::State {
+    let mut only = gix::index::State::new(index.object_hash());
+    for &at in positions {
+        let entry = &index.entries()[at];
+        only.dangerously_push_entry(
+            entry.stat,
+            entry.id,
+            entry.flags,
+            entry.mode,
+            entry.path(index),
+        );
+    }
+    only.set_timestamp(index.timestamp());
+    only
 }
 
 /// The index's paths, its directories, and its entries by directory.
@@ -188,6 +249,7 @@ fn names_accounted_for(
     dirs: &[&BStr],
     tracked: &Tracked<'_>,
     listing: &Listing,
+    given_up: &AtomicBool,
 ) -> Result<Result<(), String>> {
     use gix::worktree::stack::state::ignore::Source;
     // The exclude stack gix's own walk builds (`Repository::dirwalk`).
@@ -196,6 +258,9 @@ fn names_accounted_for(
         .context("cannot read the exclude files")?;
     let mut path = Vec::new();
     for &dir in dirs {
+        if given_up.load(Ordering::Relaxed) {
+            return Ok(Err("given up".into()));
+        }
         let Some((_, names)) = listing.dir(dir) else {
             return Ok(Err(format!("{dir:?} was not listed")));
         };
@@ -232,7 +297,8 @@ fn names_accounted_for(
 }
 
 /// Whether each directory of `dirs` is as it was listed, and each entry
-/// in it unchanged by stat.
+/// in it unchanged by stat: the positions of those that are racily clean,
+/// or why not.
 fn entries_unchanged(
     root: &OwnedFd,
     dirs: &[&BStr],
@@ -240,8 +306,13 @@ fn entries_unchanged(
     listing: &Listing,
     index: &gix::index::State,
     index_secs: i64,
-) -> Result<(), String> {
+    given_up: &AtomicBool,
+) -> Result<Vec<usize>, String> {
+    let mut racy = Vec::new();
     for &dir in dirs {
+        if given_up.load(Ordering::Relaxed) {
+            return Err("given up".into());
+        }
         let relative: &[u8] = if dir.is_empty() { b"." } else { dir };
         let fd = fs::open_below(root, relative).map_err(|e| format!("cannot open {dir:?}: {e}"))?;
         let now = fs::stat_of(&fd).map_err(|e| format!("cannot stat {dir:?}: {e}"))?;
@@ -255,18 +326,34 @@ fn entries_unchanged(
             let name = &path[path.rfind_byte(b'/').map_or(0, |slash| slash + 1)..];
             let stat = crate::fsutil::stat_at(Some(fd.as_fd()), name, false)
                 .map_err(|e| format!("{path:?}: {e}"))?;
-            if !unchanged(entry, &stat, index_secs) {
-                return Err(format!("{path:?} does not match its index entry by stat"));
+            match unchanged(entry, &stat, index_secs) {
+                Unchanged::Yes => {}
+                Unchanged::Racily => racy.push(at),
+                Unchanged::No => {
+                    return Err(format!("{path:?} does not match its index entry by stat"));
+                }
             }
         }
     }
-    Ok(())
+    Ok(racy)
+}
+
+/// What [`unchanged`] found.
+#[derive(Debug, PartialEq, Eq)]
+enum Unchanged {
+    /// Exactly the index's stat data, written before the index's second.
+    Yes,
+    /// Exactly the index's stat data, written in the index's second or
+    /// later: git compares the content.
+    Racily,
+    /// Anything else.
+    No,
 }
 
 /// Whether `stat` is exactly what `entry` records, of its type and
 /// executable bit, and written in an earlier second than the index (not
 /// racily clean).
-fn unchanged(entry: &gix::index::Entry, stat: &libc::stat, index_secs: i64) -> bool {
+fn unchanged(entry: &gix::index::Entry, stat: &libc::stat, index_secs: i64) -> Unchanged {
     let kind = stat.st_mode & libc::S_IFMT;
     let executable = stat.st_mode & libc::S_IXUSR != 0;
     let of_its_mode = match entry.mode {
@@ -279,7 +366,7 @@ fn unchanged(entry: &gix::index::Entry, stat: &libc::stat, index_secs: i64) -> b
     let time = |secs: i64, nsecs: i64, at: gix::index::entry::stat::Time| {
         u32::try_from(secs) == Ok(at.secs) && u32::try_from(nsecs) == Ok(at.nsecs)
     };
-    of_its_mode
+    let equal = of_its_mode
         && time(stat.st_mtime, stat.st_mtime_nsec, recorded.mtime)
         && time(stat.st_ctime, stat.st_ctime_nsec, recorded.ctime)
         && stat.st_dev as u32 == recorded.dev
@@ -287,14 +374,20 @@ fn unchanged(entry: &gix::index::Entry, stat: &libc::stat, index_secs: i64) -> b
         && stat.st_uid == recorded.uid
         && stat.st_gid == recorded.gid
         && u32::try_from(stat.st_size) == Ok(recorded.size)
-        // git's racy-git rule, a second coarser: an entry written in the
-        // index's second may have changed after the index was written.
-        && stat.st_mtime < index_secs
         // gix's own rule: an empty blob recorded with a size is compared.
         && (!entry.id.is_empty_blob() || recorded.size == 0)
         // git's: an entry smudged to size 0 whose blob is not empty is
         // compared by content (`ce_match_stat_basic`; red team).
-        && (recorded.size != 0 || entry.id.is_empty_blob())
+        && (recorded.size != 0 || entry.id.is_empty_blob());
+    if !equal {
+        Unchanged::No
+    } else if stat.st_mtime < index_secs {
+        Unchanged::Yes
+    } else {
+        // git's racy-git rule, a second coarser: an entry written in the
+        // index's second may have changed after the index was written.
+        Unchanged::Racily
+    }
 }
 
 #[cfg(test)]

@@ -95,7 +95,7 @@ fn chmod(path: &Path, mode: u32) {
 fn assert_not_proven(c: &Checkout) {
     match c.prove() {
         Proof::NotProven(_) => {}
-        Proof::Clean => panic!("proven clean; git's status:\n{}", c.status()),
+        other => panic!("{other:?}; git's status:\n{}", c.status()),
     }
 }
 
@@ -163,7 +163,7 @@ fn every_change_git_shows_is_not_proven_clean() {
         );
         match c.prove() {
             Proof::NotProven(_) => {}
-            Proof::Clean => panic!("{what}: proven clean; git's status:\n{}", c.status()),
+            other => panic!("{what}: {other:?}; git's status:\n{}", c.status()),
         }
     }
 }
@@ -201,21 +201,46 @@ fn what_the_proof_leaves_to_gix_is_not_proven_clean() {
                 &format!("160000,{id},vendor"),
             ]);
         }),
-        ("racily clean", |c| {
-            // Written in the index's second: git compares its content.
-            let now = filetime::FileTime::now();
-            filetime::set_file_mtime(c.work.join("a.txt"), now).unwrap();
-            c.git(&["update-index", "-q", "--really-refresh"]);
-        }),
     ];
     for (what, case) in cases {
         let c = Checkout::new();
         case(&c);
         match c.prove() {
             Proof::NotProven(_) => {}
-            Proof::Clean => panic!("{what}: proven clean"),
+            other => panic!("{what}: {other:?}"),
         }
     }
+}
+
+#[test]
+fn racily_clean_entries_are_left_to_gix_and_nothing_else() {
+    let c = Checkout::new();
+    // Written in the index's second: git compares their content.
+    let now = filetime::FileTime::now();
+    for path in ["a.txt", "dir/sub/c.txt"] {
+        filetime::set_file_mtime(c.work.join(path), now).unwrap();
+    }
+    c.git(&["update-index", "-q", "--really-refresh"]);
+    let repo = gix::open_opts(&c.work, gix::open::Options::isolated()).unwrap();
+    let index = repo.index().unwrap();
+    let positions = match c.prove() {
+        Proof::CleanButRacy(positions) => positions,
+        other => panic!("{other:?}"),
+    };
+    let racy: Vec<_> = positions
+        .iter()
+        .map(|&at| index.entries()[at].path(&index).to_string())
+        .collect();
+    assert_eq!(racy, ["a.txt", "dir/sub/c.txt"]);
+    let only = super::racy_entries_only(&index, &positions);
+    assert_eq!(only.entries().len(), 2);
+    assert_eq!(only.timestamp(), index.timestamp());
+    assert_eq!(only.entries()[1].path(&only), "dir/sub/c.txt");
+    assert_eq!(only.entries()[1].id, index.entries()[positions[1]].id);
+    // A racily clean file that changed size is no longer racily clean:
+    // its stat data differs.
+    c.write("a.txt", "a, longer\n");
+    assert!(matches!(c.prove(), Proof::NotProven(_)));
 }
 
 #[test]
@@ -268,7 +293,12 @@ fn each_field_of_the_stat_data_counts() {
         let fd = super::fs::open_below(&root, dir).unwrap();
         let real =
             crate::fsutil::stat_at(Some(std::os::fd::AsFd::as_fd(&fd)), name, false).unwrap();
-        assert!(super::unchanged(entry, &real, secs), "{path}");
+        use super::Unchanged;
+        assert_eq!(
+            super::unchanged(entry, &real, secs),
+            Unchanged::Yes,
+            "{path}"
+        );
         type Bend = fn(&mut libc::stat);
         let bends: &[(&str, Bend)] = &[
             ("mtime", |s| s.st_mtime -= 1),
@@ -297,7 +327,11 @@ fn each_field_of_the_stat_data_counts() {
             }
             let mut bent = real;
             bend(&mut bent);
-            assert!(!super::unchanged(entry, &bent, secs), "{path}: {what}");
+            assert_eq!(
+                super::unchanged(entry, &bent, secs),
+                Unchanged::No,
+                "{path}: {what}"
+            );
         }
         // Smudged: recorded with size 0, its blob not empty; git compares
         // the content, even of an empty file.
@@ -305,14 +339,23 @@ fn each_field_of_the_stat_data_counts() {
         smudged.stat.size = 0;
         let mut emptied = real;
         emptied.st_size = 0;
-        assert!(
-            !super::unchanged(&smudged, &emptied, secs),
+        assert_eq!(
+            super::unchanged(&smudged, &emptied, secs),
+            Unchanged::No,
             "{path}: smudged"
         );
         // Written in the index's second: racily clean.
         let racy = i64::from(entry.stat.mtime.secs);
-        assert!(!super::unchanged(entry, &real, racy), "{path}: racy");
-        assert!(super::unchanged(entry, &real, racy + 1), "{path}");
+        assert_eq!(
+            super::unchanged(entry, &real, racy),
+            Unchanged::Racily,
+            "{path}: racy"
+        );
+        assert_eq!(
+            super::unchanged(entry, &real, racy + 1),
+            Unchanged::Yes,
+            "{path}"
+        );
     }
 }
 
