@@ -33,12 +33,15 @@
 //!   or directory that the exclude stack gix's walk uses calls excluded:
 //!   so the walk finds nothing untracked.
 //!
-//! Anything unusual (a flag, a conflict, a submodule, a racy entry, a
-//! symlink on the way, a case-folding or non-symlink file system, an
-//! untracked or unexcluded name, a directory the scan could not list)
-//! gives way to gix. The listings are the scan's, taken moments earlier;
-//! the directory stamps make the proof's view of each directory as fresh
-//! as the moment it is opened here, as fresh as gix's own walk would be.
+//! Anything unusual (a flag, a conflict, a submodule, a changed or smudged
+//! entry, more than 1,024 racily clean ones, a symlink on the way,
+//! a case-folding or non-symlink file system, an untracked or unexcluded
+//! name, a directory the scan could not list) gives way to gix's status of
+//! everything. The listings are the scan's, taken moments earlier; the
+//! directory stamps make the proof's view of each directory as fresh as
+//! the moment it is opened here, as gix's own walk would be (on a file
+//! system that keeps whole seconds, within the second: see the threat
+//! model).
 
 mod fs;
 mod listing;
