@@ -1159,3 +1159,42 @@ fn a_file_rewritten_in_the_index_s_second_is_compared_by_content() {
     let status = sb.run_git(&repo, &["status", "--porcelain"]);
     assert!(status.contains("docs/d.md"), "{status}");
 }
+
+#[test]
+fn an_index_dated_past_32_bits_of_seconds_is_read_as_git_reads_its_time() {
+    // Red team: git keeps the index's time in 32 bits, so an index dated
+    // 2^32 + 1 s reads as 1 s: every entry is racily clean and git
+    // compares every file. Read as 64 bits, no entry was racy, and a file
+    // whose new stat data the agent wrote into its entry was accepted.
+    let sb = Sandbox::new();
+    sb.commit_file("src/main.rs", "code\n", "code");
+    let grant = sb.grant(&["docs/"], 1, 1);
+    sb.arm(&grant);
+    sb.commit_file("docs/guide.md", "better guide\n", "docs");
+    let file = sb.repo.join("src/main.rs");
+    std::fs::write(&file, "TAMPERED\n").unwrap();
+    let index_path = sb.git_dir().join("index");
+    let mut index = gix::index::File::at(
+        &index_path,
+        gix::hash::Kind::Sha1,
+        false,
+        gix::index::decode::Options::default(),
+    )
+    .unwrap();
+    let at = index.entry_index_by_path("src/main.rs".into()).unwrap();
+    let stat = gix::index::fs::Metadata::from_path_no_follow(&file).unwrap();
+    index.entries_mut()[at].stat = gix::index::entry::Stat::from_fs(&stat).unwrap();
+    index.write(gix::index::write::Options::default()).unwrap();
+    let past_32_bits = std::time::UNIX_EPOCH + std::time::Duration::from_secs((1 << 32) + 1);
+    std::fs::File::options()
+        .write(true)
+        .open(&index_path)
+        .unwrap()
+        .set_modified(past_32_bits)
+        .unwrap();
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["worktree_not_clean"]);
+    // git's own view (after verify: git's status rewrites the index).
+    let status = sb.git(&["status", "--porcelain"]);
+    assert!(status.contains("src/main.rs"), "{status}");
+}

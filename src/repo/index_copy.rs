@@ -182,7 +182,7 @@ impl IndexCopy {
         };
         let hash = repo.object_hash();
         let bytes = &self.bytes;
-        let time = filetime::FileTime::from_system_time(self.modified);
+        let time = git_index_time(self.modified);
         let (state, _) = gix::index::State::from_bytes(bytes, time, hash, options)?;
         let mut file = match state.link() {
             None => {
@@ -199,8 +199,9 @@ impl IndexCopy {
         };
         // gix judges an entry written no earlier than the index racy, and
         // compares its content, by the index file's time: the real one's,
-        // not the copy's (nor the copy's as a coarser file system keeps it).
-        file.set_timestamp(filetime::FileTime::from_system_time(self.modified));
+        // not the copy's (nor the copy's as a coarser file system keeps it),
+        // and as git reads it.
+        file.set_timestamp(time);
         Ok(std::sync::Arc::new(gix::fs::FileSnapshot::new(file)))
     }
 
@@ -474,6 +475,18 @@ fn read_full(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
         }
     }
     Ok(filled)
+}
+
+/// The index file's time as git keeps it: the seconds in 32 bits
+/// (`istate->timestamp.sec`, an `unsigned int`). An index dated past 2^32
+/// seconds reads to git as a time near 1970, which makes every entry
+/// racily clean, so git compares every file; read as 64 bits, no entry
+/// was racy for gix or the stat proof, and a file whose stat data the
+/// agent wrote into its entry was accepted while `git status` showed it
+/// modified (red team).
+fn git_index_time(modified: std::time::SystemTime) -> filetime::FileTime {
+    let time = filetime::FileTime::from_system_time(modified);
+    filetime::FileTime::from_unix_time(i64::from(time.unix_seconds() as u32), time.nanoseconds())
 }
 
 #[cfg(test)]
