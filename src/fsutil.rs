@@ -53,6 +53,18 @@ pub fn pause_point(step: &str) {
     let _ = step;
 }
 
+/// `fstat` of an open descriptor.
+pub fn fstat(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<libc::stat> {
+    use std::os::fd::AsRawFd;
+    let mut out = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: `fd` is open and `out` valid for writes of a `stat`.
+    if unsafe { libc::fstat(fd.as_raw_fd(), out.as_mut_ptr()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fstat` succeeded and filled it.
+    Ok(unsafe { out.assume_init() })
+}
+
 /// `fstatat` of `name` in the open directory `dir` (the process's working
 /// directory when `None`, `name` then a path): relative to an open
 /// directory, a name whose absolute path is past `PATH_MAX` is found all

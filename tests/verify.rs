@@ -1045,6 +1045,25 @@ fn an_untracked_file_past_path_max_where_listings_give_no_types_is_not_clean() {
     assert_rejected(out.status.code().unwrap(), &r, &["worktree_not_clean"]);
 }
 
+/// Writes the worktree file's stat data into its index entry, its blob id
+/// kept (the index is the agent's to write): git then trusts the entry as
+/// clean unless it compares the file. Returns the stat data written.
+fn write_stat_into_entry(sb: &Sandbox, path: &str) -> gix::index::entry::Stat {
+    let mut index = gix::index::File::at(
+        sb.git_dir().join("index"),
+        gix::hash::Kind::Sha1,
+        false,
+        gix::index::decode::Options::default(),
+    )
+    .unwrap();
+    let at = index.entry_index_by_path(path.into()).unwrap();
+    let file = gix::index::fs::Metadata::from_path_no_follow(&sb.repo.join(path)).unwrap();
+    let stat = gix::index::entry::Stat::from_fs(&file).unwrap();
+    index.entries_mut()[at].stat = stat;
+    index.write(gix::index::write::Options::default()).unwrap();
+    stat
+}
+
 #[test]
 fn a_file_emptied_under_a_smudged_index_entry_is_not_clean() {
     // Red team: git writes size 0 into a racily clean entry so that the
@@ -1068,19 +1087,7 @@ fn a_file_emptied_under_a_smudged_index_entry_is_not_clean() {
     settle(&sb);
     // The entry as git would smudge it: the file's stat data, size 0, the
     // blob of `one\n`.
-    let index_path = sb.git_dir().join("index");
-    let mut index = gix::index::File::at(
-        &index_path,
-        gix::hash::Kind::Sha1,
-        false,
-        gix::index::decode::Options::default(),
-    )
-    .unwrap();
-    let at = index.entry_index_by_path("src/one.txt".into()).unwrap();
-    let stat = gix::index::fs::Metadata::from_path_no_follow(&file).unwrap();
-    index.entries_mut()[at].stat = gix::index::entry::Stat::from_fs(&stat).unwrap();
-    assert_eq!(index.entries()[at].stat.size, 0);
-    index.write(gix::index::write::Options::default()).unwrap();
+    assert_eq!(write_stat_into_entry(&sb, "src/one.txt").size, 0);
     let status = sb.git(&["status", "--porcelain"]);
     assert!(
         status.contains("src/one.txt"),
@@ -1173,18 +1180,8 @@ fn an_index_dated_past_32_bits_of_seconds_is_read_as_git_reads_its_time() {
     sb.commit_file("docs/guide.md", "better guide\n", "docs");
     let file = sb.repo.join("src/main.rs");
     std::fs::write(&file, "TAMPERED\n").unwrap();
+    write_stat_into_entry(&sb, "src/main.rs");
     let index_path = sb.git_dir().join("index");
-    let mut index = gix::index::File::at(
-        &index_path,
-        gix::hash::Kind::Sha1,
-        false,
-        gix::index::decode::Options::default(),
-    )
-    .unwrap();
-    let at = index.entry_index_by_path("src/main.rs".into()).unwrap();
-    let stat = gix::index::fs::Metadata::from_path_no_follow(&file).unwrap();
-    index.entries_mut()[at].stat = gix::index::entry::Stat::from_fs(&stat).unwrap();
-    index.write(gix::index::write::Options::default()).unwrap();
     let past_32_bits = std::time::UNIX_EPOCH + std::time::Duration::from_secs((1 << 32) + 1);
     std::fs::File::options()
         .write(true)

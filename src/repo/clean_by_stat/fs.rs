@@ -59,17 +59,6 @@ struct OpenHow {
     resolve: u64,
 }
 
-/// `fstat` of an open descriptor.
-pub fn stat_of(fd: &OwnedFd) -> std::io::Result<libc::stat> {
-    let mut out = std::mem::MaybeUninit::<libc::stat>::uninit();
-    // SAFETY: `fd` is open and `out` valid for writes of a `stat`.
-    if unsafe { libc::fstat(fd.as_raw_fd(), out.as_mut_ptr()) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: `fstat` succeeded and filled it.
-    Ok(unsafe { out.assume_init() })
-}
-
 fn owned(fd: libc::c_int) -> std::io::Result<OwnedFd> {
     if fd < 0 {
         return Err(std::io::Error::last_os_error());
@@ -124,6 +113,12 @@ mod tests {
             libc::S_IFLNK
         );
         assert!(lstat_in(&a, b"missing").is_err());
-        assert_eq!(stat_of(&a).unwrap().st_mode & libc::S_IFMT, libc::S_IFDIR);
+        assert_eq!(
+            crate::fsutil::fstat(std::os::fd::AsFd::as_fd(&a))
+                .unwrap()
+                .st_mode
+                & libc::S_IFMT,
+            libc::S_IFDIR
+        );
     }
 }

@@ -318,7 +318,8 @@ fn entries_unchanged(
         }
         let relative: &[u8] = if dir.is_empty() { b"." } else { dir };
         let fd = fs::open_below(root, relative).map_err(|e| format!("cannot open {dir:?}: {e}"))?;
-        let now = fs::stat_of(&fd).map_err(|e| format!("cannot stat {dir:?}: {e}"))?;
+        let now =
+            crate::fsutil::fstat(fd.as_fd()).map_err(|e| format!("cannot stat {dir:?}: {e}"))?;
         match listing.dir(dir) {
             Some((stamp, _)) if stamp == DirStamp::of(&now) => {}
             _ => return Err(format!("{dir:?} changed since it was listed")),

@@ -56,13 +56,7 @@ impl Reader {
         each: &mut dyn FnMut(&[u8], Kind, BorrowedFd<'_>),
     ) -> std::io::Result<libc::stat> {
         let fd = open_directory(dir, follow)?;
-        let mut stat = std::mem::MaybeUninit::<libc::stat>::uninit();
-        // SAFETY: `fd` is open and `stat` valid for writes of a `stat`.
-        if unsafe { libc::fstat(fd.as_raw_fd(), stat.as_mut_ptr()) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: `fstat` succeeded and filled it.
-        let stat = unsafe { stat.assume_init() };
+        let stat = crate::fsutil::fstat(fd.as_fd())?;
         loop {
             // SAFETY: `buf` is valid for writes of its length, and `fd` is
             // an open directory for the whole call.
