@@ -326,8 +326,8 @@ mod tests {
         let d = dir.path().join("git");
         std::fs::create_dir_all(d.join("refs/heads")).unwrap();
         std::fs::write(d.join("refs/heads/main"), "m").unwrap();
-        std::fs::write(d.join("packed-refs"), "p").unwrap();
-        std::fs::write(d.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        crate::test_git::write_settled(&d.join("packed-refs"), "p");
+        crate::test_git::write_settled(&d.join("HEAD"), "ref: refs/heads/main\n");
         std::fs::hard_link(d.join("packed-refs"), dir.path().join("hard-link")).unwrap();
         let mut watch = RefWatch::start(&[&d, &d]);
         watch.file(&d.join("packed-refs"));

@@ -1681,12 +1681,13 @@ mod tests {
         let git = dir.path();
         std::fs::create_dir_all(git.join("refs/heads")).unwrap();
         std::fs::create_dir_all(git.join("refs/tags")).unwrap();
-        std::fs::write(git.join("HEAD"), "ref: refs/heads/main\n").unwrap();
-        std::fs::write(
-            git.join("packed-refs"),
-            format!("# pack-refs with: peeled fully-peeled sorted \n{A} refs/heads/main\n{A} refs/tags/t1\n"),
-        )
-        .unwrap();
+        crate::test_git::write_settled(&git.join("HEAD"), "ref: refs/heads/main\n");
+        crate::test_git::write_settled(
+            &git.join("packed-refs"),
+            format!(
+                "# pack-refs with: peeled fully-peeled sorted \n{A} refs/heads/main\n{A} refs/tags/t1\n"
+            ),
+        );
         std::fs::write(git.join("refs/heads/main"), format!("{B}\n")).unwrap();
         dir
     }
@@ -1728,7 +1729,7 @@ mod tests {
                 |g| {
                     let bytes = std::fs::read(g.join("packed-refs")).unwrap();
                     std::fs::remove_file(g.join("packed-refs")).unwrap();
-                    std::fs::write(g.join("packed-refs"), bytes).unwrap();
+                    crate::test_git::write_settled(&g.join("packed-refs"), bytes);
                 },
                 false,
             ),
@@ -1836,7 +1837,7 @@ mod tests {
             &format!("{A} refs/heads/main"),
             &format!("{B} refs/heads/main"),
         );
-        std::fs::write(git.join("packed-refs"), text).unwrap();
+        crate::test_git::write_settled(&git.join("packed-refs"), text);
         assert!(!moved_since(git, git, &first, &theirs, patience));
         assert!(moved_since(git, git, &first, &none, patience));
     }
