@@ -35,6 +35,7 @@
 
 mod bitmap;
 mod chunk_format;
+mod closure;
 mod graph;
 pub mod inventory;
 mod loose;
@@ -109,12 +110,14 @@ const SETTLE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
 pub fn check(repo: &gix::Repository, common_dir: &Path, before: &Inventory) -> Result<Vec<String>> {
     let start = std::time::Instant::now();
     let mut proven = std::borrow::Cow::Borrowed(before);
+    let mut first_round = true;
     loop {
-        let (mut problems, now, settled) = check_round(repo, common_dir, &proven)?;
+        let round = check_round(repo, common_dir, &proven, first_round)?;
+        let (mut problems, now, settled) = (round.problems, round.now, round.settled);
         if problems.is_empty() && settled {
             // What was written is proven; what was removed must not have
             // taken history with it.
-            return removed::check(repo, before, &now);
+            return removed::check(repo, before, &now, round.closure.as_ref());
         }
         if !problems.is_empty() {
             return Ok(problems);
@@ -134,6 +137,9 @@ pub fn check(repo: &gix::Repository, common_dir: &Path, before: &Inventory) -> R
             return Ok(problems);
         }
         proven = std::borrow::Cow::Owned(now);
+        // A closure is over one round's packs: later rounds leave the
+        // removals to the walk.
+        first_round = false;
     }
 }
 
@@ -154,13 +160,26 @@ fn running_gc(common_dir: &Path) -> Option<u32> {
         .then_some(pid)
 }
 
-/// One round of [`check`]: the problems, the scan it proved, and whether
-/// the store was still that scan at the end.
+/// What one round of [`check`] found.
+struct Round {
+    problems: Vec<String>,
+    /// The scan it proved.
+    now: Inventory,
+    /// Whether the store was still that scan at the end.
+    settled: bool,
+    /// What the proof of the round's packs found of the names their
+    /// objects hold ([`closure`]), when it was asked for.
+    closure: Option<closure::Closure>,
+}
+
+/// One round of [`check`]. `closure_wanted`: whether to look up the names
+/// the decoded objects hold, should a pack have gone since `arm`.
 fn check_round(
     repo: &gix::Repository,
     common_dir: &Path,
     before: &Inventory,
-) -> Result<(Vec<String>, Inventory, bool)> {
+    closure_wanted: bool,
+) -> Result<Round> {
     let objects = objects_dir(common_dir);
     let hash = repo.object_hash();
     let now = inventory::scan(&objects, hash.len_in_hex())?;
@@ -224,10 +243,29 @@ fn check_round(
             Kind::CommitGraphChain => graph_chain = true,
         }
     }
+    // After `git gc` the removal walk would read again what the proof of
+    // the new packs decodes: the proof looks up what each object names.
+    let mut closure = None;
+    if closure_wanted && removed::pack_gone(before, &now) {
+        let pairs: Vec<&[u8]> = stems
+            .iter()
+            .copied()
+            .filter(|stem| {
+                [".idx", ".pack"]
+                    .iter()
+                    .all(|s| now.contains_key(&[stem, s.as_bytes()].concat()))
+            })
+            .collect();
+        closure = closure::Closure::over(&objects, &pairs, hash);
+    }
     let mut failed: BTreeSet<&[u8]> = BTreeSet::new();
     for &stem in &stems {
         let mut found = Vec::new();
-        if !check_pack(repo, &objects, stem, &now, &mut found) {
+        if check_pack(repo, &objects, stem, &now, closure.as_ref(), &mut found) {
+            if let Some(closure) = closure.as_mut() {
+                closure.proven(stem);
+            }
+        } else {
             failed.insert(stem);
         }
         // A pack another writer is still writing (`.tmp-*`, `tmp_pack_*`,
@@ -355,7 +393,12 @@ fn check_round(
     for path in &unproven {
         proven.remove(path);
     }
-    Ok((problems, proven, settled))
+    Ok(Round {
+        problems,
+        now: proven,
+        settled,
+        closure,
+    })
 }
 
 /// Path of the multi-pack-index relative to `objects/`.
@@ -369,6 +412,7 @@ fn check_pack(
     objects: &Path,
     stem: &[u8],
     now: &Inventory,
+    closure: Option<&closure::Closure>,
     problems: &mut Vec<String>,
 ) -> bool {
     let hash = repo.object_hash();
@@ -383,7 +427,7 @@ fn check_pack(
     let idx = objects.join(bytes_path(&name(".idx")));
     if present(".pack") {
         let data = objects.join(bytes_path(&name(".pack")));
-        if let Err(e) = guarded(|| pack::verify_pair(&idx, &data, hash)) {
+        if let Err(e) = guarded(|| pack::verify_pair(&idx, &data, hash, closure)) {
             problems.push(format!(
                 "the pack .git/objects/{shown}.pack was written since arm and does not hold \
                  what its index says: {e:#}"

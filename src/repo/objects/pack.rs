@@ -25,6 +25,7 @@ use anyhow::{Context, Result, bail};
 use gix::odb::pack;
 
 use super::chunk_format::be32;
+use super::closure::Closure;
 
 /// Largest object a pack entry may decode to. A hostile entry header can
 /// announce any size; without a bound, decoding it would abort the process
@@ -32,27 +33,45 @@ use super::chunk_format::be32;
 /// refused as unverifiable.
 const MAX_OBJECT_BYTES: usize = 1 << 30;
 
-/// Verifies the pair `<stem>.idx` / `<stem>.pack`.
-pub fn verify_pair(idx_path: &Path, pack_path: &Path, hash: gix::hash::Kind) -> Result<()> {
+/// Verifies the pair `<stem>.idx` / `<stem>.pack`; every object decoded
+/// is also handed to `closure`, when given, for what it names.
+pub fn verify_pair(
+    idx_path: &Path,
+    pack_path: &Path,
+    hash: gix::hash::Kind,
+    closure: Option<&Closure>,
+) -> Result<()> {
     let index = pack::index::File::at(idx_path, hash)
         .map_err(|e| anyhow::anyhow!("the index cannot be read: {e}"))?;
     let data = pack::data::File::at(pack_path, hash)
         .map_err(|e| anyhow::anyhow!("the pack cannot be read: {e}"))?
         .with_alloc_limit_bytes(Some(MAX_OBJECT_BYTES));
-    let options = pack::index::verify::integrity::Options {
-        verify_mode: pack::index::verify::Mode::HashCrc32,
+    // gix's `verify_integrity` with `Mode::HashCrc32` is this traversal
+    // with a processor that does nothing (the fan it checks first,
+    // `index::File::at` has checked): `SafetyCheck::All` hashes every
+    // object against its id and checks both files' checksums and each
+    // entry's CRC-32.
+    let options = pack::index::traverse::Options {
         traversal: pack::index::traverse::Algorithm::DeltaTreeLookup,
         thread_limit: None,
+        check: pack::index::traverse::SafetyCheck::All,
+        alloc_limit_bytes: Some(MAX_OBJECT_BYTES),
         make_pack_lookup_cache: || pack::cache::Never,
     };
+    let processor =
+        move |kind, object: &[u8], _: &pack::index::Entry, _: &dyn gix::progress::Progress| {
+            if let Some(closure) = closure {
+                closure.decoded(kind, object, hash);
+            }
+            Ok(())
+        };
     index
-        .verify_integrity(
-            Some(pack::index::verify::PackContext {
-                data: &data,
-                options,
-            }),
+        .traverse(
+            &data,
             &mut gix::progress::Discard,
             &AtomicBool::new(false),
+            processor,
+            options,
         )
         .map_err(|e| anyhow::anyhow!("{e:?}"))?;
     Ok(())

@@ -20,7 +20,9 @@
 //!   every object must be in the store that `git fsck --connectivity-only`
 //!   requires: reachable from HEAD and the refs, the reflogs (older stash
 //!   entries live only there), the other worktrees' HEADs and private refs,
-//!   or named by their indexes. A walk, paid only then.
+//!   or named by their indexes. A walk, paid only then; after `git gc`,
+//!   when the proof of the new packs found every name their objects hold
+//!   among them, not even that ([`super::closure`]).
 //!
 //! A shallow repository's walk stops at its `shallow` commits, as git's
 //! does. In a partial clone (`extensions.partialClone`, or a remote with
@@ -38,19 +40,24 @@ use anyhow::Context;
 use gix::ObjectId;
 use gix::bstr::BString;
 
+use super::closure::Closure;
 use super::inventory::{Inventory, Kind};
 use super::promisor::Promised;
 use super::tree_entries::{EntryKind, each_entry};
 
 /// The problems the removals from `before` (arm's inventory) to `now`
 /// cause: one message naming a reachable object that is missing, or none.
+///
+/// `closure`: what the proof of the packs written since arm found of the
+/// names their objects hold; when it shows nothing reachable missing
+/// ([`super::closure`]), the walk is not needed.
 pub fn check(
     repo: &gix::Repository,
     before: &Inventory,
     now: &Inventory,
+    closure: Option<&Closure>,
 ) -> anyhow::Result<Vec<String>> {
     let mut loose_gone = Vec::new();
-    let mut pack_gone = false;
     for (path, entry) in before {
         if now.contains_key(path) {
             continue;
@@ -64,24 +71,8 @@ pub fn check(
                     Err(_) => continue,
                 }
             }
-            Kind::PackFile => {
-                pack_gone |= path.ends_with(b".pack") || path.ends_with(b".idx");
-            }
-            // Caches: git reads the objects without them.
-            Kind::MultiPackIndex | Kind::CommitGraph | Kind::CommitGraphChain => {}
-        }
-    }
-    // A pack or index rewritten under its old name (red team: one without
-    // an object, renamed over the old pack, was proven consistent and
-    // accepted): its content is not arm's, as the checksum it ends with
-    // says (a new pack is proven to end with its own).
-    for (path, entry) in before {
-        if entry.kind == Kind::PackFile
-            && (path.ends_with(b".pack") || path.ends_with(b".idx"))
-            && let Some(now) = now.get(path)
-            && (now.trailer != entry.trailer || now.stat.size != entry.stat.size)
-        {
-            pack_gone = true;
+            // Packs: below. Caches: git reads the objects without them.
+            Kind::PackFile | Kind::MultiPackIndex | Kind::CommitGraph | Kind::CommitGraphChain => {}
         }
     }
     // A `.promisor` mark added or removed changes what git's fsck excuses
@@ -92,12 +83,21 @@ pub fn check(
         inventory.keys().filter(|path| path.ends_with(b".promisor"))
     }
     let marks_changed = !marks(before).eq(marks(now));
-    if !pack_gone && !marks_changed && loose_gone.iter().all(|id| repo.has_object(id)) {
+    if !pack_gone(before, now) && !marks_changed && loose_gone.iter().all(|id| repo.has_object(id))
+    {
         return Ok(Vec::new());
     }
-    let mut promised = super::promisor::Promised::of(repo, &super::objects_dir(repo.common_dir()))
+    let objects = super::objects_dir(repo.common_dir());
+    let mut promised = super::promisor::Promised::of(repo, &objects)
         .context("cannot list the partial clone's promisor objects")?;
-    let missing = first_missing(repo, promised.as_mut())
+    let starts = starts(repo)?;
+    if promised.is_none()
+        && let Some(closure) = closure
+        && closure.proves(&objects, now, starts.ids())
+    {
+        return Ok(Vec::new());
+    }
+    let missing = first_missing(repo, starts, promised.as_mut())
         .context("cannot walk the objects git's fsck requires")?;
     Ok(match missing {
         None => Vec::new(),
@@ -106,6 +106,21 @@ pub fn check(
              since arm, or `.promisor` marks changed (`git fsck --connectivity-only` shows the \
              damage); restore them, e.g. from a clone made before the run"
         )],
+    })
+}
+
+/// Whether a pack or its index was removed since arm, or rewritten under
+/// its old name (red team: one without an object, renamed over the old
+/// pack, was proven consistent and accepted): its content is not arm's,
+/// as the checksum it ends with says (a new pack is proven to end with its
+/// own).
+pub fn pack_gone(before: &Inventory, now: &Inventory) -> bool {
+    before.iter().any(|(path, entry)| {
+        entry.kind == Kind::PackFile
+            && (path.ends_with(b".pack") || path.ends_with(b".idx"))
+            && now
+                .get(path)
+                .is_none_or(|now| now.trailer != entry.trailer || now.stat.size != entry.stat.size)
     })
 }
 
@@ -128,6 +143,15 @@ struct Starts {
 }
 
 impl Starts {
+    /// Every id the walk starts from, or looks up.
+    fn ids(&self) -> impl Iterator<Item = &ObjectId> {
+        self.tips
+            .iter()
+            .chain(&self.blobs)
+            .chain(&self.cached_trees)
+            .map(|(id, _)| id)
+    }
+
     fn tip(&mut self, id: ObjectId, name: impl FnOnce() -> BString) {
         if self.added.insert(id) {
             self.tips.push((id, name()));
@@ -407,6 +431,7 @@ fn index_ids(repo: &gix::Repository, path: &std::path::Path, shown: &str, out: &
 /// not have, with the name of where the walk started.
 fn first_missing(
     repo: &gix::Repository,
+    starts: Starts,
     mut promised: Option<&mut Promised>,
 ) -> anyhow::Result<Option<(ObjectId, String)>> {
     use gix::object::Kind as K;
@@ -415,7 +440,7 @@ fn first_missing(
         blobs,
         cached_trees,
         ..
-    } = starts(repo)?;
+    } = starts;
     for (id, name) in &cached_trees {
         if !repo.has_object(id) {
             return Ok(Some((*id, crate::repo::refname::shown(name))));
