@@ -41,13 +41,18 @@ pub struct Closure {
 
 impl Closure {
     /// A closure over the packs `stems` (paths relative to `objects/`,
-    /// without `.idx`), or `None` when one of their indexes cannot serve:
-    /// it cannot be read, or lists its ids out of order.
+    /// without `.idx`) of the store `now`, or `None` when it could not
+    /// prove anything: objects are held elsewhere too ([`only_in`]), or an
+    /// index cannot be read or lists its ids out of order.
     pub fn over(
         objects: &std::path::Path,
+        now: &super::Inventory,
         stems: &[&[u8]],
         hash: gix::hash::Kind,
     ) -> Option<Closure> {
+        if !only_in(objects, now, stems) {
+            return None;
+        }
         let mut indexes = Vec::with_capacity(stems.len());
         for stem in stems {
             let path = objects.join(super::bytes_path(&[stem, b".idx".as_slice()].concat()));
@@ -115,26 +120,30 @@ impl Closure {
         now: &super::Inventory,
         mut starts: impl Iterator<Item = &'a gix::ObjectId>,
     ) -> bool {
-        use super::inventory::Kind;
-        if self.open.load(Ordering::Relaxed)
-            || objects.join("info/alternates").symlink_metadata().is_ok()
-            || self.indexes.iter().any(|(_, _, proven)| !proven)
-        {
-            return false;
-        }
-        let only_these_packs = now.iter().all(|(path, entry)| match entry.kind {
+        let stems: Vec<&[u8]> = self.indexes.iter().map(|(s, _, _)| s.as_slice()).collect();
+        !self.open.load(Ordering::Relaxed)
+            && self.indexes.iter().all(|(_, _, proven)| *proven)
+            && only_in(objects, now, &stems)
+            && starts.all(|id| self.holds(id))
+    }
+}
+
+/// Whether git finds objects in the store `now` only in the packs `stems`:
+/// no loose object, no other pack's index, no multi-pack-index (git looks
+/// objects up through it), no alternates, no `.promisor` mark (fsck
+/// excuses what a partial clone's promisor objects name).
+fn only_in(objects: &std::path::Path, now: &super::Inventory, stems: &[&[u8]]) -> bool {
+    use super::inventory::Kind;
+    objects.join("info/alternates").symlink_metadata().is_err()
+        && now.iter().all(|(path, entry)| match entry.kind {
             Kind::Loose | Kind::MultiPackIndex => false,
             Kind::PackFile => match path.strip_suffix(b".idx") {
-                Some(stem) => self.indexes.iter().any(|(s, _, _)| s == stem),
-                // A `.pack` without its `.idx` is not read; `.promisor`
-                // marks a partial clone's pack: fsck excuses what its
-                // objects name.
+                Some(stem) => stems.contains(&stem),
+                // A `.pack` without its `.idx` is not read.
                 None => !path.ends_with(b".promisor"),
             },
             Kind::CommitGraph | Kind::CommitGraphChain => true,
-        });
-        only_these_packs && starts.all(|id| self.holds(id))
-    }
+        })
 }
 
 /// Whether `index` lists its ids strictly in order, and the fan table

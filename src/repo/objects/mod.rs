@@ -256,7 +256,7 @@ fn check_round(
                     .all(|s| now.contains_key(&[stem, s.as_bytes()].concat()))
             })
             .collect();
-        closure = closure::Closure::over(&objects, &pairs, hash);
+        closure = closure::Closure::over(&objects, &now, &pairs, hash);
     }
     let mut failed: BTreeSet<&[u8]> = BTreeSet::new();
     for &stem in &stems {
