@@ -802,6 +802,15 @@ fn bitmap_entries(data: &[u8]) -> Vec<usize> {
     out
 }
 
+/// Writes a new file `path` holding `data`, its trailing SHA-1
+/// recomputed.
+fn rewrite_with_checksum_new(path: &Path, mut data: Vec<u8>) {
+    let body = data.len() - 20;
+    let sum = sha1(&data[..body]);
+    data[body..].copy_from_slice(&sum);
+    std::fs::write(path, &data).unwrap();
+}
+
 /// Replaces a file with `data`, its trailing SHA-1 recomputed, so that
 /// only its content betrays a forgery.
 fn rewrite_with_checksum(path: &Path, mut data: Vec<u8>) {
@@ -1442,6 +1451,71 @@ fn rejects_a_pack_rewritten_under_its_old_name_without_an_object() {
     let (code, r) = sb.verify();
     assert_rejected(code, &r, &[INVALID]);
     assert_problem(&r, &blob);
+}
+
+/// Red team (nineteenth stop on issue 29): after `gc`, the store split in
+/// two packs, the one of another branch's history with its header's
+/// object count raised by one and its checksums made again. Every object
+/// hashes to its id, and every name is found, but git refuses the pack
+/// ("claims to have 5 objects while index indicates 4"): the branch's
+/// history is gone to git.
+#[test]
+fn rejects_a_pack_whose_header_counts_other_objects_than_its_index() {
+    let sb = Sandbox::new();
+    let blob = blob_only_another_branch_reaches(&sb);
+    sb.git(&["gc", "-q"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    sb.git(&["gc", "-q"]);
+    let pack_dir = objects(&sb).join("pack");
+    // A pack of what `revs` reach, written beside the store: its `.pack`
+    // and `.idx`.
+    let pack_of = |revs: &[&str], base: &str| {
+        let mut args = vec!["rev-list", "--objects"];
+        args.extend(revs);
+        let ids: String = sb
+            .git(&args)
+            .lines()
+            .map(|l| format!("{}\n", l.split(' ').next().unwrap()))
+            .collect();
+        let base = sb.root.join(base);
+        let name = sb.git_stdin(&["pack-objects", "-q", base.to_str().unwrap()], &ids);
+        let file = |suffix: &str| PathBuf::from(format!("{}-{name}.{suffix}", base.display()));
+        (file("pack"), file("idx"))
+    };
+    let main = pack_of(&["main"], "main");
+    let other = pack_of(&["other", "^main"], "other");
+    for entry in std::fs::read_dir(&pack_dir).unwrap() {
+        std::fs::remove_file(entry.unwrap().path()).unwrap();
+    }
+    for from in [&main.0, &main.1] {
+        let name = from.file_name().unwrap().to_str().unwrap();
+        std::fs::copy(from, pack_dir.join(name.replacen("main-", "pack-", 1))).unwrap();
+    }
+    let mut pack = std::fs::read(&other.0).unwrap();
+    let count = u32::from_be_bytes(pack[8..12].try_into().unwrap());
+    pack[8..12].copy_from_slice(&(count + 1).to_be_bytes());
+    let body = pack.len() - 20;
+    let sum = sha1(&pack[..body]);
+    pack[body..].copy_from_slice(&sum);
+    let mut idx = std::fs::read(&other.1).unwrap();
+    let at = idx.len() - 40;
+    idx[at..at + 20].copy_from_slice(&sum);
+    let hex: String = sum.iter().map(|b| format!("{b:02x}")).collect();
+    let stem = pack_dir.join(format!("pack-{hex}"));
+    std::fs::write(stem.with_extension("pack"), &pack).unwrap();
+    rewrite_with_checksum_new(&stem.with_extension("idx"), idx);
+    let fsck = sb.try_git(&["fsck", "--connectivity-only"]);
+    assert!(!fsck.status.success());
+    assert!(
+        String::from_utf8_lossy(&fsck.stderr).contains("while index indicates"),
+        "{}",
+        String::from_utf8_lossy(&fsck.stderr)
+    );
+    assert!(!sb.try_git(&["cat-file", "-e", &blob]).status.success());
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &[INVALID]);
+    assert_problem(&r, "header counts");
 }
 
 /// An older stash entry lives only in the reflog of `refs/stash`: its

@@ -56,7 +56,7 @@ impl Closure {
         let mut indexes = Vec::with_capacity(stems.len());
         for stem in stems {
             let path = objects.join(super::bytes_path(&[stem, b".idx".as_slice()].concat()));
-            let index = pack::index::File::at(&path, hash).ok()?;
+            let index = super::pack::open_index(&path, hash).ok()?;
             if !in_order_under_its_fan(&index) {
                 return None;
             }
@@ -66,6 +66,15 @@ impl Closure {
             indexes,
             open: AtomicBool::new(false),
         })
+    }
+
+    /// The index of the pack `stem`, as the closure reads it: the pack's
+    /// proof must read the same.
+    pub fn index(&self, stem: &[u8]) -> Option<&pack::index::File> {
+        self.indexes
+            .iter()
+            .find(|(s, _, _)| s == stem)
+            .map(|(_, index, _)| index)
     }
 
     /// Whether `id` is among the objects of the packs.

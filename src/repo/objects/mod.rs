@@ -427,7 +427,18 @@ fn check_pack(
     let idx = objects.join(bytes_path(&name(".idx")));
     if present(".pack") {
         let data = objects.join(bytes_path(&name(".pack")));
-        if let Err(e) = guarded(|| pack::verify_pair(&idx, &data, hash, closure)) {
+        let result = guarded(|| {
+            let opened;
+            let index = match closure.and_then(|c| c.index(stem)) {
+                Some(index) => index,
+                None => {
+                    opened = pack::open_index(&idx, hash)?;
+                    &opened
+                }
+            };
+            pack::verify_pair(index, &data, hash, closure)
+        });
+        if let Err(e) = result {
             problems.push(format!(
                 "the pack .git/objects/{shown}.pack was written since arm and does not hold \
                  what its index says: {e:#}"

@@ -33,19 +33,39 @@ use super::closure::Closure;
 /// refused as unverifiable.
 const MAX_OBJECT_BYTES: usize = 1 << 30;
 
-/// Verifies the pair `<stem>.idx` / `<stem>.pack`; every object decoded
-/// is also handed to `closure`, when given, for what it names.
+/// Opens the index at `path` as the proof reads it.
+pub fn open_index(path: &Path, hash: gix::hash::Kind) -> Result<pack::index::File> {
+    pack::index::File::at(path, hash).map_err(|e| anyhow::anyhow!("the index cannot be read: {e}"))
+}
+
+/// Verifies the pair of the index `index` (opened by [`open_index`]) and
+/// the pack at `pack_path`; every object decoded is also handed to
+/// `closure`, when given, for what it names. The closure looks names up
+/// in this same `index` (red team: one opened apart could be another
+/// file, swapped in between).
 pub fn verify_pair(
-    idx_path: &Path,
+    index: &pack::index::File,
     pack_path: &Path,
     hash: gix::hash::Kind,
     closure: Option<&Closure>,
 ) -> Result<()> {
-    let index = pack::index::File::at(idx_path, hash)
-        .map_err(|e| anyhow::anyhow!("the index cannot be read: {e}"))?;
     let data = pack::data::File::at(pack_path, hash)
         .map_err(|e| anyhow::anyhow!("the pack cannot be read: {e}"))?
         .with_alloc_limit_bytes(Some(MAX_OBJECT_BYTES));
+    // git refuses a pack whose header counts other objects than its index
+    // lists ("claims to have N objects while index indicates M"): every
+    // object in it is then missing to git. gix does not compare the two
+    // (red team: a pack of another branch's history, its count raised by
+    // one and its checksums made again, was accepted while `git log` of
+    // the branch failed).
+    if data.num_objects() != index.num_objects() {
+        bail!(
+            "the pack's header counts {} objects while its index lists {}; git reads no \
+             object from such a pack",
+            data.num_objects(),
+            index.num_objects()
+        );
+    }
     // gix's `verify_integrity` with `Mode::HashCrc32` is this traversal
     // with a processor that does nothing (the fan it checks first,
     // `index::File::at` has checked): `SafetyCheck::All` hashes every

@@ -70,7 +70,8 @@ fn closed(git_dir: &Path, starts: &[ObjectId]) -> Option<bool> {
                 &[stem, suffix.as_bytes()].concat(),
             ))
         };
-        pack_proof::verify_pair(&path(".idx"), &path(".pack"), SHA1, Some(&closure)).unwrap();
+        let index = closure.index(stem).unwrap();
+        pack_proof::verify_pair(index, &path(".pack"), SHA1, Some(&closure)).unwrap();
         closure.proven(stem);
     }
     Some(closure.proves(&objects, &now, starts.iter()))
