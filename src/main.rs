@@ -13,12 +13,6 @@ use serde::Serialize;
 use serde_json::json;
 use serde_json::value::RawValue;
 
-/// In the static musl build (install.sh), dlmalloc instead of musl's
-/// allocator (see [`grantguard::allocator`]).
-#[cfg(target_env = "musl")]
-#[global_allocator]
-static ALLOCATOR: grantguard::allocator::Allocator = grantguard::allocator::Allocator::new();
-
 /// Printing never panics: a closed stdout or stderr (`EPIPE`, a full disk)
 /// loses the text, not the run. The exit code always follows the result
 /// that was computed (and, for `run`, recorded), so a harness that stopped

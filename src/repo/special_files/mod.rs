@@ -387,7 +387,12 @@ pub fn at_worktree_root(work_dir: &Path) -> Vec<String> {
 /// history and refs meanwhile and joins it just before gix reads the
 /// worktree.
 pub fn spawn_worktree_scan(work_dir: PathBuf) -> std::thread::JoinHandle<Result<Scan, String>> {
-    std::thread::spawn(move || scan(&work_dir))
+    std::thread::spawn(move || {
+        // Its listings live until the status; the proof of the store frees
+        // all it allocates meanwhile.
+        crate::allocator::keep_apart();
+        scan(&work_dir)
+    })
 }
 
 /// What the worktree walk found.
