@@ -1518,6 +1518,61 @@ fn rejects_a_pack_whose_header_counts_other_objects_than_its_index() {
     assert_problem(&r, "header counts");
 }
 
+/// Red team (nineteenth stop on issue 29): git reads a version 2 pack
+/// index only up to one 8-byte offset fewer than it has objects ("wrong
+/// index v2 file size"), gix with one for each. An index rewritten with
+/// every offset in the 8-byte table makes git drop the whole pack; one
+/// with all but one there is read by both.
+#[test]
+fn rejects_a_pack_index_git_finds_too_long_and_accepts_one_it_reads() {
+    for all in [true, false] {
+        let sb = Sandbox::new();
+        sb.arm(&sb.grant(&["docs/"], 1, 3));
+        sb.commit_file("docs/a.md", "a\n", "one");
+        sb.git(&["gc", "-q"]);
+        let pack_dir = objects(&sb).join("pack");
+        let idx = files_with_suffix(&pack_dir, ".idx");
+        assert_eq!(idx.len(), 1, "{idx:?}");
+        let _ = std::fs::remove_file(idx[0].with_extension("rev"));
+        let old = std::fs::read(&idx[0]).unwrap();
+        let nr = u32::from_be_bytes(old[8 + 255 * 4..8 + 256 * 4].try_into().unwrap()) as usize;
+        let off32 = 8 + 1024 + nr * 24;
+        let moved = if all { nr } else { nr - 1 };
+        let mut new = old[..off32].to_vec();
+        let offset = |i: usize| {
+            u32::from_be_bytes(old[off32 + 4 * i..off32 + 4 * i + 4].try_into().unwrap())
+        };
+        for i in 0..nr {
+            let word = if i < moved {
+                0x8000_0000 | i as u32
+            } else {
+                offset(i)
+            };
+            new.extend(word.to_be_bytes());
+        }
+        for i in 0..moved {
+            new.extend(u64::from(offset(i)).to_be_bytes());
+        }
+        new.extend(&old[old.len() - 40..]);
+        std::fs::remove_file(&idx[0]).unwrap();
+        rewrite_with_checksum_new(&idx[0], new);
+        let fsck = sb.try_git(&["fsck", "--connectivity-only"]);
+        let (code, r) = sb.verify();
+        if all {
+            assert!(!fsck.status.success());
+            assert_rejected(code, &r, &[INVALID]);
+            assert_problem(&r, "wrong index v2 file size");
+        } else {
+            assert!(
+                fsck.status.success(),
+                "{}",
+                String::from_utf8_lossy(&fsck.stderr)
+            );
+            assert_accepted(code, &r);
+        }
+    }
+}
+
 /// An older stash entry lives only in the reflog of `refs/stash`: its
 /// objects are history `git stash show stash@{1}` needs. (The files
 /// backend's reflogs; a reftable store's are tested in `tests/reftable.rs`.)

@@ -33,9 +33,42 @@ use super::closure::Closure;
 /// refused as unverifiable.
 const MAX_OBJECT_BYTES: usize = 1 << 30;
 
-/// Opens the index at `path` as the proof reads it.
+/// Opens the index at `path` as the proof reads it: mapped as gix maps
+/// it, and refused where git refuses to read it.
 pub fn open_index(path: &Path, hash: gix::hash::Kind) -> Result<pack::index::File> {
-    pack::index::File::at(path, hash).map_err(|e| anyhow::anyhow!("the index cannot be read: {e}"))
+    let file = crate::fsutil::open_regular(path)
+        .with_context(|| format!("the index cannot be opened: {}", path.display()))?;
+    // SAFETY: a read-only private mapping of a regular file, as gix's own
+    // `index::File::at` makes; the scans around the proof see the file
+    // replaced or changed.
+    let data = unsafe { pack::MMap::map(&file) }.context("the index cannot be mapped")?;
+    git_reads_index_of_size(&data, hash.len_in_bytes())?;
+    pack::index::File::from_data(data, path.to_owned(), hash)
+        .map_err(|e| anyhow::anyhow!("the index cannot be read: {e}"))
+}
+
+/// git's bounds on a version 2 index's size (`check_packed_git_idx`): it
+/// reads no object from an index outside them. Past its table of 4-byte
+/// offsets, a version 2 index holds at most one 8-byte offset fewer than
+/// it has objects; gix takes one for every object (red team: a pack of
+/// another branch's history, every offset moved to the 8-byte table, was
+/// proven and accepted while git dropped the pack and `git log` of the
+/// branch failed). Version 1 indexes have one size, which gix checks.
+fn git_reads_index_of_size(data: &[u8], hash_len: usize) -> Result<()> {
+    if data.len() < 8 + 256 * 4 || data[..4] != *b"\xfftOc" {
+        return Ok(());
+    }
+    let nr = be32(&data[8 + 255 * 4..8 + 256 * 4]) as usize;
+    let min = 8 + 4 * 256 + nr * (hash_len + 4 + 4) + 2 * hash_len;
+    let max = min + nr.saturating_sub(1) * 8;
+    if data.len() < min || data.len() > max {
+        bail!(
+            "it is {} bytes, where git reads an index of {nr} objects only from {min} to {max} \
+             bytes (\"wrong index v2 file size\"): git reads no object of its pack",
+            data.len()
+        );
+    }
+    Ok(())
 }
 
 /// Verifies the pair of the index `index` (opened by [`open_index`]) and
