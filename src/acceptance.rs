@@ -129,6 +129,10 @@ pub struct Findings {
     /// which; the rule is `changed_during_verify`, but the storage is not
     /// vouched for (`metadata_intact` false: nothing runs git on it).
     pub storage_unconfirmed: bool,
+    /// The object store kept changing while a `git gc` named in `gc.pid`
+    /// ran (a commit starts one in the background): when that is all,
+    /// verify again once it ends (`conflict`, retryable).
+    pub busy_with_gc: bool,
 }
 
 impl Findings {
@@ -793,7 +797,17 @@ fn judge_baseline(
         && listed_ref_changes
             .iter()
             .all(|v| v.reference.as_deref().is_some_and(|r| !peers.own_branch(r)));
-    let class = if !intact {
+    // A store git's own background gc kept changing, and nothing else:
+    // not the agent's doing, and gone once gc ends (new user, nineteenth
+    // stop on issue 29: a harness escalated it to a human).
+    let only_a_running_gc = findings.busy_with_gc
+        && findings.totals.len() == 1
+        && findings.totals.get(rule::OBJECT_STORE_INVALID) == Some(&1)
+        && !findings.hostile_worktree
+        && !findings.storage_unconfirmed;
+    let class = if only_a_running_gc {
+        FailureClass::Conflict
+    } else if !intact {
         FailureClass::UnsafeState
     } else if peers_in_question {
         FailureClass::Conflict
@@ -909,13 +923,17 @@ fn special_files(
 /// Proves what was written to the object store since arm (see
 /// [`repo::objects`]); anything unproven is `object_store_invalid`.
 fn check_object_store(baseline: &Baseline, state: &Path, findings: &mut Findings) {
-    let problems = repo::objects::read_recorded(state, &baseline.object_inventory)
+    let checked = repo::objects::read_recorded(state, &baseline.object_inventory)
         .and_then(|before| {
             let (repo, _) = repo::layout::open_armed(&baseline.repo)?;
             repo::objects::check(&repo, &baseline.repo.common_dir, &before)
         })
-        .unwrap_or_else(|e| vec![format!("the object store cannot be checked: {e:#}")]);
-    for problem in problems {
+        .unwrap_or_else(|e| repo::objects::Checked {
+            problems: vec![format!("the object store cannot be checked: {e:#}")],
+            busy_with_gc: false,
+        });
+    findings.busy_with_gc = checked.busy_with_gc;
+    for problem in checked.problems {
         findings.push(Violation::new(rule::OBJECT_STORE_INVALID, problem));
     }
 }

@@ -1573,6 +1573,73 @@ fn rejects_a_pack_index_git_finds_too_long_and_accepts_one_it_reads() {
     }
 }
 
+/// New user (nineteenth stop on issue 29): a commit starts `git gc` in
+/// the background, and verify, run at once, finds the store changing for
+/// longer than it waits. With the gc named in `gc.pid` alive, that is a
+/// `conflict` to retry (exit 75), not a state to escalate; the same
+/// changes with no gc running stay `unsafe_state`; once the writer is
+/// gone, verify accepts.
+#[test]
+fn a_store_changed_by_a_running_gc_is_a_conflict_to_retry() {
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    for gc_named in [true, false] {
+        let gc_pid = sb.git_dir().join("gc.pid");
+        if gc_named {
+            // A live process on this host: the test's own.
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+            let pid = std::process::id();
+            std::fs::write(&gc_pid, format!("{pid} {}", host.trim_end())).unwrap();
+        }
+        // Each round of verify's proof finds a new loose object written
+        // before it looks again, as under gc's repack, until it gives up.
+        let pause = sb.state.with_extension("paused");
+        let mut child = sb
+            .command(env!("CARGO_BIN_EXE_grantguard"))
+            .current_dir(&sb.repo)
+            .args(["verify", "--state", sb.state.to_str().unwrap(), "--json"])
+            .env(
+                grantguard::fsutil::PAUSE_ENV,
+                format!("objects-round-proven:{}", pause.display()),
+            )
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut round = 0;
+        while child.try_wait().unwrap().is_none() {
+            if pause.exists() {
+                round += 1;
+                sb.git_stdin(
+                    &["hash-object", "-w", "--stdin"],
+                    &format!("round {round}\n"),
+                );
+                std::fs::remove_file(&pause).unwrap();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        let out = child.wait_with_output().unwrap();
+        let _ = std::fs::remove_file(&gc_pid);
+        let code = out.status.code().unwrap();
+        let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(round > 2, "{round} rounds");
+        assert_problem(&r, "kept changing");
+        if gc_named {
+            assert_eq!(code, 75, "{r:#}");
+            assert_eq!(r["failure_class"], "conflict", "{r:#}");
+            assert_eq!(r["retryable"], true, "{r:#}");
+            assert_eq!(r["evidence"]["next_step"]["action"], "retry_same_call");
+            assert_problem(&r, "git gc is running");
+        } else {
+            assert_eq!(code, 1, "{r:#}");
+            assert_eq!(r["failure_class"], "unsafe_state", "{r:#}");
+        }
+    }
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
 /// An older stash entry lives only in the reflog of `refs/stash`: its
 /// objects are history `git stash show stash@{1}` needs. (The files
 /// backend's reflogs; a reftable store's are tested in `tests/reftable.rs`.)

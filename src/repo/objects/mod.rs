@@ -107,7 +107,7 @@ const SETTLE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
 /// appeared or changed since; the store is accepted once a round ends with
 /// the store as it began, and refused as changing if that takes longer
 /// than [`SETTLE_PATIENCE`].
-pub fn check(repo: &gix::Repository, common_dir: &Path, before: &Inventory) -> Result<Vec<String>> {
+pub fn check(repo: &gix::Repository, common_dir: &Path, before: &Inventory) -> Result<Checked> {
     let start = std::time::Instant::now();
     let mut proven = std::borrow::Cow::Borrowed(before);
     let mut first_round = true;
@@ -117,13 +117,14 @@ pub fn check(repo: &gix::Repository, common_dir: &Path, before: &Inventory) -> R
         if problems.is_empty() && settled {
             // What was written is proven; what was removed must not have
             // taken history with it.
-            return removed::check(repo, before, &now, round.closure.as_ref());
+            return removed::check(repo, before, &now, round.closure.as_ref()).map(Checked::of);
         }
         if !problems.is_empty() {
-            return Ok(problems);
+            return Ok(Checked::of(problems));
         }
         if start.elapsed() >= SETTLE_PATIENCE {
-            let who = match running_gc(common_dir) {
+            let gc = running_gc(common_dir);
+            let who = match gc {
                 Some(pid) => format!(
                     " (git gc is running: process {pid}, named in gc.pid; git starts one in the \
                      background after a commit that leaves many loose objects)"
@@ -134,12 +135,33 @@ pub fn check(repo: &gix::Repository, common_dir: &Path, before: &Inventory) -> R
                 "the object store kept changing while verify was proving it{who}; verify again \
                  once the repository is quiet"
             ));
-            return Ok(problems);
+            return Ok(Checked {
+                problems,
+                busy_with_gc: gc.is_some(),
+            });
         }
         proven = std::borrow::Cow::Owned(now);
         // A closure is over one round's packs: later rounds leave the
         // removals to the walk.
         first_round = false;
+    }
+}
+
+/// What [`check`] found.
+pub struct Checked {
+    /// One message per problem; none when the store is consistent.
+    pub problems: Vec<String>,
+    /// The only problem is a store that kept changing while a `git gc`
+    /// named in `gc.pid` ran: waiting, not the agent, resolves it.
+    pub busy_with_gc: bool,
+}
+
+impl Checked {
+    fn of(problems: Vec<String>) -> Checked {
+        Checked {
+            problems,
+            busy_with_gc: false,
+        }
     }
 }
 
@@ -382,6 +404,7 @@ fn check_round(
             ));
         }
     }
+    crate::fsutil::pause_point("objects-round-proven");
     let settled =
         problems.is_empty() && !unsettled && inventory::scan(&objects, hash.len_in_hex())? == now;
     if problems.len() > MAX_PROBLEMS {
