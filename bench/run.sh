@@ -148,7 +148,7 @@ interleaved() {
 
 # peak_mib COMMAND: the largest resident set of COMMAND and its children,
 # the largest of $peak_runs runs: a budget holds only if every run keeps it
-# (the static build's peak after `git gc` varied from 39 to 71 MiB between
+# (the static build's peak after `git gc` varied from 38.5 to 69.5 MiB between
 # runs of the same command, with how its threads met its per-CPU heaps).
 peak_runs=5
 peak_mib() {

@@ -180,9 +180,10 @@ static GLOBAL: Allocator = Allocator::new();
 /// rewritten store). A heap is a CPU's: what one phase's threads freed in
 /// one heap does not serve the next phase's allocations from another, so
 /// their peaks added up. On the benchmark repository after `git gc`,
-/// verify's peak resident memory was 39 to 71 MiB (median 68, 7 of 12
+/// verify's peak resident memory was 38.5 to 69.5 MiB (median 67, 7 of 12
 /// runs over the 64 MiB budget); with this and [`keep_apart`] for the
-/// worktree scan, 39 to 65 MiB (median 53, 2 of 16 runs just over).
+/// worktree scan, 39.4 to 64.2 MiB (median 52, 2 of 16 runs over by at
+/// most 0.2 MiB).
 /// Nothing in other builds, whose allocator is the system's.
 pub fn release_free_memory() {
     #[cfg(target_env = "musl")]
