@@ -9,7 +9,7 @@ mod common;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use common::Sandbox;
+use common::{Sandbox, result_of, verify_pausing_at};
 
 /// Replaces the branch's loose ref atomically, as git does.
 fn set_ref(git_dir: &std::path::Path, id: &str) {
@@ -236,35 +236,6 @@ fn verify_paused_at(
     let (child, pause) = verify_pausing_at(sb, verify, step);
     common::wait_for_pause(&pause, step);
     (child, pause)
-}
-
-/// Starts `verify` with piped output, to pause at `steps` (one, or several
-/// joined by `,`: see `fsutil::pause_point`); returns it and the pause
-/// file, which names the step while it is there.
-fn verify_pausing_at(
-    sb: &Sandbox,
-    mut verify: std::process::Command,
-    steps: &str,
-) -> (std::process::Child, std::path::PathBuf) {
-    let pause = sb.state.with_extension("paused");
-    let child = verify
-        .env(
-            grantguard::fsutil::PAUSE_ENV,
-            format!("{steps}:{}", pause.display()),
-        )
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    (child, pause)
-}
-
-/// The exit code and result of a verify started with piped output.
-fn result_of(child: std::process::Child) -> (i32, serde_json::Value) {
-    let out = child.wait_with_output().unwrap();
-    let r = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
-    (out.status.code().unwrap(), r)
 }
 
 /// A commit that ends while verify reads every ref: git's listing for the

@@ -1594,19 +1594,14 @@ fn a_store_changed_by_a_running_gc_is_a_conflict_to_retry() {
         }
         // Each round of verify's proof finds a new loose object written
         // before it looks again, as under gc's repack, until it gives up.
-        let pause = sb.state.with_extension("paused");
-        let mut child = sb
-            .command(env!("CARGO_BIN_EXE_grantguard"))
-            .current_dir(&sb.repo)
-            .args(["verify", "--state", sb.state.to_str().unwrap(), "--json"])
-            .env(
-                grantguard::fsutil::PAUSE_ENV,
-                format!("objects-round-proven:{}", pause.display()),
-            )
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut verify = sb.command(env!("CARGO_BIN_EXE_grantguard"));
+        verify.current_dir(&sb.repo).args([
+            "verify",
+            "--state",
+            sb.state.to_str().unwrap(),
+            "--json",
+        ]);
+        let (mut child, pause) = common::verify_pausing_at(&sb, verify, "objects-round-proven");
         let mut round = 0;
         while child.try_wait().unwrap().is_none() {
             if pause.exists() {
@@ -1619,10 +1614,8 @@ fn a_store_changed_by_a_running_gc_is_a_conflict_to_retry() {
             }
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
-        let out = child.wait_with_output().unwrap();
+        let (code, r) = common::result_of(child);
         let _ = std::fs::remove_file(&gc_pid);
-        let code = out.status.code().unwrap();
-        let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert!(round > 2, "{round} rounds");
         assert_problem(&r, "kept changing");
         if gc_named {

@@ -726,6 +726,35 @@ pub fn finish(mut child: Child, start: Instant, limit: Duration) -> (Option<Outp
     (Some(child.wait_with_output().unwrap()), elapsed)
 }
 
+/// Starts `verify` with piped output, to pause at `steps` (one, or several
+/// joined by `,`: see `fsutil::pause_point`); returns it and the pause
+/// file, which names the step while it is there.
+pub fn verify_pausing_at(
+    sb: &Sandbox,
+    mut verify: std::process::Command,
+    steps: &str,
+) -> (std::process::Child, std::path::PathBuf) {
+    let pause = sb.state.with_extension("paused");
+    let child = verify
+        .env(
+            grantguard::fsutil::PAUSE_ENV,
+            format!("{steps}:{}", pause.display()),
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    (child, pause)
+}
+
+/// The exit code and result of a verify started with piped output.
+pub fn result_of(child: std::process::Child) -> (i32, serde_json::Value) {
+    let out = child.wait_with_output().unwrap();
+    let r = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code().unwrap(), r)
+}
+
 /// Waits until a process started with `grantguard::fsutil::PAUSE_ENV`
 /// has written `pause`, the sign that it stopped at `step` (60 s at most).
 pub fn wait_for_pause(pause: &Path, step: &str) {
