@@ -488,3 +488,148 @@ fn the_cache_tree_root_read_without_entries_is_the_tree_git_writes() {
     );
     assert!(written > 0, "the generator reaches git's writing");
 }
+
+/// How a random resolve-undo mode is written: what git writes, and what
+/// C's `strtoul` reads in its own way (white space, a sign, values that
+/// overflow 64 bits or are 0 or `0100644` once cut to 32), and what git
+/// refuses.
+const MODE_TEXTS: &[&[u8]] = &[
+    b"100644",
+    b"100755",
+    b"120000",
+    b"160000",
+    b"0",
+    b"00100644",
+    b" \t+100644",
+    b"-1",
+    b"-100644",
+    b"40000000000",
+    b"40000100644",
+    b"7777777777777777777777777",
+    b"",
+    b"8",
+    b"12 ",
+];
+
+/// Random `REUC` extension data: records built the way git writes them
+/// from [`MODE_TEXTS`], some paths repeated, then perhaps cut short or
+/// given a stray byte.
+fn random_resolve_undo(rng: &mut Rng, hash_len: usize) -> Vec<u8> {
+    let mut data = Vec::new();
+    for _ in 0..1 + rng.below(4) {
+        let path = if rng.chance(8) {
+            b"a".to_vec()
+        } else {
+            let n = 1 + rng.below(3);
+            let parts: Vec<&str> = (0..n)
+                .map(|_| SEGMENTS[rng.below(SEGMENTS.len())])
+                .collect();
+            parts.join("/").into_bytes()
+        };
+        data.extend(&path);
+        data.push(0);
+        let mut modes = Vec::new();
+        for _ in 0..3 {
+            let text = if !rng.chance(4) {
+                MODE_TEXTS[rng.below(5)]
+            } else {
+                MODE_TEXTS[rng.below(MODE_TEXTS.len())]
+            };
+            data.extend(text);
+            data.push(0);
+            modes.push(text);
+        }
+        // Ids for the modes git reads as nonzero, or a random count.
+        let ids = if rng.chance(10) {
+            rng.below(4)
+        } else {
+            modes
+                .iter()
+                .filter(|m| !matches!(**m, b"0" | b"40000000000" | b"" | b"8" | b"12 "))
+                .count()
+        };
+        for _ in 0..ids * hash_len {
+            data.push(rng.below(256) as u8);
+        }
+    }
+    if !data.is_empty() && rng.chance(5) {
+        data.truncate(rng.below(data.len()));
+    }
+    if rng.chance(8) {
+        let at = rng.below(data.len() + 1);
+        data.insert(at, rng.below(256) as u8);
+    }
+    data
+}
+
+/// `git ls-files --resolve-undo -z`'s listing of `records`.
+fn listed_resolve_undo(records: &[grantguard::repo::resolve_undo::Record]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for record in records {
+        for (i, stage) in record.stages.iter().enumerate() {
+            let Some(stage) = stage else { continue };
+            out.extend(format!("{:06o} ", stage.mode).as_bytes());
+            for b in &stage.id {
+                out.extend(format!("{b:02x}").as_bytes());
+            }
+            out.extend(format!(" {}\t", i + 1).as_bytes());
+            // ls-files shows an empty path relative to the top as `./`.
+            out.extend(if record.path.is_empty() {
+                b"./"
+            } else {
+                &record.path[..]
+            });
+            out.push(0);
+        }
+    }
+    out
+}
+
+/// The resolve-undo records verify and the removal walk read
+/// (`repo::resolve_undo`, through `index_layout::check` and
+/// `stream_file`) are exactly those git lists, modes as `strtoul` read
+/// them, on random extensions git writes and extensions it refuses.
+#[test]
+fn resolve_undo_records_are_read_as_git_lists_them() {
+    let (cases, first) = cases_and_first_seed();
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("r");
+    assert!(git_in(dir.path(), &["init", "-q", work.to_str().unwrap()], None).is_some());
+    let index = work.join(".git/index");
+    let (mut listed, mut none) = (0u64, 0u64);
+    for seed in first..first + cases {
+        let mut rng = Rng(seed);
+        let data = random_resolve_undo(&mut rng, 20);
+        let mut bytes = b"DIRC".to_vec();
+        bytes.extend(2u32.to_be_bytes());
+        bytes.extend(0u32.to_be_bytes());
+        bytes.extend(extension(b"REUC", &data));
+        let mut hasher = gix::hash::hasher(HashKind::Sha1);
+        hasher.update(&bytes);
+        bytes.extend(hasher.try_finalize().unwrap().as_slice());
+        std::fs::write(&index, &bytes).unwrap();
+        let git = git_in(&work, &["ls-files", "--resolve-undo", "-z"], None)
+            .unwrap_or_else(|| panic!("seed {seed}: git cannot list the index"));
+        let checked = index_layout::check_with(&bytes, 20, &mut |_| {})
+            .unwrap_or_else(|e| panic!("seed {seed}: refused: {e:#}"));
+        let streamed = index_layout::stream_file(&index, 20, &mut |_| {})
+            .unwrap()
+            .expect("the file exists");
+        assert_eq!(
+            checked.resolve_undo, streamed.resolve_undo,
+            "seed {seed}: the two readers differ"
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&git),
+            String::from_utf8_lossy(&listed_resolve_undo(&checked.resolve_undo)),
+            "seed {seed}: git lists other resolve-undo records ({data:?})"
+        );
+        if git.is_empty() {
+            none += 1;
+        } else {
+            listed += 1;
+        }
+    }
+    eprintln!("resolve-undo: {cases} extensions, {listed} listing records, {none} none");
+    assert!(listed > 0 && none > 0, "the generator covers both sides");
+}

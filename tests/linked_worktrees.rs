@@ -180,3 +180,44 @@ fn a_shared_ref_in_the_armed_linked_worktrees_own_git_dir_is_reported_once() {
     let mentions = r["violations"].to_string().matches("refs/tags/v1").count();
     assert_eq!(mentions, 1, "{r:#}");
 }
+
+#[test]
+fn rejects_removing_a_blob_only_the_main_worktrees_index_names() {
+    // git's fsck reads every worktree's index, the main one's too, when a
+    // linked worktree is the one armed (red team, issue 29: not a start of
+    // the removal walk).
+    let sb = Sandbox::with_files_refs();
+    sb.git(&["config", "gc.auto", "0"]);
+    sb.write("docs/staged.md", "staged in the main worktree only\n");
+    sb.git(&["add", "docs/staged.md"]);
+    let blob = sb.git(&["rev-parse", ":docs/staged.md"]);
+    let wt = sb.root.join("agent");
+    sb.git(&["worktree", "add", "-q", "-b", "agent", wt.to_str().unwrap()]);
+    let state = sb.root.join("agent.state");
+    let out = sb.arm_worktree(&wt, &sb.grant(&["docs/"], 1, 1), &state);
+    assert!(out.status.success(), "{out:?}");
+    std::fs::write(wt.join("docs/new.md"), "agent\n").unwrap();
+    sb.run_git(&wt, &["add", "docs/new.md"]);
+    sb.run_git(&wt, &["commit", "-q", "-m", "agent"]);
+    let verdict = |sb: &Sandbox| {
+        let out = sb.verify_command(&state).output().unwrap();
+        (out.status.code(), common::tool_result(&out))
+    };
+    let (code, r) = verdict(&sb);
+    assert_eq!(code, Some(0), "{r:#}");
+    let loose = sb
+        .git_dir()
+        .join("objects")
+        .join(&blob[..2])
+        .join(&blob[2..]);
+    std::fs::remove_file(loose).unwrap();
+    let fsck = sb.try_git(&["fsck", "--connectivity-only", "--no-dangling"]);
+    assert!(!fsck.status.success(), "git's fsck reads the main index");
+    let (code, r) = verdict(&sb);
+    assert_eq!(code, Some(1), "{r:#}");
+    assert!(
+        rules(&r).contains(&"object_store_invalid".to_owned()),
+        "{r:#}"
+    );
+    assert!(r["violations"].to_string().contains(&blob), "{r:#}");
+}

@@ -278,6 +278,9 @@ pub struct Checked {
     pub shared_index: Option<String>,
     /// Where in the file the `link` extension's shared index id is.
     pub link_at: Option<usize>,
+    /// The resolve-undo records git reads (from the last `REUC`
+    /// extension; none where it reads none).
+    pub resolve_undo: Vec<super::resolve_undo::Record>,
 }
 
 /// [`check`], handing each entry of the sequential reading to `visit` as it
@@ -435,10 +438,19 @@ pub fn check_with(
             Ok(crate::digest::hex(&b[data..data + hash_len]))
         })
         .transpose()?;
+    // git reads every `REUC` and keeps the last (or none, where the last
+    // is malformed).
+    let resolve_undo = extensions
+        .iter()
+        .rev()
+        .find(|(sig, ..)| sig == b"REUC")
+        .and_then(|&(_, data, size)| super::resolve_undo::parse(&b[data..data + size], hash_len))
+        .unwrap_or_default();
     Ok(Checked {
         count,
         shared_index,
         link_at: link.map(|&(_, data, _)| data),
+        resolve_undo,
     })
 }
 
@@ -631,6 +643,8 @@ pub struct Streamed {
     /// Whether it has a `link` extension: a split index, whose entries are
     /// only the changes to a shared index's.
     pub split: bool,
+    /// The resolve-undo records git reads, as [`Checked::resolve_undo`].
+    pub resolve_undo: Vec<super::resolve_undo::Record>,
 }
 
 /// Bytes [`stream_file`] reads at a time.
@@ -711,20 +725,32 @@ pub fn stream_file(
         std::mem::swap(&mut current, &mut previous);
     }
     drop(buf);
-    // Only the extensions' headers, for a `link`.
+    // Only the extensions' headers, for a `link`, and the last `REUC`.
     let mut split = false;
+    let mut resolve_undo = None;
     while at + 8 <= body_end {
         let mut header = [0u8; 8];
         file.seek(SeekFrom::Start(at as u64))?;
         file.read_exact(&mut header)
             .with_context(|| format!("cannot read {}", path.display()))?;
         split |= &header[..4] == b"link";
-        at += 8 + be32(&header, 4).expect("in range") as usize;
+        let size = be32(&header, 4).expect("in range") as usize;
+        if &header[..4] == b"REUC" && size <= body_end - at - 8 {
+            let mut data = vec![0; size];
+            file.read_exact(&mut data)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            resolve_undo = Some(super::resolve_undo::parse(&data, hash_len));
+        }
+        at += 8 + size;
     }
     if at != body_end {
         bail!("the index's extensions do not end at its checksum");
     }
-    Ok(Some(Streamed { count, split }))
+    Ok(Some(Streamed {
+        count,
+        split,
+        resolve_undo: resolve_undo.flatten().unwrap_or_default(),
+    }))
 }
 
 /// Holds the entries git's sequential reading finds, as [`check_with`]
@@ -812,6 +838,7 @@ pub fn same_entries(layout: &Layout, index: &gix::index::State) -> Result<()> {
         link_at: None,
         count: layout.entries.len(),
         shared_index: layout.shared_index.clone(),
+        resolve_undo: Vec::new(),
     })
 }
 

@@ -44,6 +44,7 @@ mod refs;
 pub mod refs_since_arm;
 pub mod refstore;
 pub mod reftable;
+pub mod resolve_undo;
 mod sparse_dir;
 mod sparse_present;
 pub mod special_files;

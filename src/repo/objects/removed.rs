@@ -20,7 +20,8 @@
 //!   every object must be in the store that `git fsck --connectivity-only`
 //!   requires: reachable from HEAD and the refs, the reflogs (older stash
 //!   entries live only there), the other worktrees' HEADs and private refs,
-//!   or named by their indexes. A walk, paid only then; after `git gc`,
+//!   or named by their indexes (the main worktree's too, and each index's
+//!   resolve-undo records, [`crate::repo::resolve_undo`]). A walk, paid only then; after `git gc`,
 //!   when the proof of the new packs found every name their objects hold
 //!   among them, not even that ([`super::closure`]).
 //!
@@ -135,9 +136,11 @@ struct Starts {
     tips: Vec<(ObjectId, BString)>,
     /// Blobs an index names, to look up.
     blobs: Vec<(ObjectId, BString)>,
-    /// Trees an index's cache-tree names: present whatever a promisor
-    /// remote could supply (`fsck_cache_tree` parses each), and walked.
-    cached_trees: Vec<(ObjectId, BString)>,
+    /// What git's fsck parses, so present whatever a promisor remote
+    /// could supply, and walks: the trees an index's cache-tree names
+    /// (`fsck_cache_tree`), and the regular-file stages its resolve-undo
+    /// records name (`fsck_resolve_undo`), as what they are.
+    parsed: Vec<(ObjectId, BString)>,
     added: gix::hashtable::HashSet<ObjectId>,
     read: std::collections::HashSet<(u64, u64)>,
 }
@@ -148,7 +151,7 @@ impl Starts {
         self.tips
             .iter()
             .chain(&self.blobs)
-            .chain(&self.cached_trees)
+            .chain(&self.parsed)
             .map(|(id, _)| id)
     }
 
@@ -197,6 +200,16 @@ fn starts(repo: &gix::Repository) -> anyhow::Result<Starts> {
     }
     if reftable {
         reftable_log_ids(repo, &common, "", &mut out)?;
+    }
+    // The main worktree's index, as git's fsck reads every worktree's.
+    // When it is the one verified, verify holds its entries and cache-tree
+    // to the tip (a staged change is refused), and only its resolve-undo
+    // records can name what the tip does not reach.
+    let main_index = common.join("index");
+    if git_dir == common {
+        resolve_undo_ids(repo, &main_index, "index", &mut out);
+    } else {
+        index_ids(repo, &main_index, "index", &mut out);
     }
     // The linked worktrees git lists: those with a `gitdir` file it reads
     // (`get_linked_worktree` reads it whole, through a symlink, and wants
@@ -391,8 +404,9 @@ fn each_line_start(file: std::fs::File, keep: usize, each: &mut dyn FnMut(&[u8])
 }
 
 /// What a worktree's index names: its blobs, the trees of a sparse
-/// index's directories and of its cache-tree. An index that cannot be
-/// read names nothing here (its worktree's git fails on it anyway).
+/// index's directories and of its cache-tree, and what its resolve-undo
+/// records name. An index that cannot be read names nothing here (its
+/// worktree's git fails on it anyway).
 fn index_ids(repo: &gix::Repository, path: &std::path::Path, shown: &str, out: &mut Starts) {
     let Ok(file) = crate::fsutil::open_regular(path) else {
         return;
@@ -400,6 +414,7 @@ fn index_ids(repo: &gix::Repository, path: &std::path::Path, shown: &str, out: &
     if !out.first_read(&file) {
         return;
     }
+    resolve_undo_ids(repo, path, shown, out);
     let Ok(index) = gix::index::File::at(path, repo.object_hash(), true, Default::default()) else {
         return;
     };
@@ -420,10 +435,34 @@ fn index_ids(repo: &gix::Repository, path: &std::path::Path, shown: &str, out: &
     while let Some(node) = nodes.pop() {
         if node.num_entries.is_some() {
             let name = BString::from(format!("{shown} (cache-tree)"));
-            out.cached_trees.push((node.id, name.clone()));
+            out.parsed.push((node.id, name.clone()));
             out.tip(node.id, || name);
         }
         nodes.extend(node.children.iter());
+    }
+}
+
+/// The objects the resolve-undo records of the index at `path` name that
+/// git's fsck parses and walks (see [`crate::repo::resolve_undo`]).
+fn resolve_undo_ids(repo: &gix::Repository, path: &std::path::Path, shown: &str, out: &mut Starts) {
+    let hash = repo.object_hash();
+    let Ok(Some(streamed)) =
+        crate::repo::index_layout::stream_file(path, hash.len_in_bytes(), &mut |_| {})
+    else {
+        return;
+    };
+    for record in &streamed.resolve_undo {
+        for (stage, id) in record.fsck_requires() {
+            let Ok(id) = ObjectId::try_from(id) else {
+                continue;
+            };
+            let name = BString::from(format!(
+                "{shown} (resolve-undo of {}, stage {stage})",
+                gix::bstr::BStr::new(&record.path)
+            ));
+            out.parsed.push((id, name.clone()));
+            out.tip(id, || name);
+        }
     }
 }
 
@@ -438,10 +477,10 @@ fn first_missing(
     let Starts {
         tips,
         blobs,
-        cached_trees,
+        parsed,
         ..
     } = starts;
-    for (id, name) in &cached_trees {
+    for (id, name) in &parsed {
         if !repo.has_object(id) {
             return Ok(Some((*id, crate::repo::refname::shown(name))));
         }
