@@ -1668,6 +1668,15 @@ fn compare_metadata(
                  commit reads it (a message template, or a stash it applies); finish the \
                  operation or remove it (rm {shown})"
             )
+        } else if let Some(added) = (name == "worktrees")
+            .then(|| worktrees_added(old, new))
+            .flatten()
+        {
+            format!(
+                "{shown} changed since arm: linked worktree(s) added ({added}); git metadata is \
+                 not part of any grant: remove each (`git worktree remove --force <path>`, \
+                 `git worktree list` shows the paths)"
+            )
         } else {
             format!(
                 "{shown} changed since arm{detail}; git metadata is not part of any grant \
@@ -1760,6 +1769,26 @@ fn config_values(bytes: &[u8]) -> Option<BTreeMap<String, Vec<String>>> {
         }
     }
     Some(out)
+}
+
+/// The linked worktrees `now` lists and `before` does not, shown, when
+/// that is the whole change (a worktree removed or changed is restored,
+/// not removed).
+fn worktrees_added(before: Option<&String>, now: Option<&String>) -> Option<String> {
+    let before = before.map_or_else(|| Some(Default::default()), |b| repo::worktree_names(b))?;
+    let now = repo::worktree_names(now?)?;
+    if before.iter().any(|(name, id)| now.get(name) != Some(id)) {
+        return None;
+    }
+    let added: Vec<String> = now
+        .keys()
+        .filter(|name| !before.contains_key(*name))
+        .map(|name| {
+            let raw = crate::digest::unhex(name).unwrap_or_else(|| name.as_bytes().to_vec());
+            format!("{:?}", String::from_utf8_lossy(&raw))
+        })
+        .collect();
+    (!added.is_empty()).then(|| added.join(", "))
 }
 
 /// Whether two `worktrees` values list the same linked worktrees but for

@@ -221,3 +221,21 @@ fn rejects_removing_a_blob_only_the_main_worktrees_index_names() {
     );
     assert!(r["violations"].to_string().contains(&blob), "{r:#}");
 }
+
+#[test]
+fn a_worktree_the_agent_added_is_refused_until_removed_as_the_message_says() {
+    // New user: the refusal said "restore it exactly" and no more.
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/new.md", "agent\n", "agent");
+    let wt = sb.root.join("scratch");
+    sb.git(&["worktree", "add", "-q", "--detach", wt.to_str().unwrap()]);
+    let (code, r) = sb.verify();
+    assert_eq!(code, 1, "{r:#}");
+    let message = r["violations"][0]["message"].as_str().unwrap().to_owned();
+    assert!(message.contains("added (\"scratch\")"), "{r:#}");
+    assert!(message.contains("git worktree remove --force"), "{r:#}");
+    sb.git(&["worktree", "remove", "--force", wt.to_str().unwrap()]);
+    let (code, r) = sb.verify();
+    assert_eq!(code, 0, "{r:#}");
+}
