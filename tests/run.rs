@@ -1443,3 +1443,24 @@ fn an_expired_lease_still_reports_a_crashed_run_of_its_row_as_a_state_conflict()
     assert_eq!(r["evidence"]["left_in"]["armed"], true, "{r:#}");
     assert!(r.to_string().contains("grantguard disarm"), "{r:#}");
 }
+
+#[test]
+fn an_invalid_task_names_each_rule_once_with_where_it_is() {
+    // New user: `[no_capabilities] ... [no_capabilities]`.
+    let sb = Sandbox::new();
+    let mut t = task_json();
+    t["required_capabilities"] = json!([]);
+    let path = sb.root.join("task.json");
+    std::fs::write(&path, t.to_string()).unwrap();
+    let a = agent(&sb, DOCS_COMMIT);
+    let (code, r) = run_task(&sb, &path, &[], &a);
+    assert_eq!((code, class(&r)), (1, "validation"), "{r:#}");
+    assert_eq!(common::rules(&r), ["no_capabilities"]);
+    let message = r["violations"][0]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("required_capabilities: declares no capabilities"),
+        "{message}"
+    );
+    assert!(!message.contains("[no_capabilities]"), "{message}");
+    assert_nothing_ran(&sb);
+}

@@ -402,7 +402,10 @@ impl AdmissionReport {
             .iter()
             .flat_map(|r| {
                 r.errors.iter().map(move |e| {
-                    Violation::new(e.rule.as_str(), format!("task {}: {e}", r.label()))
+                    Violation::new(
+                        e.rule.as_str(),
+                        format!("task {}: {}", r.label(), e.located()),
+                    )
                 })
             })
             .collect();

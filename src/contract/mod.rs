@@ -148,19 +148,21 @@ impl ContractError {
     }
 }
 
+impl ContractError {
+    /// The location and the message, without the rule: for a violation,
+    /// which shows its rule id apart (new user: `run` showed it twice).
+    pub fn located(&self) -> String {
+        if self.path.is_empty() {
+            self.message.clone()
+        } else {
+            format!("{}: {}", self.path, self.message)
+        }
+    }
+}
+
 impl fmt::Display for ContractError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.path.is_empty() {
-            write!(f, "{} [{}]", self.message, self.rule.as_str())
-        } else {
-            write!(
-                f,
-                "{}: {} [{}]",
-                self.path,
-                self.message,
-                self.rule.as_str()
-            )
-        }
+        write!(f, "{} [{}]", self.located(), self.rule.as_str())
     }
 }
 

@@ -283,7 +283,7 @@ fn contract_refusal(class: FailureClass, errors: &[ContractError]) -> ToolResult
     let mut r = ToolResult::failed(TOOL, class);
     for e in errors.iter().take(MAX_LISTED) {
         r.violations
-            .push(Violation::new(e.rule.as_str(), e.to_string()));
+            .push(Violation::new(e.rule.as_str(), e.located()));
     }
     r.with_evidence("error_total", errors.len())
 }
