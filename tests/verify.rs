@@ -980,6 +980,44 @@ impl Drop for LoopMount {
     }
 }
 
+/// A repository `r` on `mount` holding `files` (one line each) and
+/// `docs/d.md`, committed, then armed (after `before_arm`) under a grant
+/// of `docs/` and 1 to `max` commits; returns it and its state directory.
+fn armed_on(
+    sb: &Sandbox,
+    mount: &LoopMount,
+    files: &[&str],
+    max: u32,
+    before_arm: impl FnOnce(&std::path::Path),
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let repo = mount.target.join("r");
+    std::fs::create_dir_all(repo.join("docs")).unwrap();
+    sb.run_git(&repo, &["init", "-q"]);
+    for file in files {
+        std::fs::write(repo.join(file), "x\n").unwrap();
+    }
+    std::fs::write(repo.join("docs/d.md"), "d\n").unwrap();
+    sb.run_git(&repo, &["add", "-A"]);
+    sb.run_git(&repo, &["commit", "-q", "-m", "base"]);
+    let grant = sb.grant(&["docs/"], 1, max);
+    let state = sb.root.join("loop-state");
+    before_arm(&repo);
+    let out = sb.arm_worktree(&repo, &grant, &state);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (repo, state)
+}
+
+/// `verify --json` of `state`: its exit code and result.
+fn verify_state(sb: &Sandbox, state: &std::path::Path) -> (i32, Value) {
+    let out = sb.grantguard(&["verify", "--state", state.to_str().unwrap(), "--json"]);
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    (out.status.code().unwrap(), r)
+}
+
 #[test]
 fn an_untracked_file_past_path_max_where_listings_give_no_types_is_not_clean() {
     // Red team: the scan looked up each `DT_UNKNOWN` name by its absolute
@@ -991,21 +1029,7 @@ fn an_untracked_file_past_path_max_where_listings_give_no_types_is_not_clean() {
         eprintln!("skipped: cannot mount an ext4 image here");
         return;
     };
-    let repo = mount.target.join("r");
-    std::fs::create_dir_all(repo.join("docs")).unwrap();
-    sb.run_git(&repo, &["init", "-q"]);
-    std::fs::write(repo.join("README"), "hi\n").unwrap();
-    std::fs::write(repo.join("docs/d.md"), "d\n").unwrap();
-    sb.run_git(&repo, &["add", "-A"]);
-    sb.run_git(&repo, &["commit", "-q", "-m", "base"]);
-    let grant = sb.grant(&["docs/"], 1, 2);
-    let state = sb.root.join("deep-state");
-    let out = sb.arm_worktree(&repo, &grant, &state);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (repo, state) = armed_on(&sb, &mount, &["README"], 2, |_| {});
     // A directory whose relative path leaves room for a 200-byte name
     // under git's 4,096, but not for the mount's path in front of it.
     let mut deep = String::from("docs");
@@ -1040,9 +1064,8 @@ fn an_untracked_file_past_path_max_where_listings_give_no_types_is_not_clean() {
     sb.run_git(&repo, &["update-index", "-q", "--really-refresh"]);
     let status = sb.run_git(&repo, &["status", "--porcelain", "--untracked-files=all"]);
     assert!(status.contains(&name), "git does not list it: {status}");
-    let out = sb.grantguard(&["verify", "--state", state.to_str().unwrap(), "--json"]);
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_rejected(out.status.code().unwrap(), &r, &["worktree_not_clean"]);
+    let (code, r) = verify_state(&sb, &state);
+    assert_rejected(code, &r, &["worktree_not_clean"]);
 }
 
 /// Writes the worktree file's stat data into its index entry, its blob id
@@ -1108,29 +1131,12 @@ fn a_file_rewritten_in_the_index_s_second_is_compared_by_content() {
         eprintln!("skipped: cannot mount an ext4 image here");
         return;
     };
-    let repo = mount.target.join("r");
-    std::fs::create_dir_all(repo.join("docs")).unwrap();
-    sb.run_git(&repo, &["init", "-q"]);
-    for i in 0..20 {
-        std::fs::write(repo.join(format!("f{i}")), "x\n").unwrap();
-    }
-    std::fs::write(repo.join("docs/d.md"), "d\n").unwrap();
-    sb.run_git(&repo, &["add", "-A"]);
-    sb.run_git(&repo, &["commit", "-q", "-m", "base"]);
-    let grant = sb.grant(&["docs/"], 1, 1);
-    let state = sb.root.join("racy-state");
-    std::thread::sleep(std::time::Duration::from_millis(1100));
-    let out = sb.arm_worktree(&repo, &grant, &state);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let verify = || {
-        let out = sb.grantguard(&["verify", "--state", state.to_str().unwrap(), "--json"]);
-        let r: Value = serde_json::from_slice(&out.stdout).unwrap();
-        (out.status.code().unwrap(), r)
-    };
+    let files: Vec<String> = (0..20).map(|i| format!("f{i}")).collect();
+    let files: Vec<&str> = files.iter().map(String::as_str).collect();
+    let (repo, state) = armed_on(&sb, &mount, &files, 1, |_| {
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+    });
+    let verify = || verify_state(&sb, &state);
     // Committed and verified in one second: its entry is racily clean and
     // its content equal.
     let file = repo.join("docs/d.md");
