@@ -190,3 +190,61 @@ fn rejects_removing_history_only_a_record_reaches() {
     assert_rejected(code, &result, &[INVALID]);
     assert!(result.to_string().contains(&blob), "{result:#}");
 }
+
+#[test]
+fn rejects_a_record_naming_a_present_tree_whose_blob_is_missing() {
+    // Red team: the record's id was only looked up; git's fsck parses the
+    // object as what it is and walks it.
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 8));
+    sb.commit_file("docs/b.md", "agent\n", "agent");
+    let missing = "1234567890123456789012345678901234567890";
+    let tree = sb.git_stdin(
+        &["mktree", "--missing"],
+        &format!("100644 blob {missing}\tghost\n"),
+    );
+    let blob = sb.git(&["rev-parse", "HEAD:docs/b.md"]);
+    record_resolved(
+        &sb,
+        "docs/b.md",
+        [("100644", &blob), ("100644", &tree), ("100644", &blob)],
+    );
+    assert!(!fsck_passes(&sb), "git's fsck walks the tree");
+    let (code, result) = sb.verify();
+    assert_rejected(code, &result, &[INVALID]);
+    assert!(result.to_string().contains(missing), "{result:#}");
+}
+
+#[test]
+fn rejects_a_record_naming_a_commit_whose_tree_gc_pruned() {
+    // Red team: git's gc keeps a record's ids as blobs, so it keeps a
+    // commit named there and prunes the commit's tree; its fsck then
+    // parses the commit and fails. Only objects written since arm were
+    // removed, so no removal walk ran.
+    let sb = Sandbox::new();
+    sb.git(&["config", "gc.auto", "0"]);
+    sb.git(&["config", "maintenance.auto", "false"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 8));
+    sb.commit_file("docs/b.md", "agent\n", "agent");
+    sb.write("docs/scratch.md", "scratch\n");
+    sb.git_nohooks(&["add", "docs/scratch.md"]);
+    let tree = sb.git(&["write-tree"]);
+    let commit = sb.git(&["commit-tree", "-m", "scratch", "-p", "HEAD", &tree]);
+    sb.git_nohooks(&["rm", "-q", "--cached", "docs/scratch.md"]);
+    std::fs::remove_file(sb.repo.join("docs/scratch.md")).unwrap();
+    let blob = sb.git(&["rev-parse", "HEAD:docs/b.md"]);
+    record_resolved(
+        &sb,
+        "docs/b.md",
+        [("100644", &blob), ("100644", &commit), ("100644", &blob)],
+    );
+    sb.git_nohooks(&["gc", "-q", "--prune=now"]);
+    assert!(
+        !sb.try_git(&["cat-file", "-e", &tree]).status.success(),
+        "gc pruned the commit's tree"
+    );
+    assert!(!fsck_passes(&sb));
+    let (code, result) = sb.verify();
+    assert_rejected(code, &result, &[INVALID]);
+    assert!(result.to_string().contains(&tree), "{result:#}");
+}

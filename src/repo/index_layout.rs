@@ -753,6 +753,36 @@ pub fn stream_file(
     }))
 }
 
+/// Whether the file at `path` can hold a resolve-undo (`REUC`) extension:
+/// whether those four bytes are anywhere in it. Most indexes have none,
+/// and this answers without decoding 100,000 entries ([`stream_file`]
+/// does). A file that cannot be read may.
+pub fn may_have_resolve_undo(path: &Path) -> bool {
+    use std::io::Read;
+    let Ok(mut file) = crate::fsutil::open_regular(path) else {
+        return true;
+    };
+    const SIG: &[u8] = b"REUC";
+    let mut buf = vec![0u8; WINDOW + SIG.len() - 1];
+    // `kept` bytes of the previous read's end stay in front of the next.
+    let mut kept = 0;
+    loop {
+        match file.read(&mut buf[kept..]) {
+            Ok(0) => return false,
+            Ok(n) => {
+                let filled = kept + n;
+                if buf[..filled].windows(SIG.len()).any(|w| w == SIG) {
+                    return true;
+                }
+                kept = (SIG.len() - 1).min(filled);
+                buf.copy_within(filled - kept..filled, 0);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return true,
+        }
+    }
+}
+
 /// Holds the entries git's sequential reading finds, as [`check_with`]
 /// hands them over, against gix's decoded index: path, id, mode, stage and
 /// the flags status reads. A split index is merged by gix, so it is
@@ -858,6 +888,37 @@ pub fn gix_agrees(path: &Path, layout: &Layout, hash: gix::hash::Kind) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_resolve_undo_signature_is_found_wherever_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index");
+        // Across every window boundary the search can meet, at either end,
+        // and nowhere.
+        for at in [
+            0,
+            1,
+            WINDOW - 3,
+            WINDOW - 2,
+            WINDOW - 1,
+            WINDOW,
+            2 * WINDOW + 5,
+        ] {
+            let mut bytes = vec![b'R'; 3 * WINDOW];
+            bytes[at..at + 4].copy_from_slice(b"REUC");
+            std::fs::write(&path, &bytes).unwrap();
+            assert!(may_have_resolve_undo(&path), "at {at}");
+            bytes[at + 3] = b'X';
+            std::fs::write(&path, &bytes).unwrap();
+            assert!(!may_have_resolve_undo(&path), "at {at}, broken");
+        }
+        std::fs::write(&path, b"REU").unwrap();
+        assert!(!may_have_resolve_undo(&path));
+        assert!(
+            may_have_resolve_undo(&dir.path().join("missing")),
+            "what cannot be read may"
+        );
+    }
 
     #[test]
     fn varint_matches_gits_offset_encoding() {

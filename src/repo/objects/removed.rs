@@ -10,7 +10,9 @@
 //! deletes them and the packs it rewrote, `git prune` deletes unreachable
 //! loose objects. So a removal is judged by what it took away:
 //!
-//! - nothing was removed (every run without `gc`): no cost;
+//! - nothing was removed (every run without `gc`): only what files
+//!   written since arm name (reflogs, indexes, other worktrees' refs) is
+//!   walked, through the objects written since arm ([`written_since_arm`]);
 //! - only loose objects were removed, and each is still in the store (gc
 //!   packed it): one lookup each;
 //! - otherwise (a loose object gone from the store, a pack removed or
@@ -57,6 +59,7 @@ pub fn check(
     before: &Inventory,
     now: &Inventory,
     closure: Option<&Closure>,
+    armed_at: u64,
 ) -> anyhow::Result<Vec<String>> {
     let mut loose_gone = Vec::new();
     for (path, entry) in before {
@@ -65,11 +68,9 @@ pub fn check(
         }
         match entry.kind {
             Kind::Loose => {
-                let hex: Vec<u8> = path.iter().copied().filter(|&b| b != b'/').collect();
-                match ObjectId::from_hex(&hex) {
-                    Ok(id) => loose_gone.push(id),
-                    // Not an object's name: nothing git looked up by it.
-                    Err(_) => continue,
+                // Not an object's name: nothing git looked up by it.
+                if let Some(id) = loose_object_id(path) {
+                    loose_gone.push(id);
                 }
             }
             // Packs: below. Caches: git reads the objects without them.
@@ -84,21 +85,21 @@ pub fn check(
         inventory.keys().filter(|path| path.ends_with(b".promisor"))
     }
     let marks_changed = !marks(before).eq(marks(now));
+    let objects = super::objects_dir(repo.common_dir());
     if !pack_gone(before, now) && !marks_changed && loose_gone.iter().all(|id| repo.has_object(id))
     {
-        return Ok(Vec::new());
+        return written_since_arm(repo, &objects, before, now, armed_at);
     }
-    let objects = super::objects_dir(repo.common_dir());
     let mut promised = super::promisor::Promised::of(repo, &objects)
         .context("cannot list the partial clone's promisor objects")?;
-    let starts = starts(repo)?;
+    let starts = starts(repo, Scope::All)?;
     if promised.is_none()
         && let Some(closure) = closure
         && closure.proves(&objects, now, starts.ids())
     {
         return Ok(Vec::new());
     }
-    let missing = first_missing(repo, starts, promised.as_mut())
+    let missing = first_missing(repo, starts, promised.as_mut(), None)
         .context("cannot walk the objects git's fsck requires")?;
     Ok(match missing {
         None => Vec::new(),
@@ -108,6 +109,100 @@ pub fn check(
              damage); restore them, e.g. from a clone made before the run"
         )],
     })
+}
+
+/// Seconds before arm's record from which a file counts as written since
+/// arm: arm reads the repository before it records the time.
+const ARM_MARGIN: i64 = 2;
+
+/// When nothing was removed, what arm's files named is still there, but a
+/// file written since can name what the store never had: a reflog entry,
+/// an index entry, cache-tree or resolve-undo record of another worktree's
+/// index, or a resolve-undo record naming an object whose own links are
+/// missing. git's fsck fails on each (red team, twentieth stop on issue
+/// 29). So what those files name is walked, descending only into objects
+/// written since arm: an object arm's store held stops the walk.
+fn written_since_arm(
+    repo: &gix::Repository,
+    objects: &std::path::Path,
+    before: &Inventory,
+    now: &Inventory,
+    armed_at: u64,
+) -> anyhow::Result<Vec<String>> {
+    let since = i64::try_from(armed_at).unwrap_or(i64::MAX) - ARM_MARGIN;
+    let starts = starts(repo, Scope::WrittenSince(since))?;
+    if starts.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut promised = super::promisor::Promised::of(repo, objects)
+        .context("cannot list the partial clone's promisor objects")?;
+    let fresh = Fresh::of(objects, before, now, repo.object_hash())?;
+    let missing = first_missing(repo, starts, promised.as_mut(), Some(&fresh))
+        .context("cannot walk the objects git's fsck requires")?;
+    Ok(match missing {
+        None => Vec::new(),
+        Some((id, from)) => vec![format!(
+            "the object {id}, reachable from {from}, which was written since arm, is missing \
+             (`git fsck --connectivity-only` reports it): restore that file as it was at arm, \
+             or remove what names the object"
+        )],
+    })
+}
+
+/// The id a loose object's inventory path (`xx/<rest>`) names, if any.
+fn loose_object_id(path: &[u8]) -> Option<ObjectId> {
+    let hex: Vec<u8> = path.iter().copied().filter(|&b| b != b'/').collect();
+    ObjectId::from_hex(&hex).ok()
+}
+
+/// The objects written since arm: loose objects and packs arm's inventory
+/// does not list. The walk of [`written_since_arm`] descends only these.
+struct Fresh {
+    loose: gix::hashtable::HashSet<ObjectId>,
+    packs: Vec<gix::odb::pack::index::File>,
+}
+
+impl Fresh {
+    fn of(
+        objects: &std::path::Path,
+        before: &Inventory,
+        now: &Inventory,
+        hash: gix::hash::Kind,
+    ) -> anyhow::Result<Fresh> {
+        let mut fresh = Fresh {
+            loose: Default::default(),
+            packs: Vec::new(),
+        };
+        for (path, entry) in now {
+            if before.contains_key(path) {
+                continue;
+            }
+            match entry.kind {
+                Kind::Loose => {
+                    if let Some(id) = loose_object_id(path) {
+                        fresh.loose.insert(id);
+                    }
+                }
+                Kind::PackFile if path.ends_with(b".idx") => {
+                    let at = objects.join(super::bytes_path(path));
+                    match super::pack::open_index(&at, hash) {
+                        Ok(index) => fresh.packs.push(index),
+                        // Gone since the scan (a peer's `git gc` renames
+                        // its temporary packs and deletes packs): its
+                        // objects are looked up where they are now.
+                        Err(_) if std::fs::symlink_metadata(&at).is_err() => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(fresh)
+    }
+
+    fn contains(&self, id: &gix::oid) -> bool {
+        self.loose.contains(id) || self.packs.iter().any(|p| p.lookup(id).is_some())
+    }
 }
 
 /// Whether a pack or its index was removed since arm, or rewritten under
@@ -143,6 +238,21 @@ struct Starts {
     parsed: Vec<(ObjectId, BString)>,
     added: gix::hashtable::HashSet<ObjectId>,
     read: std::collections::HashSet<(u64, u64)>,
+    /// Only files changed at or after this time (seconds) are read: see
+    /// [`Scope::WrittenSince`].
+    since: Option<i64>,
+}
+
+/// Which of git's fsck starting points a walk begins from.
+#[derive(Clone, Copy)]
+enum Scope {
+    /// All of them: something was removed since arm.
+    All,
+    /// Only what files written since arm name (their status change time at
+    /// or after this, in seconds), refs apart (verify judges every ref that
+    /// moved): nothing was removed, so what arm's files named is still
+    /// there.
+    WrittenSince(i64),
 }
 
 impl Starts {
@@ -167,30 +277,52 @@ impl Starts {
         }
     }
 
-    /// Whether `file` is read for the first time.
+    /// Whether `file` is read for the first time, and is in scope.
     fn first_read(&mut self, file: &std::fs::File) -> bool {
         use std::os::unix::fs::MetadataExt;
-        file.metadata()
-            .is_ok_and(|m| self.read.insert((m.dev(), m.ino())))
+        file.metadata().is_ok_and(|m| {
+            self.since.is_none_or(|since| m.ctime() >= since)
+                && self.read.insert((m.dev(), m.ino()))
+        })
+    }
+
+    /// Whether the file at `path` is in scope (`lstat`'s status change
+    /// time, which no one can set back; a file that cannot be read is).
+    fn in_scope(&self, path: &std::path::Path) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        self.since
+            .is_none_or(|since| std::fs::symlink_metadata(path).is_ok_and(|m| m.ctime() >= since))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.added.is_empty()
     }
 }
 
 /// What `git fsck --connectivity-only` starts from: HEAD, the refs, the
 /// reflogs, and every linked worktree's HEAD, private refs, reflogs and
 /// index.
-fn starts(repo: &gix::Repository) -> anyhow::Result<Starts> {
-    let mut out = Starts::default();
+fn starts(repo: &gix::Repository, scope: Scope) -> anyhow::Result<Starts> {
+    let mut out = Starts {
+        since: match scope {
+            Scope::All => None,
+            Scope::WrittenSince(since) => Some(since),
+        },
+        ..Starts::default()
+    };
     let hex_len = repo.object_hash().len_in_hex();
-    // A detached HEAD; an unborn one names nothing.
-    if let Ok(id) = repo.head_id() {
-        out.tip(id.detach(), || "HEAD".into());
-    }
-    crate::repo::refs::each_ref(repo, |name, value| {
-        // Symbolic refs name a ref listed too.
-        if let Ok(id) = ObjectId::from_hex(value) {
-            out.tip(id, || name.to_owned());
+    if let Scope::All = scope {
+        // A detached HEAD; an unborn one names nothing.
+        if let Ok(id) = repo.head_id() {
+            out.tip(id.detach(), || "HEAD".into());
         }
-    })?;
+        crate::repo::refs::each_ref(repo, |name, value| {
+            // Symbolic refs name a ref listed too.
+            if let Ok(id) = ObjectId::from_hex(value) {
+                out.tip(id, || name.to_owned());
+            }
+        })?;
+    }
     let common = repo.common_dir().to_owned();
     let git_dir = repo.git_dir().to_owned();
     let reftable = common.join("reftable").is_dir();
@@ -198,7 +330,9 @@ fn starts(repo: &gix::Repository) -> anyhow::Result<Starts> {
     if git_dir != common {
         reflog_ids(&git_dir.join("logs"), "logs", hex_len, &mut out);
     }
-    if reftable {
+    // A reftable stack's logs are in its tables: all of them are read when
+    // its list changed.
+    if reftable && out.in_scope(&common.join("reftable/tables.list")) {
         reftable_log_ids(repo, &common, "", &mut out)?;
     }
     // The main worktree's index, as git's fsck reads every worktree's.
@@ -211,6 +345,7 @@ fn starts(repo: &gix::Repository) -> anyhow::Result<Starts> {
     } else {
         index_ids(repo, &main_index, "index", &mut out);
     }
+    let verified_index = git_dir.join("index");
     // The linked worktrees git lists: those with a `gitdir` file it reads
     // (`get_linked_worktree` reads it whole, through a symlink, and wants
     // a byte); another directory there is not one to git. What cannot be
@@ -226,14 +361,16 @@ fn starts(repo: &gix::Repository) -> anyhow::Result<Starts> {
                 continue;
             }
             let shown = format!("worktrees/{}", entry.file_name().to_string_lossy());
-            if let Some(id) = loose_id(&dir.join("HEAD"), hex_len) {
+            if out.in_scope(&dir.join("HEAD"))
+                && let Some(id) = loose_id(&dir.join("HEAD"), hex_len)
+            {
                 out.tip(id, || format!("{shown}/HEAD").into());
             }
             // A reftable store keeps a worktree's HEAD and private refs,
             // and their reflogs, in its own stack (`HEAD` is a stub). One
             // that cannot be read leaves what they reach unknown: the
             // removal is not judged harmless.
-            if reftable {
+            if reftable && out.in_scope(&dir.join("reftable/tables.list")) {
                 let view = crate::repo::reftable::read_each_peel(
                     &dir,
                     &common,
@@ -263,12 +400,14 @@ fn starts(repo: &gix::Repository) -> anyhow::Result<Starts> {
                 hex_len,
                 &mut out,
             );
-            index_ids(
-                repo,
-                &dir.join("index"),
-                &format!("{shown}/index"),
-                &mut out,
-            );
+            // The verified worktree's entries and cache-tree are held to
+            // the tip.
+            let index = dir.join("index");
+            if index == verified_index {
+                resolve_undo_ids(repo, &index, &format!("{shown}/index"), &mut out);
+            } else {
+                index_ids(repo, &index, &format!("{shown}/index"), &mut out);
+            }
         }
     }
     Ok(out)
@@ -309,7 +448,9 @@ fn each_file(dir: &std::path::Path, shown: &str, each: &mut dyn FnMut(&std::path
 /// Every loose ref under `dir`, named `shown/<relative path>`.
 fn loose_ids(dir: &std::path::Path, shown: &str, hex_len: usize, out: &mut Starts) {
     each_file(dir, shown, &mut |path, name| {
-        if let Some(id) = loose_id(path, hex_len) {
+        if out.in_scope(path)
+            && let Some(id) = loose_id(path, hex_len)
+        {
             out.tip(id, || name.into());
         }
     });
@@ -445,6 +586,9 @@ fn index_ids(repo: &gix::Repository, path: &std::path::Path, shown: &str, out: &
 /// The objects the resolve-undo records of the index at `path` name that
 /// git's fsck parses and walks (see [`crate::repo::resolve_undo`]).
 fn resolve_undo_ids(repo: &gix::Repository, path: &std::path::Path, shown: &str, out: &mut Starts) {
+    if !out.in_scope(path) || !crate::repo::index_layout::may_have_resolve_undo(path) {
+        return;
+    }
     let hash = repo.object_hash();
     let Ok(Some(streamed)) =
         crate::repo::index_layout::stream_file(path, hash.len_in_bytes(), &mut |_| {})
@@ -472,6 +616,7 @@ fn first_missing(
     repo: &gix::Repository,
     starts: Starts,
     mut promised: Option<&mut Promised>,
+    fresh: Option<&Fresh>,
 ) -> anyhow::Result<Option<(ObjectId, String)>> {
     use gix::object::Kind as K;
     let Starts {
@@ -515,6 +660,14 @@ fn first_missing(
         stack.push((tip, None));
         while let Some((id, kind)) = stack.pop() {
             if promised(&id, kind)? || !seen.insert(id) {
+                continue;
+            }
+            // Held by arm's store: what it names was there at arm, and
+            // nothing was removed.
+            if let Some(fresh) = fresh
+                && !fresh.contains(&id)
+                && repo.has_object(id)
+            {
                 continue;
             }
             let Some(object) = repo.try_find_object(id)? else {
@@ -650,7 +803,7 @@ mod tests {
             }
         }
         let repo = gix::open(&work).unwrap();
-        let starts = starts(&repo).unwrap();
+        let starts = starts(&repo, Scope::All).unwrap();
         let ids: Vec<String> = starts.tips.iter().map(|(id, _)| id.to_string()).collect();
         assert!(ids.contains(&other), "{ids:?}");
         assert!(ids.contains(&"5".repeat(40)), "{ids:?}");
