@@ -926,7 +926,7 @@ fn check_object_store(baseline: &Baseline, state: &Path, findings: &mut Findings
     let checked = repo::objects::read_recorded(state, &baseline.object_inventory)
         .and_then(|before| {
             let (repo, _) = repo::layout::open_armed(&baseline.repo)?;
-            repo::objects::check(&repo, &baseline.repo.common_dir, &before, baseline.armed_at)
+            repo::objects::check(&repo, &baseline.repo.common_dir, &before)
         })
         .unwrap_or_else(|e| repo::objects::Checked {
             problems: vec![format!("the object store cannot be checked: {e:#}")],

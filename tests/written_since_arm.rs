@@ -2,9 +2,10 @@
 //! not have. git's fsck starts from every reflog entry and every
 //! worktree's index (entries, cache-tree, resolve-undo records), and fails
 //! on a missing object named there, even when no object was removed.
-//! verify walks what such files name, descending only into objects written
-//! since arm (`repo::objects::removed`, `written_since_arm`). Each test
-//! shows git's fsck next to verify's decision.
+//! verify walks what such files name, whenever they were written,
+//! descending only into objects written since arm
+//! (`repo::objects::removed`, `named_since_arm`). Each test shows git's
+//! fsck next to verify's decision.
 
 mod common;
 
@@ -132,4 +133,46 @@ fn rejects_an_entry_naming_no_blob_in_another_worktrees_index() {
         ],
     );
     assert_refused_naming_the_missing_object(&sb, &sb.repo, &state);
+}
+
+#[test]
+fn rejects_another_worktrees_index_replaced_by_a_symlink_to_an_older_one() {
+    // Red team: files were judged written since arm by their status
+    // change time, and a symlink to an index written before arm (here
+    // another repository's, naming blobs this store lacks) kept it.
+    let sb = Sandbox::new();
+    let foreign = sb.root.join("foreign");
+    sb.run_git(&sb.root, &["init", "-q", foreign.to_str().unwrap()]);
+    std::fs::write(foreign.join("only-there.md"), "only in the foreign store\n").unwrap();
+    sb.run_git(&foreign, &["add", "only-there.md"]);
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let (wt, state) = armed_beside_a_linked_worktree(&sb, false);
+    let admin = sb.run_git(&wt, &["rev-parse", "--absolute-git-dir"]);
+    let index = Path::new(admin.trim()).join("index");
+    std::fs::remove_file(&index).unwrap();
+    std::os::unix::fs::symlink(foreign.join(".git/index"), &index).unwrap();
+    assert!(!fsck_passes(&sb, &sb.repo), "git's fsck reads the index");
+    let (code, r) = verify(&sb, &state);
+    assert_eq!(code, 1, "{r:#}");
+    assert!(rules(&r).contains(&INVALID.to_owned()), "{r:#}");
+}
+
+#[test]
+fn rejects_an_older_reflog_directory_renamed_into_logs() {
+    // Red team: renaming a directory keeps the status change time of the
+    // files in it.
+    let sb = Sandbox::with_files_refs();
+    let planted = sb.root.join("planted");
+    std::fs::create_dir_all(&planted).unwrap();
+    let head = sb.git(&["rev-parse", "HEAD"]);
+    std::fs::write(
+        planted.join("main"),
+        format!("{head} {MISSING} a <a@a> 1700000000 +0000\tforged\n"),
+    )
+    .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    sb.arm(&sb.grant(&["docs/"], 1, 8));
+    sb.commit_file("docs/b.md", "agent\n", "agent");
+    std::fs::rename(&planted, sb.git_dir().join("logs/refs/planted")).unwrap();
+    assert_refused_naming_the_missing_object(&sb, &sb.repo, &sb.state);
 }

@@ -107,12 +107,7 @@ const SETTLE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
 /// appeared or changed since; the store is accepted once a round ends with
 /// the store as it began, and refused as changing if that takes longer
 /// than [`SETTLE_PATIENCE`].
-pub fn check(
-    repo: &gix::Repository,
-    common_dir: &Path,
-    before: &Inventory,
-    armed_at: u64,
-) -> Result<Checked> {
+pub fn check(repo: &gix::Repository, common_dir: &Path, before: &Inventory) -> Result<Checked> {
     let start = std::time::Instant::now();
     let mut proven = std::borrow::Cow::Borrowed(before);
     let mut first_round = true;
@@ -122,8 +117,7 @@ pub fn check(
         if problems.is_empty() && settled {
             // What was written is proven; what was removed must not have
             // taken history with it.
-            return removed::check(repo, before, &now, round.closure.as_ref(), armed_at)
-                .map(Checked::of);
+            return removed::check(repo, before, &now, round.closure.as_ref()).map(Checked::of);
         }
         if !problems.is_empty() {
             return Ok(Checked::of(problems));

@@ -10,9 +10,9 @@
 //! deletes them and the packs it rewrote, `git prune` deletes unreachable
 //! loose objects. So a removal is judged by what it took away:
 //!
-//! - nothing was removed (every run without `gc`): only what files
-//!   written since arm name (reflogs, indexes, other worktrees' refs) is
-//!   walked, through the objects written since arm ([`written_since_arm`]);
+//! - nothing was removed (every run without `gc`): only what the reflogs,
+//!   the indexes and other worktrees' refs name is walked, through the
+//!   objects written since arm ([`named_since_arm`]);
 //! - only loose objects were removed, and each is still in the store (gc
 //!   packed it): one lookup each;
 //! - otherwise (a loose object gone from the store, a pack removed or
@@ -59,7 +59,6 @@ pub fn check(
     before: &Inventory,
     now: &Inventory,
     closure: Option<&Closure>,
-    armed_at: u64,
 ) -> anyhow::Result<Vec<String>> {
     let mut loose_gone = Vec::new();
     for (path, entry) in before {
@@ -88,7 +87,7 @@ pub fn check(
     let objects = super::objects_dir(repo.common_dir());
     if !pack_gone(before, now) && !marks_changed && loose_gone.iter().all(|id| repo.has_object(id))
     {
-        return written_since_arm(repo, &objects, before, now, armed_at);
+        return named_since_arm(repo, &objects, before, now);
     }
     let mut promised = super::promisor::Promised::of(repo, &objects)
         .context("cannot list the partial clone's promisor objects")?;
@@ -111,26 +110,25 @@ pub fn check(
     })
 }
 
-/// Seconds before arm's record from which a file counts as written since
-/// arm: arm reads the repository before it records the time.
-const ARM_MARGIN: i64 = 2;
-
-/// When nothing was removed, what arm's files named is still there, but a
+/// When nothing was removed, what arm's store held is still there, but a
 /// file written since can name what the store never had: a reflog entry,
 /// an index entry, cache-tree or resolve-undo record of another worktree's
 /// index, or a resolve-undo record naming an object whose own links are
 /// missing. git's fsck fails on each (red team, twentieth stop on issue
 /// 29). So what those files name is walked, descending only into objects
-/// written since arm: an object arm's store held stops the walk.
-fn written_since_arm(
+/// written since arm: an object arm's store held stops the walk. Every
+/// such file is read, whenever it was written: telling which were written
+/// since arm by their status change time was evaded by a symlink to an
+/// older file and by an older directory renamed into place (red team,
+/// same stop); reading them all costs about 0.06 s for a reflog of
+/// 200,000 lines.
+fn named_since_arm(
     repo: &gix::Repository,
     objects: &std::path::Path,
     before: &Inventory,
     now: &Inventory,
-    armed_at: u64,
 ) -> anyhow::Result<Vec<String>> {
-    let since = i64::try_from(armed_at).unwrap_or(i64::MAX) - ARM_MARGIN;
-    let starts = starts(repo, Scope::WrittenSince(since))?;
+    let starts = starts(repo, Scope::Named)?;
     if starts.is_empty() {
         return Ok(Vec::new());
     }
@@ -142,9 +140,9 @@ fn written_since_arm(
     Ok(match missing {
         None => Vec::new(),
         Some((id, from)) => vec![format!(
-            "the object {id}, reachable from {from}, which was written since arm, is missing \
-             (`git fsck --connectivity-only` reports it): restore that file as it was at arm, \
-             or remove what names the object"
+            "the object {id}, reachable from {from}, is missing: the store never had it, or \
+             lost it since arm (`git fsck --connectivity-only` reports it); restore that file as \
+             it was at arm, or remove what names the object"
         )],
     })
 }
@@ -156,7 +154,7 @@ fn loose_object_id(path: &[u8]) -> Option<ObjectId> {
 }
 
 /// The objects written since arm: loose objects and packs arm's inventory
-/// does not list. The walk of [`written_since_arm`] descends only these.
+/// does not list. The walk of [`named_since_arm`] descends only these.
 struct Fresh {
     loose: gix::hashtable::HashSet<ObjectId>,
     packs: Vec<gix::odb::pack::index::File>,
@@ -238,9 +236,6 @@ struct Starts {
     parsed: Vec<(ObjectId, BString)>,
     added: gix::hashtable::HashSet<ObjectId>,
     read: std::collections::HashSet<(u64, u64)>,
-    /// Only files changed at or after this time (seconds) are read: see
-    /// [`Scope::WrittenSince`].
-    since: Option<i64>,
 }
 
 /// Which of git's fsck starting points a walk begins from.
@@ -248,11 +243,9 @@ struct Starts {
 enum Scope {
     /// All of them: something was removed since arm.
     All,
-    /// Only what files written since arm name (their status change time at
-    /// or after this, in seconds), refs apart (verify judges every ref that
-    /// moved): nothing was removed, so what arm's files named is still
-    /// there.
-    WrittenSince(i64),
+    /// All but the refs (verify judges every ref that moved): what the
+    /// reflogs, indexes and other worktrees' HEADs and private refs name.
+    Named,
 }
 
 impl Starts {
@@ -277,21 +270,11 @@ impl Starts {
         }
     }
 
-    /// Whether `file` is read for the first time, and is in scope.
+    /// Whether `file` is read for the first time.
     fn first_read(&mut self, file: &std::fs::File) -> bool {
         use std::os::unix::fs::MetadataExt;
-        file.metadata().is_ok_and(|m| {
-            self.since.is_none_or(|since| m.ctime() >= since)
-                && self.read.insert((m.dev(), m.ino()))
-        })
-    }
-
-    /// Whether the file at `path` is in scope (`lstat`'s status change
-    /// time, which no one can set back; a file that cannot be read is).
-    fn in_scope(&self, path: &std::path::Path) -> bool {
-        use std::os::unix::fs::MetadataExt;
-        self.since
-            .is_none_or(|since| std::fs::symlink_metadata(path).is_ok_and(|m| m.ctime() >= since))
+        file.metadata()
+            .is_ok_and(|m| self.read.insert((m.dev(), m.ino())))
     }
 
     fn is_empty(&self) -> bool {
@@ -303,13 +286,7 @@ impl Starts {
 /// reflogs, and every linked worktree's HEAD, private refs, reflogs and
 /// index.
 fn starts(repo: &gix::Repository, scope: Scope) -> anyhow::Result<Starts> {
-    let mut out = Starts {
-        since: match scope {
-            Scope::All => None,
-            Scope::WrittenSince(since) => Some(since),
-        },
-        ..Starts::default()
-    };
+    let mut out = Starts::default();
     let hex_len = repo.object_hash().len_in_hex();
     if let Scope::All = scope {
         // A detached HEAD; an unborn one names nothing.
@@ -330,9 +307,7 @@ fn starts(repo: &gix::Repository, scope: Scope) -> anyhow::Result<Starts> {
     if git_dir != common {
         reflog_ids(&git_dir.join("logs"), "logs", hex_len, &mut out);
     }
-    // A reftable stack's logs are in its tables: all of them are read when
-    // its list changed.
-    if reftable && out.in_scope(&common.join("reftable/tables.list")) {
+    if reftable {
         reftable_log_ids(repo, &common, "", &mut out)?;
     }
     // The main worktree's index, as git's fsck reads every worktree's.
@@ -361,16 +336,14 @@ fn starts(repo: &gix::Repository, scope: Scope) -> anyhow::Result<Starts> {
                 continue;
             }
             let shown = format!("worktrees/{}", entry.file_name().to_string_lossy());
-            if out.in_scope(&dir.join("HEAD"))
-                && let Some(id) = loose_id(&dir.join("HEAD"), hex_len)
-            {
+            if let Some(id) = loose_id(&dir.join("HEAD"), hex_len) {
                 out.tip(id, || format!("{shown}/HEAD").into());
             }
             // A reftable store keeps a worktree's HEAD and private refs,
             // and their reflogs, in its own stack (`HEAD` is a stub). One
             // that cannot be read leaves what they reach unknown: the
             // removal is not judged harmless.
-            if reftable && out.in_scope(&dir.join("reftable/tables.list")) {
+            if reftable {
                 let view = crate::repo::reftable::read_each_peel(
                     &dir,
                     &common,
@@ -448,9 +421,7 @@ fn each_file(dir: &std::path::Path, shown: &str, each: &mut dyn FnMut(&std::path
 /// Every loose ref under `dir`, named `shown/<relative path>`.
 fn loose_ids(dir: &std::path::Path, shown: &str, hex_len: usize, out: &mut Starts) {
     each_file(dir, shown, &mut |path, name| {
-        if out.in_scope(path)
-            && let Some(id) = loose_id(path, hex_len)
-        {
+        if let Some(id) = loose_id(path, hex_len) {
             out.tip(id, || name.into());
         }
     });
@@ -586,7 +557,7 @@ fn index_ids(repo: &gix::Repository, path: &std::path::Path, shown: &str, out: &
 /// The objects the resolve-undo records of the index at `path` name that
 /// git's fsck parses and walks (see [`crate::repo::resolve_undo`]).
 fn resolve_undo_ids(repo: &gix::Repository, path: &std::path::Path, shown: &str, out: &mut Starts) {
-    if !out.in_scope(path) || !crate::repo::index_layout::may_have_resolve_undo(path) {
+    if !crate::repo::index_layout::may_have_resolve_undo(path) {
         return;
     }
     let hash = repo.object_hash();
