@@ -314,13 +314,17 @@ fn starts(repo: &gix::Repository, scope: Scope) -> anyhow::Result<Starts> {
     // When it is the one verified, verify holds its entries and cache-tree
     // to the tip (a staged change is refused), and only its resolve-undo
     // records can name what the tip does not reach.
+    // (A linked worktree's git dir is often named through its common dir,
+    // `<git dir>/../..`: the file, not its path, tells.)
+    let verified_index = identity(&git_dir.join("index"));
+    let is_verified =
+        |index: &std::path::Path| verified_index.is_some() && identity(index) == verified_index;
     let main_index = common.join("index");
-    if git_dir == common {
+    if is_verified(&main_index) {
         resolve_undo_ids(repo, &main_index, "index", &mut out);
     } else {
         index_ids(repo, &main_index, "index", &mut out);
     }
-    let verified_index = git_dir.join("index");
     // The linked worktrees git lists: those with a `gitdir` file it reads
     // (`get_linked_worktree` reads it whole, through a symlink, and wants
     // a byte); another directory there is not one to git. What cannot be
@@ -376,7 +380,7 @@ fn starts(repo: &gix::Repository, scope: Scope) -> anyhow::Result<Starts> {
             // The verified worktree's entries and cache-tree are held to
             // the tip.
             let index = dir.join("index");
-            if index == verified_index {
+            if is_verified(&index) {
                 resolve_undo_ids(repo, &index, &format!("{shown}/index"), &mut out);
             } else {
                 index_ids(repo, &index, &format!("{shown}/index"), &mut out);
@@ -384,6 +388,12 @@ fn starts(repo: &gix::Repository, scope: Scope) -> anyhow::Result<Starts> {
         }
     }
     Ok(out)
+}
+
+/// The device and inode of the file at `path` (through symlinks), if any.
+fn identity(path: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// The id a loose ref file holds, read as git's `parse_loose_ref_contents`
