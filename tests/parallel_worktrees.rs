@@ -133,10 +133,20 @@ fn commit(sb: &Sandbox, a: &Agent, file: &str, content: &str) -> Output {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(&path, content).unwrap();
     git_ok(sb, a, &["add", "--", file]);
+    // Under reftable git holds the stack's lock while the hooks run, and
+    // gives up on it after 100 ms by default ("cannot lock references",
+    // one run in six with four agents at once): the guide's setting.
     git(
         sb,
         a,
-        &["commit", "-q", "-m", &format!("{}: {file}", a.branch)],
+        &[
+            "-c",
+            "reftable.lockTimeout=10000",
+            "commit",
+            "-q",
+            "-m",
+            &format!("{}: {file}", a.branch),
+        ],
     )
 }
 
