@@ -366,11 +366,13 @@ fn starts(repo: &gix::Repository, scope: Scope) -> anyhow::Result<Starts> {
                             }
                         }
                     }
-                    // With nothing removed, a stack that cannot be read is
-                    // the ref checks' to refuse (`ref_store_invalid`), not
-                    // a second finding here (CI: a hostile name in the
-                    // common stack was reported twice).
-                    Err(_) if matches!(scope, Scope::Named) => {}
+                    // With nothing removed, a common stack that cannot be
+                    // read is the ref checks' to refuse (`ref_store_invalid`),
+                    // not a second finding here (CI: a hostile name in it
+                    // was reported twice). A worktree's own stack they do
+                    // not read: its error stands.
+                    Err(_)
+                        if matches!(scope, Scope::Named) && !common_stack_reads(repo, &common) => {}
                     Err(e) => return Err(e),
                 }
                 reftable_log_ids(repo, &dir, &format!("{shown}/"), &mut out)?;
@@ -398,6 +400,11 @@ fn starts(repo: &gix::Repository, scope: Scope) -> anyhow::Result<Starts> {
         }
     }
     Ok(out)
+}
+
+/// Whether the common reftable stack reads as the main worktree's view.
+fn common_stack_reads(repo: &gix::Repository, common: &std::path::Path) -> bool {
+    crate::repo::reftable::read_each_peel(common, common, repo.object_hash(), |_, _, _| {}).is_ok()
 }
 
 /// The device and inode of the file at `path` (through symlinks), if any.
