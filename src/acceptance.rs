@@ -2185,23 +2185,21 @@ fn check_index(
                         hash_len,
                         &mut |entry| against.visit(entry),
                     );
-                    let checked =
-                        checked.and_then(|checked| against.finish(&checked).map(|()| checked));
+                    let link_at = checked
+                        .and_then(|checked| against.finish(&checked).map(|()| checked.link_at));
                     // git then reads the shared file verify read too.
-                    checked.and_then(|checked| {
-                        copy.give_git_its_own_shared_index(checked.link_at, repo.object_hash())
-                            .map(|()| (index, checked.resolve_undo))
-                    })
+                    link_at
+                        .and_then(|link_at| {
+                            copy.give_git_its_own_shared_index(link_at, repo.object_hash())
+                        })
+                        .map(|()| index)
                 }
                 // What git's reading finds wrong says more than gix's error.
                 Err(e) => repo::index_layout::check_bytes(bytes, copy.dir(), hash_len, &mut |_| {})
                     .and_then(|_| Err(e.context("cannot read the index"))),
             };
             match layout {
-                Ok((index, resolve_undo)) => {
-                    check_resolve_undo(repo, &resolve_undo, findings);
-                    (index, Some(std::sync::Arc::new(copy)))
-                }
+                Ok(index) => (index, Some(std::sync::Arc::new(copy))),
                 Err(e) => {
                     refuse(findings, e);
                     return Ok(None);
@@ -2216,35 +2214,6 @@ fn check_index(
         dirt: repo::index_dirt_against(repo, index, Some(tree))?,
         copy,
     }))
-}
-
-/// Every object the index's resolve-undo records name that git's fsck
-/// requires must be in the store (see [`repo::resolve_undo`]): a record
-/// naming a missing one leaves `git fsck` failing whatever else is intact.
-fn check_resolve_undo(
-    repo: &gix::Repository,
-    records: &[repo::resolve_undo::Record],
-    findings: &mut Vec<Violation>,
-) {
-    for record in records {
-        for (stage, id) in record.fsck_requires() {
-            let Ok(id) = ObjectId::try_from(id) else {
-                continue;
-            };
-            if !repo.has_object(id) {
-                findings.push(Violation::new(
-                    rule::OBJECT_STORE_INVALID,
-                    format!(
-                        "the index's resolve-undo record of {:?} (stage {stage}) names the \
-                         object {id}, which is missing: `git fsck` reports \"invalid sha1 \
-                         pointer in resolve-undo\". Restore the object, or drop the \
-                         index's records (`git update-index --clear-resolve-undo`)",
-                        record.path.to_str_lossy()
-                    ),
-                ));
-            }
-        }
-    }
 }
 
 /// The index as [`check_index`] judged it: its staged changes, and the

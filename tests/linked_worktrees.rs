@@ -199,22 +199,13 @@ fn rejects_removing_a_blob_only_the_main_worktrees_index_names() {
     std::fs::write(wt.join("docs/new.md"), "agent\n").unwrap();
     sb.run_git(&wt, &["add", "docs/new.md"]);
     sb.run_git(&wt, &["commit", "-q", "-m", "agent"]);
-    let verdict = |sb: &Sandbox| {
-        let out = sb.verify_command(&state).output().unwrap();
-        (out.status.code(), common::tool_result(&out))
-    };
-    let (code, r) = verdict(&sb);
-    assert_eq!(code, Some(0), "{r:#}");
-    let loose = sb
-        .git_dir()
-        .join("objects")
-        .join(&blob[..2])
-        .join(&blob[2..]);
-    std::fs::remove_file(loose).unwrap();
+    let (code, r) = sb.verify_state(&state);
+    assert_eq!(code, 0, "{r:#}");
+    std::fs::remove_file(sb.loose_object(&blob)).unwrap();
     let fsck = sb.try_git(&["fsck", "--connectivity-only", "--no-dangling"]);
     assert!(!fsck.status.success(), "git's fsck reads the main index");
-    let (code, r) = verdict(&sb);
-    assert_eq!(code, Some(1), "{r:#}");
+    let (code, r) = sb.verify_state(&state);
+    assert_eq!(code, 1, "{r:#}");
     assert!(
         rules(&r).contains(&"object_store_invalid".to_owned()),
         "{r:#}"

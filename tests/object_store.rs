@@ -31,7 +31,7 @@ fn objects(sb: &Sandbox) -> PathBuf {
 }
 
 fn loose_path(sb: &Sandbox, id: &str) -> PathBuf {
-    objects(sb).join(&id[..2]).join(&id[2..])
+    sb.loose_object(id)
 }
 
 fn files_with_suffix(dir: &Path, suffix: &str) -> Vec<PathBuf> {

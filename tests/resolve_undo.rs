@@ -179,12 +179,7 @@ fn rejects_removing_history_only_a_record_reaches() {
     );
     sb.arm(&sb.grant(&["docs/"], 1, 8));
     sb.commit_file("docs/b.md", "agent\n", "agent");
-    let loose = sb
-        .git_dir()
-        .join("objects")
-        .join(&blob[..2])
-        .join(&blob[2..]);
-    std::fs::remove_file(loose).unwrap();
+    std::fs::remove_file(sb.loose_object(&blob)).unwrap();
     assert!(!fsck_passes(&sb), "git's fsck walks the record's commit");
     let (code, result) = sb.verify();
     assert_rejected(code, &result, &[INVALID]);

@@ -1011,13 +1011,6 @@ fn armed_on(
     (repo, state)
 }
 
-/// `verify --json` of `state`: its exit code and result.
-fn verify_state(sb: &Sandbox, state: &std::path::Path) -> (i32, Value) {
-    let out = sb.grantguard(&["verify", "--state", state.to_str().unwrap(), "--json"]);
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
-    (out.status.code().unwrap(), r)
-}
-
 #[test]
 fn an_untracked_file_past_path_max_where_listings_give_no_types_is_not_clean() {
     // Red team: the scan looked up each `DT_UNKNOWN` name by its absolute
@@ -1064,7 +1057,7 @@ fn an_untracked_file_past_path_max_where_listings_give_no_types_is_not_clean() {
     sb.run_git(&repo, &["update-index", "-q", "--really-refresh"]);
     let status = sb.run_git(&repo, &["status", "--porcelain", "--untracked-files=all"]);
     assert!(status.contains(&name), "git does not list it: {status}");
-    let (code, r) = verify_state(&sb, &state);
+    let (code, r) = sb.verify_state(&state);
     assert_rejected(code, &r, &["worktree_not_clean"]);
 }
 
@@ -1136,7 +1129,7 @@ fn a_file_rewritten_in_the_index_s_second_is_compared_by_content() {
     let (repo, state) = armed_on(&sb, &mount, &files, 1, |_| {
         std::thread::sleep(std::time::Duration::from_millis(1100));
     });
-    let verify = || verify_state(&sb, &state);
+    let verify = || sb.verify_state(&state);
     // Committed and verified in one second: its entry is racily clean and
     // its content equal.
     let file = repo.join("docs/d.md");

@@ -22,16 +22,10 @@ fn fsck_passes(sb: &Sandbox, dir: &Path) -> bool {
         .success()
 }
 
-/// `verify --json` of `state`.
-fn verify(sb: &Sandbox, state: &Path) -> (i32, serde_json::Value) {
-    let out = sb.verify_command(state).output().unwrap();
-    (out.status.code().unwrap(), common::tool_result(&out))
-}
-
 #[track_caller]
 fn assert_refused_naming_the_missing_object(sb: &Sandbox, dir: &Path, state: &Path) {
     assert!(!fsck_passes(sb, dir), "git's fsck fails here too");
-    let (code, r) = verify(sb, state);
+    let (code, r) = sb.verify_state(state);
     assert_eq!(code, 1, "{r:#}");
     assert!(rules(&r).contains(&INVALID.to_owned()), "{r:#}");
     assert!(r["violations"].to_string().contains(MISSING), "{r:#}");
@@ -152,7 +146,7 @@ fn rejects_another_worktrees_index_replaced_by_a_symlink_to_an_older_one() {
     std::fs::remove_file(&index).unwrap();
     std::os::unix::fs::symlink(foreign.join(".git/index"), &index).unwrap();
     assert!(!fsck_passes(&sb, &sb.repo), "git's fsck reads the index");
-    let (code, r) = verify(&sb, &state);
+    let (code, r) = sb.verify_state(&state);
     assert_eq!(code, 1, "{r:#}");
     assert!(rules(&r).contains(&INVALID.to_owned()), "{r:#}");
 }

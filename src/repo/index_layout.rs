@@ -278,9 +278,6 @@ pub struct Checked {
     pub shared_index: Option<String>,
     /// Where in the file the `link` extension's shared index id is.
     pub link_at: Option<usize>,
-    /// The resolve-undo records git reads (from the last `REUC`
-    /// extension; none where it reads none).
-    pub resolve_undo: Vec<super::resolve_undo::Record>,
 }
 
 /// [`check`], handing each entry of the sequential reading to `visit` as it
@@ -438,19 +435,10 @@ pub fn check_with(
             Ok(crate::digest::hex(&b[data..data + hash_len]))
         })
         .transpose()?;
-    // git reads every `REUC` and keeps the last (or none, where the last
-    // is malformed).
-    let resolve_undo = extensions
-        .iter()
-        .rev()
-        .find(|(sig, ..)| sig == b"REUC")
-        .and_then(|&(_, data, size)| super::resolve_undo::parse(&b[data..data + size], hash_len))
-        .unwrap_or_default();
     Ok(Checked {
         count,
         shared_index,
         link_at: link.map(|&(_, data, _)| data),
-        resolve_undo,
     })
 }
 
@@ -643,7 +631,8 @@ pub struct Streamed {
     /// Whether it has a `link` extension: a split index, whose entries are
     /// only the changes to a shared index's.
     pub split: bool,
-    /// The resolve-undo records git reads, as [`Checked::resolve_undo`].
+    /// The resolve-undo records git reads: from the last `REUC`
+    /// extension, none where git reads none (a malformed last one).
     pub resolve_undo: Vec<super::resolve_undo::Record>,
 }
 
@@ -868,7 +857,6 @@ pub fn same_entries(layout: &Layout, index: &gix::index::State) -> Result<()> {
         link_at: None,
         count: layout.entries.len(),
         shared_index: layout.shared_index.clone(),
-        resolve_undo: Vec::new(),
     })
 }
 

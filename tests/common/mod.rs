@@ -299,6 +299,20 @@ impl Sandbox {
         cmd
     }
 
+    /// Runs `verify --json` of `state` (another worktree's, say): the exit
+    /// code and the result, checked against the ToolResult schema.
+    #[allow(dead_code)]
+    pub fn verify_state(&self, state: &Path) -> (i32, Value) {
+        let out = self.verify_command(state).output().unwrap();
+        (out.status.code().unwrap(), tool_result(&out))
+    }
+
+    /// The path of the loose object `id` (hex) in the repository's store.
+    #[allow(dead_code)]
+    pub fn loose_object(&self, id: &str) -> PathBuf {
+        self.git_dir().join("objects").join(&id[..2]).join(&id[2..])
+    }
+
     /// Arms the repository under `grant`, asserting success.
     pub fn arm(&self, grant: &Path) {
         let out = self.arm_output(grant, &self.state);

@@ -598,8 +598,10 @@ fn resolve_undo_ids(repo: &gix::Repository, path: &std::path::Path, shown: &str,
             let Ok(id) = ObjectId::try_from(id) else {
                 continue;
             };
+            // With the way out: these records are not seen otherwise.
             let name = BString::from(format!(
-                "{shown} (resolve-undo of {}, stage {stage})",
+                "{shown} (resolve-undo of {}, stage {stage}; `git update-index \
+                 --clear-resolve-undo` drops the records)",
                 gix::bstr::BStr::new(&record.path)
             ));
             out.parsed.push((id, name.clone()));
