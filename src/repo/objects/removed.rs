@@ -140,9 +140,9 @@ fn named_since_arm(
     Ok(match missing {
         None => Vec::new(),
         Some((id, from)) => vec![format!(
-            "the object {id}, reachable from {from}, is missing: the store never had it, or \
-             lost it since arm (`git fsck --connectivity-only` reports it); restore that file as \
-             it was at arm, or remove what names the object"
+            "the object {id}, named by {from} or by an object written since arm that it \
+             reaches, is missing (`git fsck --connectivity-only` reports it): remove what names \
+             it, or restore the object"
         )],
     })
 }
