@@ -1026,6 +1026,38 @@ fn bitmap_and_plain_walk(sb: &Sandbox, rev: &str) -> (String, String) {
 }
 
 #[test]
+fn accepts_bitmaps_written_by_git_in_a_shallow_clone() {
+    // git's walk, its bitmap writer's included, stops at the clone's
+    // boundary commit: the parent it names was never fetched (a new
+    // user's finding: verify followed it and refused every bitmap).
+    let sb = Sandbox::new();
+    sb.commit_file("docs/history.md", "older\n", "history");
+    sb.git(&["push", "-q", "origin", "main"]);
+    std::fs::remove_dir_all(&sb.repo).unwrap();
+    let url = format!("file://{}", sb.origin.display());
+    sb.run_git(&sb.root, &["clone", "-q", "--depth", "1", &url, "repo"]);
+    let boundary = sb.git(&["rev-parse", "HEAD"]);
+    let parent = sb.git(&["cat-file", "-p", "HEAD"]);
+    let parent = parent
+        .lines()
+        .find_map(|l| l.strip_prefix("parent "))
+        .unwrap();
+    assert!(!sb.try_git(&["cat-file", "-e", parent]).status.success());
+    sb.git(&["config", "gc.auto", "0"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    sb.git(&["repack", "-a", "-d", "-b", "-q"]);
+    assert!(!files_with_suffix(&objects(&sb).join("pack"), ".bitmap").is_empty());
+    assert_eq!(sb.git(&["rev-parse", "HEAD~1"]), boundary);
+    assert_git_and_verify_accept(&sb);
+    // A multi-pack bitmap, the same walk in another order.
+    sb.commit_file("docs/b.md", "b\n", "two");
+    sb.git(&["repack", "-d", "-q"]);
+    sb.git(&["multi-pack-index", "write", "--bitmap"]);
+    assert_git_and_verify_accept(&sb);
+}
+
+#[test]
 fn rejects_a_forged_pack_bitmap() {
     let sb = Sandbox::new();
     armed_with_commits(&sb);

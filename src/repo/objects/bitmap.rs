@@ -24,6 +24,8 @@
 //! unknown options are refused. The name-hash cache only guides which
 //! objects git tries as delta bases: it changes no object and no set.
 //!
+//! In a shallow clone the walk stops at the boundary commits, as git's.
+//!
 //! The cost is one read of every commit and tree of the pack, and one walk
 //! of the commit graph per bitmapped commit (git selects a few hundred).
 
@@ -208,6 +210,7 @@ pub fn verify(repo: &gix::Repository, path: &Path, order: &Order, checksum: &[u8
 
     let mut walker = Walker {
         repo,
+        shallow: repo.shallow_commits()?,
         order,
         position: &position,
         kinds: &kinds,
@@ -300,6 +303,10 @@ fn emit(out: &mut [u64], next: &mut usize, w: u64) -> Result<()> {
 /// Reachability in bit positions, each commit and tree read once.
 struct Walker<'a> {
     repo: &'a gix::Repository,
+    /// A shallow clone's boundary commits, whose parents git's walk (the
+    /// bitmap writer's too) does not follow: the clone never had them. The
+    /// `shallow` file is protected metadata, so this is arm's list.
+    shallow: Option<gix::shallow::Commits>,
     order: &'a Order,
     position: &'a HashMap<ObjectId, u32>,
     kinds: &'a [gix::objs::Kind],
@@ -345,7 +352,9 @@ impl Walker<'_> {
             let ids: Vec<ObjectId> = if self.kinds[bit as usize] == gix::objs::Kind::Commit {
                 let commit = super::graph::parse_commit(&object.data)
                     .with_context(|| format!("commit {id} cannot be read"))?;
-                std::iter::once(commit.tree).chain(commit.parents).collect()
+                let boundary = self.shallow.as_ref().is_some_and(|s| s.contains(&id));
+                let parents = commit.parents.into_iter().filter(|_| !boundary);
+                std::iter::once(commit.tree).chain(parents).collect()
             } else {
                 let tree = gix::objs::TreeRef::from_bytes(&object.data, self.repo.object_hash())
                     .map_err(|e| anyhow::anyhow!("tree {id} cannot be read: {e}"))?;
