@@ -741,6 +741,60 @@ fn rejects_a_forged_table_shadowing_a_ref() {
     assert_rejected(code, &r, &["remote_tracking_ref_changed"]);
 }
 
+/// An annotated tag's record without its peeled value, as git 2.55's
+/// `refs migrate` writes one (git 2.45 and 2.47 then show no peeled value):
+/// arm refuses it, `git pack-refs` keeps it (a new user's finding: the
+/// advice was to run it), and the advice, run as printed, makes a stack
+/// arm accepts.
+#[test]
+fn the_advice_for_a_tag_record_without_its_peeled_value_fixes_it() {
+    let Some(sb) = reftable_sandbox("sha1") else {
+        return;
+    };
+    git_in(&sb, &sb.repo, &["tag", "-a", "-m", "release", "v1"]);
+    let tag = git_in(&sb, &sb.repo, &["rev-parse", "refs/tags/v1"]);
+    append_forged_ref(
+        &sb,
+        b"refs/tags/v1",
+        reftable::RefValue::Id(id_bytes(tag.trim())),
+    );
+    let grant = sb.grant(&["docs/"], 1, 1);
+    let arm_args = [
+        "arm",
+        "--repo",
+        sb.repo.to_str().unwrap(),
+        "--grant",
+        grant.to_str().unwrap(),
+        "--state",
+        sb.state.to_str().unwrap(),
+    ];
+    let refused = gg(&sb, &sb.repo, &arm_args);
+    assert!(!refused.status.success(), "{refused:?}");
+    let said = String::from_utf8_lossy(&refused.stderr).into_owned();
+    assert!(said.contains("peels to itself"), "{said}");
+    git_in(&sb, &sb.repo, &["pack-refs", "--all"]);
+    assert!(!gg(&sb, &sb.repo, &arm_args).status.success());
+    let advice = said
+        .split("to have git peel the ref afresh, write it anew: ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no advice: {said}"))
+        .lines()
+        .next()
+        .unwrap();
+    let run = sb
+        .command("sh")
+        .arg("-c")
+        .arg(advice)
+        .env("PATH", path_env())
+        .current_dir(&sb.repo)
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{advice}: {run:?}");
+    let out = gg(&sb, &sb.repo, &arm_args);
+    assert!(out.status.success(), "{advice}: {out:?}");
+    assert_eq!(git_in(&sb, &sb.repo, &["rev-parse", "refs/tags/v1"]), tag);
+}
+
 /// An annotated tag's peel claim rewritten by hand while verify runs, the
 /// tag's own id kept: git trusts the claim without reading the tag
 /// (`show-ref -d`, `describe`), so verify's last look must see the

@@ -1312,8 +1312,17 @@ pub(super) fn check_peeled(
             // `git pack-refs` keeps a packed record's claim as it is (a new
             // user's finding, for the files dulwich and pygit2 write); it
             // peels afresh only a ref it packs from a loose file.
+            // Nor does it rewrite a reftable record (a new user's finding:
+            // git 2.55's `refs migrate` writes an annotated tag without its
+            // peeled value, which git 2.45 and 2.47 then trust); a record
+            // written anew carries the peeled value.
             let advice = if reftable {
-                "Rewrite it with git pack-refs --all".to_owned()
+                format!(
+                    "git pack-refs keeps the record; to have git peel the ref afresh, write it \
+                     anew: id=$(git rev-parse {name}) && git update-ref -d {name} && \
+                     git update-ref {name} \"$id\"",
+                    name = shown(record.name)
+                )
             } else {
                 format!(
                     "git pack-refs keeps the claim; to have git peel the ref afresh, write it \
@@ -1324,8 +1333,8 @@ pub(super) fn check_peeled(
                 )
             };
             invalid.push(format!(
-                "{} says {} peels to {}, but its object peels to {}; git would trust \
-                 the file. {advice}",
+                "{} says {} peels to {}, but its object peels to {}; a git that trusts \
+                 the file would show that. {advice}",
                 if reftable {
                     "the reftable stack"
                 } else {
