@@ -170,3 +170,137 @@ fn rejects_an_older_reflog_directory_renamed_into_logs() {
     std::fs::rename(&planted, sb.git_dir().join("logs/refs/planted")).unwrap();
     assert_refused_naming_the_missing_object(&sb, &sb.repo, &sb.state);
 }
+
+/// The index of the worktree at `dir`, by its git dir.
+fn index_of(sb: &Sandbox, dir: &Path) -> PathBuf {
+    let admin = sb.run_git(dir, &["rev-parse", "--absolute-git-dir"]);
+    Path::new(admin.trim()).join("index")
+}
+
+/// Flips the last byte of the index's trailing checksum.
+fn break_checksum(index: &Path) {
+    let mut bytes = std::fs::read(index).unwrap();
+    *bytes.last_mut().unwrap() ^= 0xff;
+    std::fs::write(index, bytes).unwrap();
+}
+
+/// Runs the advice a violation gives (the command after `rebuild it ...:`
+/// or `Rebuild the index ...`) in `dir`, as printed.
+fn run_index_advice(sb: &Sandbox, dir: &Path) {
+    let out = sb
+        .command("sh")
+        .arg("-c")
+        .arg("rm \"$(git rev-parse --git-path index)\" && git reset -q")
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
+
+#[test]
+fn rejects_a_verified_index_whose_checksum_git_fsck_refuses() {
+    // Red team: git's other commands do not check the checksum, its fsck
+    // does, and dies on it ("index file corrupt").
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 8));
+    sb.commit_file("docs/b.md", "agent\n", "agent");
+    break_checksum(&index_of(&sb, &sb.repo));
+    assert!(!fsck_passes(&sb, &sb.repo), "git's fsck refuses the index");
+    let (code, r) = sb.verify();
+    assert_eq!(code, 1, "{r:#}");
+    assert!(
+        rules(&r).contains(&"worktree_not_clean".to_owned()),
+        "{r:#}"
+    );
+    assert!(
+        r["violations"]
+            .to_string()
+            .contains("checksum does not match"),
+        "{r:#}"
+    );
+    assert!(
+        r["violations"].to_string().contains("git reset -q"),
+        "{r:#}"
+    );
+    run_index_advice(&sb, &sb.repo);
+    assert!(fsck_passes(&sb, &sb.repo));
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
+#[test]
+fn accepts_an_index_git_wrote_without_its_checksum() {
+    // `index.skipHash` writes a zero checksum, which git's fsck skips.
+    let sb = Sandbox::new();
+    sb.git(&["config", "index.skipHash", "true"]);
+    let wt = sb.root.join("wt");
+    sb.git(&["worktree", "add", "-q", "--detach", wt.to_str().unwrap()]);
+    sb.arm(&sb.grant(&["docs/"], 1, 8));
+    sb.commit_file("docs/b.md", "agent\n", "agent");
+    std::fs::write(wt.join("docs/w.md"), "staged there\n").unwrap();
+    sb.run_git(&wt, &["add", "docs/w.md"]);
+    for dir in [&sb.repo, &wt] {
+        let bytes = std::fs::read(index_of(&sb, dir)).unwrap();
+        assert!(bytes[bytes.len() - 20..].iter().all(|&b| b == 0));
+    }
+    assert!(fsck_passes(&sb, &sb.repo));
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
+#[test]
+fn rejects_another_worktrees_index_git_fsck_cannot_read() {
+    // Red team: a wrong checksum, or entries out of order (git's other
+    // commands read them; fsck dies, "unordered stage entries"), in
+    // another worktree's index were accepted; an index gix could not
+    // read was skipped.
+    for damage in ["checksum", "order"] {
+        let sb = Sandbox::new();
+        let (wt, state) = armed_beside_a_linked_worktree(&sb, false);
+        let index = index_of(&sb, &wt);
+        match damage {
+            "checksum" => break_checksum(&index),
+            // The first two entries swapped, the checksum made right.
+            _ => reorder_first_two_entries(&index),
+        }
+        assert!(!fsck_passes(&sb, &sb.repo), "{damage}: git's fsck dies");
+        let (code, r) = sb.verify_state(&state);
+        assert_eq!(code, 1, "{damage}: {r:#}");
+        assert!(rules(&r).contains(&INVALID.to_owned()), "{r:#}");
+        let said = r["violations"].to_string();
+        assert!(
+            said.contains("git's fsck cannot read worktrees/wt/index"),
+            "{r:#}"
+        );
+        run_index_advice(&sb, &wt);
+        assert!(fsck_passes(&sb, &sb.repo), "{damage}");
+        let (code, r) = sb.verify_state(&state);
+        assert_accepted(code, &r);
+    }
+}
+
+/// Swaps the first two entries of a version 2 index (fixed-size heads,
+/// names padded to 8 bytes), recomputing its SHA-1 checksum.
+fn reorder_first_two_entries(index: &Path) {
+    let bytes = std::fs::read(index).unwrap();
+    assert_eq!(&bytes[4..8], &[0, 0, 0, 2]);
+    let entry_len = |at: usize| {
+        let name_len = usize::from(u16::from_be_bytes([bytes[at + 60], bytes[at + 61]]) & 0xfff);
+        (62 + name_len + 8) & !7
+    };
+    let (first, second) = (12, 12 + entry_len(12));
+    let end = second + entry_len(second);
+    let mut out = bytes[..12].to_vec();
+    out.extend_from_slice(&bytes[second..end]);
+    out.extend_from_slice(&bytes[first..second]);
+    out.extend_from_slice(&bytes[end..bytes.len() - 20]);
+    let sum = sha1_of(&out);
+    out.extend_from_slice(&sum);
+    std::fs::write(index, out).unwrap();
+}
+
+fn sha1_of(bytes: &[u8]) -> Vec<u8> {
+    let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
+    hasher.update(bytes);
+    hasher.try_finalize().unwrap().as_slice().to_vec()
+}

@@ -323,7 +323,7 @@ fn starts(repo: &gix::Repository, scope: Scope) -> anyhow::Result<Starts> {
     if is_verified(&main_index) {
         resolve_undo_ids(repo, &main_index, "index", &mut out);
     } else {
-        index_ids(repo, &main_index, "index", &mut out);
+        index_ids(repo, &main_index, "index", &mut out)?;
     }
     // The linked worktrees git lists: those with a `gitdir` file it reads
     // (`get_linked_worktree` reads it whole, through a symlink, and wants
@@ -395,7 +395,7 @@ fn starts(repo: &gix::Repository, scope: Scope) -> anyhow::Result<Starts> {
             if is_verified(&index) {
                 resolve_undo_ids(repo, &index, &format!("{shown}/index"), &mut out);
             } else {
-                index_ids(repo, &index, &format!("{shown}/index"), &mut out);
+                index_ids(repo, &index, &format!("{shown}/index"), &mut out)?;
             }
         }
     }
@@ -546,17 +546,31 @@ fn each_line_start(file: std::fs::File, keep: usize, each: &mut dyn FnMut(&[u8])
 /// index's directories and of its cache-tree, and what its resolve-undo
 /// records name. An index that cannot be read names nothing here (its
 /// worktree's git fails on it anyway).
-fn index_ids(repo: &gix::Repository, path: &std::path::Path, shown: &str, out: &mut Starts) {
+///
+/// An index git's fsck cannot read stops it before it reports anything
+/// else: refused, with the way to rebuild it (see
+/// [`crate::repo::index_fsck`]; before, one gix could not read was
+/// skipped).
+fn index_ids(
+    repo: &gix::Repository,
+    path: &std::path::Path,
+    shown: &str,
+    out: &mut Starts,
+) -> anyhow::Result<()> {
     let Ok(file) = crate::fsutil::open_regular(path) else {
-        return;
+        return Ok(());
     };
     if !out.first_read(&file) {
-        return;
+        return Ok(());
     }
     resolve_undo_ids(repo, path, shown, out);
-    let Ok(index) = gix::index::File::at(path, repo.object_hash(), true, Default::default()) else {
-        return;
-    };
+    let index = crate::repo::index_fsck::read(path, repo.object_hash()).map_err(|e| {
+        anyhow::anyhow!(
+            "git's fsck cannot read {shown} ({e:#}) and stops there; rebuild it in the worktree \
+             it belongs to: rm \"$(git rev-parse --git-path index)\" && git reset -q (changes \
+             in the worktree stay, unstaged)"
+        )
+    })?;
     for entry in index.entries() {
         let name = || BString::from(format!("{shown} ({})", entry.path(&index)));
         if entry.mode.is_submodule() {
@@ -579,6 +593,7 @@ fn index_ids(repo: &gix::Repository, path: &std::path::Path, shown: &str, out: &
         }
         nodes.extend(node.children.iter());
     }
+    Ok(())
 }
 
 /// The objects the resolve-undo records of the index at `path` name that
