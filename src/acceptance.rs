@@ -1071,6 +1071,10 @@ fn evaluate(
             .with_ref(refname::encode(hidden)),
         );
     }
+    let hash = repo.object_hash();
+    for problem in repo::worktree_heads::problems(&location.common_dir, &location.git_dir, hash) {
+        findings.push(Violation::new(rule::REF_STORE_INVALID, problem));
+    }
     check_head(&head, baseline.branch.as_ref(), findings);
     let tip = match refs.get(&baseline.branch) {
         None => None,

@@ -311,6 +311,18 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
         }
         return Ok(result);
     }
+    // Another worktree's HEAD git's fsck refuses: verify would refuse it.
+    let heads =
+        repo::worktree_heads::problems(&location.common_dir, &location.git_dir, repo.object_hash());
+    if !heads.is_empty() {
+        let mut result = ToolResult::failed("arm", FailureClass::Validation);
+        for problem in heads {
+            result
+                .violations
+                .push(Violation::new(rule::REF_STORE_INVALID, problem));
+        }
+        return Ok(result);
+    }
     // A file git would read instead of a ref named short: every verify
     // would refuse it, so arm does now (round-3 red team).
     let hiding = repo::refstore::shadowing_files(&location.git_dir, &location.common_dir);

@@ -230,3 +230,70 @@ fn a_worktree_the_agent_added_is_refused_until_removed_as_the_message_says() {
     let (code, r) = sb.verify();
     assert_eq!(code, 0, "{r:#}");
 }
+
+/// git's fsck, which reads every worktree's HEAD.
+fn fsck_passes(sb: &Sandbox) -> bool {
+    sb.try_git(&["fsck", "--connectivity-only", "--no-dangling"])
+        .status
+        .success()
+}
+
+#[test]
+fn another_worktrees_head_git_fsck_refuses_is_refused_until_written_back() {
+    // Red team: another worktree's HEAD rewritten to a tag, or to garbage
+    // (git then no longer takes that worktree for a repository), was
+    // accepted while every git's fsck failed.
+    for forged in ["ref: refs/tags/nothing\n", "garbage\n"] {
+        let sb = Sandbox::with_files_refs();
+        let wt = sb.root.join("wt");
+        sb.git(&["worktree", "add", "-q", "-b", "side", wt.to_str().unwrap()]);
+        sb.arm(&sb.grant(&["docs/"], 1, 1));
+        sb.commit_file("docs/guide.md", "new\n", "granted");
+        let head = sb.git_dir().join("worktrees/wt/HEAD");
+        std::fs::write(&head, forged).unwrap();
+        assert!(!fsck_passes(&sb), "{forged:?}");
+        let (code, r) = sb.verify();
+        assert_eq!(code, 1, "{r:#}");
+        assert_eq!(rules(&r), ["ref_store_invalid"], "{r:#}");
+        let said = r["violations"][0]["message"].as_str().unwrap();
+        assert!(said.contains("worktrees/wt/HEAD"), "{said}");
+        assert!(
+            said.contains("printf 'ref: refs/heads/BRANCH\\n' >"),
+            "{said}"
+        );
+        std::fs::write(&head, "ref: refs/heads/side\n").unwrap();
+        assert!(fsck_passes(&sb));
+        let (code, r) = sb.verify();
+        assert_accepted(code, &r);
+    }
+}
+
+#[test]
+fn other_worktrees_heads_git_writes_are_accepted_and_arm_refuses_a_strange_one() {
+    // The main worktree's HEAD beside an armed linked one: detached, then
+    // back on its branch.
+    let sb = Sandbox::with_files_refs();
+    let wt = sb.root.join("wt");
+    sb.git(&["worktree", "add", "-q", "-b", "side", wt.to_str().unwrap()]);
+    std::fs::write(sb.git_dir().join("HEAD"), "ref: refs/tags/v1\n").unwrap();
+    let state = sb.root.join("wt.state");
+    let refused = sb.arm_worktree(&wt, &sb.grant(&["docs/"], 1, 2), &state);
+    assert!(!refused.status.success(), "{refused:?}");
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("another worktree's HEAD"), "{said}");
+    sb.git(&["switch", "-q", "main"]);
+    let out = sb.arm_worktree(&wt, &sb.grant(&["docs/"], 1, 2), &state);
+    assert!(out.status.success(), "{out:?}");
+    std::fs::write(wt.join("docs/b.md"), "agent\n").unwrap();
+    sb.run_git(&wt, &["add", "docs/b.md"]);
+    sb.run_git(&wt, &["commit", "-q", "-m", "agent"]);
+    for step in [
+        &["switch", "-q", "--detach", "HEAD"][..],
+        &["switch", "-q", "main"][..],
+    ] {
+        sb.git(step);
+        assert!(fsck_passes(&sb), "{step:?}");
+        let (code, r) = sb.verify_state(&state);
+        assert_accepted(code, &r);
+    }
+}

@@ -53,6 +53,7 @@ mod staged;
 mod submodule;
 pub mod submodule_meta;
 mod worktree;
+pub mod worktree_heads;
 
 use std::path::{Path, PathBuf};
 
