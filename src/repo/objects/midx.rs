@@ -75,13 +75,17 @@ fn complete(
             bail!("its fan-out table (OIDF) does not count its ids");
         }
     }
+    // Both sorted: one merge per pack (a binary search per id took 25 ms
+    // on 105,000 objects). A pack index out of order finds an id missing,
+    // which refuses.
     for (index, name) in indexes.iter().zip(names) {
+        let mut at = 0;
         for k in 0..index.num_objects() {
             let id = index.oid_at_index(k);
-            if ids
-                .binary_search_by(|probe| probe.as_ref().cmp(id))
-                .is_err()
-            {
+            while at < ids.len() && ids[at].as_ref() < id {
+                at += 1;
+            }
+            if ids.get(at).is_none_or(|found| found.as_ref() != id) {
                 bail!(
                     "it leaves out {id}, which the pack {} it lists holds: git, reading that \
                      pack through it alone, would not find the object",
