@@ -297,3 +297,26 @@ fn other_worktrees_heads_git_writes_are_accepted_and_arm_refuses_a_strange_one()
         assert_accepted(code, &r);
     }
 }
+
+#[test]
+fn accepts_another_worktrees_head_written_as_a_symlink() {
+    // `core.preferSymlinkRefs` writes HEAD as a symlink to `refs/heads/..`,
+    // which git reads as a symbolic ref (red team: refused at arm).
+    let sb = Sandbox::with_files_refs();
+    let wt = sb.root.join("wt");
+    sb.git(&["worktree", "add", "-q", "--detach", wt.to_str().unwrap()]);
+    // Written by hand as git writes it: the Git 3.0 preview no longer does.
+    sb.run_git(&wt, &["checkout", "-q", "-b", "x"]);
+    let head = sb.git_dir().join("worktrees/wt/HEAD");
+    std::fs::remove_file(&head).unwrap();
+    std::os::unix::fs::symlink("refs/heads/x", &head).unwrap();
+    assert_eq!(
+        sb.run_git(&wt, &["symbolic-ref", "HEAD"]).trim(),
+        "refs/heads/x"
+    );
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "new\n", "granted");
+    assert!(fsck_passes(&sb));
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}

@@ -190,7 +190,7 @@ fn run_index_advice(sb: &Sandbox, dir: &Path) {
     let out = sb
         .command("sh")
         .arg("-c")
-        .arg("rm \"$(git rev-parse --git-path index)\" && git reset -q")
+        .arg("rm -rf \"$(git rev-parse --git-path index)\" && git reset -q")
         .current_dir(dir)
         .output()
         .unwrap();
@@ -303,4 +303,42 @@ fn sha1_of(bytes: &[u8]) -> Vec<u8> {
     let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
     hasher.update(bytes);
     hasher.try_finalize().unwrap().as_slice().to_vec()
+}
+
+#[test]
+fn rejects_another_worktrees_index_that_is_not_a_file() {
+    // Red team: a directory in its place stops git's fsck and gc ("unable
+    // to map index file"), a FIFO hangs them; both were skipped.
+    for kind in ["directory", "fifo"] {
+        let sb = Sandbox::new();
+        let (wt, state) = armed_beside_a_linked_worktree(&sb, false);
+        let index = index_of(&sb, &wt);
+        std::fs::remove_file(&index).unwrap();
+        if kind == "directory" {
+            std::fs::create_dir(&index).unwrap();
+        } else {
+            let made = std::process::Command::new("mkfifo")
+                .arg(&index)
+                .status()
+                .unwrap();
+            assert!(made.success());
+        }
+        let (code, r) = sb.verify_state(&state);
+        assert_eq!(code, 1, "{kind}: {r:#}");
+        let said = r["violations"].to_string();
+        assert!(
+            said.contains("git's fsck cannot read worktrees/wt/index"),
+            "{r:#}"
+        );
+        let out = sb
+            .command("sh")
+            .arg("-c")
+            .arg("rm -rf \"$(git rev-parse --git-path index)\" && git reset -q")
+            .current_dir(&wt)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let (code, r) = sb.verify_state(&state);
+        assert_accepted(code, &r);
+    }
 }

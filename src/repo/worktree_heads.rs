@@ -41,9 +41,7 @@ pub fn problems(common_dir: &Path, git_dir: &Path, hash: gix::hash::Kind) -> Vec
         .into_iter()
         .filter(|(path, _)| verified.is_none() || identity(path) != verified)
         .filter_map(|(path, shown)| {
-            // A HEAD that cannot be read at all is one git cannot read.
-            let bytes = crate::fsutil::read_regular_limited(&path, crate::fsutil::MAX_SMALL_FILE)
-                .unwrap_or_default();
+            let bytes = contents(&path);
             let problem = problem(&bytes, hash.len_in_hex())?;
             Some(format!(
                 "git's fsck reports another worktree's {shown}: it {problem}. Write back what \
@@ -53,6 +51,21 @@ pub fn problems(common_dir: &Path, git_dir: &Path, hash: gix::hash::Kind) -> Vec
             ))
         })
         .collect()
+}
+
+/// The HEAD file as git's files backend reads it: a symlink whose target
+/// starts with `refs/` is a symbolic ref to that name (as
+/// `core.preferSymlinkRefs` writes it: a red team's false refusal), any
+/// other is followed. A HEAD that cannot be read at all is one git cannot
+/// read: empty.
+fn contents(path: &Path) -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt;
+    if let Ok(target) = std::fs::read_link(path)
+        && target.as_os_str().as_bytes().starts_with(b"refs/")
+    {
+        return [b"ref: ", target.as_os_str().as_bytes()].concat();
+    }
+    crate::fsutil::read_regular_limited(path, crate::fsutil::MAX_SMALL_FILE).unwrap_or_default()
 }
 
 /// Why git's fsck would refuse a HEAD file holding `bytes`, if it would:

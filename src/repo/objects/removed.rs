@@ -557,20 +557,27 @@ fn index_ids(
     shown: &str,
     out: &mut Starts,
 ) -> anyhow::Result<()> {
-    let Ok(file) = crate::fsutil::open_regular(path) else {
-        return Ok(());
+    let cannot_read = |e: &dyn std::fmt::Display| {
+        anyhow::anyhow!(
+            "git's fsck cannot read {shown} ({e:#}) and stops there; rebuild it in the worktree \
+             it belongs to: rm -rf \"$(git rev-parse --git-path index)\" && git reset -q (changes \
+             in the worktree stay, unstaged)"
+        )
+    };
+    // No index is an empty one to git. Anything else that is not a file
+    // (a directory, a FIFO, a device) stops git's fsck and gc, or hangs
+    // them (red team: it was skipped).
+    let file = match crate::fsutil::open_regular(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(cannot_read(&e)),
     };
     if !out.first_read(&file) {
         return Ok(());
     }
     resolve_undo_ids(repo, path, shown, out);
-    let index = crate::repo::index_fsck::read(path, repo.object_hash()).map_err(|e| {
-        anyhow::anyhow!(
-            "git's fsck cannot read {shown} ({e:#}) and stops there; rebuild it in the worktree \
-             it belongs to: rm \"$(git rev-parse --git-path index)\" && git reset -q (changes \
-             in the worktree stay, unstaged)"
-        )
-    })?;
+    let index = crate::repo::index_fsck::read(path, repo.object_hash())
+        .map_err(|e| cannot_read(&format!("{e:#}")))?;
     for entry in index.entries() {
         let name = || BString::from(format!("{shown} ({})", entry.path(&index)));
         if entry.mode.is_submodule() {
