@@ -319,8 +319,8 @@ fn rejects_a_commit_graph_that_gives_a_new_commit_another_tree() {
     let tip = sb.git(&["rev-parse", "HEAD"]);
     let real_tree = sb.git(&["rev-parse", "HEAD^{tree}"]);
     // Swap the tree ids of the first two commits in CDAT (every commit's
-    // tree differs here). The file's checksum is left stale: git does not
-    // check it on read.
+    // tree differs here), the checksum made right (git does not check it
+    // on read, verify does: a wrong one is its own test).
     let path = objects(&sb).join("info/commit-graph");
     let mut data = std::fs::read(&path).unwrap();
     let (cdat, _) = graph_chunk(&data, b"CDAT");
@@ -330,8 +330,7 @@ fn rejects_a_commit_graph_that_gives_a_new_commit_another_tree() {
     assert_ne!(first, second);
     data[cdat..cdat + 20].copy_from_slice(&second);
     data[cdat + entry..cdat + entry + 20].copy_from_slice(&first);
-    std::fs::remove_file(&path).unwrap();
-    std::fs::write(&path, &data).unwrap();
+    rewrite_with_checksum(&path, data);
     // git believes the graph: some commit now has another tree for it.
     let forged_view = sb.git(&["log", "--format=%H %T", "--all"]);
     let object_view = sb.git(&[
@@ -612,6 +611,54 @@ fn rejects_an_altered_object_inventory() {
 }
 
 #[test]
+fn rejects_a_wrong_trailing_checksum_that_git_fsck_reports() {
+    // Red team: git's readers ignore these checksums, its fsck fails on
+    // them ("incorrect checksum"): a multi-pack-index, a commit-graph and
+    // a layer of a chain, each written by git since arm, its last byte
+    // flipped.
+    for file in ["pack/multi-pack-index", "info/commit-graph", "layer"] {
+        let sb = Sandbox::new();
+        sb.git(&["config", "gc.auto", "0"]);
+        sb.arm(&sb.grant(&["docs/"], 1, 3));
+        sb.commit_file("docs/a.md", "a\n", "one");
+        let path = match file {
+            "pack/multi-pack-index" => {
+                sb.git(&["repack", "-a", "-d", "-q"]);
+                sb.git(&["multi-pack-index", "write"]);
+                objects(&sb).join(file)
+            }
+            "info/commit-graph" => {
+                sb.git(&["commit-graph", "write", "--reachable"]);
+                objects(&sb).join(file)
+            }
+            _ => {
+                sb.git(&["commit-graph", "write", "--reachable", "--split"]);
+                let dir = objects(&sb).join("info/commit-graphs");
+                let chain = std::fs::read_to_string(dir.join("commit-graph-chain")).unwrap();
+                dir.join(format!("graph-{}.graph", chain.lines().last().unwrap()))
+            }
+        };
+        let mut data = std::fs::read(&path).unwrap();
+        *data.last_mut().unwrap() ^= 1;
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, &data).unwrap();
+        assert!(!sb.try_git(&["fsck"]).status.success(), "{file}");
+        let (code, r) = sb.verify();
+        assert_eq!(code, 1, "{file}: {r:#}");
+        assert_store_problem(&r, "its trailing checksum is not the hash of its content");
+        // Deleting it is the remedy the message gives (git works without):
+        // a chain's whole directory.
+        if file == "layer" {
+            std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+        } else {
+            std::fs::remove_file(&path).unwrap();
+        }
+        let (code, r) = sb.verify();
+        assert_accepted(code, &r);
+    }
+}
+
+#[test]
 fn accepts_a_split_commit_graph_chain_written_by_git() {
     let sb = Sandbox::new();
     sb.git(&["commit-graph", "write", "--reachable", "--split"]);
@@ -643,12 +690,24 @@ fn rejects_a_chain_layer_whose_generation_is_below_its_parent() {
     let word = cdat + 20 + 8;
     let low = u32::from_be_bytes(data[word..word + 4].try_into().unwrap()) & 3;
     data[word..word + 4].copy_from_slice(&((1 << 2) | low).to_be_bytes());
+    // Its checksum made right, and the layer renamed after it, as git
+    // names layers.
+    let body = data.len() - 20;
+    let sum = sha1(&data[..body]);
+    data[body..].copy_from_slice(&sum);
+    let name = gix::ObjectId::from_bytes_or_panic(&sum)
+        .to_hex()
+        .to_string();
     std::fs::remove_file(&top).unwrap();
-    std::fs::write(&top, &data).unwrap();
-    assert!(
-        !sb.try_git(&["commit-graph", "verify"]).status.success(),
-        "git sees it"
-    );
+    std::fs::write(dir.join(format!("graph-{name}.graph")), &data).unwrap();
+    let mut lines: Vec<&str> = chain.lines().collect();
+    lines.pop();
+    lines.push(&name);
+    std::fs::write(dir.join("commit-graph-chain"), lines.join("\n") + "\n").unwrap();
+    // git's `commit-graph verify` passes it once the checksum is right
+    // (it failed on the stale checksum before verify checked checksums
+    // too); verify holds every field to the commits, the level included.
+    assert!(sb.try_git(&["commit-graph", "verify"]).status.success());
     let (code, r) = sb.verify();
     assert_rejected(code, &r, &[INVALID]);
     assert_problem(&r, "generation");
@@ -1154,7 +1213,8 @@ fn rejects_a_forged_multi_pack_reverse_index() {
         .map(|at| u64::from_be_bytes(data[at + 4..at + 12].try_into().unwrap()) as usize)
         .expect("git wrote a reverse index");
     // Swap the first and the last object of the pseudo-pack order. The
-    // checksum is the bitmap's name: left as it is, git still pairs them.
+    // checksum is made right and the bitmap renamed and pointed at it, as
+    // git pairs them.
     let count = (data.len() - 20 - ridx) / 4;
     let last = (0..chunks)
         .map(|i| 12 + 12 * i)
@@ -1166,8 +1226,19 @@ fn rejects_a_forged_multi_pack_reverse_index() {
     let (a, b) = (data[ridx..ridx + 4].to_vec(), data[last..last + 4].to_vec());
     data[ridx..ridx + 4].copy_from_slice(&b);
     data[last..last + 4].copy_from_slice(&a);
-    std::fs::remove_file(&path).unwrap();
-    std::fs::write(&path, &data).unwrap();
+    let old_sum = data[data.len() - 20..].to_vec();
+    rewrite_with_checksum(&path, data);
+    let data = std::fs::read(&path).unwrap();
+    let new_sum = data[data.len() - 20..].to_vec();
+    let bitmap_of = |sum: &[u8]| {
+        let id = gix::ObjectId::from_bytes_or_panic(sum).to_hex().to_string();
+        objects(&sb).join(format!("pack/multi-pack-index-{id}.bitmap"))
+    };
+    let mut bitmap = std::fs::read(bitmap_of(&old_sum)).unwrap();
+    assert_eq!(&bitmap[12..32], &old_sum[..], "the bitmap names the midx");
+    bitmap[12..32].copy_from_slice(&new_sum);
+    std::fs::remove_file(bitmap_of(&old_sum)).unwrap();
+    rewrite_with_checksum_new(&bitmap_of(&new_sum), bitmap);
     let differs = ["HEAD", "HEAD~1", "HEAD~2", "HEAD~3", "HEAD~4"]
         .iter()
         .any(|rev| {

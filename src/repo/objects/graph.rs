@@ -322,6 +322,9 @@ pub fn verify_chain(repo: &gix::Repository, dir: &Path) -> Result<()> {
         let name = format!("graph-{}.graph", id.to_hex());
         let layer = read_layer(&dir.join(&name), repo.object_hash())
             .with_context(|| format!("layer {name}"))?;
+        if layer.data[layer.data.len() - id.as_slice().len()..] != *id.as_slice() {
+            bail!("layer {name} is not named by its checksum, as git names it");
+        }
         if layer.base != ids {
             bail!("layer {name} does not name the layers below it as its base");
         }
@@ -334,6 +337,7 @@ pub fn verify_chain(repo: &gix::Repository, dir: &Path) -> Result<()> {
 fn read_layer(path: &Path, hash: gix::hash::Kind) -> Result<Layer> {
     let data = crate::fsutil::read_regular(path)
         .with_context(|| format!("cannot read {}", path.display()))?;
+    super::trailing_checksum(&data, hash)?;
     Layer::parse(data, hash)
 }
 

@@ -125,6 +125,7 @@ pub fn verify(
     }
     let num_packs = be32(&data[8..]) as usize;
     let end = data.len() - hash_len;
+    super::trailing_checksum(&data, hash)?;
     let chunks = Chunks::read(&data, 12, chunks, end)?;
     if let Some(id) = chunks
         .ids()
