@@ -1464,3 +1464,32 @@ fn accepts_deleting_an_object_of_a_deleted_reftable_reflog() {
     let (code, r) = verify(&sb, &sb.repo);
     assert_accepted(code, &r);
 }
+
+#[test]
+fn another_worktrees_head_git_fsck_refuses_is_refused_in_reftable_too() {
+    // Red team: the files backend's check skipped reftable, where a
+    // worktree's HEAD is a record of its own stack.
+    let Some(sb) = reftable_sandbox("sha1") else {
+        return;
+    };
+    let wt = sb.root.join("wt");
+    git_in(
+        &sb,
+        &sb.repo,
+        &["worktree", "add", "-q", "-b", "side", wt.to_str().unwrap()],
+    );
+    arm(&sb, &sb.repo, &["docs/"], 1);
+    commit(&sb, &sb.repo, "docs/guide.md", "ok\n");
+    git_in(&sb, &wt, &["symbolic-ref", "HEAD", "refs/tags/v1"]);
+    let (code, r) = verify(&sb, &sb.repo);
+    assert_rejected(code, &r, &["ref_store_invalid"]);
+    let said = r["violations"][0]["message"].as_str().unwrap();
+    assert!(said.contains("worktrees/wt/HEAD"), "{said}");
+    assert!(
+        said.contains("git symbolic-ref HEAD refs/heads/BRANCH"),
+        "{said}"
+    );
+    git_in(&sb, &wt, &["symbolic-ref", "HEAD", "refs/heads/side"]);
+    let (code, r) = verify(&sb, &sb.repo);
+    assert_accepted(code, &r);
+}

@@ -10,9 +10,9 @@
 //! to garbage was accepted). So each must be what git writes: `ref:
 //! refs/heads/<name>` (a branch born or not) or an id.
 //!
-//! Read in the files backend only: a reftable store keeps a worktree's
-//! HEAD in the worktree's own stack, whose records name a ref or an id by
-//! their type (`HEAD` itself is a stub git never reads).
+//! In a reftable store a worktree's HEAD is a record of its own stack (the
+//! main worktree's in the common one; the `HEAD` file is a stub git never
+//! reads), read strictly as verify reads every table.
 
 use std::path::Path;
 
@@ -21,11 +21,9 @@ use std::path::Path;
 /// every linked worktree's that git lists (its admin directory has a
 /// `gitdir` file git can read).
 pub fn problems(common_dir: &Path, git_dir: &Path, hash: gix::hash::Kind) -> Vec<String> {
-    if common_dir.join("reftable").is_dir() {
-        return Vec::new();
-    }
-    let verified = identity(&git_dir.join("HEAD"));
-    let mut heads = vec![(common_dir.join("HEAD"), "HEAD".to_owned())];
+    let reftable = common_dir.join("reftable").is_dir();
+    let verified = identity(git_dir);
+    let mut worktrees = vec![(common_dir.to_owned(), "HEAD".to_owned())];
     if let Ok(entries) = std::fs::read_dir(common_dir.join("worktrees")) {
         for entry in entries.flatten() {
             let dir = entry.path();
@@ -33,21 +31,34 @@ pub fn problems(common_dir: &Path, git_dir: &Path, hash: gix::hash::Kind) -> Vec
                 .is_ok_and(|m| !m.is_dir() && (!m.is_file() || m.len() > 0));
             if listed {
                 let shown = format!("worktrees/{}/HEAD", entry.file_name().to_string_lossy());
-                heads.push((dir.join("HEAD"), shown));
+                worktrees.push((dir, shown));
             }
         }
     }
-    heads
+    worktrees
         .into_iter()
-        .filter(|(path, _)| verified.is_none() || identity(path) != verified)
-        .filter_map(|(path, shown)| {
-            let bytes = contents(&path);
-            let problem = problem(&bytes, hash.len_in_hex())?;
+        .filter(|(dir, _)| verified.is_none() || identity(dir) != verified)
+        .filter_map(|(dir, shown)| {
+            let (problem, fix) = if reftable {
+                let problem = match crate::repo::reftable::shared_ref(&dir, b"HEAD") {
+                    Ok(value) => problem(
+                        value.as_deref().map_or(&[][..], |v| &v[..]),
+                        hash.len_in_hex(),
+                    )?,
+                    Err(e) => format!("cannot be read ({e})"),
+                };
+                let fix = "(git symbolic-ref HEAD refs/heads/BRANCH, run in that worktree)";
+                (problem, fix.to_owned())
+            } else {
+                let path = dir.join("HEAD");
+                let problem = problem(&contents(&path), hash.len_in_hex())?;
+                let fix = format!("(printf 'ref: refs/heads/BRANCH\\n' > {})", path.display());
+                (problem, fix)
+            };
             Some(format!(
                 "git's fsck reports another worktree's {shown}: it {problem}. Write back what \
-                 that worktree had checked out (printf 'ref: refs/heads/BRANCH\\n' > {}), or \
-                 remove the worktree (git worktree remove --force PATH)",
-                path.display()
+                 that worktree had checked out {fix}, or remove the worktree (git worktree \
+                 remove --force PATH)"
             ))
         })
         .collect()
