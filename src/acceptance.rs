@@ -1072,7 +1072,7 @@ fn evaluate(
         );
     }
     let hash = repo.object_hash();
-    for problem in repo::worktree_heads::problems(&location.common_dir, &location.git_dir, hash) {
+    for problem in repo::root_refs::problems(&location.common_dir, &location.git_dir, hash) {
         findings.push(Violation::new(rule::REF_STORE_INVALID, problem));
     }
     check_head(&head, baseline.branch.as_ref(), findings);

@@ -313,7 +313,7 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
     }
     // Another worktree's HEAD git's fsck refuses: verify would refuse it.
     let heads =
-        repo::worktree_heads::problems(&location.common_dir, &location.git_dir, repo.object_hash());
+        repo::root_refs::problems(&location.common_dir, &location.git_dir, repo.object_hash());
     if !heads.is_empty() {
         let mut result = ToolResult::failed("arm", FailureClass::Validation);
         for problem in heads {

@@ -958,3 +958,41 @@ fn rejects_a_file_that_hides_a_packed_ref() {
     assert_eq!(sb.git(&["rev-parse", "origin/main"]).trim(), tip.trim());
     assert_hides_a_ref(&sb, "a symlinked directory above a packed ref");
 }
+
+#[test]
+fn rejects_root_refs_git_fsck_refuses_until_removed() {
+    // Red team: git 2.55's fsck (`git refs verify`) reads every root ref
+    // of every worktree; garbage, a symbolic ref to a bad name or a
+    // symlink out of the repository in one was accepted. git's own root
+    // refs (ORIG_HEAD of a reset, AUTO_MERGE) are accepted.
+    let sb = Sandbox::with_files_refs();
+    sb.arm(&sb.grant(&["docs/"], 1, 2));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    sb.git(&["reset", "-q", "--soft", "HEAD~1"]);
+    sb.git(&["commit", "-q", "-m", "one again"]);
+    assert!(sb.git_dir().join("ORIG_HEAD").is_file());
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    for name in ["ORIG_HEAD", "REBASE_HEAD", "FOO_HEAD"] {
+        let path = sb.git_dir().join(name);
+        let _ = std::fs::remove_file(&path);
+        match name {
+            "ORIG_HEAD" => std::fs::write(&path, "garbage\n").unwrap(),
+            "REBASE_HEAD" => std::fs::write(&path, "ref: refs/heads/a..b\n").unwrap(),
+            _ => {
+                let outside = sb.root.join("outside");
+                std::fs::write(&outside, "not a ref\n").unwrap();
+                std::os::unix::fs::symlink(&outside, &path).unwrap();
+            }
+        }
+        let (code, r) = sb.verify();
+        assert_eq!(code, 1, "{name}: {r:#}");
+        assert_eq!(common::rules(&r), ["ref_store_invalid"], "{r:#}");
+        let said = r["violations"][0]["message"].as_str().unwrap();
+        assert!(said.contains(&format!("reports {name}:")), "{said}");
+        assert!(said.contains(&format!("rm {}", path.display())), "{said}");
+        std::fs::remove_file(&path).unwrap();
+        let (code, r) = sb.verify();
+        assert_accepted(code, &r);
+    }
+}

@@ -46,6 +46,7 @@ pub mod refs_since_arm;
 pub mod refstore;
 pub mod reftable;
 pub mod resolve_undo;
+pub mod root_refs;
 mod sparse_dir;
 mod sparse_present;
 pub mod special_files;
@@ -53,7 +54,6 @@ mod staged;
 mod submodule;
 pub mod submodule_meta;
 mod worktree;
-pub mod worktree_heads;
 
 use std::path::{Path, PathBuf};
 
