@@ -1142,6 +1142,42 @@ fn accepts_a_multi_pack_bitmap_over_packs_that_overlap() {
 }
 
 #[test]
+fn accepts_an_empty_pack_git_wrote_and_refuses_it_forged() {
+    // `git pack-objects` of nothing writes a pack of no object, which
+    // git's fsck accepts; gix's traversal divided by its count and
+    // panicked (red team: refused as not holding what its index says).
+    let sb = Sandbox::new();
+    sb.git(&["config", "gc.auto", "0"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 3));
+    sb.commit_file("docs/a.md", "a\n", "one");
+    let base = objects(&sb).join("pack/pack");
+    let mut cmd = sb.command("git");
+    cmd.current_dir(&sb.repo)
+        .args(["pack-objects", "-q", base.to_str().unwrap()]);
+    let out = common::output_with_stdin(cmd, "");
+    assert!(out.status.success(), "{out:?}");
+    let name = String::from_utf8(out.stdout).unwrap();
+    let pack = objects(&sb).join(format!("pack/pack-{}.pack", name.trim()));
+    assert_eq!(
+        std::fs::metadata(&pack).unwrap().len(),
+        32,
+        "header and trailer"
+    );
+    assert!(sb.try_git(&["fsck"]).status.success());
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    // Its trailer no longer the hash of its header: git's fsck refuses it.
+    let mut data = std::fs::read(&pack).unwrap();
+    *data.last_mut().unwrap() ^= 1;
+    std::fs::remove_file(&pack).unwrap();
+    std::fs::write(&pack, &data).unwrap();
+    assert!(!sb.try_git(&["fsck"]).status.success());
+    let (code, r) = sb.verify();
+    assert_eq!(code, 1, "{r:#}");
+    assert_store_problem(&r, &format!("pack-{}.pack", name.trim()));
+}
+
+#[test]
 fn rejects_a_forged_pack_bitmap() {
     let sb = Sandbox::new();
     armed_with_commits(&sb);
