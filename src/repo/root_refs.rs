@@ -179,8 +179,20 @@ fn content_problem(bytes: &[u8], hex_len: usize) -> Option<String> {
 }
 
 /// A name a symbolic root ref may point to: under `refs/` with valid
-/// components, or another root ref.
+/// components, or another root ref, either perhaps another worktree's
+/// (`main-worktree/...`, `worktrees/<id>/...`, as git names them).
 fn valid_target(target: &[u8]) -> bool {
+    if let Some(rest) = target.strip_prefix(b"main-worktree/") {
+        return valid_target(rest) && !rest.starts_with(b"main-worktree/");
+    }
+    if let Some(rest) = target.strip_prefix(b"worktrees/")
+        && let Some((id, name)) = gix::bstr::ByteSlice::split_once_str(rest, b"/")
+    {
+        return crate::repo::refname::component_problem(id).is_none()
+            && !name.starts_with(b"worktrees/")
+            && !name.starts_with(b"main-worktree/")
+            && valid_target(name);
+    }
     is_root_ref(target)
         || target.strip_prefix(b"refs/").is_some_and(|rest| {
             !rest.is_empty()
@@ -322,6 +334,8 @@ mod tests {
             "ref: refs/heads/main\n".to_owned(),
             "ref: refs/remotes/origin/x".to_owned(),
             "ref: ORIG_HEAD\n".to_owned(),
+            "ref: worktrees/wt/HEAD\n".to_owned(),
+            "ref: main-worktree/HEAD\n".to_owned(),
         ] {
             assert_eq!(content_problem(fine.as_bytes(), 40), None, "{fine:?}");
         }
