@@ -280,7 +280,7 @@ fn other_worktrees_heads_git_writes_are_accepted_and_arm_refuses_a_strange_one()
     let refused = sb.arm_worktree(&wt, &sb.grant(&["docs/"], 1, 2), &state);
     assert!(!refused.status.success(), "{refused:?}");
     let said = String::from_utf8_lossy(&refused.stderr);
-    assert!(said.contains("another worktree's HEAD"), "{said}");
+    assert!(said.contains("the main worktree's HEAD"), "{said}");
     sb.git(&["switch", "-q", "main"]);
     let out = sb.arm_worktree(&wt, &sb.grant(&["docs/"], 1, 2), &state);
     assert!(out.status.success(), "{out:?}");

@@ -826,8 +826,8 @@ fn rewrite_multi_pack_index(
         })
         .collect();
     edit(&mut entries);
-    // Entries dropped: the last ones' space is left as it was (git reads
-    // the count from the fan-out table), the chunk sizes shrink with it.
+    // The fan-out table counts the entries left; when some were dropped,
+    // the chunks shrink with them (below).
     let mut table = [0u32; 256];
     for (id, _) in &entries {
         for slot in &mut table[usize::from(id[0])..] {
@@ -915,7 +915,7 @@ fn rejects_a_multi_pack_index_whose_ids_are_out_of_order() {
         |_| {},
     );
     // gix, reading through the same file, may miss an object verify reads
-    // too (\`object_invalid\`), depending on the ids: the store's finding is
+    // too (`object_invalid`), depending on the ids: the store's finding is
     // the one asserted.
     let (code, r) = sb.verify();
     assert_eq!(code, 1, "{r:#}");
@@ -941,7 +941,7 @@ fn rejects_a_multi_pack_index_whose_fan_out_hides_an_id() {
         },
     );
     // gix, reading through the same file, may miss an object verify reads
-    // too (\`object_invalid\`), depending on the ids: the store's finding is
+    // too (`object_invalid`), depending on the ids: the store's finding is
     // the one asserted.
     let (code, r) = sb.verify();
     assert_eq!(code, 1, "{r:#}");

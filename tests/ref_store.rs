@@ -990,7 +990,7 @@ fn rejects_root_refs_git_fsck_refuses_until_removed() {
         assert_eq!(common::rules(&r), ["ref_store_invalid"], "{r:#}");
         let said = r["violations"][0]["message"].as_str().unwrap();
         assert!(said.contains(&format!("reports {name}:")), "{said}");
-        assert!(said.contains(&format!("rm {}", path.display())), "{said}");
+        assert!(said.contains(&format!("rm '{}'", path.display())), "{said}");
         std::fs::remove_file(&path).unwrap();
         let (code, r) = sb.verify();
         assert_accepted(code, &r);

@@ -41,6 +41,15 @@ pub fn checksum(bytes: &[u8], hash: gix::hash::Kind) -> Result<()> {
 /// fsck does: the checksums, then the entries, which must be sorted by path
 /// and stage, with no path both merged and unmerged (`check_ce_order`).
 pub fn read(path: &Path, hash: gix::hash::Kind) -> Result<gix::index::File> {
+    // Read whole, so bounded first: an agent's huge (sparse) file in
+    // another worktree's place would cost every verify its size.
+    let len = std::fs::metadata(path)?.len();
+    if len > crate::repo::index_layout::MAX_INDEX_BYTES {
+        bail!(
+            "it is larger than the {} bytes grantguard reads of an index",
+            crate::repo::index_layout::MAX_INDEX_BYTES
+        );
+    }
     let bytes = crate::fsutil::read_regular(path)?;
     checksum(&bytes, hash)?;
     // The time only judges racily clean entries, which nothing here asks.
@@ -68,8 +77,9 @@ fn order(index: &gix::index::State) -> Result<()> {
             std::cmp::Ordering::Equal if a.stage_raw() == 0 => {
                 bail!("it lists {next:?} both merged and unmerged")
             }
-            std::cmp::Ordering::Equal if a.stage_raw() >= b.stage_raw() => {
-                bail!("its stages of {next:?} are out of order or repeated")
+            // git refuses stages out of order, not a stage repeated.
+            std::cmp::Ordering::Equal if a.stage_raw() > b.stage_raw() => {
+                bail!("its stages of {next:?} are out of order")
             }
             std::cmp::Ordering::Equal => {}
         }

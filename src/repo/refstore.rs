@@ -1321,7 +1321,8 @@ pub(super) fn check_peeled(
                     "git pack-refs keeps the record; to have git peel the ref afresh, write it \
                      anew: id=$(git rev-parse {name}) && git update-ref -d {name} && \
                      git update-ref {name} \"$id\"",
-                    name = shown(record.name)
+                    // One shell word, whatever the name holds.
+                    name = crate::hooks::stub::sh_quote(&shown(record.name))
                 )
             } else {
                 format!(
@@ -1329,7 +1330,7 @@ pub(super) fn check_peeled(
                      loose with its own value and pack it: id=$(git rev-parse {name}) && \
                      printf '%s\\n' \"$id\" > \"$(git rev-parse --git-path {name})\" && \
                      git pack-refs --all",
-                    name = shown(record.name)
+                    name = crate::hooks::stub::sh_quote(&shown(record.name))
                 )
             };
             invalid.push(format!(

@@ -27,7 +27,7 @@ use std::path::Path;
 /// What git's fsck would report of each HEAD but the verified worktree's
 /// (`git_dir`'s): the main worktree's, when a linked one is verified, and
 /// every linked worktree's that git lists (its admin directory has a
-/// `gitdir` file git can read).
+/// `gitdir` file git can read); then of every worktree's other root refs.
 pub fn problems(common_dir: &Path, git_dir: &Path, hash: gix::hash::Kind) -> Vec<String> {
     let reftable = common_dir.join("reftable").is_dir();
     let verified = identity(git_dir);
@@ -60,14 +60,25 @@ pub fn problems(common_dir: &Path, git_dir: &Path, hash: gix::hash::Kind) -> Vec
             } else {
                 let path = dir.join("HEAD");
                 let problem = problem(&contents(&path), hash.len_in_hex())?;
-                let fix = format!("(printf 'ref: refs/heads/BRANCH\\n' > {})", path.display());
+                let fix = format!(
+                    "(printf 'ref: refs/heads/BRANCH\\n' > {})",
+                    sh_quoted(&path)
+                );
                 (problem, fix)
             };
-            Some(format!(
-                "git's fsck reports another worktree's {shown}: it {problem}. Write back what \
-                 that worktree had checked out {fix}, or remove the worktree (git worktree \
-                 remove --force PATH)"
-            ))
+            // The main worktree cannot be removed as a linked one is.
+            Some(if shown == "HEAD" {
+                format!(
+                    "git's fsck reports the main worktree's HEAD: it {problem}. Write back what \
+                     it had checked out {fix}"
+                )
+            } else {
+                format!(
+                    "git's fsck reports another worktree's {shown}: it {problem}. Write back \
+                     what that worktree had checked out {fix}, or remove the worktree (git \
+                     worktree remove --force PATH)"
+                )
+            })
         })
         .collect();
     if !reftable {
@@ -151,7 +162,7 @@ fn other_root_refs(
                 "git's fsck (2.55 and later) reports {prefix}{}: it {problem}. Remove it \
                  (rm {}): git writes it anew when an operation needs it",
                 String::from_utf8_lossy(name),
-                path.display()
+                sh_quoted(&path)
             ));
         }
     }
@@ -172,9 +183,7 @@ fn content_problem(bytes: &[u8], hex_len: usize) -> Option<String> {
             )
         });
     }
-    let reads = bytes.get(..hex_len).is_some_and(|id| {
-        gix::ObjectId::from_hex(id).is_ok() && bytes.get(hex_len).is_none_or(|&b| git_space(b))
-    });
+    let reads = reads_as_id(bytes, hex_len);
     (!reads).then(|| "is neither an object id nor a symbolic ref".to_owned())
 }
 
@@ -194,12 +203,23 @@ fn valid_target(target: &[u8]) -> bool {
             && valid_target(name);
     }
     is_root_ref(target)
-        || target.strip_prefix(b"refs/").is_some_and(|rest| {
-            !rest.is_empty()
-                && rest
-                    .split(|&b| b == b'/')
-                    .all(|c| crate::repo::refname::component_problem(c).is_none())
-        })
+        || (target.len() > b"refs/".len()
+            && crate::repo::refname::refname_problem(target).is_none())
+}
+
+/// Whether a ref file holding `bytes` reads as an object id, as git reads
+/// one: the hex id, then the end or git's white space; never the null id,
+/// which git's fsck reports (`badRefOid`; "points at nothing").
+fn reads_as_id(bytes: &[u8], hex_len: usize) -> bool {
+    bytes.get(..hex_len).is_some_and(|id| {
+        gix::ObjectId::from_hex(id).is_ok_and(|id| !id.is_null())
+            && bytes.get(hex_len).is_none_or(|&b| git_space(b))
+    })
+}
+
+/// A path as one shell word, for the commands the messages give.
+fn sh_quoted(path: &Path) -> String {
+    crate::hooks::stub::sh_quote(&path.to_string_lossy())
 }
 
 /// The HEAD file as git's files backend reads it: a symlink whose target
@@ -228,10 +248,7 @@ fn problem(bytes: &[u8], hex_len: usize) -> Option<String> {
                 crate::repo::refname::shown(target)
             ));
         };
-        let bad = short.is_empty()
-            || short
-                .split(|&b| b == b'/')
-                .any(|c| crate::repo::refname::component_problem(c).is_some());
+        let bad = short.is_empty() || crate::repo::refname::refname_problem(target).is_some();
         return bad.then(|| {
             format!(
                 "points to a name git refuses ({})",
@@ -239,9 +256,7 @@ fn problem(bytes: &[u8], hex_len: usize) -> Option<String> {
             )
         });
     }
-    let reads = bytes.get(..hex_len).is_some_and(|id| {
-        gix::ObjectId::from_hex(id).is_ok() && bytes.get(hex_len).is_none_or(|&b| git_space(b))
-    });
+    let reads = reads_as_id(bytes, hex_len);
     (!reads).then(|| "is neither a branch nor an object id".to_owned())
 }
 
@@ -299,6 +314,8 @@ mod tests {
             ("1234567890123456789012345678901234567890\x0c", "neither"),
             ("ref: refs/heads/side\x0c", "git refuses"),
             ("ref:\x0crefs/heads/side\n", "other than a branch"),
+            ("ref: refs/heads/foo.\n", "git refuses"),
+            ("0000000000000000000000000000000000000000\n", "neither"),
         ] {
             let said = problem(bad.as_bytes(), 40).unwrap_or_default();
             assert!(said.contains(says), "{bad:?}: {said:?}");
@@ -347,6 +364,8 @@ mod tests {
             "",
             "1234567890123456789012345678901234567890\x0c",
             "ref: refs/heads/main\x0c",
+            "ref: refs/heads/foo.\n",
+            "0000000000000000000000000000000000000000\n",
         ] {
             assert!(content_problem(bad.as_bytes(), 40).is_some(), "{bad:?}");
         }

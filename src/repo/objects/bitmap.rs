@@ -210,7 +210,10 @@ pub fn verify(repo: &gix::Repository, path: &Path, order: &Order, checksum: &[u8
 
     let mut walker = Walker {
         repo,
-        shallow: repo.shallow_commits()?,
+        shallow: repo
+            .shallow_commits()?
+            .map(|list| list.iter().copied().collect())
+            .unwrap_or_default(),
         order,
         position: &position,
         kinds: &kinds,
@@ -306,7 +309,7 @@ struct Walker<'a> {
     /// A shallow clone's boundary commits, whose parents git's walk (the
     /// bitmap writer's too) does not follow: the clone never had them. The
     /// `shallow` file is protected metadata, so this is arm's list.
-    shallow: Option<gix::shallow::Commits>,
+    shallow: gix::hashtable::HashSet<ObjectId>,
     order: &'a Order,
     position: &'a HashMap<ObjectId, u32>,
     kinds: &'a [gix::objs::Kind],
@@ -352,7 +355,7 @@ impl Walker<'_> {
             let ids: Vec<ObjectId> = if self.kinds[bit as usize] == gix::objs::Kind::Commit {
                 let commit = super::graph::parse_commit(&object.data)
                     .with_context(|| format!("commit {id} cannot be read"))?;
-                let boundary = self.shallow.as_ref().is_some_and(|s| s.contains(&id));
+                let boundary = self.shallow.contains(&id);
                 let parents = commit.parents.into_iter().filter(|_| !boundary);
                 std::iter::once(commit.tree).chain(parents).collect()
             } else {

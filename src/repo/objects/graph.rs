@@ -318,7 +318,9 @@ pub fn verify_chain(repo: &gix::Repository, dir: &Path) -> Result<()> {
     let mut ids: Vec<ObjectId> = Vec::new();
     for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
         let id = ObjectId::from_hex(line)
-            .map_err(|_| anyhow::anyhow!("the chain file has a line that is not a graph id"))?;
+            .ok()
+            .filter(|id| id.kind() == repo.object_hash())
+            .ok_or_else(|| anyhow::anyhow!("the chain file has a line that is not a graph id"))?;
         let name = format!("graph-{}.graph", id.to_hex());
         let layer = read_layer(&dir.join(&name), repo.object_hash())
             .with_context(|| format!("layer {name}"))?;

@@ -75,16 +75,15 @@ fn complete(
             bail!("its fan-out table (OIDF) does not count its ids");
         }
     }
-    // Both sorted: one merge per pack (a binary search per id took 25 ms
-    // on 105,000 objects). A pack index out of order finds an id missing,
-    // which refuses.
+    // Both sorted: one galloping merge per pack, cheap where the pack holds
+    // most objects (a binary search per id took 25 ms on 105,000 objects)
+    // and where it holds few (a plain merge would walk every entry once per
+    // pack). A pack index out of order finds an id missing, which refuses.
     for (index, name) in indexes.iter().zip(names) {
         let mut at = 0;
         for k in 0..index.num_objects() {
             let id = index.oid_at_index(k);
-            while at < ids.len() && ids[at].as_ref() < id {
-                at += 1;
-            }
+            at = seek(ids, at, id);
             if ids.get(at).is_none_or(|found| found.as_ref() != id) {
                 bail!(
                     "it leaves out {id}, which the pack {} it lists holds: git, reading that \
@@ -95,6 +94,20 @@ fn complete(
         }
     }
     Ok(())
+}
+
+/// The first position at or after `from` whose id is not below `id`, in
+/// sorted `ids`: steps doubling from `from`, then a binary search within
+/// the last step.
+fn seek(ids: &[ObjectId], from: usize, id: &gix::oid) -> usize {
+    let (mut lo, mut step) = (from, 1);
+    // Every id before `lo` is below `id`.
+    while lo + step <= ids.len() && ids[lo + step - 1].as_ref() < id {
+        lo += step;
+        step *= 2;
+    }
+    let hi = (lo + step).min(ids.len());
+    lo + ids[lo..hi].partition_point(|probe| probe.as_ref() < id)
 }
 
 /// Verifies `pack_dir/multi-pack-index`. `proven(stem)` says whether the
@@ -283,4 +296,34 @@ pub fn verify(
         checksum: data[end..].to_vec(),
         order,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seek_finds_what_a_search_of_the_rest_finds() {
+        let mut ids: Vec<ObjectId> = (0u32..300)
+            .map(|i| {
+                let mut bytes = [0u8; 20];
+                bytes[..4].copy_from_slice(&(i.wrapping_mul(2_654_435_761)).to_be_bytes());
+                ObjectId::from_bytes_or_panic(&bytes)
+            })
+            .collect();
+        ids.sort();
+        ids.dedup();
+        let probes: Vec<ObjectId> = ids
+            .iter()
+            .copied()
+            .chain([ObjectId::null(gix::hash::Kind::Sha1)])
+            .chain([ObjectId::from_bytes_or_panic(&[0xff; 20])])
+            .collect();
+        for from in [0, 1, 7, 150, ids.len() - 1, ids.len()] {
+            for id in &probes {
+                let want = from + ids[from..].partition_point(|p| p.as_ref() < id.as_ref());
+                assert_eq!(seek(&ids, from, id), want, "from {from}, {id}");
+            }
+        }
+    }
 }

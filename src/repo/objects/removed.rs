@@ -544,8 +544,7 @@ fn each_line_start(file: std::fs::File, keep: usize, each: &mut dyn FnMut(&[u8])
 
 /// What a worktree's index names: its blobs, the trees of a sparse
 /// index's directories and of its cache-tree, and what its resolve-undo
-/// records name. An index that cannot be read names nothing here (its
-/// worktree's git fails on it anyway).
+/// records name.
 ///
 /// An index git's fsck cannot read stops it before it reports anything
 /// else: refused, with the way to rebuild it (see
