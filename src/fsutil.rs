@@ -572,6 +572,13 @@ pub(crate) fn dead_pid() -> u32 {
         .expect("a free pid")
 }
 
+/// The device and inode of the file at `path` (through symlinks), if any:
+/// which file a path names, however it was reached.
+pub fn dev_ino(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

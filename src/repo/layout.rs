@@ -171,3 +171,24 @@ pub fn open_armed(armed: &Location) -> Result<(gix::Repository, Location)> {
     place.explicit_git_dir = true;
     Ok((repo, place))
 }
+
+/// The admin directories (under `<common dir>/worktrees`) of the linked
+/// worktrees git lists, with their names: those with a `gitdir` file git
+/// reads (`get_linked_worktree` reads it whole, through a symlink, and
+/// wants a byte); another directory there is not one to git. What cannot
+/// be told without reading it (a FIFO) counts as listed: one too many only
+/// asks more of a check (red team: a `gitdir` padded past 4 KiB hid a
+/// worktree's HEAD from the walk, not from git).
+pub fn listed_worktrees(common_dir: &Path) -> Vec<(PathBuf, std::ffi::OsString)> {
+    let Ok(entries) = std::fs::read_dir(common_dir.join("worktrees")) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|entry| {
+            std::fs::metadata(entry.path().join("gitdir"))
+                .is_ok_and(|m| !m.is_dir() && (!m.is_file() || m.len() > 0))
+        })
+        .map(|entry| (entry.path(), entry.file_name()))
+        .collect()
+}

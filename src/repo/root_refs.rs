@@ -30,22 +30,14 @@ use std::path::Path;
 /// `gitdir` file git can read); then of every worktree's other root refs.
 pub fn problems(common_dir: &Path, git_dir: &Path, hash: gix::hash::Kind) -> Vec<String> {
     let reftable = common_dir.join("reftable").is_dir();
-    let verified = identity(git_dir);
+    let verified = crate::fsutil::dev_ino(git_dir);
     let mut worktrees = vec![(common_dir.to_owned(), "HEAD".to_owned())];
-    if let Ok(entries) = std::fs::read_dir(common_dir.join("worktrees")) {
-        for entry in entries.flatten() {
-            let dir = entry.path();
-            let listed = std::fs::metadata(dir.join("gitdir"))
-                .is_ok_and(|m| !m.is_dir() && (!m.is_file() || m.len() > 0));
-            if listed {
-                let shown = format!("worktrees/{}/HEAD", entry.file_name().to_string_lossy());
-                worktrees.push((dir, shown));
-            }
-        }
+    for (dir, name) in crate::repo::layout::listed_worktrees(common_dir) {
+        worktrees.push((dir, format!("worktrees/{}/HEAD", name.to_string_lossy())));
     }
     let mut out: Vec<String> = worktrees
         .iter()
-        .filter(|(dir, _)| verified.is_none() || identity(dir) != verified)
+        .filter(|(dir, _)| verified.is_none() || crate::fsutil::dev_ino(dir) != verified)
         .filter_map(|(dir, shown)| {
             let (problem, fix) = if reftable {
                 let problem = match crate::repo::reftable::shared_ref(dir, b"HEAD") {
@@ -86,7 +78,7 @@ pub fn problems(common_dir: &Path, git_dir: &Path, hash: gix::hash::Kind) -> Vec
             // In the verified worktree these are refused wherever they
             // are, whatever they hold (an operation in progress, a
             // leftover the next commit reads): one finding each.
-            let refused = if verified.is_some() && identity(dir) == verified {
+            let refused = if verified.is_some() && crate::fsutil::dev_ino(dir) == verified {
                 &[&b"CHERRY_PICK_HEAD"[..], b"REVERT_HEAD", b"MERGE_AUTOSTASH"][..]
             } else {
                 &[]
@@ -278,12 +270,6 @@ fn git_trim(bytes: &[u8]) -> &[u8] {
         .rposition(|&b| !git_space(b))
         .map_or(start, |i| i + 1);
     &bytes[start..end]
-}
-
-/// The device and inode of the file at `path` (through symlinks), if any.
-fn identity(path: &Path) -> Option<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 #[cfg(test)]

@@ -316,87 +316,74 @@ fn starts(repo: &gix::Repository, scope: Scope) -> anyhow::Result<Starts> {
     // records can name what the tip does not reach.
     // (A linked worktree's git dir is often named through its common dir,
     // `<git dir>/../..`: the file, not its path, tells.)
-    let verified_index = identity(&git_dir.join("index"));
-    let is_verified =
-        |index: &std::path::Path| verified_index.is_some() && identity(index) == verified_index;
+    let verified_index = crate::fsutil::dev_ino(&git_dir.join("index"));
+    let is_verified = |index: &std::path::Path| {
+        verified_index.is_some() && crate::fsutil::dev_ino(index) == verified_index
+    };
     let main_index = common.join("index");
     if is_verified(&main_index) {
         resolve_undo_ids(repo, &main_index, "index", &mut out);
     } else {
         index_ids(repo, &main_index, "index", &mut out)?;
     }
-    // The linked worktrees git lists: those with a `gitdir` file it reads
-    // (`get_linked_worktree` reads it whole, through a symlink, and wants
-    // a byte); another directory there is not one to git. What cannot be
-    // told without reading it (a FIFO) counts as listed: a start too many
-    // only asks more of the store (red team: a `gitdir` padded past 4 KiB
-    // hid a worktree's HEAD from the walk, not from git).
-    if let Ok(entries) = std::fs::read_dir(common.join("worktrees")) {
-        for entry in entries.flatten() {
-            let dir = entry.path();
-            let listed = std::fs::metadata(dir.join("gitdir"))
-                .is_ok_and(|m| !m.is_dir() && (!m.is_file() || m.len() > 0));
-            if !listed {
-                continue;
-            }
-            let shown = format!("worktrees/{}", entry.file_name().to_string_lossy());
-            if let Some(id) = loose_id(&dir.join("HEAD"), hex_len) {
-                out.tip(id, || format!("{shown}/HEAD").into());
-            }
-            // A reftable store keeps a worktree's HEAD and private refs,
-            // and their reflogs, in its own stack (`HEAD` is a stub). One
-            // that cannot be read leaves what they reach unknown: the
-            // removal is not judged harmless.
-            if reftable {
-                let view = crate::repo::reftable::read_each_peel(
-                    &dir,
-                    &common,
-                    repo.object_hash(),
-                    |_, _, _| {},
-                )
-                .with_context(|| format!("cannot read the refs of {shown}"));
-                match view {
-                    Ok(view) => {
-                        if let Ok(id) = ObjectId::from_hex(&view.head) {
-                            out.tip(id, || format!("{shown}/HEAD").into());
-                        }
-                        for (name, value) in &view.refs {
-                            if let Ok(id) = ObjectId::from_hex(value) {
-                                out.tip(id, || format!("{shown}/{name}").into());
-                            }
+    // The linked worktrees git lists.
+    for (dir, name) in crate::repo::layout::listed_worktrees(&common) {
+        let shown = format!("worktrees/{}", name.to_string_lossy());
+        if let Some(id) = loose_id(&dir.join("HEAD"), hex_len) {
+            out.tip(id, || format!("{shown}/HEAD").into());
+        }
+        // A reftable store keeps a worktree's HEAD and private refs,
+        // and their reflogs, in its own stack (`HEAD` is a stub). One
+        // that cannot be read leaves what they reach unknown: the
+        // removal is not judged harmless.
+        if reftable {
+            let view = crate::repo::reftable::read_each_peel(
+                &dir,
+                &common,
+                repo.object_hash(),
+                |_, _, _| {},
+            )
+            .with_context(|| format!("cannot read the refs of {shown}"));
+            match view {
+                Ok(view) => {
+                    if let Ok(id) = ObjectId::from_hex(&view.head) {
+                        out.tip(id, || format!("{shown}/HEAD").into());
+                    }
+                    for (name, value) in &view.refs {
+                        if let Ok(id) = ObjectId::from_hex(value) {
+                            out.tip(id, || format!("{shown}/{name}").into());
                         }
                     }
-                    // With nothing removed, a common stack that cannot be
-                    // read is the ref checks' to refuse (`ref_store_invalid`),
-                    // not a second finding here (CI: a hostile name in it
-                    // was reported twice). A worktree's own stack they do
-                    // not read: its error stands.
-                    Err(_)
-                        if matches!(scope, Scope::Named) && !common_stack_reads(repo, &common) => {}
-                    Err(e) => return Err(e),
                 }
-                reftable_log_ids(repo, &dir, &format!("{shown}/"), &mut out)?;
+                // With nothing removed, a common stack that cannot be
+                // read is the ref checks' to refuse (`ref_store_invalid`),
+                // not a second finding here (CI: a hostile name in it
+                // was reported twice). A worktree's own stack they do
+                // not read: its error stands.
+                Err(_) if matches!(scope, Scope::Named) && !common_stack_reads(repo, &common) => {}
+                Err(e) => return Err(e),
             }
-            loose_ids(
-                &dir.join("refs"),
-                &format!("{shown}/refs"),
-                hex_len,
-                &mut out,
-            );
-            reflog_ids(
-                &dir.join("logs"),
-                &format!("{shown}/logs"),
-                hex_len,
-                &mut out,
-            );
-            // The verified worktree's entries and cache-tree are held to
-            // the tip.
-            let index = dir.join("index");
-            if is_verified(&index) {
-                resolve_undo_ids(repo, &index, &format!("{shown}/index"), &mut out);
-            } else {
-                index_ids(repo, &index, &format!("{shown}/index"), &mut out)?;
-            }
+            reftable_log_ids(repo, &dir, &format!("{shown}/"), &mut out)?;
+        }
+        loose_ids(
+            &dir.join("refs"),
+            &format!("{shown}/refs"),
+            hex_len,
+            &mut out,
+        );
+        reflog_ids(
+            &dir.join("logs"),
+            &format!("{shown}/logs"),
+            hex_len,
+            &mut out,
+        );
+        // The verified worktree's entries and cache-tree are held to
+        // the tip.
+        let index = dir.join("index");
+        if is_verified(&index) {
+            resolve_undo_ids(repo, &index, &format!("{shown}/index"), &mut out);
+        } else {
+            index_ids(repo, &index, &format!("{shown}/index"), &mut out)?;
         }
     }
     Ok(out)
@@ -405,12 +392,6 @@ fn starts(repo: &gix::Repository, scope: Scope) -> anyhow::Result<Starts> {
 /// Whether the common reftable stack reads as the main worktree's view.
 fn common_stack_reads(repo: &gix::Repository, common: &std::path::Path) -> bool {
     crate::repo::reftable::read_each_peel(common, common, repo.object_hash(), |_, _, _| {}).is_ok()
-}
-
-/// The device and inode of the file at `path` (through symlinks), if any.
-fn identity(path: &std::path::Path) -> Option<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// The id a loose ref file holds, read as git's `parse_loose_ref_contents`
