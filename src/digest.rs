@@ -79,6 +79,21 @@ pub fn unhex(text: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
+/// Whether `data` ends in the hash (in `hash`'s function) of what precedes
+/// it, as git closes its index, pack, multi-pack-index and commit-graph
+/// files. `None` when it is shorter than a hash.
+pub fn trailer_is_hash(data: &[u8], hash: gix::hash::Kind) -> anyhow::Result<Option<bool>> {
+    let Some(body) = data.len().checked_sub(hash.len_in_bytes()) else {
+        return Ok(None);
+    };
+    let mut hasher = gix::hash::hasher(hash);
+    hasher.update(&data[..body]);
+    let actual = hasher
+        .try_finalize()
+        .map_err(|e| anyhow::anyhow!("cannot hash it: {e}"))?;
+    Ok(Some(actual.as_slice() == &data[body..]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

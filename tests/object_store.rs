@@ -728,6 +728,22 @@ fn accepts_a_multi_pack_index_written_by_git() {
     assert_accepted(code, &r);
 }
 
+/// Where a SHA-1 multi-pack-index's `OIDF`, `OIDL` and `OOFF` chunks
+/// start, after its chunk count, and how many objects it lists.
+fn midx_layout(data: &[u8]) -> (usize, usize, usize, usize, usize) {
+    let chunks = usize::from(data[6]);
+    let chunk = |id: &[u8; 4]| -> usize {
+        (0..chunks)
+            .map(|i| 12 + 12 * i)
+            .find(|at| &data[*at..at + 4] == id)
+            .map(|at| u64::from_be_bytes(data[at + 4..at + 12].try_into().unwrap()) as usize)
+            .unwrap()
+    };
+    let (oidf, oidl, ooff) = (chunk(b"OIDF"), chunk(b"OIDL"), chunk(b"OOFF"));
+    let count = u32::from_be_bytes(data[oidf + 1020..oidf + 1024].try_into().unwrap()) as usize;
+    (chunks, oidf, oidl, ooff, count)
+}
+
 #[test]
 fn rejects_a_multi_pack_index_that_points_an_id_at_another_object() {
     let sb = Sandbox::new();
@@ -739,20 +755,7 @@ fn rejects_a_multi_pack_index_that_points_an_id_at_another_object() {
     let decoy = sb.git(&["rev-parse", "HEAD:docs/a.md"]);
     let path = objects(&sb).join("pack/multi-pack-index");
     let mut data = std::fs::read(&path).unwrap();
-    let chunks = usize::from(data[6]);
-    let chunk = |data: &[u8], id: &[u8; 4]| -> usize {
-        (0..chunks)
-            .map(|i| 12 + 12 * i)
-            .find(|at| &data[*at..at + 4] == id)
-            .map(|at| u64::from_be_bytes(data[at + 4..at + 12].try_into().unwrap()) as usize)
-            .unwrap()
-    };
-    let (oidf, oidl, ooff) = (
-        chunk(&data, b"OIDF"),
-        chunk(&data, b"OIDL"),
-        chunk(&data, b"OOFF"),
-    );
-    let count = u32::from_be_bytes(data[oidf + 1020..oidf + 1024].try_into().unwrap()) as usize;
+    let (_, _, oidl, ooff, count) = midx_layout(&data);
     let position = |hex: &str| {
         let id = gix::ObjectId::from_hex(hex.as_bytes()).unwrap();
         (0..count)
@@ -803,20 +806,7 @@ fn rewrite_multi_pack_index(
 ) {
     let path = objects(sb).join("pack/multi-pack-index");
     let mut data = std::fs::read(&path).unwrap();
-    let chunks = usize::from(data[6]);
-    let chunk = |data: &[u8], id: &[u8; 4]| -> usize {
-        (0..chunks)
-            .map(|i| 12 + 12 * i)
-            .find(|at| &data[*at..at + 4] == id)
-            .map(|at| u64::from_be_bytes(data[at + 4..at + 12].try_into().unwrap()) as usize)
-            .unwrap()
-    };
-    let (oidf, oidl, ooff) = (
-        chunk(&data, b"OIDF"),
-        chunk(&data, b"OIDL"),
-        chunk(&data, b"OOFF"),
-    );
-    let count = u32::from_be_bytes(data[oidf + 1020..oidf + 1024].try_into().unwrap()) as usize;
+    let (chunks, oidf, oidl, ooff, count) = midx_layout(&data);
     let mut entries: Vec<(Vec<u8>, Vec<u8>)> = (0..count)
         .map(|i| {
             (

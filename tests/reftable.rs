@@ -459,9 +459,10 @@ fn gg(sb: &Sandbox, dir: &Path, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
-fn arm(sb: &Sandbox, dir: &Path, paths: &[&str], max: u32) {
+/// `grantguard arm` of the repository at `dir` with a grant of `paths`.
+fn arm_output(sb: &Sandbox, dir: &Path, paths: &[&str], max: u32) -> std::process::Output {
     let grant = sb.grant(paths, 1, max);
-    let out = gg(
+    gg(
         sb,
         dir,
         &[
@@ -473,7 +474,11 @@ fn arm(sb: &Sandbox, dir: &Path, paths: &[&str], max: u32) {
             "--state",
             sb.state.to_str().unwrap(),
         ],
-    );
+    )
+}
+
+fn arm(sb: &Sandbox, dir: &Path, paths: &[&str], max: u32) {
+    let out = arm_output(sb, dir, paths, max);
     assert!(
         out.status.success(),
         "arm failed: {}{}",
@@ -758,22 +763,12 @@ fn the_advice_for_a_tag_record_without_its_peeled_value_fixes_it() {
         b"refs/tags/v1",
         reftable::RefValue::Id(id_bytes(tag.trim())),
     );
-    let grant = sb.grant(&["docs/"], 1, 1);
-    let arm_args = [
-        "arm",
-        "--repo",
-        sb.repo.to_str().unwrap(),
-        "--grant",
-        grant.to_str().unwrap(),
-        "--state",
-        sb.state.to_str().unwrap(),
-    ];
-    let refused = gg(&sb, &sb.repo, &arm_args);
+    let refused = arm_output(&sb, &sb.repo, &["docs/"], 1);
     assert!(!refused.status.success(), "{refused:?}");
     let said = String::from_utf8_lossy(&refused.stderr).into_owned();
     assert!(said.contains("peels to itself"), "{said}");
     git_in(&sb, &sb.repo, &["pack-refs", "--all"]);
-    assert!(!gg(&sb, &sb.repo, &arm_args).status.success());
+    assert!(!arm_output(&sb, &sb.repo, &["docs/"], 1).status.success());
     let advice = said
         .split("to have git peel the ref afresh, write it anew: ")
         .nth(1)
@@ -790,7 +785,7 @@ fn the_advice_for_a_tag_record_without_its_peeled_value_fixes_it() {
         .output()
         .unwrap();
     assert!(run.status.success(), "{advice}: {run:?}");
-    let out = gg(&sb, &sb.repo, &arm_args);
+    let out = arm_output(&sb, &sb.repo, &["docs/"], 1);
     assert!(out.status.success(), "{advice}: {out:?}");
     assert_eq!(git_in(&sb, &sb.repo, &["rev-parse", "refs/tags/v1"]), tag);
 }

@@ -12,29 +12,23 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 
 /// The index's trailing checksum must be its hash, unless it is all zero
 /// (`index.skipHash` writes it so, and git's fsck then skips it).
 pub fn checksum(bytes: &[u8], hash: gix::hash::Kind) -> Result<()> {
-    let len = hash.len_in_bytes();
-    let body = bytes
+    let zero = bytes
         .len()
-        .checked_sub(len)
-        .context("the index is shorter than its checksum")?;
-    let trailer = &bytes[body..];
-    if trailer.iter().all(|&b| b == 0) {
+        .checked_sub(hash.len_in_bytes())
+        .is_some_and(|body| bytes[body..].iter().all(|&b| b == 0));
+    if zero {
         return Ok(());
     }
-    let mut hasher = gix::hash::hasher(hash);
-    hasher.update(&bytes[..body]);
-    let actual = hasher
-        .try_finalize()
-        .map_err(|e| anyhow::anyhow!("cannot hash the index: {e}"))?;
-    if actual.as_slice() != trailer {
-        bail!("the index's checksum does not match its content");
+    match crate::digest::trailer_is_hash(bytes, hash)? {
+        None => bail!("the index is shorter than its checksum"),
+        Some(false) => bail!("the index's checksum does not match its content"),
+        Some(true) => Ok(()),
     }
-    Ok(())
 }
 
 /// Reads the index at `path` (a split index with its shared file) as git's
