@@ -75,15 +75,21 @@ pub fn problems(common_dir: &Path, git_dir: &Path, hash: gix::hash::Kind) -> Vec
         .collect();
     if !reftable {
         for (dir, shown) in &worktrees {
-            // In the verified worktree these are refused wherever they
-            // are, whatever they hold (an operation in progress, a
-            // leftover the next commit reads): one finding each.
-            let refused = if verified.is_some() && crate::fsutil::dev_ino(dir) == verified {
-                &[&b"CHERRY_PICK_HEAD"[..], b"REVERT_HEAD", b"MERGE_AUTOSTASH"][..]
-            } else {
-                &[]
-            };
-            out.extend(other_root_refs(dir, shown, refused, hash));
+            // In the verified worktree an operation's marker and a file
+            // the next commit reads are judged by the worktree and
+            // metadata checks, whatever they hold: one finding each.
+            let refused: Vec<&[u8]> =
+                if verified.is_some() && crate::fsutil::dev_ino(dir) == verified {
+                    super::worktree::OPERATION_MARKERS
+                        .iter()
+                        .map(|(marker, _)| *marker)
+                        .chain(super::metadata::CONSULTED.iter().copied())
+                        .map(str::as_bytes)
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+            out.extend(other_root_refs(dir, shown, &refused, hash));
         }
     }
     out
