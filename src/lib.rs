@@ -25,7 +25,8 @@
 //!   durable writes shared by the rest.
 //! - [`allocator`], [`memcopy`], [`memcompare`]: the allocator, the
 //!   `memcpy` and the `memcmp` of the static musl build (`install.sh`),
-//!   which starts fastest as a hook.
+//!   which starts fastest as a hook; [`prefetch`], the hint that walks
+//!   through a file's records in a chain give the CPU.
 //!
 //! The binary (`src/main.rs`) only parses arguments, calls these modules and
 //! maps results to exit codes.
@@ -48,6 +49,7 @@ pub mod memcopy;
 pub mod metrics;
 pub mod next_step;
 pub mod peers;
+pub mod prefetch;
 pub mod publication;
 pub mod repo;
 pub mod result;

@@ -154,6 +154,9 @@ fn skip_entries(body: &[u8], hash_len: usize) -> Option<usize> {
     let count = be32(body, 8)?;
     let (mut at, mut previous_len) = (HEADER, 0usize);
     for _ in 0..count {
+        // Each entry's length is in the entry: ask for the bytes the walk
+        // reaches soon while this one is read (see `crate::prefetch`).
+        crate::prefetch::ahead(body, at + crate::prefetch::DISTANCE);
         previous_len = skip_entry(body, &mut at, version, hash_len, previous_len)?;
     }
     Some(at)
