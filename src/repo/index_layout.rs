@@ -760,7 +760,9 @@ pub fn may_have_resolve_undo(path: &Path) -> bool {
             Ok(0) => return false,
             Ok(n) => {
                 let filled = kept + n;
-                if buf[..filled].windows(SIG.len()).any(|w| w == SIG) {
+                // memchr's search, not a compare at every byte: this
+                // runs over the whole index on every verify (issue 29).
+                if gix::bstr::ByteSlice::find(&buf[..filled], SIG).is_some() {
                     return true;
                 }
                 kept = (SIG.len() - 1).min(filled);
