@@ -25,8 +25,8 @@
 //!   durable writes shared by the rest.
 //! - [`allocator`], [`memcopy`], [`memcompare`]: the allocator, the
 //!   `memcpy` and the `memcmp` of the static musl build (`install.sh`),
-//!   which starts fastest as a hook; [`prefetch`], the hint that walks
-//!   through a file's records in a chain give the CPU.
+//!   which starts fastest as a hook; [`prefetch`], the hint a walk
+//!   through a file's chained records gives the CPU.
 //!
 //! The binary (`src/main.rs`) only parses arguments, calls these modules and
 //! maps results to exit codes.

@@ -15,8 +15,10 @@
 /// 45 index entries of a typical path length.
 pub const DISTANCE: usize = 4096;
 
-/// Asks the CPU to start loading the 128 bytes of `bytes` at `at`, if
-/// they are in `bytes`. Changes no result, whatever `at` is.
+/// Asks the CPU to start loading the two cache lines from `at` on, when
+/// `at` is in `bytes` (the second may lie past its end: a prefetch of it
+/// is harmless). Nothing when `at` is not. Changes no result, whatever
+/// `at` is.
 #[inline(always)]
 pub fn ahead(bytes: &[u8], at: usize) {
     if at >= bytes.len() {
