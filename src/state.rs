@@ -323,6 +323,25 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
         }
         return Ok(result);
     }
+    // An index git's fsck cannot read: verify would refuse it (another
+    // worktree's whatever the agent did).
+    let indexes =
+        repo::index_fsck::problems(&location.common_dir, &location.git_dir, repo.object_hash());
+    if !indexes.is_empty() {
+        let mut result = ToolResult::failed("arm", FailureClass::Validation);
+        for problem in indexes {
+            // The rules verify reports them under.
+            let rule = if problem.own {
+                rule::WORKTREE_NOT_CLEAN
+            } else {
+                rule::OBJECT_STORE_INVALID
+            };
+            result
+                .violations
+                .push(Violation::new(rule, problem.message));
+        }
+        return Ok(result);
+    }
     // A file git would read instead of a ref named short: every verify
     // would refuse it, so arm does now (round-3 red team).
     let hiding = repo::refstore::shadowing_files(&location.git_dir, &location.common_dir);

@@ -279,6 +279,85 @@ fn rejects_another_worktrees_index_git_fsck_cannot_read() {
     }
 }
 
+#[test]
+fn arm_refuses_another_worktrees_index_git_fsck_cannot_read() {
+    // Known since the twenty-first stop on issue 29: verify refused such an
+    // index ("the object store cannot be checked") whatever the agent did,
+    // and arm accepted it. Both directions: the main worktree armed beside
+    // a linked one whose index is broken, and the linked one armed beside a
+    // broken main index; then a directory in an index's place; and the
+    // armed worktree's own index, which verify refuses as dirt.
+    let cases = [
+        ("checksum", false, false),
+        ("checksum", true, false),
+        ("directory", false, false),
+        ("checksum", false, true),
+    ];
+    for (damage, arm_linked, own) in cases {
+        let sb = Sandbox::new();
+        let wt = sb.root.join("wt");
+        sb.git(&["worktree", "add", "-q", "-b", "side", wt.to_str().unwrap()]);
+        let (armed, broken, shown) = if own {
+            (
+                sb.repo.clone(),
+                sb.repo.clone(),
+                "git's fsck cannot read index (",
+            )
+        } else if arm_linked {
+            (
+                wt.clone(),
+                sb.repo.clone(),
+                "git's fsck cannot read index (",
+            )
+        } else {
+            (
+                sb.repo.clone(),
+                wt.clone(),
+                "git's fsck cannot read worktrees/wt/index",
+            )
+        };
+        let index = index_of(&sb, &broken);
+        if damage == "checksum" {
+            break_checksum(&index);
+        } else {
+            std::fs::remove_file(&index).unwrap();
+            std::fs::create_dir(&index).unwrap();
+        }
+        assert!(!fsck_passes(&sb, &sb.repo), "{damage}: git's fsck fails");
+        let grant = sb.grant(&["docs/"], 1, 8);
+        let state = sb.root.join("armed.state");
+        let out = sb.arm_worktree(&armed, &grant, &state);
+        assert!(!out.status.success(), "{damage}: {out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let rule = if own {
+            "[worktree_not_clean]"
+        } else {
+            "[object_store_invalid]"
+        };
+        assert!(
+            stderr.contains(rule) && stderr.contains(shown),
+            "{damage}, linked armed {arm_linked}: {stderr}"
+        );
+        // The advice, as printed, run where it says.
+        let advice = stderr
+            .split("rebuild it in the worktree it belongs to: ")
+            .nth(1)
+            .and_then(|rest| rest.split(" (changes").next())
+            .unwrap_or_else(|| panic!("no advice in {stderr}"));
+        let ran = sb
+            .command("sh")
+            .arg("-c")
+            .arg(advice)
+            .current_dir(&broken)
+            .output()
+            .unwrap();
+        assert!(ran.status.success(), "{advice}: {ran:?}");
+        assert!(fsck_passes(&sb, &sb.repo), "{damage}: the advice mends it");
+        let out = sb.arm_worktree(&armed, &grant, &state);
+        assert!(out.status.success(), "{damage}: {out:?}");
+    }
+}
+
 /// Swaps the first two entries of a version 2 index (fixed-size heads,
 /// names padded to 8 bytes), recomputing its SHA-1 checksum.
 fn reorder_first_two_entries(index: &Path) {

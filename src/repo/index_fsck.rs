@@ -60,6 +60,79 @@ pub fn read(path: &Path, hash: gix::hash::Kind) -> Result<gix::index::File> {
     Ok(index)
 }
 
+/// The refusal of an index git's fsck cannot read, shown as `shown`
+/// (`index`, `worktrees/<id>/index`), for the reason `e`: with the way to
+/// rebuild it, which keeps the worktree's changes.
+pub fn cannot_read(shown: &str, e: &dyn std::fmt::Display) -> String {
+    format!(
+        "git's fsck cannot read {shown} ({e:#}) and stops there; rebuild it in the worktree \
+         it belongs to: rm -rf \"$(git rev-parse --git-path index)\" && git reset -q (changes \
+         in the worktree stay, unstaged)"
+    )
+}
+
+/// Every worktree's index that git's fsck cannot read, as refusals
+/// ([`cannot_read`]), for arm: verify refuses each (they stop git's fsck
+/// and gc), so an index broken before arm was accepted there and refused
+/// by every verify after, whatever the agent did. The index of the
+/// worktree being armed (git dir `git_dir`) is held to its checksum, as
+/// verify holds it (its entries are arm's cleanliness check's); every
+/// other worktree's is read whole, as verify reads it. No index is an
+/// empty one to git; anything else that is not a file is refused.
+pub fn problems(common_dir: &Path, git_dir: &Path, hash: gix::hash::Kind) -> Vec<Unreadable> {
+    // A linked worktree's git dir may be named through the common dir, so
+    // the file, not its path, tells which index is the armed one.
+    let own = crate::fsutil::dev_ino(&git_dir.join("index"));
+    let mut indexes = vec![(common_dir.join("index"), "index".to_owned())];
+    for (admin, id) in crate::repo::layout::listed_worktrees(common_dir) {
+        let shown = format!("worktrees/{}/index", id.to_string_lossy());
+        indexes.push((admin.join("index"), shown));
+    }
+    if !indexes
+        .iter()
+        .any(|(path, _)| own.is_some() && crate::fsutil::dev_ino(path) == own)
+    {
+        indexes.push((git_dir.join("index"), "index".to_owned()));
+    }
+    let mut problems = Vec::new();
+    for (path, shown) in indexes {
+        let is_own = own.is_some() && crate::fsutil::dev_ino(&path) == own;
+        let judged = match crate::fsutil::open_regular(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(anyhow::Error::from(e)),
+            Ok(_) if is_own => own_checksum(&path, hash),
+            Ok(_) => read(&path, hash).map(drop),
+        };
+        if let Err(e) = judged {
+            problems.push(Unreadable {
+                own: is_own,
+                message: cannot_read(&shown, &format!("{e:#}")),
+            });
+        }
+    }
+    problems
+}
+
+/// An index git's fsck cannot read (see [`problems`]).
+pub struct Unreadable {
+    /// Whether it is the index of the worktree being armed (verify calls
+    /// that one's damage dirt, another's an object store it cannot check).
+    pub own: bool,
+    /// The refusal, with the way to rebuild it.
+    pub message: String,
+}
+
+/// The armed worktree's index, held to its checksum (bounded first).
+fn own_checksum(path: &Path, hash: gix::hash::Kind) -> Result<()> {
+    if std::fs::metadata(path)?.len() > crate::repo::index_layout::MAX_INDEX_BYTES {
+        bail!(
+            "it is larger than the {} bytes grantguard reads of an index",
+            crate::repo::index_layout::MAX_INDEX_BYTES
+        );
+    }
+    checksum(&crate::fsutil::read_regular(path)?, hash)
+}
+
 /// git's `check_ce_order`, as fsck runs it.
 fn order(index: &gix::index::State) -> Result<()> {
     for pair in index.entries().windows(2) {

@@ -537,13 +537,8 @@ fn index_ids(
     shown: &str,
     out: &mut Starts,
 ) -> anyhow::Result<()> {
-    let cannot_read = |e: &dyn std::fmt::Display| {
-        anyhow::anyhow!(
-            "git's fsck cannot read {shown} ({e:#}) and stops there; rebuild it in the worktree \
-             it belongs to: rm -rf \"$(git rev-parse --git-path index)\" && git reset -q (changes \
-             in the worktree stay, unstaged)"
-        )
-    };
+    let cannot_read =
+        |e: &dyn std::fmt::Display| anyhow::anyhow!(crate::repo::index_fsck::cannot_read(shown, e));
     // No index is an empty one to git. Anything else that is not a file
     // (a directory, a FIFO, a device) stops git's fsck and gc, or hangs
     // them (red team: it was skipped).
