@@ -35,16 +35,19 @@ pub fn checksum(bytes: &[u8], hash: gix::hash::Kind) -> Result<()> {
 /// fsck does: the checksums, then the entries, which must be sorted by path
 /// and stage, with no path both merged and unmerged (`check_ce_order`).
 pub fn read(path: &Path, hash: gix::hash::Kind) -> Result<gix::index::File> {
-    // Read whole, so bounded first: an agent's huge (sparse) file in
-    // another worktree's place would cost every verify its size.
-    let len = std::fs::metadata(path)?.len();
-    if len > crate::repo::index_layout::MAX_INDEX_BYTES {
-        bail!(
-            "it is larger than the {} bytes grantguard reads of an index",
-            crate::repo::index_layout::MAX_INDEX_BYTES
-        );
-    }
-    let bytes = crate::fsutil::read_regular(path)?;
+    read_from(crate::fsutil::open_regular(path)?, path, hash)
+}
+
+/// [`read`] of `file`, opened at `path`: the bytes judged are the file
+/// the caller opened (and, say, took the identity of), not whatever is at
+/// `path` by the time it is read again. (A split index's shared file is
+/// found beside `path`.)
+pub fn read_from(
+    file: std::fs::File,
+    path: &Path,
+    hash: gix::hash::Kind,
+) -> Result<gix::index::File> {
+    let bytes = bounded_bytes(file)?;
     checksum(&bytes, hash)?;
     // The time only judges racily clean entries, which nothing here asks.
     let time = filetime::FileTime::zero();
@@ -100,8 +103,8 @@ pub fn problems(common_dir: &Path, git_dir: &Path, hash: gix::hash::Kind) -> Vec
         let judged = match crate::fsutil::open_regular(&path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(anyhow::Error::from(e)),
-            Ok(_) if is_own => own_checksum(&path, hash),
-            Ok(_) => read(&path, hash).map(drop),
+            Ok(file) if is_own => bounded_bytes(file).and_then(|bytes| checksum(&bytes, hash)),
+            Ok(file) => read_from(file, &path, hash).map(drop),
         };
         if let Err(e) = judged {
             problems.push(Unreadable {
@@ -122,15 +125,23 @@ pub struct Unreadable {
     pub message: String,
 }
 
-/// The armed worktree's index, held to its checksum (bounded first).
-fn own_checksum(path: &Path, hash: gix::hash::Kind) -> Result<()> {
-    if std::fs::metadata(path)?.len() > crate::repo::index_layout::MAX_INDEX_BYTES {
-        bail!(
-            "it is larger than the {} bytes grantguard reads of an index",
-            crate::repo::index_layout::MAX_INDEX_BYTES
-        );
+/// The bytes of an index file, read whole, so bounded first: an agent's
+/// huge (sparse) file in another worktree's place would cost every verify
+/// its size.
+fn bounded_bytes(file: std::fs::File) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let max = crate::repo::index_layout::MAX_INDEX_BYTES;
+    let too_large =
+        || anyhow::anyhow!("it is larger than the {max} bytes grantguard reads of an index");
+    if file.metadata()?.len() > max {
+        return Err(too_large());
     }
-    checksum(&crate::fsutil::read_regular(path)?, hash)
+    let mut bytes = Vec::new();
+    file.take(max + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(too_large());
+    }
+    Ok(bytes)
 }
 
 /// git's `check_ce_order`, as fsck runs it.
@@ -157,6 +168,21 @@ fn order(index: &gix::index::State) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_larger_than_an_index_is_refused_unread() {
+        // Sparse: the size is all it has.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index");
+        let file = std::fs::File::create(&path).unwrap();
+        file.set_len(crate::repo::index_layout::MAX_INDEX_BYTES + 1)
+            .unwrap();
+        let e = read(&path, gix::hash::Kind::Sha1).unwrap_err().to_string();
+        assert!(e.contains("larger than"), "{e}");
+        let problems = problems(dir.path(), dir.path(), gix::hash::Kind::Sha1);
+        assert_eq!(problems.len(), 1);
+        assert!(problems[0].own && problems[0].message.contains("larger than"));
+    }
 
     #[test]
     fn a_zero_checksum_is_skipped_and_any_other_must_be_the_hash() {

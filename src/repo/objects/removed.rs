@@ -551,7 +551,8 @@ fn index_ids(
         return Ok(());
     }
     resolve_undo_ids(repo, path, shown, out);
-    let index = crate::repo::index_fsck::read(path, repo.object_hash())
+    // The file opened and counted above, not whatever is at `path` now.
+    let index = crate::repo::index_fsck::read_from(file, path, repo.object_hash())
         .map_err(|e| cannot_read(&format!("{e:#}")))?;
     for entry in index.entries() {
         let name = || BString::from(format!("{shown} ({})", entry.path(&index)));
