@@ -301,19 +301,19 @@ fn arm_refuses_another_worktrees_index_git_fsck_cannot_read() {
             (
                 sb.repo.clone(),
                 sb.repo.clone(),
-                "git's fsck cannot read index (",
+                "git's fsck cannot read the main worktree's index",
             )
         } else if arm_linked {
             (
                 wt.clone(),
                 sb.repo.clone(),
-                "git's fsck cannot read index (",
+                "git's fsck cannot read the main worktree's index",
             )
         } else {
             (
                 sb.repo.clone(),
                 wt.clone(),
-                "git's fsck cannot read worktrees/wt/index",
+                "git's fsck cannot read worktrees/wt/index (the worktree at",
             )
         };
         let index = index_of(&sb, &broken);
@@ -355,6 +355,66 @@ fn arm_refuses_another_worktrees_index_git_fsck_cannot_read() {
         assert!(fsck_passes(&sb, &sb.repo), "{damage}: the advice mends it");
         let out = sb.arm_worktree(&armed, &grant, &state);
         assert!(out.status.success(), "{damage}: {out:?}");
+    }
+}
+
+/// Splits the index of the worktree at `dir` with `index.skipHash` set:
+/// git then links it to a shared index it names all zero, which it reads
+/// as no shared index at all, so the replaced entries keep empty names and
+/// git's fsck dies ("multiple stage entries for merged file ''").
+fn split_without_a_shared_index(sb: &Sandbox, dir: &Path) {
+    sb.run_git(dir, &["config", "index.skipHash", "true"]);
+    sb.run_git(dir, &["update-index", "--split-index"]);
+    sb.run_git(dir, &["config", "--unset", "index.skipHash"]);
+}
+
+#[test]
+fn a_split_index_linked_to_no_shared_index_is_read_as_git_reads_it() {
+    // New user, twenty-second stop on issue 29: gix merged the all-zero
+    // named shared file git wrote beside such an index, so arm and verify
+    // saw a clean index where git's fsck died. Arming the main worktree,
+    // arming a linked one beside it, and verify after another worktree's
+    // index was split so.
+    for case in ["own", "other at arm", "other at verify"] {
+        let sb = Sandbox::new();
+        let wt = sb.root.join("wt");
+        sb.git(&["worktree", "add", "-q", "-b", "side", wt.to_str().unwrap()]);
+        let grant = sb.grant(&["docs/"], 1, 8);
+        let state = sb.root.join("armed.state");
+        let (armed, broken) = match case {
+            "own" => (sb.repo.clone(), sb.repo.clone()),
+            "other at arm" => (wt.clone(), sb.repo.clone()),
+            _ => (sb.repo.clone(), wt.clone()),
+        };
+        if case == "other at verify" {
+            let out = sb.arm_worktree(&armed, &grant, &state);
+            assert!(out.status.success(), "{out:?}");
+            std::fs::write(armed.join("docs/b.md"), "agent\n").unwrap();
+            sb.run_git(&armed, &["add", "docs/b.md"]);
+            sb.run_git(&armed, &["commit", "-q", "-m", "agent"]);
+        }
+        split_without_a_shared_index(&sb, &broken);
+        assert!(!fsck_passes(&sb, &sb.repo), "{case}: git's fsck dies");
+        let said = if case == "other at verify" {
+            let (code, r) = sb.verify_state(&state);
+            assert_eq!(code, 1, "{case}: {r:#}");
+            assert!(rules(&r).contains(&INVALID.to_owned()), "{r:#}");
+            r["violations"].to_string()
+        } else {
+            let out = sb.arm_worktree(&armed, &grant, &state);
+            assert!(!out.status.success(), "{case}: {out:?}");
+            String::from_utf8_lossy(&out.stderr).into_owned()
+        };
+        assert!(said.contains("git reset -q"), "{case}: {said}");
+        run_index_advice(&sb, &broken);
+        assert!(fsck_passes(&sb, &sb.repo), "{case}: the advice mends it");
+        if case == "other at verify" {
+            let (code, r) = sb.verify_state(&state);
+            assert_accepted(code, &r);
+        } else {
+            let out = sb.arm_worktree(&armed, &grant, &state);
+            assert!(out.status.success(), "{case}: {out:?}");
+        }
     }
 }
 

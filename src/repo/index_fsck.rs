@@ -55,6 +55,14 @@ pub fn read_from(
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let index = match state.link() {
         None => gix::index::File::from_state(state, path),
+        // A link naming no shared index (git writes one with
+        // `index.skipHash`): git reads none and takes the entries as they
+        // are, where gix would merge a `sharedindex.000…` file into them
+        // (new user, twenty-second stop on issue 29: fsck died on the
+        // empty names of the replaced entries, arm and verify accepted).
+        Some(link) if link.shared_index_checksum.is_null() => {
+            gix::index::File::from_state(state, path)
+        }
         // gix reads the shared file beside it and checks both checksums.
         Some(_) => gix::index::File::at(path, hash, false, Default::default())
             .map_err(|e| anyhow::anyhow!("it or its shared index: {e}"))?,
@@ -81,14 +89,33 @@ pub fn cannot_read(shown: &str, e: &dyn std::fmt::Display) -> String {
 /// worktree being armed (git dir `git_dir`) is held to its checksum, as
 /// verify holds it (its entries are arm's cleanliness check's); every
 /// other worktree's is read whole, as verify reads it. No index is an
-/// empty one to git; anything else that is not a file is refused.
+/// empty one to git; anything else that is not a file is refused. (The
+/// armed worktree's index is also held to the layout verify reads it
+/// with: [`crate::repo::index_layout::check_with`].)
 pub fn problems(common_dir: &Path, git_dir: &Path, hash: gix::hash::Kind) -> Vec<Unreadable> {
     // A linked worktree's git dir may be named through the common dir, so
     // the file, not its path, tells which index is the armed one.
     let own = crate::fsutil::dev_ino(&git_dir.join("index"));
-    let mut indexes = vec![(common_dir.join("index"), "index".to_owned())];
+    // Named so that the user finds the worktree to run the advice in (new
+    // user: "index" alone, when arming a linked worktree, sent them to the
+    // wrong one).
+    let main = common_dir.join("index");
+    let mut indexes = vec![(
+        main.clone(),
+        format!("the main worktree's index {}", main.display()),
+    )];
     for (admin, id) in crate::repo::layout::listed_worktrees(common_dir) {
-        let shown = format!("worktrees/{}/index", id.to_string_lossy());
+        let mut shown = format!("worktrees/{}/index", id.to_string_lossy());
+        let dot_git = crate::fsutil::read_regular_limited(
+            &admin.join("gitdir"),
+            crate::fsutil::MAX_SMALL_FILE,
+        );
+        if let Ok(dot_git) = dot_git {
+            let dot_git = String::from_utf8_lossy(&dot_git);
+            if let Some(dir) = Path::new(dot_git.trim_end()).parent() {
+                shown.push_str(&format!(" (the worktree at {})", dir.display()));
+            }
+        }
         indexes.push((admin.join("index"), shown));
     }
     if !indexes
@@ -103,7 +130,12 @@ pub fn problems(common_dir: &Path, git_dir: &Path, hash: gix::hash::Kind) -> Vec
         let judged = match crate::fsutil::open_regular(&path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(anyhow::Error::from(e)),
-            Ok(file) if is_own => bounded_bytes(file).and_then(|bytes| checksum(&bytes, hash)),
+            Ok(file) if is_own => bounded_bytes(file).and_then(|bytes| {
+                checksum(&bytes, hash)?;
+                // As every verify reads it (git's readings of the file).
+                crate::repo::index_layout::check_with(&bytes, hash.len_in_bytes(), &mut |_| {})
+                    .map(drop)
+            }),
             Ok(file) => read_from(file, &path, hash).map(drop),
         };
         if let Err(e) = judged {
