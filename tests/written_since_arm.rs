@@ -418,6 +418,108 @@ fn a_split_index_linked_to_no_shared_index_is_read_as_git_reads_it() {
     }
 }
 
+#[test]
+fn accepts_a_worktree_git_splits_under_index_skip_hash() {
+    // Red team, twenty-second stop on issue 29: `feature.manyFiles` (which
+    // sets `index.skipHash`) with `core.splitIndex` in another worktree
+    // makes git link its index to an all-zero shared index, which git reads
+    // as none; in a repository this small git's fsck passes (every write
+    // rewrites the shared index, so no entry is replaced), and arm refused
+    // it (gix merged the `sharedindex.000…` file in). The red team's
+    // recipe, as it ran it.
+    let sb = Sandbox::new();
+    let repo = sb.root.join("small");
+    let wt = sb.root.join("small-wt");
+    std::fs::create_dir_all(repo.join("docs")).unwrap();
+    sb.run_git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("docs/x"), "d\n").unwrap();
+    std::fs::write(repo.join("c"), "c\n").unwrap();
+    sb.run_git(&repo, &["add", "-A"]);
+    sb.run_git(&repo, &["commit", "-q", "-m", "init"]);
+    sb.run_git(
+        &repo,
+        &["worktree", "add", "-q", wt.to_str().unwrap(), "-b", "wt"],
+    );
+    // Set for that worktree's commands only (the config is shared).
+    for file in ["c", "docs/x"] {
+        std::fs::write(wt.join(file), "changed\n").unwrap();
+        sb.run_git(
+            &wt,
+            &[
+                "-c",
+                "feature.manyFiles=true",
+                "-c",
+                "core.splitIndex=true",
+                "add",
+                file,
+            ],
+        );
+    }
+    assert!(fsck_passes(&sb, &repo), "git's fsck reads it");
+    let state = sb.root.join("small.state");
+    let out = sb.arm_worktree(&repo, &sb.grant(&["docs/"], 1, 8), &state);
+    assert!(out.status.success(), "{out:?}");
+    std::fs::write(repo.join("docs/b.md"), "agent\n").unwrap();
+    sb.run_git(&repo, &["add", "docs/b.md"]);
+    sb.run_git(&repo, &["commit", "-q", "-m", "agent"]);
+    let (code, r) = sb.verify_state(&state);
+    assert_accepted(code, &r);
+}
+
+#[test]
+fn rejects_another_worktrees_shared_index_out_of_order() {
+    // Red team, same stop: gix sorts the entries it merges from a shared
+    // index, git copies them in their order and its fsck dies ("unordered
+    // stage entries in index"). A shared index with two entries swapped,
+    // renamed for its new checksum and linked again, was accepted.
+    let sb = Sandbox::new();
+    let (wt, state) = armed_beside_a_linked_worktree(&sb, false);
+    sb.run_git(&wt, &["update-index", "--split-index"]);
+    let index = index_of(&sb, &wt);
+    let dir = index.parent().unwrap().to_path_buf();
+    let shared = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("sharedindex.")
+        })
+        .expect("git wrote a shared index");
+    let old_sum = std::fs::read(&shared).unwrap();
+    let old_sum = old_sum[old_sum.len() - 20..].to_vec();
+    reorder_first_two_entries(&shared);
+    let new_sum = std::fs::read(&shared).unwrap();
+    let new_sum = new_sum[new_sum.len() - 20..].to_vec();
+    let hex: String = new_sum.iter().map(|b| format!("{b:02x}")).collect();
+    std::fs::rename(&shared, dir.join(format!("sharedindex.{hex}"))).unwrap();
+    // The split index's link names the shared index by its checksum.
+    let mut split = std::fs::read(&index).unwrap();
+    let body = split.len() - 20;
+    let at = split[..body]
+        .windows(20)
+        .position(|w| w == old_sum.as_slice())
+        .expect("the link names the shared index");
+    split[at..at + 20].copy_from_slice(&new_sum);
+    let sum = sha1_of(&split[..body]);
+    split[body..].copy_from_slice(&sum);
+    std::fs::write(&index, split).unwrap();
+    assert!(!fsck_passes(&sb, &sb.repo), "git's fsck dies");
+    let (code, r) = sb.verify_state(&state);
+    assert_eq!(code, 1, "{r:#}");
+    let said = r["violations"].to_string();
+    assert!(
+        said.contains("its shared index") && said.contains("out of order"),
+        "{r:#}"
+    );
+    run_index_advice(&sb, &wt);
+    assert!(fsck_passes(&sb, &sb.repo));
+    let (code, r) = sb.verify_state(&state);
+    assert_accepted(code, &r);
+}
+
 /// Swaps the first two entries of a version 2 index (fixed-size heads,
 /// names padded to 8 bytes), recomputing its SHA-1 checksum.
 fn reorder_first_two_entries(index: &Path) {

@@ -64,8 +64,23 @@ pub fn read_from(
             gix::index::File::from_state(state, path)
         }
         // gix reads the shared file beside it and checks both checksums.
-        Some(_) => gix::index::File::at(path, hash, false, Default::default())
-            .map_err(|e| anyhow::anyhow!("it or its shared index: {e}"))?,
+        // It sorts the merged entries, where git copies the shared ones in
+        // their order and fsck dies on one out of it: that order is
+        // checked first (red team, twenty-second stop on issue 29: a
+        // shared index with two entries swapped was accepted).
+        Some(link) => {
+            let shared = path.with_file_name(format!("sharedindex.{}", link.shared_index_checksum));
+            let bytes = crate::fsutil::open_regular(&shared)
+                .map_err(anyhow::Error::from)
+                .and_then(bounded_bytes)
+                .map_err(|e| anyhow::anyhow!("its shared index: {e:#}"))?;
+            let (shared_state, _) =
+                gix::index::State::from_bytes(&bytes, time, hash, Default::default())
+                    .map_err(|e| anyhow::anyhow!("its shared index: {e}"))?;
+            order(&shared_state).map_err(|e| anyhow::anyhow!("its shared index: {e:#}"))?;
+            gix::index::File::at(path, hash, false, Default::default())
+                .map_err(|e| anyhow::anyhow!("it or its shared index: {e}"))?
+        }
     };
     order(&index)?;
     Ok(index)
