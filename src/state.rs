@@ -323,6 +323,20 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
         }
         return Ok(result);
     }
+    // A git that writes indexes it cannot read back: first, since the
+    // indexes it already wrote are rebuilt after.
+    if repo::clean_settings::splits_index_it_cannot_read(&location.git_dir)? {
+        let mut result = ToolResult::failed("arm", FailureClass::Validation);
+        result.violations.push(Violation::new(
+            rule::REPOSITORY_UNREADABLE,
+            "index.skipHash (which feature.manyFiles sets) with core.splitIndex makes git write \
+             split indexes it reads back without their shared part: its fsck dies on them, and \
+             a commit writes only part of the index. Turn one off (git config core.splitIndex \
+             false), rebuild the index in each worktree (rm -f \"$(git rev-parse --git-path \
+             index)\" && git reset -q), and arm again",
+        ));
+        return Ok(result);
+    }
     // An index git's fsck cannot read: verify would refuse it (another
     // worktree's whatever the agent did).
     let indexes =

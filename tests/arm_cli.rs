@@ -253,3 +253,32 @@ fn arm_again_after_the_repository_and_its_state_were_removed_and_made_anew() {
     let (code, r) = sb.verify();
     common::assert_accepted(code, &r);
 }
+
+/// `index.skipHash` (here through `feature.manyFiles`) with
+/// `core.splitIndex`: git writes split indexes it reads back without
+/// their shared part (red team and new user, twenty-second stop on issue
+/// 29). arm refuses the configuration, and arms once the command its
+/// message gives turned one off.
+#[test]
+fn arm_refuses_a_config_that_makes_git_write_indexes_it_cannot_read() {
+    let sb = Sandbox::new();
+    let grant = sb.grant(&["docs/"], 1, 2);
+    sb.git(&["config", "feature.manyFiles", "true"]);
+    sb.git(&["config", "core.splitIndex", "true"]);
+    let out = sb.arm_output(&grant, &sb.state);
+    assert!(!out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("[repository_unreadable]") && stderr.contains("core.splitIndex"),
+        "{stderr}"
+    );
+    let command = stderr
+        .split("Turn one off (")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .unwrap_or_else(|| panic!("no command in {stderr}"));
+    let args: Vec<&str> = command.split_whitespace().collect();
+    assert_eq!(args[0], "git", "{command}");
+    sb.git(&args[1..]);
+    sb.arm(&grant);
+}
