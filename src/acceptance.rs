@@ -1566,6 +1566,11 @@ struct Expected<'a> {
     /// the hub), by key, with the file now: a change to them is reported
     /// key by key, old and new value.
     config_texts: Vec<(String, std::path::PathBuf, Vec<u8>)>,
+    /// A linked worktree's git dir and the common dir: its metadata is
+    /// shown by those paths, since `.git` is a file there (new user:
+    /// `.git/config.worktree` named a path that cannot exist). `None` for
+    /// the main worktree, whose keys read as `.git/<key>`.
+    linked: Option<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
 impl<'a> Expected<'a> {
@@ -1616,6 +1621,12 @@ impl<'a> Expected<'a> {
                 .map(|p| p.to_string_lossy().into_owned())
                 .collect(),
             config_texts: Vec::new(),
+            linked: (baseline.repo.git_dir != baseline.repo.common_dir).then(|| {
+                (
+                    baseline.repo.git_dir.clone(),
+                    baseline.repo.common_dir.clone(),
+                )
+            }),
         }
     }
 }
@@ -1658,10 +1669,13 @@ fn compare_metadata(
         }
         // Keys are relative to the common dir, or absolute paths
         // (submodule checkouts, hooks outside the git dir).
-        let shown = if name.starts_with('/') {
-            name.clone()
-        } else {
-            format!(".git/{name}")
+        let shown = match &expected.linked {
+            _ if name.starts_with('/') => name.clone(),
+            Some((git_dir, _)) if repo::in_worktree_git_dir(name) => {
+                git_dir.join(name).display().to_string()
+            }
+            Some((_, common_dir)) => common_dir.join(name).display().to_string(),
+            None => format!(".git/{name}"),
         };
         let detail = old
             .and_then(|old| config_change(expected, name, old))

@@ -320,3 +320,46 @@ fn accepts_another_worktrees_head_written_as_a_symlink() {
     let (code, r) = sb.verify();
     assert_accepted(code, &r);
 }
+
+/// New user, twenty-second stop on issue 29: in an armed linked worktree,
+/// metadata changes were named `.git/config.worktree` and
+/// `.git/info/sparse-checkout`, paths that cannot exist where `.git` is a
+/// file. They are named where they are, and a file the agent's merge left
+/// is removed by the `rm` the message gives.
+#[test]
+fn a_linked_worktrees_metadata_is_named_where_it_is() {
+    let sb = Sandbox::new();
+    let wt = sb.root.join("wt");
+    sb.git(&["worktree", "add", "-q", "-b", "side", wt.to_str().unwrap()]);
+    let state = sb.root.join("wt.state");
+    let out = sb.arm_worktree(&wt, &sb.grant(&["docs/"], 1, 8), &state);
+    assert!(out.status.success(), "{out:?}");
+    sb.run_git(&wt, &["sparse-checkout", "set", "docs"]);
+    std::fs::write(wt.join("docs/b.md"), "agent\n").unwrap();
+    sb.run_git(&wt, &["add", "docs/b.md"]);
+    sb.run_git(&wt, &["commit", "-q", "-m", "agent"]);
+    let (code, r) = sb.verify_state(&state);
+    assert_eq!(code, 1, "{r:#}");
+    assert!(
+        rules(&r).contains(&"protected_metadata_changed".to_owned()),
+        "{r:#}"
+    );
+    let admin = sb.run_git(&wt, &["rev-parse", "--absolute-git-dir"]);
+    let admin = std::path::Path::new(admin.trim());
+    let paths: Vec<String> = r["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["rule"] == "protected_metadata_changed")
+        .filter_map(|v| v["path"].as_str().map(str::to_owned))
+        .collect();
+    for name in ["config.worktree", "info/sparse-checkout"] {
+        let named = admin.join(name).display().to_string();
+        assert!(
+            paths.contains(&named),
+            "{name} not named {named}: {paths:?}"
+        );
+        assert!(std::path::Path::new(&named).exists(), "{named}");
+    }
+    assert!(!paths.iter().any(|p| p.starts_with(".git/")), "{paths:?}");
+}

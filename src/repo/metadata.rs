@@ -70,6 +70,17 @@ pub(super) const ENTRIES: &[(&str, Base)] = &[
 /// them).
 pub(super) const CONSULTED: &[&str] = &["MERGE_MSG", "SQUASH_MSG", "MERGE_MODE", "MERGE_AUTOSTASH"];
 
+/// Whether a metadata key names a file of the worktree's own git dir
+/// (`config.worktree`, `info/sparse-checkout`, a [`CONSULTED`] file), not
+/// of the common dir: in a linked worktree that is
+/// `<common>/worktrees/<id>/`, not `.git/`.
+pub fn in_worktree_git_dir(key: &str) -> bool {
+    CONSULTED.contains(&key)
+        || ENTRIES
+            .iter()
+            .any(|(name, base)| matches!(base, Base::GitDir) && *name == key)
+}
+
 /// Whether a metadata key names a [`CONSULTED`] file, which is inert when
 /// absent.
 pub fn inert_when_absent(key: &str) -> bool {

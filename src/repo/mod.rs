@@ -64,8 +64,8 @@ pub use commits::{
     new_history, read_verified, tree_id_of,
 };
 pub use metadata::{
-    HookPaths, inert_when_absent, legacy_worktrees_digest, metadata_digests, protected_paths,
-    worktree_names,
+    HookPaths, in_worktree_git_dir, inert_when_absent, legacy_worktrees_digest, metadata_digests,
+    protected_paths, worktree_names,
 };
 pub use refs::{
     Head, RefMap, found_head, head, head_tree_id_given, head_tree_id_or_empty, ref_snapshot,
