@@ -260,13 +260,12 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
                 (strict.refs, packed_at_arm, loose_list)
             }
             Err(invalid) => {
-                let mut result = ToolResult::failed("arm", FailureClass::Validation);
-                for problem in invalid.problems {
-                    result
-                        .violations
-                        .push(Violation::new(rule::REF_STORE_INVALID, problem));
-                }
-                return Ok(result);
+                return Ok(arm_refused(
+                    invalid
+                        .problems
+                        .into_iter()
+                        .map(|problem| Violation::new(rule::REF_STORE_INVALID, problem)),
+                ));
             }
         };
     // verify asks git what the branch's short name resolves to, and git
@@ -315,46 +314,38 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
     let heads =
         repo::root_refs::problems(&location.common_dir, &location.git_dir, repo.object_hash());
     if !heads.is_empty() {
-        let mut result = ToolResult::failed("arm", FailureClass::Validation);
-        for problem in heads {
-            result
-                .violations
-                .push(Violation::new(rule::REF_STORE_INVALID, problem));
-        }
-        return Ok(result);
+        return Ok(arm_refused(
+            heads
+                .into_iter()
+                .map(|problem| Violation::new(rule::REF_STORE_INVALID, problem)),
+        ));
     }
     // A git that writes indexes it cannot read back: first, since the
     // indexes it already wrote are rebuilt after.
     if repo::clean_settings::splits_index_it_cannot_read(&location.git_dir)? {
-        let mut result = ToolResult::failed("arm", FailureClass::Validation);
-        result.violations.push(Violation::new(
+        return Ok(arm_refused([Violation::new(
             rule::REPOSITORY_UNREADABLE,
             "index.skipHash (which feature.manyFiles sets) with core.splitIndex makes git write \
              split indexes it reads back without their shared part: its fsck dies on them, and \
              a commit writes only part of the index. Turn one off (git config core.splitIndex \
              false), rebuild the index in each worktree (rm -f \"$(git rev-parse --git-path \
              index)\" && git reset -q), and arm again",
-        ));
-        return Ok(result);
+        )]));
     }
     // An index git's fsck cannot read: verify would refuse it (another
     // worktree's whatever the agent did).
     let indexes =
         repo::index_fsck::problems(&location.common_dir, &location.git_dir, repo.object_hash());
     if !indexes.is_empty() {
-        let mut result = ToolResult::failed("arm", FailureClass::Validation);
-        for problem in indexes {
+        return Ok(arm_refused(indexes.into_iter().map(|problem| {
             // The rules verify reports them under.
             let rule = if problem.own {
                 rule::WORKTREE_NOT_CLEAN
             } else {
                 rule::OBJECT_STORE_INVALID
             };
-            result
-                .violations
-                .push(Violation::new(rule, problem.message));
-        }
-        return Ok(result);
+            Violation::new(rule, problem.message)
+        })));
     }
     // A file git would read instead of a ref named short: every verify
     // would refuse it, so arm does now (round-3 red team).
@@ -878,4 +869,12 @@ fn now_secs() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+}
+
+/// arm's refusal of a state it found, with these violations (a
+/// validation failure: nothing was written).
+fn arm_refused(violations: impl IntoIterator<Item = Violation>) -> ToolResult {
+    let mut result = ToolResult::failed("arm", FailureClass::Validation);
+    result.violations.extend(violations);
+    result
 }
