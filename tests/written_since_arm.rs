@@ -520,6 +520,224 @@ fn rejects_another_worktrees_shared_index_out_of_order() {
     assert_accepted(code, &r);
 }
 
+#[test]
+fn rejects_a_verified_index_split_without_its_shared_index() {
+    // Red team, twenty-second stop on issue 29: after arm, a commit with
+    // `-c core.splitIndex=true -c index.skipHash=true` (no config file
+    // changed) left an index linked to no shared index, which git reads as
+    // holding none of the tip's files; verify accepted it, and the user's
+    // next commit after acceptance deleted them.
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 8));
+    std::fs::write(sb.repo.join("docs/b.md"), "agent\n").unwrap();
+    sb.git(&["add", "docs/b.md"]);
+    let split = ["-c", "core.splitIndex=true", "-c", "index.skipHash=true"];
+    // The hook refuses it as the commit is made...
+    let mut args = split.to_vec();
+    args.extend(["commit", "-q", "-m", "agent"]);
+    let hooked = sb.try_git_in(&sb.repo, &args);
+    assert!(!hooked.status.success(), "{hooked:?}");
+    assert!(
+        String::from_utf8_lossy(&hooked.stderr).contains("link names no shared index"),
+        "{hooked:?}"
+    );
+    // ...and verify, the authority, when the hook is skipped.
+    args.insert(5, "--no-verify");
+    let out = sb.try_git_in(&sb.repo, &args);
+    assert!(out.status.success(), "{out:?}");
+    let (code, r) = sb.verify();
+    assert_eq!(code, 1, "{r:#}");
+    assert!(
+        rules(&r).contains(&"worktree_not_clean".to_owned()),
+        "{r:#}"
+    );
+    assert!(
+        r["violations"]
+            .to_string()
+            .contains("link names no shared index"),
+        "{r:#}"
+    );
+    run_index_advice(&sb, &sb.repo);
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
+#[test]
+fn rejects_a_shared_index_that_does_not_end_in_its_id() {
+    // Red team, same stop: git dies on a shared index whose trailer is not
+    // the id the split index names it by ("broken index, expect <id>");
+    // gix skips an all-zero trailer, and verify accepted it, in the
+    // verified worktree and in another.
+    for other in [false, true] {
+        let sb = Sandbox::new();
+        let (wt, state) = armed_beside_a_linked_worktree(&sb, false);
+        let dir = if other { wt.clone() } else { sb.repo.clone() };
+        sb.run_git(&dir, &["update-index", "--split-index"]);
+        let shared = shared_index_of(&sb, &dir);
+        let mut bytes = std::fs::read(&shared).unwrap();
+        let body = bytes.len() - 20;
+        bytes[body..].fill(0);
+        std::fs::write(&shared, bytes).unwrap();
+        assert!(
+            !sb.try_git_in(&dir, &["status"]).status.success(),
+            "git dies"
+        );
+        let (code, r) = sb.verify_state(&state);
+        assert_eq!(code, 1, "other {other}: {r:#}");
+        assert!(
+            r["violations"]
+                .to_string()
+                .contains("does not end in its own hash"),
+            "{r:#}"
+        );
+        run_index_advice(&sb, &dir);
+        let (code, r) = sb.verify_state(&state);
+        assert_accepted(code, &r);
+    }
+}
+
+#[test]
+fn reads_another_worktrees_split_index_merged_as_git_merges_it() {
+    // Red team, same stop: gix sorts the entries it merges from a shared
+    // index and follows a link in it; git keeps the shared index's order
+    // (then applies the split file's deletions) and reads no link there.
+    // A shared index out of order whose first entry the split file deletes
+    // is one git reads in order (it was refused). A shared index linking
+    // further, which git never writes, git reads without that link while
+    // gix follows it (the red team's chain made git's fsck die and verify
+    // accept): refused, whatever the link names.
+    for case in ["deleted out of order", "links further"] {
+        let sb = Sandbox::new();
+        let (wt, state) = armed_beside_a_linked_worktree(&sb, false);
+        sb.run_git(&wt, &["update-index", "--split-index"]);
+        let shared = shared_index_of(&sb, &wt);
+        if case == "deleted out of order" {
+            reorder_first_two_entries(&shared);
+        } else {
+            let bytes = std::fs::read(&shared).unwrap();
+            let link = [vec![0x11; 20], empty_ewah(), empty_ewah()].concat();
+            std::fs::write(&shared, with_extension(&bytes, b"link", &link)).unwrap();
+        }
+        let bytes = std::fs::read(&shared).unwrap();
+        let sum = bytes[bytes.len() - 20..].to_vec();
+        let hex: String = sum.iter().map(|b| format!("{b:02x}")).collect();
+        let renamed = shared.with_file_name(format!("sharedindex.{hex}"));
+        std::fs::rename(&shared, &renamed).unwrap();
+        // The split file: linked to the new name, deleting the shared
+        // index's first entry in the first case.
+        let index = index_of(&sb, &wt);
+        let delete = if case == "deleted out of order" {
+            first_bit_ewah()
+        } else {
+            empty_ewah()
+        };
+        let bytes = std::fs::read(&index).unwrap();
+        let link = [sum, delete, replace_bitmap_of(&bytes)].concat();
+        let split = with_extension(&bytes, b"link", &link);
+        std::fs::write(&index, split).unwrap();
+        let (code, r) = sb.verify_state(&state);
+        if case == "deleted out of order" {
+            let fsck = sb.try_git_in(&sb.repo, &["fsck", "--connectivity-only", "--no-dangling"]);
+            assert!(
+                fsck.status.success(),
+                "{case}: git reads it in order: {fsck:?}"
+            );
+            assert_accepted(code, &r);
+        } else {
+            assert_eq!(code, 1, "{case}: {r:#}");
+            assert!(
+                r["violations"]
+                    .to_string()
+                    .contains("links to another shared index"),
+                "{r:#}"
+            );
+        }
+    }
+}
+
+/// The shared index git wrote beside the split index of the worktree at
+/// `dir`.
+fn shared_index_of(sb: &Sandbox, dir: &Path) -> PathBuf {
+    let index = index_of(sb, dir);
+    std::fs::read_dir(index.parent().unwrap())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("sharedindex.")
+        })
+        .expect("git wrote a shared index")
+}
+
+/// The replace bitmap of a split index file's link (SHA-1): after the
+/// id and the delete bitmap (bit count, word count, the words, the
+/// position of the last run-length word).
+fn replace_bitmap_of(bytes: &[u8]) -> Vec<u8> {
+    let at = bytes
+        .windows(4)
+        .rposition(|w| w == b"link")
+        .expect("a link extension");
+    let size = u32::from_be_bytes(bytes[at + 4..at + 8].try_into().unwrap()) as usize;
+    let data = &bytes[at + 8..at + 8 + size];
+    let words = u32::from_be_bytes(data[24..28].try_into().unwrap()) as usize;
+    data[20 + 4 + 4 + 8 * words + 4..].to_vec()
+}
+
+/// An EWAH bitmap of no bits, as git writes an empty one: bit count 0, one
+/// run-length word of nothing, its position.
+fn empty_ewah() -> Vec<u8> {
+    [
+        &0u32.to_be_bytes()[..],
+        &1u32.to_be_bytes(),
+        &0u64.to_be_bytes(),
+        &0u32.to_be_bytes(),
+    ]
+    .concat()
+}
+
+/// An EWAH bitmap of one bit, set: one run-length word announcing one
+/// literal word, the literal word.
+fn first_bit_ewah() -> Vec<u8> {
+    [
+        &1u32.to_be_bytes()[..],
+        &2u32.to_be_bytes(),
+        &(1u64 << 33).to_be_bytes(),
+        &1u64.to_be_bytes(),
+        &0u32.to_be_bytes(),
+    ]
+    .concat()
+}
+
+/// A version 2 index file (SHA-1) with its extension `sig` set to `data`
+/// (replaced, or added last), its checksum made again.
+fn with_extension(bytes: &[u8], sig: &[u8; 4], data: &[u8]) -> Vec<u8> {
+    assert_eq!(&bytes[4..8], &[0, 0, 0, 2]);
+    let count = u32::from_be_bytes(bytes[8..12].try_into().unwrap());
+    let mut at = 12;
+    for _ in 0..count {
+        let name_len = usize::from(u16::from_be_bytes([bytes[at + 60], bytes[at + 61]]) & 0xfff);
+        at += (62 + name_len + 8) & !7;
+    }
+    let body = bytes.len() - 20;
+    let mut out = bytes[..at].to_vec();
+    while at < body {
+        let size = u32::from_be_bytes(bytes[at + 4..at + 8].try_into().unwrap()) as usize;
+        if &bytes[at..at + 4] != sig {
+            out.extend_from_slice(&bytes[at..at + 8 + size]);
+        }
+        at += 8 + size;
+    }
+    out.extend_from_slice(sig);
+    out.extend_from_slice(&(data.len() as u32).to_be_bytes());
+    out.extend_from_slice(data);
+    let sum = sha1_of(&out);
+    out.extend_from_slice(&sum);
+    out
+}
+
 /// Swaps the first two entries of a version 2 index (fixed-size heads,
 /// names padded to 8 bytes), recomputing its SHA-1 checksum.
 fn reorder_first_two_entries(index: &Path) {

@@ -56,7 +56,7 @@ fn staged_paths_from(
                 .context("cannot compare the index with HEAD");
         }
         repo::commit_root::Root::Ambiguous(why) => bail!(
-            "the index cannot be judged: {why}. git writes no such index; rebuild it from HEAD, \
+            "the index cannot be judged: {why}. Rebuild it from HEAD, \
              keeping the worktree's changes unstaged: rm \"$(git rev-parse --git-path index)\" \
              && git reset -q, then stage again"
         ),

@@ -126,6 +126,15 @@ pub fn read_root(bytes: &[u8], hash_len: usize) -> Root<&[u8]> {
             // Read whole, but the cache-tree's form is still this
             // reading's to judge: the full reading (gix) drops one git
             // honours (red team).
+            // A link naming no shared index: git commits only the
+            // entries in this file, which no reading here sees as git does.
+            b"link" if data.len() >= hash_len && data[..hash_len].iter().all(|&c| c == 0) => {
+                return Root::Ambiguous(
+                    "it is split but its link names no shared index, so git commits only the \
+                     entries in the index file and drops the shared ones (git writes this under \
+                     index.skipHash with core.splitIndex)",
+                );
+            }
             b"link" | b"sdir" => from_entries = true,
             // Optional extensions git skips (EOIE, IEOT and REUC among
             // them), and mandatory ones it refuses the file for.
@@ -450,9 +459,12 @@ mod tests {
         assert_eq!(with(&[(b"TREE", Vec::new())]), Root::FromEntries, "empty");
         assert!(is_ambiguous(&with(&[tree(), tree()])), "two cache-trees");
         for sig in [b"link", b"sdir", b"abcd"] {
-            let got = with(&[tree(), (sig, vec![0; 24])]);
+            let got = with(&[tree(), (sig, vec![1; 24])]);
             assert_eq!(got, Root::FromEntries, "{sig:?}");
         }
+        // A link naming no shared index: git commits only this file's
+        // entries.
+        assert!(is_ambiguous(&with(&[tree(), (b"link", vec![0; 24])])));
         // Optional extensions are skipped, an EOIE git would not honour
         // (offset 0) among them.
         for sig in [b"REUC", b"EOIE", b"IEOT"] {

@@ -432,6 +432,15 @@ pub fn check_with(
             if size < hash_len {
                 bail!("the index's split-index link is too short");
             }
+            // git writes one under `index.skipHash` with a split index,
+            // and reads it back as no shared index: only the entries in
+            // this file, the shared ones gone (red team, twenty-second
+            // stop on issue 29: `git -c core.splitIndex=true -c
+            // index.skipHash=true commit` left an index git reads as
+            // empty, and verify accepted it).
+            if b[data..data + hash_len].iter().all(|&c| c == 0) {
+                bail!("{NULL_LINK}");
+            }
             Ok(crate::digest::hex(&b[data..data + hash_len]))
         })
         .transpose()?;
@@ -587,17 +596,23 @@ pub fn check_bytes(
     visit: &mut dyn FnMut(&RawEntry),
 ) -> Result<Checked> {
     let checked = check_with(bytes, hash_len, visit)?;
+    // (An all-zero link is refused by `check_with`.)
     if let Some(shared) = &checked.shared_index {
-        // git names an all-zero link for an index with no shared part yet.
-        if shared.bytes().any(|c| c != b'0') {
-            check_shared(shared_dir, shared, hash_len)?;
-        }
+        check_shared(shared_dir, shared, hash_len)?;
     }
     Ok(checked)
 }
 
+/// Why an index whose split-index link names no shared index is refused
+/// (the callers give the way out: rebuild the index).
+pub const NULL_LINK: &str = "the index is split but its link names no shared index, so git \
+    reads only the entries in the index file and drops the shared ones (git writes such an index \
+    under index.skipHash with core.splitIndex, or their -c options)";
+
 /// The shared index `sharedindex.<shared>` a split index names must exist,
-/// pass [`check_with`], name every entry, and link to nothing further.
+/// pass [`check_with`], name every entry, link to nothing further, and end
+/// in the id it is named by, its own hash (git dies on another: "broken
+/// index, expect <id>"; gix skips an all-zero one, red team).
 fn check_shared(git_dir: &Path, shared: &str, hash_len: usize) -> Result<()> {
     let shared_path = git_dir.join(format!("sharedindex.{shared}"));
     let shared_bytes =
@@ -619,6 +634,20 @@ fn check_shared(git_dir: &Path, shared: &str, hash_len: usize) -> Result<()> {
     }
     if checked.shared_index.is_some() {
         bail!("the shared index sharedindex.{shared} links to another shared index");
+    }
+    let trailer = &shared_bytes[shared_bytes.len() - hash_len..];
+    let kind = if hash_len == 20 {
+        gix::hash::Kind::Sha1
+    } else {
+        gix::hash::Kind::Sha256
+    };
+    if crate::digest::hex(trailer) != shared
+        || crate::digest::trailer_is_hash(&shared_bytes, kind)? != Some(true)
+    {
+        bail!(
+            "the shared index sharedindex.{shared} does not end in its own hash, the id it is \
+             named by (git dies on it: \"broken index\")"
+        );
     }
     Ok(())
 }
