@@ -1566,10 +1566,12 @@ struct Expected<'a> {
     /// the hub), by key, with the file now: a change to them is reported
     /// key by key, old and new value.
     config_texts: Vec<(String, std::path::PathBuf, Vec<u8>)>,
-    /// A linked worktree's git dir and the common dir: its metadata is
-    /// shown by those paths, since `.git` is a file there (new user:
-    /// `.git/config.worktree` named a path that cannot exist). `None` for
-    /// the main worktree, whose keys read as `.git/<key>`.
+    /// The git dir and the common dir of a worktree whose git dir is not
+    /// its `.git` (a linked worktree, or a main one made with
+    /// `--separate-git-dir`): its metadata is shown by those paths, since
+    /// `.git` is a file there (new user and red team: `.git/config.worktree`
+    /// named a path that cannot exist). `None` where the keys read as
+    /// `.git/<key>`.
     linked: Option<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
@@ -1621,7 +1623,7 @@ impl<'a> Expected<'a> {
                 .map(|p| p.to_string_lossy().into_owned())
                 .collect(),
             config_texts: Vec::new(),
-            linked: (baseline.repo.git_dir != baseline.repo.common_dir).then(|| {
+            linked: (baseline.repo.git_dir != baseline.repo.work_dir.join(".git")).then(|| {
                 (
                     baseline.repo.git_dir.clone(),
                     baseline.repo.common_dir.clone(),
@@ -1684,7 +1686,8 @@ fn compare_metadata(
             format!(
                 "{shown} is left over from a merge or squash and differs from arm's; git's next \
                  commit reads it (a message template, or a stash it applies); finish the \
-                 operation or remove it (rm {shown})"
+                 operation or remove it (rm {})",
+                crate::hooks::stub::sh_quote(&shown)
             )
         } else if let Some(added) = (name == "worktrees")
             .then(|| worktrees_added(old, new))

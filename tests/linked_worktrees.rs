@@ -363,3 +363,52 @@ fn a_linked_worktrees_metadata_is_named_where_it_is() {
     }
     assert!(!paths.iter().any(|p| p.starts_with(".git/")), "{paths:?}");
 }
+
+/// Red team, same stop: a main worktree whose git dir is elsewhere
+/// (`--separate-git-dir`) had its metadata named `.git/<key>` too, and the
+/// `rm` verify gives was not quoted (a space in the path removed another
+/// file). Both: the git dir in a directory with a space, a `MERGE_MSG`
+/// left there, the message's `rm` run as printed.
+#[test]
+fn metadata_outside_dot_git_is_named_where_it_is_and_removed_as_printed() {
+    let sb = Sandbox::new();
+    let git_dir = sb.root.join("separate dir.git");
+    sb.git(&[
+        "init",
+        "-q",
+        "--separate-git-dir",
+        git_dir.to_str().unwrap(),
+    ]);
+    assert!(sb.repo.join(".git").is_file());
+    sb.arm(&sb.grant(&["docs/"], 1, 8));
+    sb.commit_file("docs/b.md", "agent\n", "agent");
+    let merge_msg = git_dir.canonicalize().unwrap().join("MERGE_MSG");
+    std::fs::write(&merge_msg, "left over\n").unwrap();
+    let (code, r) = sb.verify();
+    assert_eq!(code, 1, "{r:#}");
+    let message = r["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["path"].as_str() == Some(merge_msg.to_str().unwrap()))
+        .unwrap_or_else(|| panic!("MERGE_MSG not named by its path: {r:#}"))["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let command = message
+        .split("remove it (")
+        .nth(1)
+        .and_then(|rest| rest.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("no command in {message}"));
+    let ran = sb
+        .command("sh")
+        .arg("-c")
+        .arg(command)
+        .current_dir(&sb.repo)
+        .output()
+        .unwrap();
+    assert!(ran.status.success(), "{command}: {ran:?}");
+    assert!(!merge_msg.exists(), "{command}");
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
