@@ -2164,11 +2164,21 @@ fn check_index(
             // Not what git writes, but what git reads: `git commit` fails
             // on a dangling `MERGE_HEAD` link ("could not open MERGE_HEAD")
             // while `git status` shows nothing.
-            Some(kind) => format!(
-                "git sees a {} in progress: its marker .git/{} is {kind}, which git's next \
-                 commit or merge consults (and fails on); remove it (rm .git/{})",
-                found.op, found.marker, found.marker
-            ),
+            Some(kind) => {
+                // Where it is: `.git` is a file in a linked worktree or
+                // beside a separate git dir (red team).
+                let path = if location.git_dir == location.work_dir.join(".git") {
+                    format!(".git/{}", found.marker)
+                } else {
+                    location.git_dir.join(found.marker).display().to_string()
+                };
+                format!(
+                    "git sees a {} in progress: its marker {path} is {kind}, which git's next \
+                     commit or merge consults (and fails on); remove it (rm {})",
+                    found.op,
+                    crate::hooks::stub::sh_quote(&path)
+                )
+            }
         };
         findings.push(Violation::new(rule::WORKTREE_NOT_CLEAN, message));
     }

@@ -412,3 +412,43 @@ fn metadata_outside_dot_git_is_named_where_it_is_and_removed_as_printed() {
     let (code, r) = sb.verify();
     assert_accepted(code, &r);
 }
+
+/// Red team, same stop: a dangling `MERGE_HEAD` link in an armed linked
+/// worktree was named `.git/MERGE_HEAD`, where `.git` is a file, and its
+/// `rm` failed. It is named where it is; the `rm` runs as printed.
+#[test]
+fn an_operation_marker_in_a_linked_worktree_is_removed_as_printed() {
+    let sb = Sandbox::new();
+    let wt = sb.root.join("wt");
+    sb.git(&["worktree", "add", "-q", "-b", "side", wt.to_str().unwrap()]);
+    let state = sb.root.join("wt.state");
+    let out = sb.arm_worktree(&wt, &sb.grant(&["docs/"], 1, 8), &state);
+    assert!(out.status.success(), "{out:?}");
+    let admin = sb.run_git(&wt, &["rev-parse", "--absolute-git-dir"]);
+    let marker = std::path::Path::new(admin.trim()).join("MERGE_HEAD");
+    std::os::unix::fs::symlink("nowhere", &marker).unwrap();
+    let (code, r) = sb.verify_state(&state);
+    assert_eq!(code, 1, "{r:#}");
+    let said = r["violations"].to_string();
+    let message = r["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v["message"].as_str())
+        .find(|m| m.contains("MERGE_HEAD"))
+        .unwrap_or_else(|| panic!("no marker named: {said}"));
+    let command = message
+        .split("remove it (")
+        .nth(1)
+        .and_then(|rest| rest.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("no command in {message}"));
+    let ran = sb
+        .command("sh")
+        .arg("-c")
+        .arg(command)
+        .current_dir(&wt)
+        .output()
+        .unwrap();
+    assert!(ran.status.success(), "{command}: {ran:?}");
+    assert!(marker.symlink_metadata().is_err(), "{command}");
+}

@@ -49,6 +49,12 @@ pub fn read_from(
 ) -> Result<gix::index::File> {
     let bytes = bounded_bytes(file)?;
     checksum(&bytes, hash)?;
+    // The file as git's readings of it read it: gix reads a v4 entry's
+    // name to its NUL where git trusts the recorded length, and more
+    // (red team: a v4 entry whose length swallowed the next entry hid an
+    // entry naming a missing blob from gix, not from git's fsck).
+    let hash_len = hash.len_in_bytes();
+    crate::repo::index_layout::check_with(&bytes, hash_len, &mut |_| {})?;
     // The time only judges racily clean entries, which nothing here asks.
     let time = filetime::FileTime::zero();
     let (state, _) = gix::index::State::from_bytes(&bytes, time, hash, Default::default())
@@ -85,12 +91,17 @@ pub fn read_from(
                      (\"broken index\")"
                 );
             }
+            crate::repo::index_layout::check_unordered(&bytes, hash_len)
+                .map_err(|e| anyhow::anyhow!("its shared index: {e:#}"))?;
             let (shared_state, _) =
                 gix::index::State::from_bytes(&bytes, time, hash, Default::default())
                     .map_err(|e| anyhow::anyhow!("its shared index: {e}"))?;
             // git reads no link in a shared index; gix would follow it.
             if shared_state.link().is_some() {
                 bail!("its shared index links to another shared index, which git does not read");
+            }
+            if link.bitmaps.is_none() {
+                bail!("its split-index link has no bitmaps, which git crashes on");
             }
             merged_order(&state, link, &shared_state)?;
             gix::index::File::at(path, hash, false, Default::default())
@@ -163,8 +174,15 @@ pub fn problems(common_dir: &Path, git_dir: &Path, hash: gix::hash::Kind) -> Vec
             Ok(file) if is_own => bounded_bytes(file).and_then(|bytes| {
                 checksum(&bytes, hash)?;
                 // As every verify reads it (git's readings of the file).
-                crate::repo::index_layout::check_with(&bytes, hash.len_in_bytes(), &mut |_| {})
-                    .map(drop)
+                let layout = crate::repo::index_layout::check_with(
+                    &bytes,
+                    hash.len_in_bytes(),
+                    &mut |_| {},
+                )?;
+                layout
+                    .shared_index
+                    .as_deref()
+                    .map_or(Ok(()), crate::repo::index_layout::refuse_null_link)
             }),
             Ok(file) => read_from(file, &path, hash).map(drop),
         };

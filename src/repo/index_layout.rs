@@ -289,6 +289,22 @@ pub fn check_with(
     hash_len: usize,
     visit: &mut dyn FnMut(&RawEntry),
 ) -> Result<Checked> {
+    check_layout(bytes, hash_len, visit, true)
+}
+
+/// [`check_with`] but for the order of the entries: for a shared index,
+/// whose order counts only after git merged the split file's deletions
+/// and replacements into it ([`super::index_fsck`] judges that).
+pub fn check_unordered(bytes: &[u8], hash_len: usize) -> Result<Checked> {
+    check_layout(bytes, hash_len, &mut |_| {}, false)
+}
+
+fn check_layout(
+    bytes: &[u8],
+    hash_len: usize,
+    visit: &mut dyn FnMut(&RawEntry),
+    ordered: bool,
+) -> Result<Checked> {
     let b = bytes;
     if b.len() < HEADER + hash_len || &b[..4] != b"DIRC" {
         bail!("the index has no index header");
@@ -410,15 +426,18 @@ pub fn check_with(
     }
     // A split index's own file lists the entries that replace shared ones
     // with empty names: git merges them into the shared index's, and the
-    // cross-check compares git's merged entries. An all-zero link names no
-    // shared index, and allows none.
-    let split = extensions.iter().any(|&(sig, data, size)| {
-        &sig == b"link" && size >= hash_len && b[data..data + hash_len].iter().any(|&c| c != 0)
-    });
+    // cross-check compares git's merged entries. A link naming no shared
+    // index (`index.skipHash`) leaves them as they are, as git reads them:
+    // the verified worktree refuses such a link ([`refuse_null_link`]),
+    // another worktree's is read as git reads it (red team: git's fsck
+    // passes on one with an entry git left unnamed).
+    let split = extensions
+        .iter()
+        .any(|&(sig, _, size)| &sig == b"link" && size >= hash_len);
     if !split && any_unnamed {
         bail!("the index has an entry with an empty name");
     }
-    if let Some(problem) = order.problem.or(odd_mode) {
+    if let Some(problem) = order.problem.filter(|_| ordered).or(odd_mode) {
         return Err(problem);
     }
     // git reads every `link` and keeps the last; gix the first.
@@ -432,14 +451,13 @@ pub fn check_with(
             if size < hash_len {
                 bail!("the index's split-index link is too short");
             }
-            // git writes one under `index.skipHash` with a split index,
-            // and reads it back as no shared index: only the entries in
-            // this file, the shared ones gone (red team, twenty-second
-            // stop on issue 29: `git -c core.splitIndex=true -c
-            // index.skipHash=true commit` left an index git reads as
-            // empty, and verify accepted it).
-            if b[data..data + hash_len].iter().all(|&c| c == 0) {
-                bail!("{NULL_LINK}");
+            // git reads a link to a shared index without its bitmaps and
+            // crashes merging it (red team, twenty-second stop on issue
+            // 29: every git's fsck and status died, verify accepted it in
+            // another worktree).
+            let named = b[data..data + hash_len].iter().any(|&c| c != 0);
+            if named && size == hash_len {
+                bail!("the index's split-index link has no bitmaps, which git crashes on");
             }
             Ok(crate::digest::hex(&b[data..data + hash_len]))
         })
@@ -596,11 +614,26 @@ pub fn check_bytes(
     visit: &mut dyn FnMut(&RawEntry),
 ) -> Result<Checked> {
     let checked = check_with(bytes, hash_len, visit)?;
-    // (An all-zero link is refused by `check_with`.)
     if let Some(shared) = &checked.shared_index {
+        refuse_null_link(shared)?;
         check_shared(shared_dir, shared, hash_len)?;
     }
     Ok(checked)
+}
+
+/// Refuses, in the verified worktree, a split-index link (as
+/// [`Checked::shared_index`] names it) to no shared index: git writes one
+/// under `index.skipHash` with a split index and reads it back as none,
+/// only the entries in the file, the shared ones gone (red team,
+/// twenty-second stop on issue 29: `git -c core.splitIndex=true -c
+/// index.skipHash=true commit` left an index git reads as empty, and
+/// verify accepted it). Another worktree's is read as git reads it
+/// ([`super::index_fsck`]).
+pub fn refuse_null_link(shared: &str) -> Result<()> {
+    if shared.bytes().all(|c| c == b'0') {
+        bail!("{NULL_LINK}");
+    }
+    Ok(())
 }
 
 /// Why an index whose split-index link names no shared index is refused
@@ -1040,14 +1073,26 @@ mod tests {
             b.truncate(end);
             (end, b, id)
         };
+        // An empty EWAH bitmap as git writes one (bit count, one word,
+        // the word, its position): a link holds two, delete and replace.
+        let empty: Vec<u8> = [0u32.to_be_bytes(), 1u32.to_be_bytes()]
+            .concat()
+            .into_iter()
+            .chain(0u64.to_be_bytes())
+            .chain(0u32.to_be_bytes())
+            .collect();
+        let bitmaps = [empty.clone(), empty].concat();
         let (end, mut one, id) = link(7);
+        let mut bare = one.clone();
         one.extend(b"link");
-        one.extend(20u32.to_be_bytes());
+        one.extend((20 + bitmaps.len() as u32).to_be_bytes());
         one.extend([id; 20]);
+        one.extend(&bitmaps);
         let mut two = one.clone();
         two.extend(b"link");
-        two.extend(20u32.to_be_bytes());
+        two.extend((20 + bitmaps.len() as u32).to_be_bytes());
         two.extend([9u8; 20]);
+        two.extend(&bitmaps);
         one.extend([0u8; 20]);
         two.extend([0u8; 20]);
         let checked = check_with(&one, 20, &mut |_| {}).unwrap();
@@ -1055,6 +1100,29 @@ mod tests {
         assert_eq!(checked.shared_index.as_deref(), Some(&*"07".repeat(20)));
         let e = check_with(&two, 20, &mut |_| {}).unwrap_err();
         assert!(e.to_string().contains("two split-index links"), "{e}");
+        // A link without its bitmaps: git crashes merging it (red team).
+        bare.extend(b"link");
+        bare.extend(20u32.to_be_bytes());
+        bare.extend([id; 20]);
+        bare.extend([0u8; 20]);
+        let e = check_with(&bare, 20, &mut |_| {}).unwrap_err();
+        assert!(e.to_string().contains("no bitmaps"), "{e}");
+        // One naming no shared index is read; the verified worktree
+        // refuses it (`refuse_null_link`).
+        let mut null = link(0).1;
+        null.extend(b"link");
+        null.extend(20u32.to_be_bytes());
+        null.extend([0u8; 20]);
+        null.extend([0u8; 20]);
+        let checked = check_with(&null, 20, &mut |_| {}).unwrap();
+        let shared = checked.shared_index.unwrap();
+        assert!(
+            refuse_null_link(&shared)
+                .unwrap_err()
+                .to_string()
+                .contains("no shared index")
+        );
+        assert!(refuse_null_link(&"07".repeat(20)).is_ok());
     }
 
     #[test]
