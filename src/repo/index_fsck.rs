@@ -304,43 +304,39 @@ fn merged_order(
             replaced + at
         );
     }
-    let kept: Vec<_> = merged.into_iter().flatten().collect();
-    for pair in kept.windows(2) {
-        let ((path, stage), (next, next_stage)) = (pair[0], pair[1]);
-        match path.cmp(next) {
-            std::cmp::Ordering::Less => {}
-            std::cmp::Ordering::Greater => {
-                bail!("the entries of its shared index are out of order at {next:?}")
-            }
-            std::cmp::Ordering::Equal if stage == 0 => {
-                bail!("it lists {next:?} both merged and unmerged")
-            }
-            std::cmp::Ordering::Equal if stage > next_stage => {
-                bail!("its stages of {next:?} are out of order")
-            }
-            std::cmp::Ordering::Equal => {}
-        }
-    }
-    Ok(())
+    ce_order(merged.into_iter().flatten())
+        .map_err(|e| anyhow::anyhow!("merged with its shared index, {e:#}"))
 }
 
 /// git's `check_ce_order`, as fsck runs it.
 fn order(index: &gix::index::State) -> Result<()> {
-    for pair in index.entries().windows(2) {
-        let (a, b) = (&pair[0], &pair[1]);
-        let (path, next) = (a.path(index), b.path(index));
-        match path.cmp(next) {
-            std::cmp::Ordering::Less => {}
-            std::cmp::Ordering::Greater => bail!("its entries are out of order at {next:?}"),
-            std::cmp::Ordering::Equal if a.stage_raw() == 0 => {
-                bail!("it lists {next:?} both merged and unmerged")
+    ce_order(
+        index
+            .entries()
+            .iter()
+            .map(|e| (e.path(index), e.stage_raw())),
+    )
+}
+
+/// git's `check_ce_order` on entries as (path, stage), in their order.
+fn ce_order<'a>(entries: impl Iterator<Item = (&'a gix::bstr::BStr, u32)>) -> Result<()> {
+    let mut previous: Option<(&gix::bstr::BStr, u32)> = None;
+    for (next, next_stage) in entries {
+        if let Some((path, stage)) = previous {
+            match path.cmp(next) {
+                std::cmp::Ordering::Less => {}
+                std::cmp::Ordering::Greater => bail!("its entries are out of order at {next:?}"),
+                std::cmp::Ordering::Equal if stage == 0 => {
+                    bail!("it lists {next:?} both merged and unmerged")
+                }
+                // git refuses stages out of order, not a stage repeated.
+                std::cmp::Ordering::Equal if stage > next_stage => {
+                    bail!("its stages of {next:?} are out of order")
+                }
+                std::cmp::Ordering::Equal => {}
             }
-            // git refuses stages out of order, not a stage repeated.
-            std::cmp::Ordering::Equal if a.stage_raw() > b.stage_raw() => {
-                bail!("its stages of {next:?} are out of order")
-            }
-            std::cmp::Ordering::Equal => {}
         }
+        previous = Some((next, next_stage));
     }
     Ok(())
 }
