@@ -1566,13 +1566,8 @@ struct Expected<'a> {
     /// the hub), by key, with the file now: a change to them is reported
     /// key by key, old and new value.
     config_texts: Vec<(String, std::path::PathBuf, Vec<u8>)>,
-    /// The git dir and the common dir of a worktree whose git dir is not
-    /// its `.git` (a linked worktree, or a main one made with
-    /// `--separate-git-dir`): its metadata is shown by those paths, since
-    /// `.git` is a file there (new user and red team: `.git/config.worktree`
-    /// named a path that cannot exist). `None` where the keys read as
-    /// `.git/<key>`.
-    linked: Option<(std::path::PathBuf, std::path::PathBuf)>,
+    /// Where the worktree's metadata is, to name it ([`repo::Location::shown`]).
+    location: &'a repo::Location,
 }
 
 impl<'a> Expected<'a> {
@@ -1623,12 +1618,7 @@ impl<'a> Expected<'a> {
                 .map(|p| p.to_string_lossy().into_owned())
                 .collect(),
             config_texts: Vec::new(),
-            linked: (baseline.repo.git_dir != baseline.repo.work_dir.join(".git")).then(|| {
-                (
-                    baseline.repo.git_dir.clone(),
-                    baseline.repo.common_dir.clone(),
-                )
-            }),
+            location: &baseline.repo,
         }
     }
 }
@@ -1671,13 +1661,12 @@ fn compare_metadata(
         }
         // Keys are relative to the common dir, or absolute paths
         // (submodule checkouts, hooks outside the git dir).
-        let shown = match &expected.linked {
-            _ if name.starts_with('/') => name.clone(),
-            Some((git_dir, _)) if repo::in_worktree_git_dir(name) => {
-                git_dir.join(name).display().to_string()
-            }
-            Some((_, common_dir)) => common_dir.join(name).display().to_string(),
-            None => format!(".git/{name}"),
+        let shown = if name.starts_with('/') {
+            name.clone()
+        } else {
+            expected
+                .location
+                .shown(name, repo::in_worktree_git_dir(name))
         };
         let detail = old
             .and_then(|old| config_change(expected, name, old))
@@ -2165,13 +2154,7 @@ fn check_index(
             // on a dangling `MERGE_HEAD` link ("could not open MERGE_HEAD")
             // while `git status` shows nothing.
             Some(kind) => {
-                // Where it is: `.git` is a file in a linked worktree or
-                // beside a separate git dir (red team).
-                let path = if location.git_dir == location.work_dir.join(".git") {
-                    format!(".git/{}", found.marker)
-                } else {
-                    location.git_dir.join(found.marker).display().to_string()
-                };
+                let path = location.shown(&found.marker, true);
                 format!(
                     "git sees a {} in progress: its marker {path} is {kind}, which git's next \
                      commit or merge consults (and fails on); remove it (rm {})",

@@ -96,6 +96,23 @@ pub struct Location {
 }
 
 impl Location {
+    /// `name`, a path in the worktree's own git dir (`private`) or in the
+    /// common dir, as a message shows it: `.git/<name>` where the git dir
+    /// is the worktree's `.git`, else its absolute path (in a linked
+    /// worktree or beside a separate git dir `.git` is a file: new user
+    /// and red team, twenty-second stop on issue 29).
+    pub fn shown(&self, name: &str, private: bool) -> String {
+        if self.git_dir == self.work_dir.join(".git") {
+            return format!(".git/{name}");
+        }
+        let base = if private {
+            &self.git_dir
+        } else {
+            &self.common_dir
+        };
+        base.join(name).display().to_string()
+    }
+
     /// Whether `path` (canonical) is inside the worktree, the git dir or the
     /// common dir.
     pub fn contains(&self, path: &Path) -> bool {
