@@ -395,20 +395,8 @@ fn metadata_outside_dot_git_is_named_where_it_is_and_removed_as_printed() {
         .as_str()
         .unwrap()
         .to_owned();
-    let command = message
-        .split("remove it (")
-        .nth(1)
-        .and_then(|rest| rest.strip_suffix(')'))
-        .unwrap_or_else(|| panic!("no command in {message}"));
-    let ran = sb
-        .command("sh")
-        .arg("-c")
-        .arg(command)
-        .current_dir(&sb.repo)
-        .output()
-        .unwrap();
-    assert!(ran.status.success(), "{command}: {ran:?}");
-    assert!(!merge_msg.exists(), "{command}");
+    run_printed_removal(&sb, &message, &sb.repo);
+    assert!(!merge_msg.exists(), "{message}");
     let (code, r) = sb.verify();
     assert_accepted(code, &r);
 }
@@ -437,6 +425,14 @@ fn an_operation_marker_in_a_linked_worktree_is_removed_as_printed() {
         .filter_map(|v| v["message"].as_str())
         .find(|m| m.contains("MERGE_HEAD"))
         .unwrap_or_else(|| panic!("no marker named: {said}"));
+    run_printed_removal(&sb, message, &wt);
+    assert!(marker.symlink_metadata().is_err(), "{message}");
+}
+
+/// Runs, with `sh` in `dir`, the command a verify `message` ends with as
+/// `... remove it (<command>)`, exactly as printed.
+#[track_caller]
+fn run_printed_removal(sb: &Sandbox, message: &str, dir: &std::path::Path) {
     let command = message
         .split("remove it (")
         .nth(1)
@@ -446,9 +442,8 @@ fn an_operation_marker_in_a_linked_worktree_is_removed_as_printed() {
         .command("sh")
         .arg("-c")
         .arg(command)
-        .current_dir(&wt)
+        .current_dir(dir)
         .output()
         .unwrap();
     assert!(ran.status.success(), "{command}: {ran:?}");
-    assert!(marker.symlink_metadata().is_err(), "{command}");
 }

@@ -22,6 +22,14 @@ fn fsck_passes(sb: &Sandbox, dir: &Path) -> bool {
         .success()
 }
 
+/// verify refused under `rule`, saying `said`.
+#[track_caller]
+fn assert_refused_with(code: i32, r: &serde_json::Value, rule: &str, said: &str) {
+    assert_eq!(code, 1, "{r:#}");
+    assert!(rules(r).contains(&rule.to_owned()), "{r:#}");
+    assert!(r["violations"].to_string().contains(said), "{r:#}");
+}
+
 #[track_caller]
 fn assert_refused_naming_the_missing_object(sb: &Sandbox, dir: &Path, state: &Path) {
     assert!(!fsck_passes(sb, dir), "git's fsck fails here too");
@@ -207,17 +215,7 @@ fn rejects_a_verified_index_whose_checksum_git_fsck_refuses() {
     break_checksum(&index_of(&sb, &sb.repo));
     assert!(!fsck_passes(&sb, &sb.repo), "git's fsck refuses the index");
     let (code, r) = sb.verify();
-    assert_eq!(code, 1, "{r:#}");
-    assert!(
-        rules(&r).contains(&"worktree_not_clean".to_owned()),
-        "{r:#}"
-    );
-    assert!(
-        r["violations"]
-            .to_string()
-            .contains("checksum does not match"),
-        "{r:#}"
-    );
+    assert_refused_with(code, &r, "worktree_not_clean", "checksum does not match");
     assert!(
         r["violations"].to_string().contains("git reset -q"),
         "{r:#}"
@@ -546,17 +544,7 @@ fn rejects_a_verified_index_split_without_its_shared_index() {
     let out = sb.try_git_in(&sb.repo, &args);
     assert!(out.status.success(), "{out:?}");
     let (code, r) = sb.verify();
-    assert_eq!(code, 1, "{r:#}");
-    assert!(
-        rules(&r).contains(&"worktree_not_clean".to_owned()),
-        "{r:#}"
-    );
-    assert!(
-        r["violations"]
-            .to_string()
-            .contains("link names no shared index"),
-        "{r:#}"
-    );
+    assert_refused_with(code, &r, "worktree_not_clean", "link names no shared index");
     run_index_advice(&sb, &sb.repo);
     let (code, r) = sb.verify();
     assert_accepted(code, &r);
