@@ -31,17 +31,12 @@ pub fn checksum(bytes: &[u8], hash: gix::hash::Kind) -> Result<()> {
     }
 }
 
-/// Reads the index at `path` (a split index with its shared file) as git's
-/// fsck does: the checksums, then the entries, which must be sorted by path
-/// and stage, with no path both merged and unmerged (`check_ce_order`).
-pub fn read(path: &Path, hash: gix::hash::Kind) -> Result<gix::index::File> {
-    read_from(crate::fsutil::open_regular(path)?, path, hash)
-}
-
-/// [`read`] of `file`, opened at `path`: the bytes judged are the file
+/// Reads the index `file`, opened at `path` (a split index with its
+/// shared file, found beside `path`), as git's fsck does: the checksums,
+/// then the entries, which must be sorted by path and stage, with no path
+/// both merged and unmerged (`check_ce_order`). The bytes judged are the file
 /// the caller opened (and, say, took the identity of), not whatever is at
-/// `path` by the time it is read again. (A split index's shared file is
-/// found beside `path`.)
+/// `path` by the time it is read again.
 pub fn read_from(
     file: std::fs::File,
     path: &Path,
@@ -353,7 +348,10 @@ mod tests {
         let file = std::fs::File::create(&path).unwrap();
         file.set_len(crate::repo::index_layout::MAX_INDEX_BYTES + 1)
             .unwrap();
-        let e = read(&path, gix::hash::Kind::Sha1).unwrap_err().to_string();
+        let file = std::fs::File::open(&path).unwrap();
+        let e = read_from(file, &path, gix::hash::Kind::Sha1)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("larger than"), "{e}");
         let problems = problems(dir.path(), dir.path(), gix::hash::Kind::Sha1);
         assert_eq!(problems.len(), 1);
