@@ -797,3 +797,180 @@ fn rejects_another_worktrees_index_that_is_not_a_file() {
         assert_accepted(code, &r);
     }
 }
+
+#[test]
+fn rejects_another_worktrees_split_index_git_merges_out_of_order() {
+    // Red team, twenty-second stop on issue 29 (its scripts only, until
+    // now). Two split files git's fsck dies on and gix read as fine:
+    // - a replacement that changes the replaced entry's stage: the shared
+    //   index holds README.md at stages 1 and 2, the split file replaces
+    //   the first with stage 3; git merges in place (stages 3, 2: "unordered
+    //   stage entries"), gix sorted the merged entries (2, 3);
+    // - an unnamed entry that replaces nothing ("corrupt link extension"),
+    //   which gix added with an empty path.
+    for case in ["stage", "unnamed"] {
+        let sb = Sandbox::new();
+        let (wt, state) = armed_beside_a_linked_worktree(&sb, false);
+        let index = index_of(&sb, &wt);
+        let bytes = std::fs::read(&index).unwrap();
+        let entries = entries_of(&bytes);
+        let readme = entries
+            .iter()
+            .find(|e| entry_name(e) == b"README.md")
+            .expect("README.md is in the index");
+        let (shared, split, replaced) = if case == "stage" {
+            let shared = vec![
+                entry_named(readme, b"README.md", 1),
+                entry_named(readme, b"README.md", 2),
+            ];
+            (shared, vec![entry_named(readme, b"", 3)], first_bit_ewah())
+        } else {
+            let shared = entries.iter().map(|e| e.to_vec()).collect();
+            (shared, vec![entry_named(entries[0], b"", 0)], empty_ewah())
+        };
+        let shared = index_v2(&shared, &[]);
+        let id = &shared[shared.len() - 20..];
+        let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+        std::fs::write(index.with_file_name(format!("sharedindex.{hex}")), &shared).unwrap();
+        let link = [id, &empty_ewah(), &replaced].concat();
+        let link = [&b"link"[..], &(link.len() as u32).to_be_bytes(), &link].concat();
+        std::fs::write(&index, index_v2(&split, &link)).unwrap();
+        assert!(!fsck_passes(&sb, &sb.repo), "{case}: git's fsck dies");
+        let (code, r) = sb.verify_state(&state);
+        let said = if case == "stage" {
+            "its stages of \\\"README.md\\\" are out of order"
+        } else {
+            "has no name and replaces no shared one"
+        };
+        assert_refused_with(code, &r, INVALID, said);
+        run_index_advice(&sb, &wt);
+        assert!(fsck_passes(&sb, &sb.repo), "{case}: the advice mends it");
+        let (code, r) = sb.verify_state(&state);
+        assert_accepted(code, &r);
+    }
+}
+
+#[test]
+fn rejects_another_worktrees_v4_index_whose_name_length_hides_an_entry() {
+    // Red team, same stop: in a version 4 index git trusts an entry's
+    // recorded name length, gix read the name to its NUL. The first
+    // entry's length here swallows the next entry, which gix read instead;
+    // what git reads next, naming a blob that does not exist, gix read as
+    // an optional extension ("ZZZZ") and skipped.
+    let sb = Sandbox::new();
+    let (wt, state) = armed_beside_a_linked_worktree(&sb, false);
+    let index = index_of(&sb, &wt);
+    let bytes = std::fs::read(&index).unwrap();
+    let entries = entries_of(&bytes);
+    let (first, second) = (entries[0], entries[2]);
+    let (first_name, second_name) = (entry_name(first), entry_name(second));
+    assert_eq!(
+        (first_name, second_name),
+        (&b".gitignore"[..], &b"docs/guide.md"[..])
+    );
+    // A version 4 entry: stat data and id, flags (the name's length), the
+    // length of the previous name to strip (one byte: under 128), the
+    // rest of the name, NUL.
+    let v4 = |head: &[u8], name: &[u8], strip: usize, recorded: usize| {
+        let mut e = head[..60].to_vec();
+        e.extend_from_slice(&(recorded as u16).to_be_bytes());
+        e.push(u8::try_from(strip).unwrap());
+        e.extend_from_slice(name);
+        e.push(0);
+        e
+    };
+    // gix: the first name stripped whole, then `docs/guide.md`.
+    let hidden = v4(second, second_name, first_name.len(), second_name.len());
+    // git: the first name runs over its NUL to the end of `hidden`.
+    let swallowed = first_name.len() + hidden.len();
+    let first = v4(first, first_name, 0, swallowed);
+    // git's second entry; to gix, an extension "ZZZZ" of the rest's size
+    // (the signature and size stand where the entry's ctime does).
+    let rest = [
+        &second[8..40],
+        &hex_bytes(MISSING)[..],
+        &6u16.to_be_bytes(),
+        &[u8::try_from(swallowed).unwrap()],
+        b"src/zz\0",
+    ]
+    .concat();
+    let mut body = [&b"DIRC"[..], &4u32.to_be_bytes(), &2u32.to_be_bytes()].concat();
+    body.extend_from_slice(&first);
+    body.extend_from_slice(&hidden);
+    body.extend_from_slice(b"ZZZZ");
+    body.extend_from_slice(&(rest.len() as u32).to_be_bytes());
+    body.extend_from_slice(&rest);
+    let sum = sha1_of(&body);
+    body.extend_from_slice(&sum);
+    std::fs::write(&index, body).unwrap();
+    let listed = sb.run_git(&wt, &["ls-files", "-s"]);
+    assert!(listed.contains(&format!("{MISSING} 0\tsrc/zz")), "{listed}");
+    assert!(
+        !fsck_passes(&sb, &sb.repo),
+        "git's fsck finds the missing blob"
+    );
+    let (code, r) = sb.verify_state(&state);
+    assert_refused_with(
+        code,
+        &r,
+        INVALID,
+        "records a name length other than its name's",
+    );
+    run_index_advice(&sb, &wt);
+    assert!(fsck_passes(&sb, &sb.repo));
+    let (code, r) = sb.verify_state(&state);
+    assert_accepted(code, &r);
+}
+
+/// The entries of a version 2 index, each as its bytes on disk (the
+/// fixed head, the name, the NUL padding).
+fn entries_of(bytes: &[u8]) -> Vec<&[u8]> {
+    assert_eq!(&bytes[4..8], &[0, 0, 0, 2]);
+    let count = u32::from_be_bytes(bytes[8..12].try_into().unwrap());
+    let mut at = 12;
+    (0..count)
+        .map(|_| {
+            let name_len =
+                usize::from(u16::from_be_bytes([bytes[at + 60], bytes[at + 61]]) & 0xfff);
+            let len = (62 + name_len + 8) & !7;
+            at += len;
+            &bytes[at - len..at]
+        })
+        .collect()
+}
+
+/// The name of a version 2 entry.
+fn entry_name(entry: &[u8]) -> &[u8] {
+    let len = usize::from(u16::from_be_bytes([entry[60], entry[61]]) & 0xfff);
+    &entry[62..62 + len]
+}
+
+/// A version 2 entry with the stat data, mode and id of `entry`, named
+/// `name` (empty: a split file's replacement) at `stage`.
+fn entry_named(entry: &[u8], name: &[u8], stage: u16) -> Vec<u8> {
+    let mut out = entry[..60].to_vec();
+    let flags = (stage << 12) | u16::try_from(name.len()).unwrap();
+    out.extend_from_slice(&flags.to_be_bytes());
+    out.extend_from_slice(name);
+    out.resize((62 + name.len() + 8) & !7, 0);
+    out
+}
+
+/// A version 2 index (SHA-1) of `entries`, then `extensions` (each its
+/// signature, size and data), then its checksum.
+fn index_v2(entries: &[Vec<u8>], extensions: &[u8]) -> Vec<u8> {
+    let count = u32::try_from(entries.len()).unwrap();
+    let mut out = [&b"DIRC"[..], &2u32.to_be_bytes(), &count.to_be_bytes()].concat();
+    entries.iter().for_each(|e| out.extend_from_slice(e));
+    out.extend_from_slice(extensions);
+    let sum = sha1_of(&out);
+    out.extend_from_slice(&sum);
+    out
+}
+
+fn hex_bytes(hex: &str) -> Vec<u8> {
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect()
+}
