@@ -31,17 +31,24 @@ pub fn checksum(bytes: &[u8], hash: gix::hash::Kind) -> Result<()> {
     }
 }
 
+/// An index as [`read_from`] read it.
+pub struct FsckRead {
+    /// Its entries (merged with its shared index's) and extensions.
+    pub index: gix::index::File,
+    /// The resolve-undo records git reads from the same bytes (none where
+    /// the last `REUC` extension is malformed: git then reads none).
+    pub resolve_undo: Vec<crate::repo::resolve_undo::Record>,
+}
+
 /// Reads the index `file`, opened at `path` (a split index with its
 /// shared file, found beside `path`), as git's fsck does: the checksums,
 /// then the entries, which must be sorted by path and stage, with no path
 /// both merged and unmerged (`check_ce_order`). The bytes judged are the file
 /// the caller opened (and, say, took the identity of), not whatever is at
-/// `path` by the time it is read again.
-pub fn read_from(
-    file: std::fs::File,
-    path: &Path,
-    hash: gix::hash::Kind,
-) -> Result<gix::index::File> {
+/// `path` by the time it is read again: its resolve-undo records too
+/// (before, they were read from `path` again, which a file swapped in and
+/// back could answer for).
+pub fn read_from(file: std::fs::File, path: &Path, hash: gix::hash::Kind) -> Result<FsckRead> {
     let bytes = bounded_bytes(file)?;
     checksum(&bytes, hash)?;
     // The file as git's readings of it read it: gix reads a v4 entry's
@@ -49,7 +56,11 @@ pub fn read_from(
     // (red team: a v4 entry whose length swallowed the next entry hid an
     // entry naming a missing blob from gix, not from git's fsck).
     let hash_len = hash.len_in_bytes();
-    crate::repo::index_layout::check_with(&bytes, hash_len, &mut |_| {})?;
+    let layout = crate::repo::index_layout::check_with(&bytes, hash_len, &mut |_| {})?;
+    let resolve_undo = layout
+        .resolve_undo
+        .and_then(|at| crate::repo::resolve_undo::parse(&bytes[at], hash_len))
+        .unwrap_or_default();
     // The time only judges racily clean entries, which nothing here asks.
     let time = filetime::FileTime::zero();
     let (state, _) = gix::index::State::from_bytes(&bytes, time, hash, Default::default())
@@ -104,7 +115,10 @@ pub fn read_from(
         }
     };
     order(&index)?;
-    Ok(index)
+    Ok(FsckRead {
+        index,
+        resolve_undo,
+    })
 }
 
 /// The refusal of an index git's fsck cannot read, shown as `shown`
@@ -349,9 +363,10 @@ mod tests {
         file.set_len(crate::repo::index_layout::MAX_INDEX_BYTES + 1)
             .unwrap();
         let file = std::fs::File::open(&path).unwrap();
-        let e = read_from(file, &path, gix::hash::Kind::Sha1)
-            .unwrap_err()
-            .to_string();
+        let Err(e) = read_from(file, &path, gix::hash::Kind::Sha1) else {
+            panic!("a file over the limit is read");
+        };
+        let e = e.to_string();
         assert!(e.contains("larger than"), "{e}");
         let problems = problems(dir.path(), dir.path(), gix::hash::Kind::Sha1);
         assert_eq!(problems.len(), 1);

@@ -278,6 +278,9 @@ pub struct Checked {
     pub shared_index: Option<String>,
     /// Where in the file the `link` extension's shared index id is.
     pub link_at: Option<usize>,
+    /// The bytes of the last `REUC` extension, the one git reads the
+    /// resolve-undo records from.
+    pub resolve_undo: Option<std::ops::Range<usize>>,
 }
 
 /// [`check`], handing each entry of the sequential reading to `visit` as it
@@ -466,6 +469,10 @@ fn check_layout(
         count,
         shared_index,
         link_at: link.map(|&(_, data, _)| data),
+        resolve_undo: extensions
+            .iter()
+            .rfind(|(sig, ..)| sig == b"REUC")
+            .map(|&(_, data, size)| data..data + size),
     })
 }
 
@@ -919,6 +926,7 @@ pub fn same_entries(layout: &Layout, index: &gix::index::State) -> Result<()> {
     }
     against.finish(&Checked {
         link_at: None,
+        resolve_undo: None,
         count: layout.entries.len(),
         shared_index: layout.shared_index.clone(),
     })

@@ -550,10 +550,13 @@ fn index_ids(
     if !out.first_read(&file) {
         return Ok(());
     }
-    resolve_undo_ids(repo, path, shown, out);
     // The file opened and counted above, not whatever is at `path` now.
-    let index = crate::repo::index_fsck::read_from(file, path, repo.object_hash())
+    let crate::repo::index_fsck::FsckRead {
+        index,
+        resolve_undo,
+    } = crate::repo::index_fsck::read_from(file, path, repo.object_hash())
         .map_err(|e| cannot_read(&format!("{e:#}")))?;
+    resolve_undo_starts(&resolve_undo, shown, out);
     for entry in index.entries() {
         let name = || BString::from(format!("{shown} ({})", entry.path(&index)));
         if entry.mode.is_submodule() {
@@ -591,7 +594,17 @@ fn resolve_undo_ids(repo: &gix::Repository, path: &std::path::Path, shown: &str,
     else {
         return;
     };
-    for record in &streamed.resolve_undo {
+    resolve_undo_starts(&streamed.resolve_undo, shown, out);
+}
+
+/// The objects the resolve-undo records `records` of the index shown as
+/// `shown` name that git's fsck parses and walks.
+fn resolve_undo_starts(
+    records: &[crate::repo::resolve_undo::Record],
+    shown: &str,
+    out: &mut Starts,
+) {
+    for record in records {
         for (stage, id) in record.fsck_requires() {
             let Ok(id) = ObjectId::try_from(id) else {
                 continue;
