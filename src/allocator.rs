@@ -242,7 +242,9 @@ static GLOBAL: Allocator = Allocator::new();
 /// verify's peak resident memory was 38.5 to 69.5 MiB (median 67, 7 of 12
 /// runs over the 64 MiB budget); with this and [`keep_apart`] for the
 /// worktree scan, 39.4 to 64.2 MiB (median 52, 2 of 16 runs over by at
-/// most 0.2 MiB).
+/// most 0.2 MiB); since blocks of 1 MiB or more are mappings of their own
+/// (`map_block`), 38.8 to 39.8 MiB over 12 runs (twenty-second stop on
+/// issue 29, docs/performance.md).
 /// Nothing in other builds, whose allocator is the system's.
 pub fn release_free_memory() {
     #[cfg(target_env = "musl")]

@@ -190,17 +190,22 @@ pub const MAX_SMALL_FILE: u64 = 64 * 1024 * 1024;
 /// `InvalidData` error, read no further (an agent can plant a huge or
 /// sparse file where grantguard reads a small one).
 pub fn read_regular_limited(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let file = open_regular(path)?;
-    let mut bytes = Vec::new();
-    file.take(max + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > max {
-        return Err(std::io::Error::new(
+    read_at_most(open_regular(path)?, max)?.ok_or_else(|| {
+        std::io::Error::new(
             std::io::ErrorKind::InvalidData,
             format!("{} is larger than {max} bytes", path.display()),
-        ));
-    }
-    Ok(bytes)
+        )
+    })
+}
+
+/// The bytes of `file` from where it stands to its end, if there are at
+/// most `max` of them (`None`: more, of which no more than `max + 1` were
+/// read).
+pub fn read_at_most(file: std::fs::File, max: u64) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    file.take(max + 1).read_to_end(&mut bytes)?;
+    Ok((bytes.len() as u64 <= max).then_some(bytes))
 }
 
 /// `std::fs::read_to_string` through [`open_regular`].
@@ -582,6 +587,20 @@ pub fn dev_ino(path: &Path) -> Option<(u64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_is_read_up_to_its_bound_and_refused_past_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"0123456789").unwrap();
+        let open = || std::fs::File::open(&path).unwrap();
+        assert_eq!(read_at_most(open(), 10).unwrap().unwrap(), b"0123456789");
+        assert_eq!(read_at_most(open(), 9).unwrap(), None);
+        assert_eq!(read_regular_limited(&path, 10).unwrap(), b"0123456789");
+        let e = read_regular_limited(&path, 9).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+        assert!(e.to_string().contains("larger than 9 bytes"), "{e}");
+    }
 
     #[test]
     fn an_open_directory_lists_itself_even_when_swapped_by_path() {

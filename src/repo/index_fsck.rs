@@ -218,19 +218,14 @@ pub struct Unreadable {
 /// huge (sparse) file in another worktree's place would cost every verify
 /// its size.
 fn bounded_bytes(file: std::fs::File) -> Result<Vec<u8>> {
-    use std::io::Read;
     let max = crate::repo::index_layout::MAX_INDEX_BYTES;
     let too_large =
         || anyhow::anyhow!("it is larger than the {max} bytes grantguard reads of an index");
+    // Its size first: a sparse file of gigabytes is refused unread.
     if file.metadata()?.len() > max {
         return Err(too_large());
     }
-    let mut bytes = Vec::new();
-    file.take(max + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > max {
-        return Err(too_large());
-    }
-    Ok(bytes)
+    crate::fsutil::read_at_most(file, max)?.ok_or_else(too_large)
 }
 
 /// git's `merge_base_index` of a split index (`split`, its `link`) and
