@@ -697,6 +697,84 @@ fn rejects_a_run_whose_agent_rewrote_a_hard_linked_host_object_through_an_unname
     hard_linked_object_rewritten(true);
 }
 
+/// New user, twenty-third stop on issue 29: only `remote.*.url` was read
+/// for the repositories to keep read-only, so a push URL set through
+/// `pushurl`, `insteadOf` (local or global config) or `pushInsteadOf`
+/// named a writable origin: the agent pushed a branch there and the run
+/// succeeded. Each way now, the agent pushes to the URL git resolves for
+/// the origin, past its hooks and transport lock; the origin must not
+/// receive it.
+#[test]
+fn keeps_the_origin_read_only_whatever_config_names_its_push_url() {
+    for how in ["pushurl", "insteadOf", "pushInsteadOf", "global insteadOf"] {
+        let sb = Sandbox::new();
+        let host = sb.repo.clone();
+        let root = format!("{}/", sb.root.display());
+        let instead_of = format!("url.{root}.insteadOf");
+        let push_instead_of = format!("url.{root}.pushInsteadOf");
+        let origin = sb.origin.display().to_string();
+        let configure: Vec<Vec<&str>> = match how {
+            "pushurl" => vec![
+                vec![
+                    "remote",
+                    "set-url",
+                    "origin",
+                    "https://example.invalid/x.git",
+                ],
+                vec!["remote", "set-url", "--push", "origin", &origin],
+            ],
+            "insteadOf" => vec![
+                vec!["remote", "set-url", "origin", "mirror:origin.git"],
+                vec!["config", &instead_of, "mirror:"],
+            ],
+            "pushInsteadOf" => vec![
+                vec![
+                    "remote",
+                    "set-url",
+                    "origin",
+                    "https://example.invalid/origin.git",
+                ],
+                vec!["config", &push_instead_of, "https://example.invalid/"],
+            ],
+            _ => vec![
+                vec!["remote", "set-url", "origin", "gmirror:origin.git"],
+                vec!["config", "--global", &instead_of, "gmirror:"],
+            ],
+        };
+        for args in &configure {
+            sb.run_git(&host, args);
+        }
+        let push_url = git_out(&sb, &host, &["remote", "get-url", "--push", "origin"]);
+        assert_eq!(
+            Path::new(push_url.trim()).canonicalize().unwrap(),
+            sb.origin.canonicalize().unwrap(),
+            "{how}: git pushes to the origin"
+        );
+        let log = sb.root.join("probe.log");
+        let agent = script(
+            &sb.root.join("agent.sh"),
+            &format!(
+                "{DOCS_COMMIT}\n{}",
+                attempt(
+                    &log,
+                    "push",
+                    "git -c protocol.allow=always -c protocol.file.allow=always \
+                     -c core.hooksPath=/dev/null push -q \
+                     \"$(git remote get-url --push origin)\" HEAD:refs/heads/stolen"
+                )
+            ),
+        );
+        let baseline = sb.git(&["rev-parse", "HEAD"]);
+        let refs_before = refs(&sb, &host);
+        let origin_before = refs(&sb, &sb.origin);
+        let run = sealed_run(&sb, Path::new(BIN), &host, &agent, |_| {});
+        let log = read(&log);
+        assert!(log.contains("push refused"), "{how}: {log}\n{run}");
+        assert_eq!(refs(&sb, &sb.origin), origin_before, "{how}: {log}");
+        assert_host_has_only_the_granted_commit(&sb, &host, &run, &baseline, &refs_before);
+    }
+}
+
 // ---------------------------------------------------------------------------
 // 02: grantguard's own binary in an agent-writable directory.
 

@@ -46,6 +46,7 @@ pub mod host;
 pub mod import;
 mod layers;
 pub mod lfs;
+mod remotes;
 pub mod seal;
 pub mod trusted_git;
 
@@ -97,6 +98,9 @@ pub struct Workspace {
     /// Whether git-lfs is installed for the host ([`lfs::installed_for`]),
     /// asked before the command.
     lfs_installed: bool,
+    /// The repositories the host's remotes name by a local path
+    /// ([`remotes`]), asked before the command.
+    remote_repositories: Vec<PathBuf>,
 }
 
 impl Workspace {
@@ -114,6 +118,7 @@ impl Workspace {
         }
         crate::fsutil::create_private_dir(&ws.dir)?;
         ws.lfs_installed = lfs::installed_for(&git, &host.work_dir);
+        ws.remote_repositories = remotes::local_repositories(&git, host)?;
         ws.git = Some(git);
         for layer in &ws.layers {
             layers::make(layer)?;
@@ -179,6 +184,7 @@ impl Workspace {
             user_namespace,
             git: None,
             lfs_installed: false,
+            remote_repositories: Vec::new(),
         })
     }
 
@@ -309,7 +315,7 @@ impl Workspace {
             }
         }
         out.extend(alternates(&common.join("objects")));
-        out.extend(local_remotes(&self.host.work_dir));
+        out.extend(self.remote_repositories.iter().cloned());
         out.extend(aliases::of(&[
             self.host.work_dir.clone(),
             self.host.common_dir.clone(),
@@ -420,6 +426,7 @@ pub fn probe(work_dir: &Path) -> Result<()> {
         user_namespace,
         git: None,
         lfs_installed: false,
+        remote_repositories: Vec::new(),
     };
     let plan = crate::run::isolate::Plan::for_step(probe.beside(), Some(&target))?;
     let mut command = std::process::Command::new(std::env::current_exe()?);
@@ -470,43 +477,6 @@ pub(crate) fn alternates(objects: &Path) -> Vec<PathBuf> {
             if !out.contains(&target) {
                 out.push(target.clone());
                 queue.push((target, depth + 1));
-            }
-        }
-    }
-    out
-}
-
-/// The repositories the host's remotes name by a local path (`git clone`
-/// of a local path hard-links its objects from there: writing them through
-/// that path would change the host's objects, so they are read-only for
-/// the command; see [`seal`] for what stays).
-fn local_remotes(work_dir: &Path) -> Vec<PathBuf> {
-    let Ok(repo) = crate::repo::open_for_objects(work_dir) else {
-        return Vec::new();
-    };
-    let config = repo.config_snapshot();
-    let mut out = Vec::new();
-    for section in config
-        .plumbing()
-        .sections_by_name("remote")
-        .into_iter()
-        .flatten()
-    {
-        for url in section.values("url") {
-            let url = url.to_string();
-            let path = url.strip_prefix("file://").unwrap_or(&url);
-            // scp-like `host:path` and URLs with a scheme are not local.
-            if path.contains("://") || (!path.starts_with('/') && path.contains(':')) {
-                continue;
-            }
-            // Never the checkout itself (a remote `.`): it is the workspace.
-            if let Ok(dir) = work_dir.join(path).canonicalize()
-                && dir.is_dir()
-                && !dir.starts_with(work_dir)
-                && !repo.common_dir().starts_with(&dir)
-                && !out.contains(&dir)
-            {
-                out.push(dir);
             }
         }
     }
