@@ -110,6 +110,7 @@ impl Workspace {
     pub fn create(state: &Path, run_id: &str, host: &Location) -> Result<Workspace> {
         let mut ws = Workspace::describe(state, run_id, host)?;
         let git = trusted_git::TrustedGit::resolve()?;
+        ws.remote_repositories = remotes::local_repositories(&git, host)?;
         if ws.dir.symlink_metadata().is_ok() {
             bail!(
                 "the workspace {} already exists (a run id is used once)",
@@ -118,7 +119,6 @@ impl Workspace {
         }
         crate::fsutil::create_private_dir(&ws.dir)?;
         ws.lfs_installed = lfs::installed_for(&git, &host.work_dir);
-        ws.remote_repositories = remotes::local_repositories(&git, host)?;
         ws.git = Some(git);
         for layer in &ws.layers {
             layers::make(layer)?;
