@@ -775,6 +775,40 @@ fn keeps_the_origin_read_only_whatever_config_names_its_push_url() {
     }
 }
 
+/// The other direction of the test above: where git cannot list the
+/// remotes (here, a config on its command line it cannot parse, which the
+/// agent's git would meet too), the run stops before the command starts,
+/// saying why, and the host is as it was.
+#[test]
+fn refuses_to_start_where_git_cannot_list_the_remotes() {
+    let sb = Sandbox::new();
+    let host = sb.repo.clone();
+    let ran = sb.root.join("agent-ran");
+    let agent = script(
+        &sb.root.join("agent.sh"),
+        &format!("touch '{}'", ran.display()),
+    );
+    let refs_before = refs(&sb, &host);
+    let run = sealed_run(&sb, Path::new(BIN), &host, &agent, |cmd| {
+        cmd.env("GIT_CONFIG_COUNT", "1")
+            .env("GIT_CONFIG_KEY_0", "bogus")
+            .env("GIT_CONFIG_VALUE_0", "x");
+    });
+    assert_ne!(run.code, 0, "{run}");
+    assert!(
+        common::rules(&run.r).contains(&"workspace_failed".to_owned()),
+        "{run}"
+    );
+    assert!(
+        run.r["violations"]
+            .to_string()
+            .contains("git cannot list the remotes"),
+        "{run}"
+    );
+    assert!(!ran.exists(), "the command ran");
+    assert_eq!(refs(&sb, &host), refs_before);
+}
+
 // ---------------------------------------------------------------------------
 // 02: grantguard's own binary in an agent-writable directory.
 
