@@ -2168,10 +2168,18 @@ fn check_index(
     // The index is read once, and every reader reads what was read (see
     // `repo::index_copy`).
     let refuse = |findings: &mut Vec<Violation>, e: anyhow::Error| {
-        findings.push(Violation::new(
-            rule::WORKTREE_NOT_CLEAN,
-            format!("the index is not one git reads in one way only: {e:#}. {INDEX_ADVICE}"),
-        ));
+        findings.push(match e.downcast_ref::<repo::index_layout::BeyondGix>() {
+            // git reads it; grantguard cannot check it, and rebuilding the
+            // index would not mend that.
+            Some(beyond) => Violation::new(
+                rule::REPOSITORY_UNREADABLE,
+                format!("grantguard cannot check the index: {beyond}"),
+            ),
+            None => Violation::new(
+                rule::WORKTREE_NOT_CLEAN,
+                format!("the index is not one git reads in one way only: {e:#}. {INDEX_ADVICE}"),
+            ),
+        });
     };
     let copy = match repo::index_copy::IndexCopy::take(&location.git_dir, state)? {
         repo::index_copy::Taken::Copy(copy) => Some(*copy),

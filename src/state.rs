@@ -339,7 +339,9 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
     if !indexes.is_empty() {
         return Ok(arm_refused(indexes.into_iter().map(|problem| {
             // The rules verify reports them under.
-            let rule = if problem.own {
+            let rule = if problem.own && problem.beyond_gix {
+                rule::REPOSITORY_UNREADABLE
+            } else if problem.own {
                 rule::WORKTREE_NOT_CLEAN
             } else {
                 rule::OBJECT_STORE_INVALID

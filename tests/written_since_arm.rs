@@ -974,3 +974,72 @@ fn hex_bytes(hex: &str) -> Vec<u8> {
         .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
         .collect()
 }
+
+#[test]
+fn refuses_an_index_gix_misreads_as_one_it_cannot_check_not_one_git_cannot_read() {
+    // Red team, twenty-third stop on issue 29: git writes a path of 4,095
+    // bytes or more with "see the NUL" as its recorded length, and pads
+    // the entry to 8 bytes; gix 0.58 skips the NUL alone and reads on
+    // from inside the padding. git's fsck passes; verify said git's fsck
+    // could not read the index. Such an index is refused as one
+    // grantguard cannot check, in the verified worktree and in another.
+    for case in ["verified", "other"] {
+        let sb = Sandbox::new();
+        let (wt, state) = armed_beside_a_linked_worktree(&sb, false);
+        let dir = if case == "verified" {
+            sb.repo.clone()
+        } else {
+            wt.clone()
+        };
+        let long = long_path();
+        let blob = sb.run_git(&dir, &["hash-object", "-w", "README.md"]);
+        let info = format!("100644,{},{long}", blob.trim());
+        sb.run_git(&dir, &["update-index", "--add", "--cacheinfo", &info]);
+        if case == "verified" {
+            // Committed, and hidden from status: nothing else to refuse.
+            sb.run_git(&dir, &["update-index", "--skip-worktree", &long]);
+            sb.run_git(&dir, &["commit", "-q", "-m", "long"]);
+        }
+        assert!(fsck_passes(&sb, &sb.repo), "{case}: git's fsck reads it");
+        let (code, r) = sb.verify_state(&state);
+        let rule = if case == "verified" {
+            "repository_unreadable"
+        } else {
+            INVALID
+        };
+        assert_refused_with(code, &r, rule, "grantguard cannot check");
+        assert!(
+            !r["violations"]
+                .to_string()
+                .contains("git's fsck cannot read"),
+            "{case}: {r:#}"
+        );
+    }
+    // arm refuses the armed worktree's own such index as verify would.
+    let sb = Sandbox::new();
+    let long = long_path();
+    let blob = sb.git(&["hash-object", "-w", "README.md"]);
+    let info = format!("100644,{},{long}", blob.trim());
+    sb.git(&["update-index", "--add", "--cacheinfo", &info]);
+    sb.git(&["update-index", "--skip-worktree", &long]);
+    sb.git(&["commit", "-q", "-m", "long"]);
+    let out = sb.arm_worktree(&sb.repo, &sb.grant(&["docs/"], 1, 8), &sb.state);
+    assert!(!out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("[repository_unreadable] grantguard cannot check"),
+        "{said}"
+    );
+}
+
+/// A path of 4,100 bytes under `docs/`: recorded as "see the NUL", and
+/// padded past its NUL with or without extended flags.
+fn long_path() -> String {
+    let long = format!(
+        "docs/{}/{}",
+        ["d"; 16].map(|d| d.repeat(254)).join("/"),
+        "f".repeat(15)
+    );
+    assert_eq!(long.len(), 4100);
+    long
+}

@@ -12,7 +12,7 @@
 
 use std::path::Path;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 
 /// The index's trailing checksum must be its hash, unless it is all zero
 /// (`index.skipHash` writes it so, and git's fsck then skips it).
@@ -98,7 +98,7 @@ pub fn read_from(file: std::fs::File, path: &Path, hash: gix::hash::Kind) -> Res
                 );
             }
             crate::repo::index_layout::check_unordered(&bytes, hash_len)
-                .map_err(|e| anyhow::anyhow!("its shared index: {e:#}"))?;
+                .context("its shared index")?;
             let (shared_state, _) =
                 gix::index::State::from_bytes(&bytes, time, hash, Default::default())
                     .map_err(|e| anyhow::anyhow!("its shared index: {e}"))?;
@@ -130,6 +130,18 @@ pub fn cannot_read(shown: &str, e: &dyn std::fmt::Display) -> String {
          it belongs to: rm -rf \"$(git rev-parse --git-path index)\" && git reset -q (changes \
          in the worktree stay, unstaged)"
     )
+}
+
+/// The refusal of the index shown as `shown` that [`read_from`] (or the
+/// layout reading) refused with `e`: [`cannot_read`], unless git reads it
+/// and grantguard cannot check it
+/// ([`crate::repo::index_layout::BeyondGix`]), which rebuilding would not
+/// mend.
+pub fn refusal(shown: &str, e: &anyhow::Error) -> String {
+    match e.downcast_ref::<crate::repo::index_layout::BeyondGix>() {
+        Some(beyond) => format!("grantguard cannot check {shown}: {beyond}"),
+        None => cannot_read(shown, &format!("{e:#}")),
+    }
 }
 
 /// Every worktree's index that git's fsck cannot read, as refusals
@@ -198,7 +210,10 @@ pub fn problems(common_dir: &Path, git_dir: &Path, hash: gix::hash::Kind) -> Vec
         if let Err(e) = judged {
             problems.push(Unreadable {
                 own: is_own,
-                message: cannot_read(&shown, &format!("{e:#}")),
+                beyond_gix: e
+                    .downcast_ref::<crate::repo::index_layout::BeyondGix>()
+                    .is_some(),
+                message: refusal(&shown, &e),
             });
         }
     }
@@ -210,6 +225,10 @@ pub struct Unreadable {
     /// Whether it is the index of the worktree being armed (verify calls
     /// that one's damage dirt, another's an object store it cannot check).
     pub own: bool,
+    /// Whether git reads it and grantguard cannot check it
+    /// ([`crate::repo::index_layout::BeyondGix`]; verify calls that the
+    /// armed worktree's unreadable repository).
+    pub beyond_gix: bool,
     /// The refusal, with the way to rebuild it.
     pub message: String,
 }

@@ -140,6 +140,46 @@ impl std::fmt::Display for BadEntry {
 
 impl std::error::Error for BadEntry {}
 
+/// An index git reads that gix, the reader grantguard checks an index
+/// with, misreads: a version 2 or 3 entry whose path is 4,095 bytes or
+/// longer (its recorded length is then "see the NUL") and whose padding
+/// is more than that NUL. gix 0.58 skips the NUL alone and reads the next
+/// entry from inside the padding (red team, twenty-third stop on issue
+/// 29: git's fsck passed on such an index, verify said git's fsck could
+/// not read it). Refused, as what grantguard cannot check, never as
+/// something git cannot read.
+#[derive(Debug)]
+pub struct BeyondGix {
+    /// The entry's offset in the file.
+    pub at: usize,
+}
+
+impl std::fmt::Display for BeyondGix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the index entry at byte {} has a path of 4,095 bytes or more, which git reads and \
+             gix, the index reader grantguard checks with, misreads: grantguard cannot check \
+             this index (`git ls-files | awk 'length >= 4095'` lists such paths; remove them \
+             from the index to have it checked)",
+            self.at
+        )
+    }
+}
+
+impl std::error::Error for BeyondGix {}
+
+/// Whether gix misreads the entry `entry` of `size` bytes on disk (see
+/// [`BeyondGix`]).
+fn misread_by_gix(entry: &RawEntry, size: usize, version: u32, hash_len: usize) -> bool {
+    if version == 4 || entry.flags & CE_NAMEMASK != CE_NAMEMASK {
+        return false;
+    }
+    let extended = if entry.flags & CE_EXTENDED != 0 { 2 } else { 0 };
+    let padding = size - (40 + hash_len + 2 + extended) - entry.path.len();
+    padding > 1
+}
+
 /// Decodes the entry at `at` into `out` as git's `create_from_disk` does,
 /// reusing `out`'s buffers (the sequential reading decodes the 100,000
 /// entries of a large index through two of them); `previous` is the entry
@@ -325,9 +365,10 @@ fn check_layout(
     let mut any_unnamed = false;
     let mut odd_mode = None;
     let mut at = HEADER;
+    let mut beyond_gix = None;
     for i in 0..count {
         let before = (i > 0).then_some(&previous);
-        at += decode(
+        let size = decode(
             &b[..body_end],
             at,
             0,
@@ -336,6 +377,10 @@ fn check_layout(
             before,
             &mut current,
         )?;
+        if beyond_gix.is_none() && misread_by_gix(&current, size, version, hash_len) {
+            beyond_gix = Some(BeyondGix { at });
+        }
+        at += size;
         visit(&current);
         if current.path.is_empty() {
             any_unnamed = true;
@@ -465,6 +510,10 @@ fn check_layout(
             Ok(crate::digest::hex(&b[data..data + hash_len]))
         })
         .transpose()?;
+    // Last: everything git would refuse is said first.
+    if let Some(beyond) = beyond_gix {
+        return Err(beyond.into());
+    }
     Ok(Checked {
         count,
         shared_index,
@@ -948,6 +997,37 @@ pub fn gix_agrees(path: &Path, layout: &Layout, hash: gix::hash::Kind) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gix_misreads_a_long_path_only_when_padded_past_its_nul() {
+        // On disk: 62 bytes (SHA-1) or 64 with extended flags, the name,
+        // then NULs up to a multiple of 8.
+        let entry = |len: usize, extended: bool| RawEntry {
+            path: vec![b'a'; len],
+            flags: CE_NAMEMASK.min(len as u16) | if extended { CE_EXTENDED } else { 0 },
+            ..RawEntry::default()
+        };
+        let size = |len: usize, extended: bool| {
+            let fixed = if extended { 64 } else { 62 };
+            (fixed + len + 8) & !7
+        };
+        for (len, extended, misread) in [
+            (4094, false, false), // its length recorded: gix pads as git
+            (4095, false, true),  // 3 NULs
+            (4095, true, false),  // 1 NUL: gix reads it right
+            (4100, true, true),   // 4 NULs
+            (4097, false, false), // 1 NUL
+            (4096, false, true),  // 2 NULs
+        ] {
+            let e = entry(len, extended);
+            assert_eq!(
+                misread_by_gix(&e, size(len, extended), 2, 20),
+                misread,
+                "{len} {extended}"
+            );
+            assert!(!misread_by_gix(&e, size(len, extended), 4, 20));
+        }
+    }
 
     #[test]
     fn the_resolve_undo_signature_is_found_wherever_it_is() {

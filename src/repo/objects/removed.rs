@@ -555,7 +555,7 @@ fn index_ids(
         index,
         resolve_undo,
     } = crate::repo::index_fsck::read_from(file, path, repo.object_hash())
-        .map_err(|e| cannot_read(&format!("{e:#}")))?;
+        .map_err(|e| anyhow::anyhow!(crate::repo::index_fsck::refusal(shown, &e)))?;
     resolve_undo_starts(&resolve_undo, shown, out);
     for entry in index.entries() {
         let name = || BString::from(format!("{shown} ({})", entry.path(&index)));
