@@ -701,55 +701,83 @@ fn rejects_a_run_whose_agent_rewrote_a_hard_linked_host_object_through_an_unname
 /// for the repositories to keep read-only, so a push URL set through
 /// `pushurl`, `insteadOf` (local or global config) or `pushInsteadOf`
 /// named a writable origin: the agent pushed a branch there and the run
-/// succeeded. Each way now, the agent pushes to the URL git resolves for
-/// the origin, past its hooks and transport lock; the origin must not
-/// receive it.
+/// succeeded. The red team then found git resolving more than `git remote
+/// -v` shows: a URL without the `.git` git adds, `file://localhost/...`,
+/// the legacy `remotes/` files, a push URL in an `includeIf
+/// "onbranch:..."` the agent's branch switch turns on. Each way, the agent
+/// pushes past its hooks and transport lock; the origin must not receive
+/// it.
 #[test]
 fn keeps_the_origin_read_only_whatever_config_names_its_push_url() {
-    for how in ["pushurl", "insteadOf", "pushInsteadOf", "global insteadOf"] {
+    let cases = [
+        "pushurl",
+        "insteadOf",
+        "pushInsteadOf",
+        "global insteadOf",
+        "no .git suffix",
+        "file://localhost",
+        "legacy remotes file",
+        "onbranch include",
+    ];
+    for how in cases {
         let sb = Sandbox::new();
         let host = sb.repo.clone();
         let root = format!("{}/", sb.root.display());
-        let instead_of = format!("url.{root}.insteadOf");
-        let push_instead_of = format!("url.{root}.pushInsteadOf");
         let origin = sb.origin.display().to_string();
-        let configure: Vec<Vec<&str>> = match how {
-            "pushurl" => vec![
-                vec![
-                    "remote",
-                    "set-url",
-                    "origin",
-                    "https://example.invalid/x.git",
-                ],
-                vec!["remote", "set-url", "--push", "origin", &origin],
-            ],
-            "insteadOf" => vec![
-                vec!["remote", "set-url", "origin", "mirror:origin.git"],
-                vec!["config", &instead_of, "mirror:"],
-            ],
-            "pushInsteadOf" => vec![
-                vec![
-                    "remote",
-                    "set-url",
-                    "origin",
-                    "https://example.invalid/origin.git",
-                ],
-                vec!["config", &push_instead_of, "https://example.invalid/"],
-            ],
-            _ => vec![
-                vec!["remote", "set-url", "origin", "gmirror:origin.git"],
-                vec!["config", "--global", &instead_of, "gmirror:"],
-            ],
+        let hidden = "https://example.invalid/origin.git";
+        let set_url = |url: &str| {
+            sb.run_git(&host, &["remote", "set-url", "origin", url]);
         };
-        for args in &configure {
-            sb.run_git(&host, args);
+        // What the agent pushes to: the remote's name, or where git
+        // would push once the agent's branch turns the include on.
+        let mut push_to = "origin".to_owned();
+        match how {
+            "pushurl" => {
+                set_url(hidden);
+                sb.run_git(&host, &["remote", "set-url", "--push", "origin", &origin]);
+            }
+            "insteadOf" => {
+                set_url("mirror:origin.git");
+                sb.run_git(
+                    &host,
+                    &["config", &format!("url.{root}.insteadOf"), "mirror:"],
+                );
+            }
+            "pushInsteadOf" => {
+                set_url(hidden);
+                let key = format!("url.{root}.pushInsteadOf");
+                sb.run_git(&host, &["config", &key, "https://example.invalid/"]);
+            }
+            "global insteadOf" => {
+                set_url("gmirror:origin.git");
+                let key = format!("url.{root}.insteadOf");
+                sb.run_git(&host, &["config", "--global", &key, "gmirror:"]);
+            }
+            "no .git suffix" => set_url(origin.strip_suffix(".git").unwrap()),
+            "file://localhost" => set_url(&format!("file://localhost{origin}")),
+            "legacy remotes file" => {
+                set_url(hidden);
+                let remotes = host.join(".git/remotes");
+                std::fs::create_dir_all(&remotes).unwrap();
+                std::fs::write(remotes.join("legacy"), format!("URL: {origin}\n")).unwrap();
+                push_to = "legacy".to_owned();
+            }
+            _ => {
+                set_url(hidden);
+                let include = sb.root.join("release.config");
+                std::fs::write(
+                    &include,
+                    format!("[remote \"origin\"]\n\tpushurl = {origin}\n"),
+                )
+                .unwrap();
+                let key = "includeIf.onbranch:release/*.path";
+                sb.run_git(
+                    &host,
+                    &["config", "--global", key, include.to_str().unwrap()],
+                );
+                push_to = origin.clone();
+            }
         }
-        let push_url = git_out(&sb, &host, &["remote", "get-url", "--push", "origin"]);
-        assert_eq!(
-            Path::new(push_url.trim()).canonicalize().unwrap(),
-            sb.origin.canonicalize().unwrap(),
-            "{how}: git pushes to the origin"
-        );
         let log = sb.root.join("probe.log");
         let agent = script(
             &sb.root.join("agent.sh"),
@@ -758,9 +786,10 @@ fn keeps_the_origin_read_only_whatever_config_names_its_push_url() {
                 attempt(
                     &log,
                     "push",
-                    "git -c protocol.allow=always -c protocol.file.allow=always \
-                     -c core.hooksPath=/dev/null push -q \
-                     \"$(git remote get-url --push origin)\" HEAD:refs/heads/stolen"
+                    &format!(
+                        "git -c protocol.allow=always -c protocol.file.allow=always \
+                         -c core.hooksPath=/dev/null push -q '{push_to}' HEAD:refs/heads/stolen"
+                    )
                 )
             ),
         );
@@ -771,7 +800,9 @@ fn keeps_the_origin_read_only_whatever_config_names_its_push_url() {
         let log = read(&log);
         assert!(log.contains("push refused"), "{how}: {log}\n{run}");
         assert_eq!(refs(&sb, &sb.origin), origin_before, "{how}: {log}");
-        assert_host_has_only_the_granted_commit(&sb, &host, &run, &baseline, &refs_before);
+        if push_to != "origin" {
+            assert_host_has_only_the_granted_commit(&sb, &host, &run, &baseline, &refs_before);
+        }
     }
 }
 

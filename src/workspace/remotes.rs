@@ -3,18 +3,35 @@
 //! a local path hard-links its objects from there (writing them through
 //! that path would change the host's objects).
 //!
-//! A remote's URLs are what git makes of its config: `remote.<name>.url`
-//! and `pushurl`, rewritten by `url.<base>.insteadOf` and, for pushing,
-//! `url.<base>.pushInsteadOf`, from every config file git reads (the
-//! user's global one too) and the legacy `remotes/` files. Reading
-//! `remote.*.url` of the local config alone left a push URL set any other
-//! way writable (new user, twenty-third stop on issue 29: the agent pushed
-//! to the origin through `pushurl` and the run succeeded). So git itself is
-//! asked for every remote's URLs (`git remote -v`), with the environment
-//! the command gets, before the command starts; the local config's raw
-//! values are added, since the origin `git clone` took hard links from may
-//! be named there without being where git pushes now.
+//! Reading `remote.*.url` of the local config alone left a push URL set
+//! any other way writable (new user, twenty-third stop on issue 29: the
+//! agent pushed to the origin through `pushurl` and the run succeeded),
+//! and asking `git remote -v` alone missed what git resolves at push time
+//! (red team, same stop: twelve ways). So the URLs are gathered wide, and
+//! each is resolved as git's transport resolves a local path:
+//!
+//! - **Which URLs**: `remote.<name>.url` and `pushurl` from every config
+//!   file git reads, its includes followed whatever their conditions (an
+//!   `includeIf "onbranch:..."` holds once the agent switches branch), and
+//!   from the environment's config (`GIT_CONFIG_COUNT`, `git -c`); each
+//!   rewritten by every `url.<base>.insteadOf` and `pushInsteadOf` that
+//!   matches it, not only the longest; the legacy `remotes/` and
+//!   `branches/` files; and what `git remote -v` lists.
+//! - **Which path**: `file://` with or without a host, percent-decoded;
+//!   `~` and `~user`; a path with a colon after a slash (git's
+//!   `url_is_local_not_ssh`); relative ones against the worktree (git
+//!   runs a push at its top).
+//! - **Which repository**: the path and the names git tries for it
+//!   (`/.git`, `.git/.git`, `.git`), a `.git` file followed to its git
+//!   dir, a linked worktree's git dir to its common dir, and each store's
+//!   `objects` (where a symlink leads) and its alternates. A git dir is
+//!   frozen on its own, so an origin whose worktree holds the checkout
+//!   (which cannot be frozen whole) is still read-only where a push
+//!   writes.
 
+use std::collections::BTreeSet;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -23,68 +40,191 @@ use anyhow::{Context, Result, bail};
 use super::trusted_git::TrustedGit;
 use crate::repo::Location;
 
-/// Every repository, other than the host's own, that a URL of one of the
-/// host's remotes names by a local path, canonical.
+/// How deep git follows includes (`MAX_INCLUDE_DEPTH`).
+const MAX_INCLUDE_DEPTH: usize = 10;
+
+/// Every directory, other than the host's own, through which a push to
+/// one of the host's remotes named by a local path could write: the
+/// remote's git dir, common dir and object stores, canonical.
 pub fn local_repositories(git: &TrustedGit, host: &Location) -> Result<Vec<PathBuf>> {
-    let mut urls = raw_urls(&host.work_dir);
-    urls.extend(resolved_urls(git, host)?);
-    let mut out: Vec<PathBuf> = Vec::new();
-    for url in urls {
-        if let Some(dir) = local_repository(&url, host)
-            && !out.contains(&dir)
-        {
-            out.push(dir);
+    let config = Config::read(git, host)?;
+    let mut urls = config.urls();
+    urls.extend(legacy_urls(&host.common_dir));
+    urls.extend(listed_urls(git, host)?);
+    let mut found = Found::new(host);
+    for url in &urls {
+        if let Some(path) = local_path(url, &host.work_dir) {
+            found.repositories_at(&path);
         }
     }
-    Ok(out)
+    Ok(found.dirs)
 }
 
-/// The directory a URL names by a local path (`/path`, `file:///path`, or
-/// a path relative to the checkout), if it exists and is not the host's
-/// own worktree or git dir.
-fn local_repository(url: &str, host: &Location) -> Option<PathBuf> {
-    let path = url.strip_prefix("file://").unwrap_or(url);
-    // scp-like `host:path` and URLs with a scheme are not local.
-    if path.contains("://") || (!path.starts_with('/') && path.contains(':')) {
-        return None;
+/// The config values that name remotes and rewrite their URLs, from every
+/// file git reads and the environment's config.
+#[derive(Default)]
+struct Config {
+    /// `(key, value)`, the key as git lists it (section and variable
+    /// lowercased, a subsection as written).
+    values: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+impl Config {
+    fn read(git: &TrustedGit, host: &Location) -> Result<Config> {
+        let mut config = Config::default();
+        // Every top-level file and the environment's config, includes not
+        // followed: they are followed below, whatever their conditions.
+        let listed = git_output(
+            git,
+            host,
+            &["config", "--list", "-z", "--show-origin", "--no-includes"],
+        )?;
+        let mut files = Vec::new();
+        let mut fields = listed.split(|&b| b == 0);
+        while let (Some(origin), Some(entry)) = (fields.next(), fields.next()) {
+            // (git names a file relative to where it runs: the top.)
+            let file = origin
+                .strip_prefix(b"file:")
+                .map(|f| host.work_dir.join(bytes_path(f)));
+            config.take(entry, file.as_deref(), &mut files);
+        }
+        let mut seen = BTreeSet::new();
+        let mut depth = 0;
+        while !files.is_empty() && depth < MAX_INCLUDE_DEPTH {
+            depth += 1;
+            for file in std::mem::take(&mut files) {
+                if !seen.insert(file.clone()) || !file.is_file() {
+                    continue;
+                }
+                let mut args = vec![OsStr::new("config"), OsStr::new("--file")];
+                args.push(file.as_os_str());
+                args.extend(["--list", "-z", "--no-includes"].map(OsStr::new));
+                // An included file git cannot parse fails git too.
+                let Ok(listed) = git_output(git, host, &args) else {
+                    continue;
+                };
+                for entry in listed.split(|&b| b == 0) {
+                    config.take(entry, Some(&file), &mut files);
+                }
+            }
+        }
+        Ok(config)
     }
-    let dir = host.work_dir.join(path).canonicalize().ok()?;
-    // Never the checkout itself (a remote `.`): it is the workspace.
-    (dir.is_dir() && !dir.starts_with(&host.work_dir) && !host.common_dir.starts_with(&dir))
-        .then_some(dir)
+
+    /// Keeps one `key NL value` entry of a listing of `file` (`None`: the
+    /// environment's config), and queues the file an include names.
+    fn take(&mut self, entry: &[u8], file: Option<&Path>, includes: &mut Vec<PathBuf>) {
+        let Some(nl) = entry.iter().position(|&b| b == b'\n') else {
+            return;
+        };
+        let (key, value) = (&entry[..nl], &entry[nl + 1..]);
+        let lower = key.to_ascii_lowercase();
+        if lower.starts_with(b"include") && lower.ends_with(b".path") {
+            let target = expand_home(&bytes_path(value));
+            let target = match (target.is_relative(), file.and_then(Path::parent)) {
+                (true, Some(dir)) => dir.join(target),
+                (true, None) => return,
+                (false, _) => target,
+            };
+            includes.push(target);
+        } else if lower.starts_with(b"remote.") || lower.starts_with(b"url.") {
+            self.values.push((key.to_vec(), value.to_vec()));
+        }
+    }
+
+    /// Every URL a remote can resolve to: each `url` and `pushurl` as
+    /// written and rewritten by each matching rule.
+    fn urls(&self) -> Vec<Vec<u8>> {
+        let mut written = Vec::new();
+        let mut rewrites = Vec::new();
+        for (key, value) in &self.values {
+            let lower = key.to_ascii_lowercase();
+            if lower.starts_with(b"remote.")
+                && (lower.ends_with(b".url") || lower.ends_with(b".pushurl"))
+            {
+                written.push(value.clone());
+            } else if lower.starts_with(b"url.")
+                && (lower.ends_with(b".insteadof") || lower.ends_with(b".pushinsteadof"))
+            {
+                let dot = key
+                    .iter()
+                    .rposition(|&b| b == b'.')
+                    .expect("a key with a dot");
+                rewrites.push((key[4..dot].to_vec(), value.clone()));
+            }
+        }
+        let mut out = written.clone();
+        for url in &written {
+            for (base, prefix) in &rewrites {
+                if let Some(rest) = url.strip_prefix(prefix.as_slice()) {
+                    out.push([base.as_slice(), rest].concat());
+                }
+            }
+        }
+        out
+    }
 }
 
-/// `remote.<name>.url` and `pushurl` of the local config, as written.
-fn raw_urls(work_dir: &Path) -> Vec<String> {
-    let Ok(repo) = crate::repo::open_for_objects(work_dir) else {
-        return Vec::new();
-    };
-    let config = repo.config_snapshot();
+/// The URLs of the legacy remote files: `remotes/<name>` (`URL:` lines)
+/// and `branches/<name>` (`<url>#<branch>`), which git still reads.
+fn legacy_urls(common_dir: &Path) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
-    for section in config
-        .plumbing()
-        .sections_by_name("remote")
-        .into_iter()
-        .flatten()
-    {
-        for key in ["url", "pushurl"] {
-            out.extend(section.values(key).iter().map(|v| v.to_string()));
+    let read = |dir: &str| -> Vec<Vec<u8>> {
+        let Ok(entries) = std::fs::read_dir(common_dir.join(dir)) else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter_map(|e| crate::fsutil::read_regular_limited(&e.path(), 1 << 20).ok())
+            .collect()
+    };
+    for text in read("remotes") {
+        for line in text.split(|&b| b == b'\n') {
+            if let Some(url) = line.strip_prefix(b"URL:") {
+                out.push(url.trim_ascii().to_vec());
+            }
         }
+    }
+    for text in read("branches") {
+        let line = text.split(|&b| b == b'\n').next().unwrap_or_default();
+        let url = line.split(|&b| b == b'#').next().unwrap_or_default();
+        out.push(url.trim_ascii().to_vec());
     }
     out
 }
 
-/// Every fetch and push URL git lists for the remotes of the host (`git
-/// remote -v`: the rewritten URLs), run in its worktree with this
-/// process's environment, which the command inherits (the git dir named,
-/// as [`Location`] found it).
-fn resolved_urls(git: &TrustedGit, host: &Location) -> Result<Vec<String>> {
-    let work_dir = &host.work_dir;
+/// Every fetch and push URL `git remote -v` lists: the rewriting as git
+/// does it, with the conditions that hold now.
+fn listed_urls(git: &TrustedGit, host: &Location) -> Result<Vec<Vec<u8>>> {
+    let listed = git_output(git, host, &["remote", "-v"])?;
+    Ok(parse_listing(&listed))
+}
+
+/// The URLs of `git remote -v` lines (`<name> TAB <url> (fetch)` or
+/// `(push)`).
+fn parse_listing(listing: &[u8]) -> Vec<Vec<u8>> {
+    listing
+        .split(|&b| b == b'\n')
+        .filter_map(|line| {
+            let tab = line.iter().position(|&b| b == b'\t')?;
+            let rest = &line[tab + 1..];
+            let url = rest
+                .strip_suffix(b" (fetch)")
+                .or_else(|| rest.strip_suffix(b" (push)"))?;
+            Some(url.to_vec())
+        })
+        .collect()
+}
+
+/// The output of the resolved git with `args`, run at the host's worktree
+/// top with its git dir named and this process's environment (which the
+/// command inherits: its config counts).
+fn git_output<S: AsRef<OsStr>>(git: &TrustedGit, host: &Location, args: &[S]) -> Result<Vec<u8>> {
     let out = Command::new(git.program())
         .arg("--git-dir")
         .arg(&host.git_dir)
-        .args(["remote", "-v"])
-        .current_dir(work_dir)
+        .args(args)
+        .current_dir(&host.work_dir)
         .env("GIT_TERMINAL_PROMPT", "0")
         .stdin(Stdio::null())
         .output()
@@ -92,26 +232,157 @@ fn resolved_urls(git: &TrustedGit, host: &Location) -> Result<Vec<String>> {
     if !out.status.success() {
         bail!(
             "git cannot list the remotes of {}, whose local ones the command must not write: {}",
-            work_dir.display(),
+            host.work_dir.display(),
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
-    Ok(parse_listing(&String::from_utf8_lossy(&out.stdout)))
+    Ok(out.stdout)
 }
 
-/// The URLs of `git remote -v` lines (`<name> TAB <url> (fetch)` or
-/// `(push)`).
-fn parse_listing(listing: &str) -> Vec<String> {
-    listing
-        .lines()
-        .filter_map(|line| {
-            let (_, rest) = line.split_once('\t')?;
-            let url = rest
-                .strip_suffix(" (fetch)")
-                .or_else(|| rest.strip_suffix(" (push)"))?;
-            Some(url.to_owned())
-        })
-        .collect()
+/// The local path a URL names, as git's transport takes it (`None`: not a
+/// local path).
+fn local_path(url: &[u8], work_dir: &Path) -> Option<PathBuf> {
+    let path = if let Some(rest) = url.strip_prefix(b"file://") {
+        // `file://host/path`: the host is not looked at.
+        let start = rest.iter().position(|&b| b == b'/')?;
+        crate::repo::canonical::percent_decode(&rest[start..])
+    } else {
+        // git's `url_is_local_not_ssh`: no colon, or a slash before it.
+        let colon = url.iter().position(|&b| b == b':');
+        let slash = url.iter().position(|&b| b == b'/');
+        match (colon, slash) {
+            (Some(c), Some(s)) if s < c => {}
+            (Some(_), _) => return None,
+            (None, _) => {}
+        }
+        if url.windows(3).any(|w| w == b"://") {
+            return None;
+        }
+        url.to_vec()
+    };
+    if path.is_empty() {
+        return None;
+    }
+    Some(work_dir.join(expand_home(&bytes_path(&path))))
+}
+
+/// `~/...` against `HOME`, `~user/...` against that user's home, as git
+/// expands a path; anything else as it is.
+fn expand_home(path: &Path) -> PathBuf {
+    let bytes = path.as_os_str().as_bytes();
+    let Some(rest) = bytes.strip_prefix(b"~") else {
+        return path.to_path_buf();
+    };
+    let end = rest.iter().position(|&b| b == b'/').unwrap_or(rest.len());
+    let (user, tail) = rest.split_at(end);
+    let home = if user.is_empty() {
+        std::env::var_os("HOME").map(PathBuf::from)
+    } else {
+        home_of(user)
+    };
+    match home {
+        Some(home) => home.join(bytes_path(tail.strip_prefix(b"/").unwrap_or(tail))),
+        None => path.to_path_buf(),
+    }
+}
+
+/// The home directory of the user named `user`, from the password
+/// database.
+fn home_of(user: &[u8]) -> Option<PathBuf> {
+    let name = std::ffi::CString::new(user).ok()?;
+    // SAFETY: getpwnam returns a pointer into static storage or null;
+    // the directory is copied out before anything else calls it (the
+    // workspace is made on one thread, before the command starts).
+    unsafe {
+        let entry = libc::getpwnam(name.as_ptr());
+        if entry.is_null() || (*entry).pw_dir.is_null() {
+            return None;
+        }
+        let dir = std::ffi::CStr::from_ptr((*entry).pw_dir);
+        Some(bytes_path(dir.to_bytes()))
+    }
+}
+
+fn bytes_path(bytes: &[u8]) -> PathBuf {
+    PathBuf::from(OsStr::from_bytes(bytes))
+}
+
+/// The directories found to freeze, and the host they must not cover.
+struct Found<'a> {
+    host: &'a Location,
+    dirs: Vec<PathBuf>,
+}
+
+impl<'a> Found<'a> {
+    fn new(host: &'a Location) -> Found<'a> {
+        Found {
+            host,
+            dirs: Vec::new(),
+        }
+    }
+
+    /// The repositories git finds for the local path `path`: the path and
+    /// the names git's `enter_repo` tries, each a directory or a `.git`
+    /// file naming one.
+    fn repositories_at(&mut self, path: &Path) {
+        for suffix in ["/.git", "", ".git/.git", ".git"] {
+            let mut candidate = path.as_os_str().to_owned();
+            candidate.push(suffix);
+            let candidate = PathBuf::from(candidate);
+            if candidate.is_dir() {
+                self.repository(&candidate, 0);
+            } else if let Some(dir) = gitfile_target(&candidate) {
+                self.repository(&dir, 0);
+            }
+        }
+    }
+
+    /// A directory git may take for a repository, its common dir, its
+    /// object stores.
+    fn repository(&mut self, dir: &Path, depth: usize) {
+        let Ok(dir) = dir.canonicalize() else {
+            return;
+        };
+        if depth > 2 || self.dirs.contains(&dir) {
+            return;
+        }
+        self.add(&dir);
+        if let Ok(common) = crate::fsutil::read_regular_limited(&dir.join("commondir"), 1 << 20) {
+            let common = bytes_path(common.trim_ascii_end());
+            self.repository(&dir.join(common), depth + 1);
+        }
+        if let Ok(objects) = dir.join("objects").canonicalize() {
+            self.add(&objects);
+            for store in super::alternates(&objects) {
+                self.add(&store);
+            }
+        }
+    }
+
+    /// Keeps `dir` unless it is, holds or lies within the host's worktree
+    /// or common dir (freezing those would freeze the workspace).
+    fn add(&mut self, dir: &Path) {
+        let Location {
+            work_dir,
+            common_dir,
+            ..
+        } = self.host;
+        let overlaps = |host: &Path| dir.starts_with(host) || host.starts_with(dir);
+        if !overlaps(work_dir) && !overlaps(common_dir) && !self.dirs.iter().any(|d| d == dir) {
+            self.dirs.push(dir.to_path_buf());
+        }
+    }
+}
+
+/// The git dir a `.git` file at `path` names (`gitdir: <dir>`, relative
+/// to the file's directory).
+fn gitfile_target(path: &Path) -> Option<PathBuf> {
+    if !path.is_file() {
+        return None;
+    }
+    let text = crate::fsutil::read_regular_limited(path, 1 << 20).ok()?;
+    let dir = text.strip_prefix(b"gitdir:")?.trim_ascii();
+    Some(path.parent()?.join(bytes_path(dir)))
 }
 
 #[cfg(test)]
@@ -120,38 +391,95 @@ mod tests {
 
     #[test]
     fn the_listing_gives_each_url_with_its_spaces() {
-        let listing = "origin\t/srv/a b/origin.git (fetch)\norigin\tfile:///srv/push.git (push)\n\
+        let listing = b"origin\t/srv/a b/origin.git (fetch)\norigin\tfile:///srv/push.git (push)\n\
                        odd line\n";
         assert_eq!(
             parse_listing(listing),
-            ["/srv/a b/origin.git", "file:///srv/push.git"]
+            [&b"/srv/a b/origin.git"[..], b"file:///srv/push.git"]
         );
     }
 
     #[test]
-    fn only_local_paths_outside_the_host_are_repositories() {
+    fn a_url_names_a_local_path_as_git_reads_it() {
+        let work = Path::new("/w/co");
+        let path = |url: &str| local_path(url.as_bytes(), work);
+        let home = std::env::var_os("HOME").map(PathBuf::from).unwrap();
+        for (url, expected) in [
+            ("/srv/o.git", Some(PathBuf::from("/srv/o.git"))),
+            ("file:///srv/o.git", Some("/srv/o.git".into())),
+            ("file://localhost/srv/o.git", Some("/srv/o.git".into())),
+            ("file:///srv/o%2Egit", Some("/srv/o.git".into())),
+            ("../o.git", Some("/w/co/../o.git".into())),
+            ("../a:b/o.git", Some("/w/co/../a:b/o.git".into())),
+            ("~/o.git", Some(home.join("o.git"))),
+            ("~root/o.git", Some("/root/o.git".into())),
+            ("https://example.invalid/o.git", None),
+            ("example.invalid:o.git", None),
+            ("ssh://example.invalid/o.git", None),
+            ("file://nohostpath", None),
+            ("", None),
+        ] {
+            assert_eq!(path(url), expected, "{url}");
+        }
+    }
+
+    #[test]
+    fn every_matching_rewrite_counts() {
+        let config = Config {
+            values: vec![
+                (b"remote.origin.url".to_vec(), b"m:o.git".to_vec()),
+                (
+                    b"remote.origin.pushurl".to_vec(),
+                    b"https://h/o.git".to_vec(),
+                ),
+                (b"url./srv/.insteadOf".to_vec(), b"m:".to_vec()),
+                (b"url./long/.insteadof".to_vec(), b"m:o".to_vec()),
+                (b"url./push/.pushInsteadOf".to_vec(), b"https://h/".to_vec()),
+            ],
+        };
+        let urls: BTreeSet<Vec<u8>> = config.urls().into_iter().collect();
+        for url in [
+            "m:o.git",
+            "https://h/o.git",
+            "/srv/o.git",
+            "/long/.git",
+            "/push/o.git",
+        ] {
+            assert!(urls.contains(url.as_bytes()), "{url}: {urls:?}");
+        }
+    }
+
+    #[test]
+    fn a_repository_is_found_by_the_names_git_tries_and_frozen_where_a_push_writes() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
-        let work = root.join("work");
-        let other = root.join("origin.git");
+        // The host checkout inside a non-bare origin's worktree.
+        let origin = root.join("origin");
+        let work = origin.join("agents/co");
         std::fs::create_dir_all(work.join(".git")).unwrap();
-        std::fs::create_dir_all(&other).unwrap();
+        std::fs::create_dir_all(origin.join(".git/objects")).unwrap();
+        // A bare repository named without its `.git`, and a `.git` file.
+        std::fs::create_dir_all(root.join("bare.git/objects")).unwrap();
+        std::fs::create_dir_all(root.join("real.git/objects")).unwrap();
+        std::fs::write(root.join("link.git"), "gitdir: real.git\n").unwrap();
         let host = Location {
             work_dir: work.clone(),
             git_dir: work.join(".git"),
             common_dir: work.join(".git"),
             explicit_git_dir: false,
         };
-        let some = |url: &str| local_repository(url, &host);
-        assert_eq!(some(other.to_str().unwrap()), Some(other.clone()));
-        assert_eq!(
-            some(&format!("file://{}", other.display())),
-            Some(other.clone())
-        );
-        assert_eq!(some("../origin.git"), Some(other.clone()));
-        assert_eq!(some("."), None);
-        assert_eq!(some("https://example.invalid/origin.git"), None);
-        assert_eq!(some("example.invalid:origin.git"), None);
-        assert_eq!(some("/nonexistent/origin.git"), None);
+        let mut found = Found::new(&host);
+        for path in [origin.clone(), root.join("bare"), root.join("link")] {
+            found.repositories_at(&path);
+        }
+        for frozen in [
+            origin.join(".git"),
+            origin.join(".git/objects"),
+            root.join("bare.git"),
+            root.join("real.git"),
+        ] {
+            assert!(found.dirs.contains(&frozen), "{frozen:?}: {:?}", found.dirs);
+        }
+        assert!(!found.dirs.contains(&origin), "it holds the checkout");
     }
 }

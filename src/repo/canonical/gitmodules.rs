@@ -167,7 +167,7 @@ fn name_is_safe(name: &[u8]) -> bool {
 }
 
 /// Percent-decodes `s` as git's `url_decode` does (invalid escapes stay).
-fn percent_decode(s: &[u8]) -> Vec<u8> {
+pub(crate) fn percent_decode(s: &[u8]) -> Vec<u8> {
     let hex = |b: u8| (b as char).to_digit(16);
     let mut out = Vec::with_capacity(s.len());
     let mut i = 0;

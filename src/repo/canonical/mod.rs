@@ -26,6 +26,9 @@ mod dotfiles;
 mod gitmodules;
 mod tree;
 
+/// git's `url_decode`, which the sealed workspace's remote paths need too.
+pub(crate) use gitmodules::percent_decode;
+
 use std::collections::{HashMap, HashSet};
 
 use anyhow::Result;
