@@ -704,7 +704,9 @@ fn rejects_a_run_whose_agent_rewrote_a_hard_linked_host_object_through_an_unname
 /// succeeded. The red team then found git resolving more than `git remote
 /// -v` shows: a URL without the `.git` git adds, `file://localhost/...`,
 /// the legacy `remotes/` files, a push URL in an `includeIf
-/// "onbranch:..."` the agent's branch switch turns on. Each way, the agent
+/// "onbranch:..."` the agent's branch switch turns on; and, in a second
+/// round, a path in `branch.<name>.pushRemote` and a `receivepack`
+/// command naming the origin behind a decoy URL. Each way, the agent
 /// pushes past its hooks and transport lock; the origin must not receive
 /// it.
 #[test]
@@ -718,6 +720,8 @@ fn keeps_the_origin_read_only_whatever_config_names_its_push_url() {
         "file://localhost",
         "legacy remotes file",
         "onbranch include",
+        "branch pushRemote",
+        "receivepack",
     ];
     for how in cases {
         let sb = Sandbox::new();
@@ -762,6 +766,18 @@ fn keeps_the_origin_read_only_whatever_config_names_its_push_url() {
                 std::fs::write(remotes.join("legacy"), format!("URL: {origin}\n")).unwrap();
                 push_to = "legacy".to_owned();
             }
+            "branch pushRemote" => {
+                set_url(hidden);
+                sb.run_git(&host, &["config", "branch.main.pushRemote", &origin]);
+                push_to = origin.clone();
+            }
+            "receivepack" => {
+                let decoy = sb.root.join("decoy.git");
+                sb.run_git(&sb.root, &["init", "-q", "--bare", decoy.to_str().unwrap()]);
+                set_url(decoy.to_str().unwrap());
+                let command = format!("git receive-pack '{origin}' #");
+                sb.run_git(&host, &["config", "remote.origin.receivepack", &command]);
+            }
             _ => {
                 set_url(hidden);
                 let include = sb.root.join("release.config");
@@ -804,6 +820,42 @@ fn keeps_the_origin_read_only_whatever_config_names_its_push_url() {
             assert_host_has_only_the_granted_commit(&sb, &host, &run, &baseline, &refs_before);
         }
     }
+}
+
+/// Red team, second round: a remote naming a directory that is no
+/// repository (`~`, a scratch directory) froze that whole directory, and
+/// the agent could no longer write its caches. Only git dirs are frozen.
+#[test]
+fn leaves_a_directory_a_remote_names_writable_when_it_is_no_repository() {
+    let sb = Sandbox::new();
+    let host = sb.repo.clone();
+    let scratch = sb.root.join("scratch");
+    std::fs::create_dir_all(&scratch).unwrap();
+    sb.run_git(&host, &["remote", "add", "home", "~"]);
+    sb.run_git(
+        &host,
+        &["remote", "add", "scratch", scratch.to_str().unwrap()],
+    );
+    let log = sb.root.join("probe.log");
+    let agent = script(
+        &sb.root.join("agent.sh"),
+        &format!(
+            "{DOCS_COMMIT}\n{}\n{}",
+            attempt(&log, "home", "touch \"$HOME/agent-cache\""),
+            attempt(
+                &log,
+                "scratch",
+                &format!("touch '{}/agent-tmp'", scratch.display())
+            )
+        ),
+    );
+    let run = sealed_run(&sb, Path::new(BIN), &host, &agent, |_| {});
+    let log = read(&log);
+    assert!(
+        log.contains("home written") && log.contains("scratch written"),
+        "{log}\n{run}"
+    );
+    assert_eq!(run.r["status"], "succeeded", "{run}");
 }
 
 /// The other direction of the test above: where git cannot list the

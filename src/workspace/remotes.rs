@@ -10,24 +10,33 @@
 //! (red team, same stop: twelve ways). So the URLs are gathered wide, and
 //! each is resolved as git's transport resolves a local path:
 //!
-//! - **Which URLs**: `remote.<name>.url` and `pushurl` from every config
-//!   file git reads, its includes followed whatever their conditions (an
-//!   `includeIf "onbranch:..."` holds once the agent switches branch), and
-//!   from the environment's config (`GIT_CONFIG_COUNT`, `git -c`); each
-//!   rewritten by every `url.<base>.insteadOf` and `pushInsteadOf` that
-//!   matches it, not only the longest; the legacy `remotes/` and
-//!   `branches/` files; and what `git remote -v` lists.
+//! - **Which URLs**: `remote.<name>.url` and `pushurl`, and the values
+//!   that may name a remote by its URL (`remote.pushDefault`,
+//!   `branch.<name>.remote` and `pushRemote`), from every config file git
+//!   reads, its includes followed whatever their conditions (an `includeIf
+//!   "onbranch:..."` holds once the agent switches branch; `%(prefix)/`
+//!   taken as the resolved git's install prefix), and from the
+//!   environment's config (`GIT_CONFIG_COUNT`, `git -c`); the legacy
+//!   `remotes/` and `branches/` files; what `git remote -v` lists; each of
+//!   these rewritten by every `url.<base>.insteadOf` and `pushInsteadOf`
+//!   that matches it, not only the longest. The words of a command git
+//!   runs to reach a remote (`ext::` URLs, `remote.<name>.receivepack`
+//!   and `uploadpack`) count as paths too.
 //! - **Which path**: `file://` with or without a host, percent-decoded;
 //!   `~` and `~user`; a path with a colon after a slash (git's
 //!   `url_is_local_not_ssh`); relative ones against the worktree (git
-//!   runs a push at its top).
-//! - **Which repository**: the path and the names git tries for it
-//!   (`/.git`, `.git/.git`, `.git`), a `.git` file followed to its git
-//!   dir, a linked worktree's git dir to its common dir, and each store's
-//!   `objects` (where a symlink leads) and its alternates. A git dir is
-//!   frozen on its own, so an origin whose worktree holds the checkout
-//!   (which cannot be frozen whole) is still read-only where a push
-//!   writes.
+//!   runs a push at its top); and with its `..` taken lexically as well
+//!   (the agent can make the directory a `..` climbs out of).
+//! - **Which repository**: among the path and the names git tries for it
+//!   (`/.git`, `.git/.git`, `.git`), each that is a git dir (a `HEAD`,
+//!   and `objects` or a `commondir`), or a `.git` file naming one; its
+//!   common dir; each store's `objects` (where a symlink leads) and its
+//!   alternates; and where every symlink in the git dir's top, its
+//!   `refs/` and its `objects/` leads. A git dir is frozen on its own, never
+//!   the worktree around it: an origin whose worktree holds the checkout
+//!   is still read-only where a push writes, and a remote naming a
+//!   directory that is no repository (`~`, a scratch directory) freezes
+//!   nothing (red team, second round: it froze `HOME`).
 
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
@@ -48,13 +57,20 @@ const MAX_INCLUDE_DEPTH: usize = 10;
 /// remote's git dir, common dir and object stores, canonical.
 pub fn local_repositories(git: &TrustedGit, host: &Location) -> Result<Vec<PathBuf>> {
     let config = Config::read(git, host)?;
-    let mut urls = config.urls();
-    urls.extend(legacy_urls(&host.common_dir));
-    urls.extend(listed_urls(git, host)?);
+    let mut written = config.written_urls();
+    written.extend(legacy_urls(&host.common_dir));
+    written.extend(listed_urls(git, host)?);
     let mut found = Found::new(host);
-    for url in &urls {
-        if let Some(path) = local_path(url, &host.work_dir) {
+    for url in config.rewritten(written) {
+        for path in local_paths(&url, &host.work_dir) {
             found.repositories_at(&path);
+        }
+    }
+    for command in &config.commands {
+        for word in shell_words(command) {
+            for path in local_paths(&word, &host.work_dir) {
+                found.repositories_at(&path);
+            }
         }
     }
     Ok(found.dirs)
@@ -67,11 +83,24 @@ struct Config {
     /// `(key, value)`, the key as git lists it (section and variable
     /// lowercased, a subsection as written).
     values: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Commands git runs to reach a remote (`receivepack`, `uploadpack`).
+    commands: Vec<Vec<u8>>,
+    /// The resolved git's install prefix, for `%(prefix)/` in includes.
+    prefix: Option<PathBuf>,
 }
 
 impl Config {
     fn read(git: &TrustedGit, host: &Location) -> Result<Config> {
-        let mut config = Config::default();
+        // `<prefix>/bin/git`, as git's runtime prefix finds its own.
+        let prefix = git
+            .program()
+            .parent()
+            .and_then(Path::parent)
+            .map(Path::to_path_buf);
+        let mut config = Config {
+            prefix,
+            ..Config::default()
+        };
         // Every top-level file and the environment's config, includes not
         // followed: they are followed below, whatever their conditions.
         let listed = git_output(
@@ -120,30 +149,55 @@ impl Config {
         let (key, value) = (&entry[..nl], &entry[nl + 1..]);
         let lower = key.to_ascii_lowercase();
         if lower.starts_with(b"include") && lower.ends_with(b".path") {
-            let target = expand_home(&bytes_path(value));
+            let value = value.strip_prefix(b":(optional)").unwrap_or(value);
+            let target = match (value.strip_prefix(b"%(prefix)/"), &self.prefix) {
+                (Some(rest), Some(prefix)) => prefix.join(bytes_path(rest)),
+                _ => expand_home(&bytes_path(value)),
+            };
             let target = match (target.is_relative(), file.and_then(Path::parent)) {
                 (true, Some(dir)) => dir.join(target),
                 (true, None) => return,
                 (false, _) => target,
             };
             includes.push(target);
-        } else if lower.starts_with(b"remote.") || lower.starts_with(b"url.") {
+        } else if lower.starts_with(b"remote.")
+            && (lower.ends_with(b".receivepack") || lower.ends_with(b".uploadpack"))
+        {
+            self.commands.push(value.to_vec());
+        } else if lower.starts_with(b"remote.")
+            || lower.starts_with(b"url.")
+            || lower.starts_with(b"branch.")
+        {
             self.values.push((key.to_vec(), value.to_vec()));
         }
     }
 
-    /// Every URL a remote can resolve to: each `url` and `pushurl` as
-    /// written and rewritten by each matching rule.
-    fn urls(&self) -> Vec<Vec<u8>> {
-        let mut written = Vec::new();
+    /// The values that name a remote's URL as written: each `url` and
+    /// `pushurl`, and the remote names of `remote.pushDefault` and
+    /// `branch.<name>.remote` and `pushRemote`, which may be URLs.
+    fn written_urls(&self) -> Vec<Vec<u8>> {
+        let names_url = |lower: &[u8]| {
+            (lower.starts_with(b"remote.")
+                && (lower.ends_with(b".url")
+                    || lower.ends_with(b".pushurl")
+                    || lower == b"remote.pushdefault"))
+                || (lower.starts_with(b"branch.")
+                    && (lower.ends_with(b".remote") || lower.ends_with(b".pushremote")))
+        };
+        self.values
+            .iter()
+            .filter(|(key, _)| names_url(&key.to_ascii_lowercase()))
+            .map(|(_, value)| value.clone())
+            .collect()
+    }
+
+    /// `urls`, and each rewritten by every `insteadOf` and `pushInsteadOf`
+    /// rule that matches it.
+    fn rewritten(&self, urls: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
         let mut rewrites = Vec::new();
         for (key, value) in &self.values {
             let lower = key.to_ascii_lowercase();
-            if lower.starts_with(b"remote.")
-                && (lower.ends_with(b".url") || lower.ends_with(b".pushurl"))
-            {
-                written.push(value.clone());
-            } else if lower.starts_with(b"url.")
+            if lower.starts_with(b"url.")
                 && (lower.ends_with(b".insteadof") || lower.ends_with(b".pushinsteadof"))
             {
                 let dot = key
@@ -153,8 +207,8 @@ impl Config {
                 rewrites.push((key[4..dot].to_vec(), value.clone()));
             }
         }
-        let mut out = written.clone();
-        for url in &written {
+        let mut out = urls.clone();
+        for url in &urls {
             for (base, prefix) in &rewrites {
                 if let Some(rest) = url.strip_prefix(prefix.as_slice()) {
                     out.push([base.as_slice(), rest].concat());
@@ -237,6 +291,72 @@ fn git_output<S: AsRef<OsStr>>(git: &TrustedGit, host: &Location, args: &[S]) ->
         );
     }
     Ok(out.stdout)
+}
+
+/// The local paths a URL can reach: the path it names (and that path
+/// with its `..` taken lexically), or, for an `ext::` URL, each word of
+/// the command git runs.
+fn local_paths(url: &[u8], work_dir: &Path) -> Vec<PathBuf> {
+    if let Some(command) = url.strip_prefix(b"ext::") {
+        return shell_words(command)
+            .iter()
+            .flat_map(|word| local_paths(word, work_dir))
+            .collect();
+    }
+    let Some(path) = local_path(url, work_dir) else {
+        return Vec::new();
+    };
+    let lexical = lexical(&path);
+    if lexical == path {
+        vec![path]
+    } else {
+        vec![path, lexical]
+    }
+}
+
+/// The words of a shell command line, quotes and backslashes taken as
+/// the shell takes them (what git runs for `receivepack`, `uploadpack`
+/// and `ext::` is a shell command).
+fn shell_words(command: &[u8]) -> Vec<Vec<u8>> {
+    let mut words = Vec::new();
+    let mut word: Option<Vec<u8>> = None;
+    let mut quote = None;
+    let mut bytes = command.iter().copied();
+    while let Some(b) = bytes.next() {
+        match (quote, b) {
+            (None, b' ' | b'\t' | b'\n') => words.extend(word.take()),
+            (None, b'\'' | b'"') => {
+                quote = Some(b);
+                word.get_or_insert_with(Vec::new);
+            }
+            (Some(q), _) if b == q => quote = None,
+            (None | Some(b'"'), b'\\') => {
+                word.get_or_insert_with(Vec::new).extend(bytes.next());
+            }
+            _ => word.get_or_insert_with(Vec::new).push(b),
+        }
+    }
+    words.extend(word);
+    words
+}
+
+/// `path` with each `..` removing the component before it, as if every
+/// directory on the way existed.
+fn lexical(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::ParentDir => {
+                if !out.pop() {
+                    out.push(component);
+                }
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// The local path a URL names, as git's transport takes it (`None`: not a
@@ -329,9 +449,9 @@ impl<'a> Found<'a> {
             let mut candidate = path.as_os_str().to_owned();
             candidate.push(suffix);
             let candidate = PathBuf::from(candidate);
-            if candidate.is_dir() {
+            if is_git_dir(&candidate) {
                 self.repository(&candidate, 0);
-            } else if let Some(dir) = gitfile_target(&candidate) {
+            } else if let Some(dir) = gitfile_target(&candidate).filter(|d| is_git_dir(d)) {
                 self.repository(&dir, 0);
             }
         }
@@ -353,8 +473,35 @@ impl<'a> Found<'a> {
         }
         if let Ok(objects) = dir.join("objects").canonicalize() {
             self.add(&objects);
+            self.symlinks_within(&objects, 2);
             for store in super::alternates(&objects) {
                 self.add(&store);
+            }
+        }
+        // A push writes through a symlink the read-only git dir holds
+        // (red team, second round: `refs/` led out of the origin).
+        self.symlinks_within(&dir, 1);
+        if let Ok(refs) = dir.join("refs").canonicalize() {
+            self.symlinks_within(&refs, 64);
+        }
+    }
+
+    /// Freezes where each symlink under `dir`, at most `depth` levels
+    /// down, leads.
+    fn symlinks_within(&mut self, dir: &Path, depth: usize) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_symlink() {
+                if let Ok(target) = entry.path().canonicalize() {
+                    self.add(&target);
+                }
+            } else if kind.is_dir() && depth > 1 {
+                self.symlinks_within(&entry.path(), depth - 1);
             }
         }
     }
@@ -372,6 +519,14 @@ impl<'a> Found<'a> {
             self.dirs.push(dir.to_path_buf());
         }
     }
+}
+
+/// Whether `dir` is a git dir as git's `is_git_directory` tells one: a
+/// `HEAD`, and `objects` or a `commondir` (a linked worktree's).
+fn is_git_dir(dir: &Path) -> bool {
+    dir.is_dir()
+        && dir.join("HEAD").exists()
+        && (dir.join("objects").is_dir() || dir.join("commondir").is_file())
 }
 
 /// The git dir a `.git` file at `path` names (`gitdir: <dir>`, relative
@@ -412,7 +567,7 @@ mod tests {
             ("../o.git", Some("/w/co/../o.git".into())),
             ("../a:b/o.git", Some("/w/co/../a:b/o.git".into())),
             ("~/o.git", Some(home.join("o.git"))),
-            ("~root/o.git", Some("/root/o.git".into())),
+            ("~root/o.git", home_of(b"root").map(|h| h.join("o.git"))),
             ("https://example.invalid/o.git", None),
             ("example.invalid:o.git", None),
             ("ssh://example.invalid/o.git", None),
@@ -435,15 +590,23 @@ mod tests {
                 (b"url./srv/.insteadOf".to_vec(), b"m:".to_vec()),
                 (b"url./long/.insteadof".to_vec(), b"m:o".to_vec()),
                 (b"url./push/.pushInsteadOf".to_vec(), b"https://h/".to_vec()),
+                (b"branch.main.pushRemote".to_vec(), b"/srv/b.git".to_vec()),
+                (b"remote.pushDefault".to_vec(), b"/srv/d.git".to_vec()),
             ],
+            ..Config::default()
         };
-        let urls: BTreeSet<Vec<u8>> = config.urls().into_iter().collect();
+        let urls: BTreeSet<Vec<u8>> = config
+            .rewritten(config.written_urls())
+            .into_iter()
+            .collect();
         for url in [
             "m:o.git",
             "https://h/o.git",
             "/srv/o.git",
             "/long/.git",
             "/push/o.git",
+            "/srv/b.git",
+            "/srv/d.git",
         ] {
             assert!(urls.contains(url.as_bytes()), "{url}: {urls:?}");
         }
@@ -457,11 +620,23 @@ mod tests {
         let origin = root.join("origin");
         let work = origin.join("agents/co");
         std::fs::create_dir_all(work.join(".git")).unwrap();
-        std::fs::create_dir_all(origin.join(".git/objects")).unwrap();
+        let git_dir = |dir: &Path| {
+            std::fs::create_dir_all(dir.join("objects")).unwrap();
+            std::fs::create_dir_all(dir.join("refs")).unwrap();
+            std::fs::write(dir.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        };
+        git_dir(&origin.join(".git"));
         // A bare repository named without its `.git`, and a `.git` file.
-        std::fs::create_dir_all(root.join("bare.git/objects")).unwrap();
-        std::fs::create_dir_all(root.join("real.git/objects")).unwrap();
+        git_dir(&root.join("bare.git"));
+        git_dir(&root.join("real.git"));
         std::fs::write(root.join("link.git"), "gitdir: real.git\n").unwrap();
+        // The bare one's branches kept out of it, through a symlink.
+        let elsewhere = root.join("elsewhere");
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, root.join("bare.git/refs/heads")).unwrap();
+        // A directory that is no repository (a remote `~`).
+        let plain = root.join("plain");
+        std::fs::create_dir_all(plain.join("objects")).unwrap();
         let host = Location {
             work_dir: work.clone(),
             git_dir: work.join(".git"),
@@ -469,7 +644,12 @@ mod tests {
             explicit_git_dir: false,
         };
         let mut found = Found::new(&host);
-        for path in [origin.clone(), root.join("bare"), root.join("link")] {
+        for path in [
+            origin.clone(),
+            root.join("bare"),
+            root.join("link"),
+            plain.clone(),
+        ] {
             found.repositories_at(&path);
         }
         for frozen in [
@@ -477,9 +657,51 @@ mod tests {
             origin.join(".git/objects"),
             root.join("bare.git"),
             root.join("real.git"),
+            elsewhere,
         ] {
             assert!(found.dirs.contains(&frozen), "{frozen:?}: {:?}", found.dirs);
         }
         assert!(!found.dirs.contains(&origin), "it holds the checkout");
+        assert!(
+            !found.dirs.iter().any(|d| d.starts_with(&plain)),
+            "no repository: {:?}",
+            found.dirs
+        );
+    }
+
+    #[test]
+    fn a_command_splits_into_words_as_the_shell_splits_it() {
+        let words = shell_words(br#"git receive-pack '/a b/o.git' "x\"y" c\ d #"#);
+        let words: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
+        assert_eq!(
+            words,
+            [
+                &b"git"[..],
+                b"receive-pack",
+                b"/a b/o.git",
+                b"x\"y",
+                b"c d",
+                b"#"
+            ]
+        );
+        assert!(shell_words(b"  ").is_empty());
+        assert_eq!(shell_words(b"''"), [Vec::<u8>::new()]);
+    }
+
+    #[test]
+    fn a_path_also_counts_with_its_dot_dots_taken_lexically() {
+        let work = Path::new("/w/co");
+        assert_eq!(
+            local_paths(b"/w/co/nd/../../o.git", work),
+            [PathBuf::from("/w/co/nd/../../o.git"), "/w/o.git".into()]
+        );
+        assert_eq!(
+            local_paths(b"ext::git %s /srv/o.git", work),
+            [
+                PathBuf::from("/w/co/git"),
+                "/w/co/%s".into(),
+                "/srv/o.git".into()
+            ]
+        );
     }
 }
