@@ -460,18 +460,22 @@ pub(crate) fn alternates(objects: &Path) -> Vec<PathBuf> {
         if depth > 5 {
             continue;
         }
-        let Some(text) =
+        // Bytes, as git reads them: one line not UTF-8 (a comment) made
+        // the whole file unread (red team, twenty-third stop on issue 29).
+        let Ok(text) =
             crate::fsutil::read_regular_limited(&store.join("info").join("alternates"), 1 << 20)
-                .ok()
-                .and_then(|b| String::from_utf8(b).ok())
         else {
             continue;
         };
-        for line in text
-            .lines()
-            .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        {
-            let Ok(target) = store.join(line.trim_matches('"')).canonicalize() else {
+        for line in text.split(|&b| b == b'\n') {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            if line.is_empty() || line.starts_with(b"#") {
+                continue;
+            }
+            let line = line.strip_prefix(b"\"").unwrap_or(line);
+            let line = line.strip_suffix(b"\"").unwrap_or(line);
+            let line = std::ffi::OsStr::from_bytes(line);
+            let Ok(target) = store.join(line).canonicalize() else {
                 continue;
             };
             if !out.contains(&target) {
@@ -524,6 +528,24 @@ fn dir_like(path: &Path, like: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn alternates_are_read_as_bytes_past_a_comment_that_is_not_utf8() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let objects = root.join("objects");
+        let borrowed = root.join("ref.git/objects");
+        std::fs::create_dir_all(objects.join("info")).unwrap();
+        std::fs::create_dir_all(&borrowed).unwrap();
+        let text = [
+            &b"# r\xe9f\xe9rence\n"[..],
+            borrowed.as_os_str().as_bytes(),
+            b"\n",
+        ]
+        .concat();
+        std::fs::write(objects.join("info/alternates"), text).unwrap();
+        assert_eq!(alternates(&objects), [borrowed]);
+    }
 
     fn location(work: &str, git: &str, common: &str) -> Location {
         Location {

@@ -13,7 +13,8 @@
 //! - **Which URLs**: `remote.<name>.url` and `pushurl`, and the values
 //!   that may name a remote by its URL (`remote.pushDefault`,
 //!   `branch.<name>.remote` and `pushRemote`), from every config file git
-//!   reads, its includes followed whatever their conditions (an `includeIf
+//!   reads (every git on `PATH`: each has its own system file and prefix,
+//!   and the agent may run any), its includes followed whatever their conditions (an `includeIf
 //!   "onbranch:..."` holds once the agent switches branch; `%(prefix)/`
 //!   taken as the resolved git's install prefix), and from the
 //!   environment's config (`GIT_CONFIG_COUNT`, `git -c`); the legacy
@@ -90,21 +91,41 @@ struct Config {
 }
 
 impl Config {
+    /// The config as the resolved git reads it (an error: it cannot), and
+    /// as every other git on `PATH` does (each its own system file and
+    /// install prefix; the agent may run any: red team, third round).
     fn read(git: &TrustedGit, host: &Location) -> Result<Config> {
+        let mut config = Config::default();
+        let mut seen = BTreeSet::new();
+        config.read_with(git.program(), host, &mut seen)?;
+        for other in super::trusted_git::every_on_path("git") {
+            if other != git.program() {
+                // A git that cannot list its config is one the agent
+                // cannot push with either.
+                let _ = config.read_with(&other, host, &mut seen);
+            }
+        }
+        Ok(config)
+    }
+
+    /// Adds the config `program` reads, each include followed once
+    /// (`seen`) whatever its condition.
+    fn read_with(
+        &mut self,
+        program: &Path,
+        host: &Location,
+        seen: &mut BTreeSet<PathBuf>,
+    ) -> Result<()> {
         // `<prefix>/bin/git`, as git's runtime prefix finds its own.
-        let prefix = git
-            .program()
+        self.prefix = program
             .parent()
             .and_then(Path::parent)
             .map(Path::to_path_buf);
-        let mut config = Config {
-            prefix,
-            ..Config::default()
-        };
+        let config = self;
         // Every top-level file and the environment's config, includes not
         // followed: they are followed below, whatever their conditions.
         let listed = git_output(
-            git,
+            program,
             host,
             &["config", "--list", "-z", "--show-origin", "--no-includes"],
         )?;
@@ -117,7 +138,6 @@ impl Config {
                 .map(|f| host.work_dir.join(bytes_path(f)));
             config.take(entry, file.as_deref(), &mut files);
         }
-        let mut seen = BTreeSet::new();
         let mut depth = 0;
         while !files.is_empty() && depth < MAX_INCLUDE_DEPTH {
             depth += 1;
@@ -129,7 +149,7 @@ impl Config {
                 args.push(file.as_os_str());
                 args.extend(["--list", "-z", "--no-includes"].map(OsStr::new));
                 // An included file git cannot parse fails git too.
-                let Ok(listed) = git_output(git, host, &args) else {
+                let Ok(listed) = git_output(program, host, &args) else {
                     continue;
                 };
                 for entry in listed.split(|&b| b == 0) {
@@ -137,7 +157,7 @@ impl Config {
                 }
             }
         }
-        Ok(config)
+        Ok(())
     }
 
     /// Keeps one `key NL value` entry of a listing of `file` (`None`: the
@@ -250,7 +270,7 @@ fn legacy_urls(common_dir: &Path) -> Vec<Vec<u8>> {
 /// Every fetch and push URL `git remote -v` lists: the rewriting as git
 /// does it, with the conditions that hold now.
 fn listed_urls(git: &TrustedGit, host: &Location) -> Result<Vec<Vec<u8>>> {
-    let listed = git_output(git, host, &["remote", "-v"])?;
+    let listed = git_output(git.program(), host, &["remote", "-v"])?;
     Ok(parse_listing(&listed))
 }
 
@@ -273,8 +293,8 @@ fn parse_listing(listing: &[u8]) -> Vec<Vec<u8>> {
 /// The output of the resolved git with `args`, run at the host's worktree
 /// top with its git dir named and this process's environment (which the
 /// command inherits: its config counts).
-fn git_output<S: AsRef<OsStr>>(git: &TrustedGit, host: &Location, args: &[S]) -> Result<Vec<u8>> {
-    let out = Command::new(git.program())
+fn git_output<S: AsRef<OsStr>>(program: &Path, host: &Location, args: &[S]) -> Result<Vec<u8>> {
+    let out = Command::new(program)
         .arg("--git-dir")
         .arg(&host.git_dir)
         .args(args)
@@ -282,7 +302,7 @@ fn git_output<S: AsRef<OsStr>>(git: &TrustedGit, host: &Location, args: &[S]) ->
         .env("GIT_TERMINAL_PROMPT", "0")
         .stdin(Stdio::null())
         .output()
-        .with_context(|| format!("cannot run {}", git.program().display()))?;
+        .with_context(|| format!("cannot run {}", program.display()))?;
     if !out.status.success() {
         bail!(
             "git cannot list the remotes of {}, whose local ones the command must not write: {}",

@@ -134,14 +134,29 @@ impl FilterPath {
 
 /// The first executable `name` on `PATH`, canonical.
 fn which(name: &str) -> Option<PathBuf> {
+    every_on_path(name).into_iter().next()
+}
+
+/// Every executable `name` on `PATH`, canonical, each once, in `PATH`'s
+/// order: the agent may run any of them (see [`super::remotes`]).
+pub fn every_on_path(name: &str) -> Vec<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
+    let Some(path) = std::env::var_os("PATH") else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = Vec::new();
+    let found = std::env::split_paths(&path)
         .filter(|dir| dir.is_absolute())
         .map(|dir| dir.join(name))
-        .find(|p| {
+        .filter(|p| {
             p.metadata()
                 .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         })
-        .and_then(|p| p.canonicalize().ok())
+        .filter_map(|p| p.canonicalize().ok());
+    for program in found {
+        if !out.contains(&program) {
+            out.push(program);
+        }
+    }
+    out
 }
