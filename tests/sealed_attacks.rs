@@ -706,7 +706,9 @@ fn rejects_a_run_whose_agent_rewrote_a_hard_linked_host_object_through_an_unname
 /// the legacy `remotes/` files, a push URL in an `includeIf
 /// "onbranch:..."` the agent's branch switch turns on; and, in a second
 /// round, a path in `branch.<name>.pushRemote` and a `receivepack`
-/// command naming the origin behind a decoy URL. Each way, the agent
+/// command naming the origin behind a decoy URL; in a fourth, a remote
+/// helper's address (`gcrypt::<path>`) and a submodule's origin. Each
+/// way, the agent
 /// pushes past its hooks and transport lock; the origin must not receive
 /// it.
 #[test]
@@ -722,6 +724,8 @@ fn keeps_the_origin_read_only_whatever_config_names_its_push_url() {
         "onbranch include",
         "branch pushRemote",
         "receivepack",
+        "remote helper",
+        "submodule's origin",
     ];
     for how in cases {
         let sb = Sandbox::new();
@@ -735,6 +739,8 @@ fn keeps_the_origin_read_only_whatever_config_names_its_push_url() {
         // What the agent pushes to: the remote's name, or where git
         // would push once the agent's branch turns the include on.
         let mut push_to = "origin".to_owned();
+        // The repository that must not receive the push.
+        let mut target = sb.origin.clone();
         match how {
             "pushurl" => {
                 set_url(hidden);
@@ -778,6 +784,49 @@ fn keeps_the_origin_read_only_whatever_config_names_its_push_url() {
                 let command = format!("git receive-pack '{origin}' #");
                 sb.run_git(&host, &["config", "remote.origin.receivepack", &command]);
             }
+            "remote helper" => {
+                set_url(hidden);
+                let helper = format!("gcrypt::{origin}");
+                sb.run_git(&host, &["remote", "add", "backup", &helper]);
+                push_to = origin.clone();
+            }
+            "submodule's origin" => {
+                target = sb.root.join("sub.git");
+                let seed = sb.root.join("sub-seed");
+                sb.run_git(
+                    &sb.root,
+                    &["init", "-q", "-b", "main", seed.to_str().unwrap()],
+                );
+                std::fs::write(seed.join("lib.txt"), "sub\n").unwrap();
+                sb.run_git(&seed, &["add", "."]);
+                sb.run_git(&seed, &["commit", "-q", "-m", "sub"]);
+                let (seed, bare) = (seed.to_str().unwrap(), target.to_str().unwrap());
+                sb.run_git(&sb.root, &["clone", "-q", "--bare", seed, bare]);
+                sb.run_git(
+                    &host,
+                    &[
+                        "-c",
+                        "protocol.file.allow=always",
+                        "submodule",
+                        "add",
+                        "-q",
+                        bare,
+                        "sub",
+                    ],
+                );
+                sb.run_git(
+                    &host,
+                    &[
+                        "-c",
+                        "core.hooksPath=/dev/null",
+                        "commit",
+                        "-q",
+                        "-m",
+                        "sub",
+                    ],
+                );
+                push_to = bare.to_owned();
+            }
             _ => {
                 set_url(hidden);
                 let include = sb.root.join("release.config");
@@ -811,11 +860,11 @@ fn keeps_the_origin_read_only_whatever_config_names_its_push_url() {
         );
         let baseline = sb.git(&["rev-parse", "HEAD"]);
         let refs_before = refs(&sb, &host);
-        let origin_before = refs(&sb, &sb.origin);
+        let target_before = refs(&sb, &target);
         let run = sealed_run(&sb, Path::new(BIN), &host, &agent, |_| {});
         let log = read(&log);
         assert!(log.contains("push refused"), "{how}: {log}\n{run}");
-        assert_eq!(refs(&sb, &sb.origin), origin_before, "{how}: {log}");
+        assert_eq!(refs(&sb, &target), target_before, "{how}: {log}");
         if push_to != "origin" {
             assert_host_has_only_the_granted_commit(&sb, &host, &run, &baseline, &refs_before);
         }

@@ -22,12 +22,16 @@
 //!   these rewritten by every `url.<base>.insteadOf` and `pushInsteadOf`
 //!   that matches it, not only the longest. The words of a command git
 //!   runs to reach a remote (`ext::` URLs, `remote.<name>.receivepack`
-//!   and `uploadpack`) count as paths too.
+//!   and `uploadpack`) count as paths too, as does a remote helper's
+//!   address (`<helper>::<address>`). The submodules' remotes count: each
+//!   submodule git dir's config, and `.gitmodules` (a relative URL taken
+//!   against each of the superproject's local remotes).
 //! - **Which path**: `file://` with or without a host, percent-decoded;
 //!   `~` and `~user`; a path with a colon after a slash (git's
 //!   `url_is_local_not_ssh`); relative ones against the worktree (git
-//!   runs a push at its top); and with its `..` taken lexically as well
-//!   (the agent can make the directory a `..` climbs out of).
+//!   runs a push at its top, which `/proc/self/cwd` then names); and
+//!   with its `..` taken lexically as well (the agent can make the
+//!   directory a `..` climbs out of); `<scheme>:///path` as a path.
 //! - **Which repository**: among the path and the names git tries for it
 //!   (`/.git`, `.git/.git`, `.git`), each that is a git dir (a `HEAD`,
 //!   and `objects` or a `commondir`), or a `.git` file naming one; its
@@ -57,15 +61,35 @@ const MAX_INCLUDE_DEPTH: usize = 10;
 /// one of the host's remotes named by a local path could write: the
 /// remote's git dir, common dir and object stores, canonical.
 pub fn local_repositories(git: &TrustedGit, host: &Location) -> Result<Vec<PathBuf>> {
-    let config = Config::read(git, host)?;
+    let mut config = Config::read(git, host)?;
+    // The submodules' remotes are publishing targets too (red team,
+    // fourth round): their git dirs' config, and `.gitmodules` for those
+    // not yet cloned.
+    let mut submodule_files = submodule_configs(&host.common_dir.join("modules"), 0);
+    submodule_files.push(host.work_dir.join(".gitmodules"));
+    config.prefix = None;
+    config.follow(git.program(), host, submodule_files, &mut BTreeSet::new());
     let mut written = config.written_urls();
     written.extend(legacy_urls(&host.common_dir));
     written.extend(listed_urls(git, host)?);
+    let urls = config.rewritten(written);
     let mut found = Found::new(host);
-    for url in config.rewritten(written) {
-        for path in local_paths(&url, &host.work_dir) {
-            found.repositories_at(&path);
+    let mut local = Vec::new();
+    for url in &urls {
+        local.extend(local_paths(url, &host.work_dir));
+    }
+    // A relative submodule URL (`../sub.git`) is relative to a remote of
+    // the superproject.
+    for url in urls
+        .iter()
+        .filter(|u| u.starts_with(b"./") || u.starts_with(b"../"))
+    {
+        for base in local.clone() {
+            local.push(lexical(&base.join(bytes_path(url))));
         }
+    }
+    for path in &local {
+        found.repositories_at(path);
     }
     for command in &config.commands {
         for word in shell_words(command) {
@@ -138,8 +162,22 @@ impl Config {
                 .map(|f| host.work_dir.join(bytes_path(f)));
             config.take(entry, file.as_deref(), &mut files);
         }
+        config.follow(program, host, files, seen);
+        Ok(())
+    }
+
+    /// Adds each config file of `files` and what it includes, as
+    /// `program` reads a file, each once (`seen`) whatever its condition.
+    fn follow(
+        &mut self,
+        program: &Path,
+        host: &Location,
+        mut files: Vec<PathBuf>,
+        seen: &mut BTreeSet<PathBuf>,
+    ) {
+        let config = self;
         let mut depth = 0;
-        while !files.is_empty() && depth < MAX_INCLUDE_DEPTH {
+        while !files.is_empty() && depth <= MAX_INCLUDE_DEPTH {
             depth += 1;
             for file in std::mem::take(&mut files) {
                 if !seen.insert(file.clone()) || !file.is_file() {
@@ -157,7 +195,6 @@ impl Config {
                 }
             }
         }
-        Ok(())
     }
 
     /// Keeps one `key NL value` entry of a listing of `file` (`None`: the
@@ -187,6 +224,7 @@ impl Config {
         } else if lower.starts_with(b"remote.")
             || lower.starts_with(b"url.")
             || lower.starts_with(b"branch.")
+            || lower.starts_with(b"submodule.")
         {
             self.values.push((key.to_vec(), value.to_vec()));
         }
@@ -203,6 +241,7 @@ impl Config {
                     || lower == b"remote.pushdefault"))
                 || (lower.starts_with(b"branch.")
                     && (lower.ends_with(b".remote") || lower.ends_with(b".pushremote")))
+                || (lower.starts_with(b"submodule.") && lower.ends_with(b".url"))
         };
         self.values
             .iter()
@@ -237,6 +276,29 @@ impl Config {
         }
         out
     }
+}
+
+/// The config file of every submodule git dir under `modules` (a
+/// submodule's own submodules are under its `modules/`).
+fn submodule_configs(modules: &Path, depth: usize) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(modules) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for entry in entries.flatten() {
+        let dir = entry.path();
+        if depth > 16 || !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        if is_git_dir(&dir) {
+            out.push(dir.join("config"));
+            out.extend(submodule_configs(&dir.join("modules"), depth + 1));
+        } else {
+            // A name with a slash: `modules/a/b`.
+            out.extend(submodule_configs(&dir, depth + 1));
+        }
+    }
+    out
 }
 
 /// The URLs of the legacy remote files: `remotes/<name>` (`URL:` lines)
@@ -323,6 +385,14 @@ fn local_paths(url: &[u8], work_dir: &Path) -> Vec<PathBuf> {
             .flat_map(|word| local_paths(word, work_dir))
             .collect();
     }
+    // `<helper>::<address>`: git runs `git-remote-<helper>` with the
+    // address, which may be a local path (git-remote-gcrypt's; red team,
+    // fourth round).
+    if let Some(at) = url.windows(2).position(|w| w == b"::")
+        && !url[..at].contains(&b'/')
+    {
+        return local_paths(&url[at + 2..], work_dir);
+    }
     let Some(path) = local_path(url, work_dir) else {
         return Vec::new();
     };
@@ -386,6 +456,10 @@ fn local_path(url: &[u8], work_dir: &Path) -> Option<PathBuf> {
         // `file://host/path`: the host is not looked at.
         let start = rest.iter().position(|&b| b == b'/')?;
         crate::repo::canonical::percent_decode(&rest[start..])
+    } else if let Some(at) = url.windows(4).position(|w| w == b":///") {
+        // Another scheme with no host (`rsync:///path`): a local path to
+        // a helper.
+        url[at + 3..].to_vec()
     } else {
         // git's `url_is_local_not_ssh`: no colon, or a slash before it.
         let colon = url.iter().position(|&b| b == b':');
@@ -402,6 +476,16 @@ fn local_path(url: &[u8], work_dir: &Path) -> Option<PathBuf> {
     };
     if path.is_empty() {
         return None;
+    }
+    // The process's own directory names the worktree's top when git
+    // pushes, not grantguard's (red team, fourth round).
+    for own in [&b"/proc/self/cwd"[..], b"/proc/thread-self/cwd"] {
+        if let Some(rest) = path.strip_prefix(own)
+            && (rest.is_empty() || rest.starts_with(b"/"))
+        {
+            let rest = bytes_path(rest.strip_prefix(b"/").unwrap_or(rest));
+            return Some(work_dir.join(rest));
+        }
     }
     Some(work_dir.join(expand_home(&bytes_path(&path))))
 }
@@ -592,6 +676,9 @@ mod tests {
             ("example.invalid:o.git", None),
             ("ssh://example.invalid/o.git", None),
             ("file://nohostpath", None),
+            ("gcrypt::/srv/o.git", None),
+            ("rsync:///srv/o.git", Some("/srv/o.git".into())),
+            ("/proc/self/cwd/../o.git", Some("/w/co/../o.git".into())),
             ("", None),
         ] {
             assert_eq!(path(url), expected, "{url}");
@@ -714,6 +801,10 @@ mod tests {
         assert_eq!(
             local_paths(b"/w/co/nd/../../o.git", work),
             [PathBuf::from("/w/co/nd/../../o.git"), "/w/o.git".into()]
+        );
+        assert_eq!(
+            local_paths(b"gcrypt::/srv/o.git", work),
+            [PathBuf::from("/srv/o.git")]
         );
         assert_eq!(
             local_paths(b"ext::git %s /srv/o.git", work),
