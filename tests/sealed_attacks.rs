@@ -707,8 +707,9 @@ fn rejects_a_run_whose_agent_rewrote_a_hard_linked_host_object_through_an_unname
 /// "onbranch:..."` the agent's branch switch turns on; and, in a second
 /// round, a path in `branch.<name>.pushRemote` and a `receivepack`
 /// command naming the origin behind a decoy URL; in a fourth, a remote
-/// helper's address (`gcrypt::<path>`) and a submodule's origin. Each
-/// way, the agent
+/// helper's address (`gcrypt::<path>`) and a submodule's origin; in a
+/// fifth, the origin through a bind mount of its parent. Each way, the
+/// agent
 /// pushes past its hooks and transport lock; the origin must not receive
 /// it.
 #[test]
@@ -726,6 +727,7 @@ fn keeps_the_origin_read_only_whatever_config_names_its_push_url() {
         "receivepack",
         "remote helper",
         "submodule's origin",
+        "bind-mounted parent",
     ];
     for how in cases {
         let sb = Sandbox::new();
@@ -741,6 +743,7 @@ fn keeps_the_origin_read_only_whatever_config_names_its_push_url() {
         let mut push_to = "origin".to_owned();
         // The repository that must not receive the push.
         let mut target = sb.origin.clone();
+        let mut _alias = None;
         match how {
             "pushurl" => {
                 set_url(hidden);
@@ -783,6 +786,16 @@ fn keeps_the_origin_read_only_whatever_config_names_its_push_url() {
                 set_url(decoy.to_str().unwrap());
                 let command = format!("git receive-pack '{origin}' #");
                 sb.run_git(&host, &["config", "remote.origin.receivepack", &command]);
+            }
+            "bind-mounted parent" => {
+                // Mounted before the run; the host names the origin by its
+                // own path, the agent pushes through the other.
+                let Some(mount) = BindMount::new(&sb.root) else {
+                    eprintln!("{how}: no bind mount here; skipped");
+                    continue;
+                };
+                push_to = mount.target.join("origin.git").display().to_string();
+                _alias = Some(mount);
             }
             "remote helper" => {
                 set_url(hidden);

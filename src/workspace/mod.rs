@@ -316,6 +316,9 @@ impl Workspace {
         }
         out.extend(alternates(&common.join("objects")));
         out.extend(self.remote_repositories.iter().cloned());
+        // And the other mounts that show them (red team, fifth round: a
+        // bind mount of the origin's parent, made before the run).
+        out.extend(aliases::of(&self.remote_repositories));
         out.extend(aliases::of(&[
             self.host.work_dir.clone(),
             self.host.common_dir.clone(),

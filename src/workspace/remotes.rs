@@ -74,20 +74,11 @@ pub fn local_repositories(git: &TrustedGit, host: &Location) -> Result<Vec<PathB
     written.extend(listed_urls(git, host)?);
     let urls = config.rewritten(written);
     let mut found = Found::new(host);
-    let mut local = Vec::new();
+    let mut local = BTreeSet::new();
     for url in &urls {
         local.extend(local_paths(url, &host.work_dir));
     }
-    // A relative submodule URL (`../sub.git`) is relative to a remote of
-    // the superproject.
-    for url in urls
-        .iter()
-        .filter(|u| u.starts_with(b"./") || u.starts_with(b"../"))
-    {
-        for base in local.clone() {
-            local.push(lexical(&base.join(bytes_path(url))));
-        }
-    }
+    with_relative_submodules(&mut local, &urls);
     for path in &local {
         found.repositories_at(path);
     }
@@ -275,6 +266,23 @@ impl Config {
             }
         }
         out
+    }
+}
+
+/// Adds to `local` each relative submodule URL of `urls` (`../sub.git`)
+/// taken against each path already there: git takes one against a remote
+/// of the superproject. Against the paths found before only: against the
+/// derived ones too, the list doubled with every relative URL (red team,
+/// fifth round: with 20 of them a run never started).
+fn with_relative_submodules(local: &mut BTreeSet<PathBuf>, urls: &[Vec<u8>]) {
+    let bases: Vec<PathBuf> = local.iter().cloned().collect();
+    for url in urls
+        .iter()
+        .filter(|u| u.starts_with(b"./") || u.starts_with(b"../"))
+    {
+        for base in &bases {
+            local.insert(lexical(&base.join(bytes_path(url))));
+        }
     }
 }
 
@@ -535,6 +543,8 @@ fn bytes_path(bytes: &[u8]) -> PathBuf {
 struct Found<'a> {
     host: &'a Location,
     dirs: Vec<PathBuf>,
+    /// The directories [`Found::symlinks_within`] walked.
+    walked: BTreeSet<PathBuf>,
 }
 
 impl<'a> Found<'a> {
@@ -542,6 +552,7 @@ impl<'a> Found<'a> {
         Found {
             host,
             dirs: Vec::new(),
+            walked: BTreeSet::new(),
         }
     }
 
@@ -591,8 +602,17 @@ impl<'a> Found<'a> {
     }
 
     /// Freezes where each symlink under `dir`, at most `depth` levels
-    /// down, leads.
+    /// down, leads, and, for a directory, the symlinks in it (red team,
+    /// fifth round: `refs/heads` led to a directory whose own symlink led
+    /// on, and that last directory stayed writable). Each directory is
+    /// walked once.
     fn symlinks_within(&mut self, dir: &Path, depth: usize) {
+        let Ok(canonical) = dir.canonicalize() else {
+            return;
+        };
+        if !self.walked.insert(canonical) {
+            return;
+        }
         let Ok(entries) = std::fs::read_dir(dir) else {
             return;
         };
@@ -603,6 +623,9 @@ impl<'a> Found<'a> {
             if kind.is_symlink() {
                 if let Ok(target) = entry.path().canonicalize() {
                     self.add(&target);
+                    if target.is_dir() && depth > 0 {
+                        self.symlinks_within(&target, depth - 1);
+                    }
                 }
             } else if kind.is_dir() && depth > 1 {
                 self.symlinks_within(&entry.path(), depth - 1);
@@ -737,10 +760,14 @@ mod tests {
         git_dir(&root.join("bare.git"));
         git_dir(&root.join("real.git"));
         std::fs::write(root.join("link.git"), "gitdir: real.git\n").unwrap();
-        // The bare one's branches kept out of it, through a symlink.
+        // The bare one's branches kept out of it, through a symlink, and
+        // a symlink there leading further.
         let elsewhere = root.join("elsewhere");
+        let further = root.join("further");
         std::fs::create_dir_all(&elsewhere).unwrap();
+        std::fs::create_dir_all(&further).unwrap();
         std::os::unix::fs::symlink(&elsewhere, root.join("bare.git/refs/heads")).unwrap();
+        std::os::unix::fs::symlink(&further, elsewhere.join("team")).unwrap();
         // A directory that is no repository (a remote `~`).
         let plain = root.join("plain");
         std::fs::create_dir_all(plain.join("objects")).unwrap();
@@ -765,6 +792,7 @@ mod tests {
             root.join("bare.git"),
             root.join("real.git"),
             elsewhere,
+            further,
         ] {
             assert!(found.dirs.contains(&frozen), "{frozen:?}: {:?}", found.dirs);
         }
@@ -793,6 +821,21 @@ mod tests {
         );
         assert!(shell_words(b"  ").is_empty());
         assert_eq!(shell_words(b"''"), [Vec::<u8>::new()]);
+    }
+
+    #[test]
+    fn relative_submodule_urls_are_taken_against_each_remote_once() {
+        let mut local: BTreeSet<PathBuf> = ["/srv/super.git", "/srv/mirror/super.git"]
+            .map(PathBuf::from)
+            .into();
+        let urls: Vec<Vec<u8>> = (0..40)
+            .map(|i| format!("../s{i}.git").into_bytes())
+            .chain([b"https://h/o.git".to_vec()])
+            .collect();
+        with_relative_submodules(&mut local, &urls);
+        assert_eq!(local.len(), 2 + 2 * 40);
+        assert!(local.contains(Path::new("/srv/s39.git")));
+        assert!(local.contains(Path::new("/srv/mirror/s0.git")));
     }
 
     #[test]
