@@ -312,8 +312,8 @@ pub fn dot_git_entry(dot_git: &Path) -> Result<Option<(String, Option<PathBuf>)>
 }
 
 /// The git dir a gitfile's `gitdir: <path>` line names, resolved, when it
-/// exists.
-fn resolve_gitfile(dot_git: &Path, text: &[u8]) -> Option<PathBuf> {
+/// exists (also how the sealed workspace follows a remote's `.git` file).
+pub(crate) fn resolve_gitfile(dot_git: &Path, text: &[u8]) -> Option<PathBuf> {
     let text = std::str::from_utf8(text).ok()?;
     let target = text
         .strip_prefix("gitdir: ")?

@@ -697,15 +697,14 @@ fn is_git_dir(dir: &Path) -> bool {
         && (dir.join("objects").is_dir() || dir.join("commondir").is_file())
 }
 
-/// The git dir a `.git` file at `path` names (`gitdir: <dir>`, relative
-/// to the file's directory).
+/// The git dir a `.git` file at `path` names, read as the submodule
+/// checks read one ([`crate::repo::submodule_meta::resolve_gitfile`]).
 fn gitfile_target(path: &Path) -> Option<PathBuf> {
     if !path.is_file() {
         return None;
     }
     let text = crate::fsutil::read_regular_limited(path, 1 << 20).ok()?;
-    let dir = text.strip_prefix(b"gitdir:")?.trim_ascii();
-    Some(path.parent()?.join(bytes_path(dir)))
+    crate::repo::submodule_meta::resolve_gitfile(path, &text)
 }
 
 #[cfg(test)]
