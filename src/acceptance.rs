@@ -740,8 +740,12 @@ fn judge_baseline(
         }
     };
     let metadata_intact = findings.is_empty();
+    // The verified index's resolve-undo records whose objects the object
+    // check looked for (`None`: it looked for none).
+    let mut looked_for_resolve_undo = None;
     if site == Site::InPlace {
-        check_object_store(&baseline, state, &mut findings);
+        looked_for_resolve_undo = check_object_store(&baseline, state, &mut findings);
+        crate::fsutil::pause_point("verify-objects-checked");
         // The proof of a rewritten store is verify's largest use of memory
         // on many threads; none of it outlives the proof.
         crate::allocator::release_free_memory();
@@ -756,6 +760,7 @@ fn judge_baseline(
         metadata.as_ref().filter(|_| metadata_intact),
         worktree_scan,
         early_refs,
+        looked_for_resolve_undo.as_deref(),
         &mut findings,
     );
     let observed = match observed {
@@ -922,20 +927,26 @@ fn special_files(
 
 /// Proves what was written to the object store since arm (see
 /// [`repo::objects`]); anything unproven is `object_store_invalid`.
-fn check_object_store(baseline: &Baseline, state: &Path, findings: &mut Findings) {
+/// Returns the verified index's resolve-undo records whose objects it
+/// looked for, as [`repo::objects::Checked::verified_resolve_undo`].
+fn check_object_store(
+    baseline: &Baseline,
+    state: &Path,
+    findings: &mut Findings,
+) -> Option<Vec<repo::resolve_undo::Record>> {
     let checked = repo::objects::read_recorded(state, &baseline.object_inventory)
         .and_then(|before| {
             let (repo, _) = repo::layout::open_armed(&baseline.repo)?;
             repo::objects::check(&repo, &baseline.repo.common_dir, &before)
         })
-        .unwrap_or_else(|e| repo::objects::Checked {
-            problems: vec![format!("the object store cannot be checked: {e:#}")],
-            busy_with_gc: false,
+        .unwrap_or_else(|e| {
+            repo::objects::Checked::of(vec![format!("the object store cannot be checked: {e:#}")])
         });
     findings.busy_with_gc = checked.busy_with_gc;
     for problem in checked.problems {
         findings.push(Violation::new(rule::OBJECT_STORE_INVALID, problem));
     }
+    checked.verified_resolve_undo
 }
 
 /// What the repository checks saw, for the evidence.
@@ -961,6 +972,7 @@ fn evaluate(
     metadata: Option<&BTreeMap<String, String>>,
     worktree_scan: std::thread::JoinHandle<Result<repo::special_files::Scan, String>>,
     early_refs: EarlyRefs,
+    looked_for_resolve_undo: Option<&[repo::resolve_undo::Record]>,
     findings: &mut Findings,
 ) -> Result<Observed> {
     let (mut repo, location) = repo::layout::open_armed(&baseline.repo)?;
@@ -1142,6 +1154,15 @@ fn evaluate(
         Some(Ok(Some(judged))) => (Some(judged.dirt.judged_index()), Some(judged.copy.clone())),
         _ => (None, None),
     };
+    // Records of the judged index whose objects nobody looked for: the
+    // object check read the index earlier, by path, and another file may
+    // have answered then (an index swapped out and back).
+    let resolve_undo_unwalked = match (&index_half, looked_for_resolve_undo) {
+        (Some(Ok(Some(judged))), Some(walked)) => {
+            !repo::resolve_undo::all_among(&judged.resolve_undo, walked)
+        }
+        _ => false,
+    };
     // git's readings of the copy for the cross-check, started now, to run
     // while the scan ends and gix reads the worktree (see
     // `git_view::IndexReading`; neither reads a worktree file); only with
@@ -1242,7 +1263,12 @@ fn evaluate(
         Some(None) => !repo::index_copy::still_no_index(&location.git_dir),
         None => false,
     };
-    if repo::head(&repo)? != head || refs_moved() || metadata_moved || index_moved {
+    if repo::head(&repo)? != head
+        || refs_moved()
+        || metadata_moved
+        || index_moved
+        || resolve_undo_unwalked
+    {
         findings.push(Violation::new(
             rule::CHANGED_DURING_VERIFY,
             "HEAD, refs, the index or protected metadata changed while verify ran; verify again \
@@ -2207,34 +2233,38 @@ fn check_index(
                         hash_len,
                         &mut |entry| against.visit(entry),
                     );
-                    let link_at = checked
-                        .and_then(|checked| against.finish(&checked).map(|()| checked.link_at));
+                    let checked =
+                        checked.and_then(|checked| against.finish(&checked).map(|()| checked));
                     // git then reads the shared file verify read too.
-                    link_at
-                        .and_then(|link_at| {
-                            copy.give_git_its_own_shared_index(link_at, repo.object_hash())
-                        })
-                        .map(|()| index)
+                    checked.and_then(|checked| {
+                        let resolve_undo = checked
+                            .resolve_undo
+                            .and_then(|at| repo::resolve_undo::parse(&bytes[at], hash_len))
+                            .unwrap_or_default();
+                        copy.give_git_its_own_shared_index(checked.link_at, repo.object_hash())
+                            .map(|()| (index, resolve_undo))
+                    })
                 }
                 // What git's reading finds wrong says more than gix's error.
                 Err(e) => repo::index_layout::check_bytes(bytes, copy.dir(), hash_len, &mut |_| {})
                     .and_then(|_| Err(e.context("cannot read the index"))),
             };
             match layout {
-                Ok(index) => (index, Some(std::sync::Arc::new(copy))),
+                Ok((index, resolve_undo)) => (index, Some(std::sync::Arc::new(copy)), resolve_undo),
                 Err(e) => {
                     refuse(findings, e);
                     return Ok(None);
                 }
             }
         }
-        None => (repo::index_copy::empty(repo), None),
+        None => (repo::index_copy::empty(repo), None, Vec::new()),
     };
-    let (index, copy) = index;
+    let (index, copy, resolve_undo) = index;
     let tree = repo::tree_id_of(repo, tip)?;
     Ok(Some(JudgedIndex {
         dirt: repo::index_dirt_against(repo, index, Some(tree))?,
         copy,
+        resolve_undo,
     }))
 }
 
@@ -2244,6 +2274,10 @@ fn check_index(
 struct JudgedIndex {
     dirt: repo::IndexDirt,
     copy: Option<std::sync::Arc<repo::index_copy::IndexCopy>>,
+    /// The resolve-undo records git reads from the copy (none without an
+    /// index): each must be one whose objects the object check looked
+    /// for ([`repo::objects::Checked::verified_resolve_undo`]).
+    resolve_undo: Vec<repo::resolve_undo::Record>,
 }
 
 /// The second half of the worktree check, after [`check_index`] and once

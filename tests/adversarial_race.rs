@@ -548,6 +548,59 @@ fn an_index_rewritten_after_gits_copy_of_it_is_never_accepted() {
     assert!(r.to_string().contains("src/lib.rs"), "{r:#}");
 }
 
+/// The verified index's resolve-undo records are read twice: by the object
+/// check, which looks for the objects they name (git's fsck requires
+/// them), and later into the copy verify judges. The agent has an index
+/// without records in place for the first read, and renames one whose
+/// record names a missing blob into place before the second: the last
+/// look finds the copy is still the index, and nobody looked for that
+/// blob (the threat model's open race of the fifty-seventh stop). Never
+/// accepted.
+#[test]
+fn a_resolve_undo_record_swapped_in_after_the_object_check_is_never_accepted() {
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 8));
+    sb.commit_file("docs/b.md", "agent\n", "agent");
+    let index = sb.git_dir().join("index");
+    let clean = std::fs::read(&index).unwrap();
+    // `git add` of a conflicted path moves its stages into a record.
+    let blob = sb.git(&["rev-parse", "HEAD:docs/b.md"]);
+    let missing = "1234567890123456789012345678901234567890";
+    sb.git_nohooks(&["update-index", "--force-remove", "docs/b.md"]);
+    sb.git_stdin(
+        &["update-index", "--index-info"],
+        &format!(
+            "100644 {blob} 1\tdocs/b.md\n100644 {missing} 2\tdocs/b.md\n100644 {blob} 3\tdocs/b.md\n"
+        ),
+    );
+    sb.git_nohooks(&["add", "--", "docs/b.md"]);
+    let swapped = sb.git_dir().join("index.swapped");
+    std::fs::rename(&index, &swapped).unwrap();
+    assert!(
+        std::fs::read(&swapped)
+            .unwrap()
+            .windows(4)
+            .any(|w| w == b"REUC")
+    );
+    std::fs::write(&index, &clean).unwrap();
+    let (child, pause) =
+        verify_paused_at(&sb, sb.verify_command(&sb.state), "verify-objects-checked");
+    std::fs::rename(&swapped, &index).unwrap();
+    std::fs::remove_file(&pause).unwrap();
+    let (code, r) = result_of(child);
+    assert_changed_during_verify(code, &r);
+    // git's fsck fails on the record; quiet again, verify finds it too.
+    assert!(
+        !sb.try_git(&["fsck", "--connectivity-only"])
+            .status
+            .success(),
+        "git's fsck requires the blob"
+    );
+    let (code, r) = sb.verify();
+    common::assert_rejected(code, &r, &["object_store_invalid"]);
+    assert!(r.to_string().contains("resolve-undo"), "{r:#}");
+}
+
 /// The raw bytes of a hex SHA-1.
 fn raw_id(hex: &str) -> Vec<u8> {
     (0..20)

@@ -97,6 +97,18 @@ pub fn parse(data: &[u8], hash_len: usize) -> Option<Vec<Record>> {
     )
 }
 
+/// Whether every record of `records` is also one of `among`, stage for
+/// stage; both as [`parse`] returns them, sorted by path, each path once.
+/// verify holds the records of the index it judged to those whose objects
+/// it looked for, which it read earlier (see `acceptance`).
+pub fn all_among(records: &[Record], among: &[Record]) -> bool {
+    records.iter().all(|record| {
+        among
+            .binary_search_by(|other| other.path.cmp(&record.path))
+            .is_ok_and(|at| among[at] == *record)
+    })
+}
+
 /// C's `strtoul(s, &end, 8)` on a 64-bit `unsigned long`, its result then
 /// stored in an `unsigned int`: leading white space, an optional sign,
 /// octal digits; a value too large saturates to `ULONG_MAX`, a minus sign
@@ -193,6 +205,24 @@ mod tests {
         assert_eq!(records[0].path, b"a");
         assert_eq!(records[1].stages[0], None);
         assert_eq!(records[1].stages[1].as_ref().map(|s| s.id[0]), Some(2));
+    }
+
+    #[test]
+    fn records_are_among_others_only_with_the_same_stages() {
+        let a = written(b"a", &[(0o100644, 1), (0, 0), (0, 0)], 20);
+        let b = written(b"b", &[(0o100644, 2), (0, 0), (0, 0)], 20);
+        let b_other = written(b"b", &[(0o100644, 3), (0, 0), (0, 0)], 20);
+        let c = written(b"c", &[(0, 0), (0o100644, 4), (0, 0)], 20);
+        let read = |parts: &[&[u8]]| parse(&parts.concat(), 20).expect("read");
+        let walked = read(&[&a, &b, &c]);
+        assert!(all_among(&[], &walked));
+        assert!(all_among(&[], &[]));
+        assert!(all_among(&read(&[&a, &c]), &walked));
+        assert!(all_among(&walked, &walked));
+        assert!(!all_among(&read(&[&b_other]), &walked), "another id");
+        assert!(!all_among(&read(&[&a]), &[]), "none looked for");
+        let d = written(b"d", &[(0o100644, 5), (0, 0), (0, 0)], 20);
+        assert!(!all_among(&read(&[&a, &d]), &walked), "a path not walked");
     }
 
     #[test]

@@ -117,7 +117,11 @@ pub fn check(repo: &gix::Repository, common_dir: &Path, before: &Inventory) -> R
         if problems.is_empty() && settled {
             // What was written is proven; what was removed must not have
             // taken history with it.
-            return removed::check(repo, before, &now, round.closure.as_ref()).map(Checked::of);
+            let removals = removed::check(repo, before, &now, round.closure.as_ref())?;
+            return Ok(Checked {
+                verified_resolve_undo: Some(removals.verified_resolve_undo),
+                ..Checked::of(removals.problems)
+            });
         }
         if !problems.is_empty() {
             return Ok(Checked::of(problems));
@@ -136,8 +140,8 @@ pub fn check(repo: &gix::Repository, common_dir: &Path, before: &Inventory) -> R
                  once the repository is quiet"
             ));
             return Ok(Checked {
-                problems,
                 busy_with_gc: gc.is_some(),
+                ..Checked::of(problems)
             });
         }
         proven = std::borrow::Cow::Owned(now);
@@ -154,13 +158,19 @@ pub struct Checked {
     /// The only problem is a store that kept changing while a `git gc`
     /// named in `gc.pid` ran: waiting, not the agent, resolves it.
     pub busy_with_gc: bool,
+    /// The resolve-undo records of the verified index whose objects were
+    /// looked for ([`removed::Removals::verified_resolve_undo`]); `None`
+    /// when the store was not found consistent, so nothing was looked for.
+    pub verified_resolve_undo: Option<Vec<crate::repo::resolve_undo::Record>>,
 }
 
 impl Checked {
-    fn of(problems: Vec<String>) -> Checked {
+    /// The store's problems, with nothing looked for.
+    pub fn of(problems: Vec<String>) -> Checked {
         Checked {
             problems,
             busy_with_gc: false,
+            verified_resolve_undo: None,
         }
     }
 }

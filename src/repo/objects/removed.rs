@@ -48,8 +48,21 @@ use super::inventory::{Inventory, Kind};
 use super::promisor::Promised;
 use super::tree_entries::{EntryKind, each_entry};
 
+/// What [`check`] found.
+pub struct Removals {
+    /// One message naming a reachable object that is missing, or none.
+    pub problems: Vec<String>,
+    /// The resolve-undo records of the verified index (the one at the
+    /// repository's git dir) that the walk started from, as read then:
+    /// none where it had none or could not be read. The index verify
+    /// judges is read again later, into its copy; every record that copy
+    /// holds must be among these, or it names objects nobody looked for
+    /// (an index swapped out while this read it, then back).
+    pub verified_resolve_undo: Vec<crate::repo::resolve_undo::Record>,
+}
+
 /// The problems the removals from `before` (arm's inventory) to `now`
-/// cause: one message naming a reachable object that is missing, or none.
+/// cause, and the verified index's records the walk started from.
 ///
 /// `closure`: what the proof of the packs written since arm found of the
 /// names their objects hold; when it shows nothing reachable missing
@@ -59,7 +72,7 @@ pub fn check(
     before: &Inventory,
     now: &Inventory,
     closure: Option<&Closure>,
-) -> anyhow::Result<Vec<String>> {
+) -> anyhow::Result<Removals> {
     let mut loose_gone = Vec::new();
     for (path, entry) in before {
         if now.contains_key(path) {
@@ -91,23 +104,28 @@ pub fn check(
     }
     let mut promised = super::promisor::Promised::of(repo, &objects)
         .context("cannot list the partial clone's promisor objects")?;
-    let starts = starts(repo, Scope::All)?;
+    let mut starts = starts(repo, Scope::All)?;
+    let verified_resolve_undo = std::mem::take(&mut starts.verified_resolve_undo);
+    let removals = |problems| Removals {
+        problems,
+        verified_resolve_undo,
+    };
     if promised.is_none()
         && let Some(closure) = closure
         && closure.proves(&objects, now, starts.ids())
     {
-        return Ok(Vec::new());
+        return Ok(removals(Vec::new()));
     }
     let missing = first_missing(repo, starts, promised.as_mut(), None)
         .context("cannot walk the objects git's fsck requires")?;
-    Ok(match missing {
+    Ok(removals(match missing {
         None => Vec::new(),
         Some((id, from)) => vec![format!(
             "the object {id}, reachable from {from}, is missing: object files were removed \
              since arm, or `.promisor` marks changed (`git fsck --connectivity-only` shows the \
              damage); restore them, e.g. from a clone made before the run"
         )],
-    })
+    }))
 }
 
 /// When nothing was removed, what arm's store held is still there, but a
@@ -127,24 +145,29 @@ fn named_since_arm(
     objects: &std::path::Path,
     before: &Inventory,
     now: &Inventory,
-) -> anyhow::Result<Vec<String>> {
-    let starts = starts(repo, Scope::Named)?;
+) -> anyhow::Result<Removals> {
+    let mut starts = starts(repo, Scope::Named)?;
+    let verified_resolve_undo = std::mem::take(&mut starts.verified_resolve_undo);
+    let removals = |problems| Removals {
+        problems,
+        verified_resolve_undo,
+    };
     if starts.is_empty() {
-        return Ok(Vec::new());
+        return Ok(removals(Vec::new()));
     }
     let mut promised = super::promisor::Promised::of(repo, objects)
         .context("cannot list the partial clone's promisor objects")?;
     let fresh = Fresh::of(objects, before, now, repo.object_hash())?;
     let missing = first_missing(repo, starts, promised.as_mut(), Some(&fresh))
         .context("cannot walk the objects git's fsck requires")?;
-    Ok(match missing {
+    Ok(removals(match missing {
         None => Vec::new(),
         Some((id, from)) => vec![format!(
             "the object {id}, named by {from} or by an object written since arm that it \
              reaches, is missing (`git fsck --connectivity-only` reports it): remove what names \
              it, or restore the object"
         )],
-    })
+    }))
 }
 
 /// The id a loose object's inventory path (`xx/<rest>`) names, if any.
@@ -236,6 +259,9 @@ struct Starts {
     parsed: Vec<(ObjectId, BString)>,
     added: gix::hashtable::HashSet<ObjectId>,
     read: std::collections::HashSet<(u64, u64)>,
+    /// The verified index's resolve-undo records started from
+    /// ([`Removals::verified_resolve_undo`]).
+    verified_resolve_undo: Vec<crate::repo::resolve_undo::Record>,
 }
 
 /// Which of git's fsck starting points a walk begins from.
@@ -321,8 +347,11 @@ fn starts(repo: &gix::Repository, scope: Scope) -> anyhow::Result<Starts> {
         verified_index.is_some() && crate::fsutil::dev_ino(index) == verified_index
     };
     let main_index = common.join("index");
+    // Whether the verified index was among those git's fsck reads.
+    let mut verified_read = false;
     if is_verified(&main_index) {
-        resolve_undo_ids(repo, &main_index, "index", &mut out);
+        out.verified_resolve_undo = resolve_undo_ids(repo, &main_index, "index", &mut out);
+        verified_read = true;
     } else {
         index_ids(repo, &main_index, "index", &mut out)?;
     }
@@ -381,10 +410,18 @@ fn starts(repo: &gix::Repository, scope: Scope) -> anyhow::Result<Starts> {
         // the tip.
         let index = dir.join("index");
         if is_verified(&index) {
-            resolve_undo_ids(repo, &index, &format!("{shown}/index"), &mut out);
+            out.verified_resolve_undo =
+                resolve_undo_ids(repo, &index, &format!("{shown}/index"), &mut out);
+            verified_read = true;
         } else {
             index_ids(repo, &index, &format!("{shown}/index"), &mut out)?;
         }
+    }
+    // One git's fsck does not read (a worktree git does not list) names
+    // nothing fsck requires, but its records are still the ones the
+    // index's copy is held to.
+    if !verified_read {
+        out.verified_resolve_undo = resolve_undo_of(repo, &git_dir.join("index"));
     }
     Ok(out)
 }
@@ -583,18 +620,34 @@ fn index_ids(
 }
 
 /// The objects the resolve-undo records of the index at `path` name that
-/// git's fsck parses and walks (see [`crate::repo::resolve_undo`]).
-fn resolve_undo_ids(repo: &gix::Repository, path: &std::path::Path, shown: &str, out: &mut Starts) {
+/// git's fsck parses and walks (see [`crate::repo::resolve_undo`]); returns
+/// the records, none where the file has none or cannot be read (its own
+/// check refuses it then).
+fn resolve_undo_ids(
+    repo: &gix::Repository,
+    path: &std::path::Path,
+    shown: &str,
+    out: &mut Starts,
+) -> Vec<crate::repo::resolve_undo::Record> {
+    let records = resolve_undo_of(repo, path);
+    resolve_undo_starts(&records, shown, out);
+    records
+}
+
+/// The resolve-undo records of the index at `path`: none where it has
+/// none or cannot be read.
+fn resolve_undo_of(
+    repo: &gix::Repository,
+    path: &std::path::Path,
+) -> Vec<crate::repo::resolve_undo::Record> {
     if !crate::repo::index_layout::may_have_resolve_undo(path) {
-        return;
+        return Vec::new();
     }
     let hash = repo.object_hash();
-    let Ok(Some(streamed)) =
-        crate::repo::index_layout::stream_file(path, hash.len_in_bytes(), &mut |_| {})
-    else {
-        return;
-    };
-    resolve_undo_starts(&streamed.resolve_undo, shown, out);
+    match crate::repo::index_layout::stream_file(path, hash.len_in_bytes(), &mut |_| {}) {
+        Ok(Some(streamed)) => streamed.resolve_undo,
+        _ => Vec::new(),
+    }
 }
 
 /// The objects the resolve-undo records `records` of the index shown as
