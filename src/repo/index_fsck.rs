@@ -138,7 +138,7 @@ pub fn cannot_read(shown: &str, e: &dyn std::fmt::Display) -> String {
 /// ([`crate::repo::index_layout::BeyondGix`]), which rebuilding would not
 /// mend.
 pub fn refusal(shown: &str, e: &anyhow::Error) -> String {
-    match e.downcast_ref::<crate::repo::index_layout::BeyondGix>() {
+    match crate::repo::index_layout::BeyondGix::of(e) {
         Some(beyond) => format!("grantguard cannot check {shown}: {beyond}"),
         None => cannot_read(shown, &format!("{e:#}")),
     }
@@ -210,9 +210,7 @@ pub fn problems(common_dir: &Path, git_dir: &Path, hash: gix::hash::Kind) -> Vec
         if let Err(e) = judged {
             problems.push(Unreadable {
                 own: is_own,
-                beyond_gix: e
-                    .downcast_ref::<crate::repo::index_layout::BeyondGix>()
-                    .is_some(),
+                beyond_gix: crate::repo::index_layout::BeyondGix::of(&e).is_some(),
                 message: refusal(&shown, &e),
             });
         }

@@ -169,6 +169,14 @@ impl std::fmt::Display for BeyondGix {
 
 impl std::error::Error for BeyondGix {}
 
+impl BeyondGix {
+    /// The [`BeyondGix`] that `e` is, under any context added to it: each
+    /// caller that refuses an index says it as what grantguard cannot check.
+    pub fn of(e: &anyhow::Error) -> Option<&BeyondGix> {
+        e.downcast_ref::<BeyondGix>()
+    }
+}
+
 /// Whether gix misreads the entry `entry` of `size` bytes on disk (see
 /// [`BeyondGix`]).
 fn misread_by_gix(entry: &RawEntry, size: usize, version: u32, hash_len: usize) -> bool {
