@@ -1589,11 +1589,22 @@ struct Expected<'a> {
     deletable_hooks: BTreeSet<String>,
     /// Config texts whose digest the baseline may expect (`config` and
     /// `config.worktree` as arm wrote them and as they were before, from
-    /// the hub), by key, with the file now: a change to them is reported
-    /// key by key, old and new value.
-    config_texts: Vec<(String, std::path::PathBuf, Vec<u8>)>,
+    /// the hub): a change to them is reported key by key, old and new
+    /// value, with the copy to restore it from.
+    config_texts: Vec<KeptConfig>,
     /// Where the worktree's metadata is, to name it ([`repo::Location::shown`]).
     location: &'a repo::Location,
+}
+
+/// A config text the hub kept ([`Expected::config_texts`]).
+struct KeptConfig {
+    /// The metadata key (`config`, `config.worktree`).
+    key: String,
+    /// The repository's file it is a text of.
+    path: std::path::PathBuf,
+    /// The hub's file that holds it: restoring means copying it back.
+    kept_at: std::path::PathBuf,
+    bytes: Vec<u8>,
 }
 
 impl<'a> Expected<'a> {
@@ -1606,9 +1617,14 @@ impl<'a> Expected<'a> {
         };
         let record = install::read_record(&link.hub).ok().flatten();
         let mut add = |key: &str, path: std::path::PathBuf, file: &str| {
-            if let Ok(bytes) = crate::fsutil::read_regular(&link.hub.join(file)) {
-                self.config_texts
-                    .push((key.to_owned(), path.clone(), bytes));
+            let kept_at = link.hub.join(file);
+            if let Ok(bytes) = crate::fsutil::read_regular(&kept_at) {
+                self.config_texts.push(KeptConfig {
+                    key: key.to_owned(),
+                    path,
+                    kept_at,
+                    bytes,
+                });
             }
         };
         let config = baseline.repo.common_dir.join("config");
@@ -1694,7 +1710,7 @@ fn compare_metadata(
                 .location
                 .shown(name, repo::in_worktree_git_dir(name))
         };
-        let detail = old
+        let (detail, restore) = old
             .and_then(|old| config_change(expected, name, old))
             .unwrap_or_default();
         let message = if repo::inert_when_absent(name) {
@@ -1713,10 +1729,24 @@ fn compare_metadata(
                  not part of any grant: remove each (`git worktree remove --force <path>`, \
                  `git worktree list` shows the paths)"
             )
+        } else if old.map(String::as_str) == Some("absent") {
+            // Not there at arm: removing it restores it (`git
+            // sparse-checkout set` adds `config.worktree` and
+            // `info/sparse-checkout`; new user).
+            let recursive = if new.is_some_and(|n| n.starts_with("dir:")) {
+                "-r "
+            } else {
+                ""
+            };
+            format!(
+                "{shown} was added since arm; git metadata is not part of any grant (remove it: \
+                 rm {recursive}{})",
+                crate::hooks::stub::sh_quote(&shown)
+            )
         } else {
             format!(
                 "{shown} changed since arm{detail}; git metadata is not part of any grant \
-                 (restore it exactly)"
+                 (restore it exactly{restore})"
             )
         };
         findings.push(Violation::new(rule::PROTECTED_METADATA_CHANGED, message).with_path(shown));
@@ -1742,16 +1772,27 @@ fn compare_metadata(
 /// For a changed `config` or `config.worktree` whose expected text the hub
 /// kept: `: key old → new, ...` naming what changed (at most 8 keys), so
 /// that `git config user.email x` or an editor's `branch.*.vscode-merge-base`
-/// can be undone by name.
-fn config_change(expected: &Expected<'_>, name: &str, old: &str) -> Option<String> {
+/// can be undone by name, and `: cp <kept> <file>`, the command that
+/// restores it byte for byte (`git config --unset` leaves an emptied
+/// section behind, which is still a change).
+fn config_change(expected: &Expected<'_>, name: &str, old: &str) -> Option<(String, String)> {
     let want = old.trim_end_matches("+x");
-    let (path, text) = expected
+    let kept = expected
         .config_texts
         .iter()
-        .find(|(key, _, bytes)| key == name && format!("sha256:{}", sha256_hex(bytes)) == want)
-        .map(|(_, path, bytes)| (path, bytes))?;
-    let now = crate::fsutil::read_regular(path).ok()?;
-    let (before, after) = (config_values(text)?, config_values(&now)?);
+        .find(|kept| kept.key == name && format!("sha256:{}", sha256_hex(&kept.bytes)) == want)?;
+    let restore = format!(
+        ": cp {} {}",
+        crate::hooks::stub::sh_quote(&kept.kept_at.to_string_lossy()),
+        crate::hooks::stub::sh_quote(&kept.path.to_string_lossy())
+    );
+    let (path, text) = (&kept.path, &kept.bytes);
+    let Some(now) = crate::fsutil::read_regular(path).ok() else {
+        return Some((String::new(), restore));
+    };
+    let (Some(before), Some(after)) = (config_values(text), config_values(&now)) else {
+        return Some((String::new(), restore));
+    };
     let keys: BTreeSet<&String> = before.keys().chain(after.keys()).collect();
     let shown = |v: Option<&Vec<String>>| match v {
         None => "(unset)".to_owned(),
@@ -1767,7 +1808,10 @@ fn config_change(expected: &Expected<'_>, name: &str, old: &str) -> Option<Strin
         .map(|k| format!("{k} {} → {}", shown(before.get(k)), shown(after.get(k))))
         .collect();
     if changes.is_empty() {
-        return Some(": the same keys and values, written differently (comments, layout)".into());
+        return Some((
+            ": the same keys and values, written differently (comments, layout)".into(),
+            restore,
+        ));
     }
     let more = changes.len().saturating_sub(8);
     let mut out = format!(
@@ -1777,7 +1821,7 @@ fn config_change(expected: &Expected<'_>, name: &str, old: &str) -> Option<Strin
     if more > 0 {
         out.push_str(&format!("; and {more} more keys"));
     }
-    Some(out)
+    Some((out, restore))
 }
 
 /// Every key of a config text (`section.subsection.key`, section and key
@@ -2194,7 +2238,7 @@ fn check_index(
     // The index is read once, and every reader reads what was read (see
     // `repo::index_copy`).
     let refuse = |findings: &mut Vec<Violation>, e: anyhow::Error| {
-        findings.push(match e.downcast_ref::<repo::index_layout::BeyondGix>() {
+        findings.push(match repo::index_layout::BeyondGix::of(&e) {
             // git reads it; grantguard cannot check it, and rebuilding the
             // index would not mend that.
             Some(beyond) => Violation::new(

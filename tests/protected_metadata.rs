@@ -238,16 +238,81 @@ fn a_changed_config_is_reported_key_by_key_with_old_and_new_values() {
     ] {
         assert!(message.contains(needle), "{needle:?} missing: {message}");
     }
-    // Undoing exactly those keys is accepted again.
+    // The command it gives restores the file byte for byte.
+    run_the_advice(&sb, message);
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    // Undoing exactly those keys may leave layout behind (an emptied
+    // section, with older gits): the message says the keys are the same,
+    // and its command restores the bytes.
+    sb.git(&["config", "user.email", "agent@example.invalid"]);
     sb.git(&["config", "user.email", "owner@example.invalid"]);
+    sb.git(&["config", "branch.main.vscode-merge-base", "origin/main"]);
     sb.git(&["config", "--unset", "branch.main.vscode-merge-base"]);
     let (code, r) = sb.verify();
     if code != 0 {
-        // git leaves layout behind (an emptied section); the message says
-        // the keys are the same.
         let message = r["violations"][0]["message"].as_str().unwrap();
         assert!(message.contains("the same keys and values"), "{message}");
+        run_the_advice(&sb, message);
+        let (code, r) = sb.verify();
+        assert_accepted(code, &r);
     }
+}
+
+/// Runs the command a message gives after `restore it exactly: ` or
+/// `remove it: `, up to the closing parenthesis, in the worktree.
+fn run_the_advice(sb: &Sandbox, message: &str) {
+    let command = ["restore it exactly: ", "remove it: "]
+        .iter()
+        .find_map(|lead| message.split_once(lead))
+        .and_then(|(_, rest)| rest.rsplit_once(')'))
+        .map(|(command, _)| command)
+        .unwrap_or_else(|| panic!("no command in {message}"));
+    let out = sb
+        .command("sh")
+        .args(["-c", command])
+        .current_dir(&sb.repo)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{command}: {out:?}");
+}
+
+/// A new user's finding: `git sparse-checkout set` after arm writes the
+/// shared config and adds `config.worktree`. Each message gives the
+/// command that undoes it, and after them and `git sparse-checkout
+/// disable`'s work on the worktree, verify accepts.
+#[test]
+fn sparse_checkout_set_after_arm_is_refused_with_commands_that_undo_it() {
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 2));
+    sb.git(&["sparse-checkout", "set", "--cone", "docs"]);
+    sb.commit_file("docs/guide.md", "sparse\n", "docs");
+    let (code, r) = sb.verify();
+    assert_unsafe(code, &r, "config.worktree");
+    let messages: Vec<String> = r["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["message"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("extensions.worktreeconfig")),
+        "{messages:?}"
+    );
+    // The worktree back to whole first: the files the sparse checkout
+    // left out come back.
+    sb.git(&["sparse-checkout", "disable"]);
+    for message in &messages {
+        run_the_advice(&sb, message);
+    }
+    assert!(
+        sb.repo.join("src/lib.rs").exists(),
+        "the whole worktree again"
+    );
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
 }
 
 // Issue 24, item 2: files git consults when it next commits, merges,
