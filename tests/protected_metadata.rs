@@ -186,6 +186,83 @@ fn rejects_a_change_to_a_file_the_repository_config_includes() {
     assert_unsafe(code, &r, "extra.gitconfig");
 }
 
+/// The passwd home directory and name of the user the tests run as.
+fn my_passwd_home() -> (String, std::path::PathBuf) {
+    // SAFETY: getpwuid's static entry is copied out at once; no other
+    // thread of this test calls it.
+    unsafe {
+        let entry = libc::getpwuid(libc::geteuid());
+        assert!(!entry.is_null(), "no password entry for this user");
+        let name = std::ffi::CStr::from_ptr((*entry).pw_name);
+        let dir = std::ffi::CStr::from_ptr((*entry).pw_dir);
+        (
+            name.to_string_lossy().into_owned(),
+            dir.to_string_lossy().into_owned().into(),
+        )
+    }
+}
+
+/// Removes a file when dropped.
+struct RemovedAfter(std::path::PathBuf);
+
+impl Drop for RemovedAfter {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[test]
+fn rejects_a_change_to_a_file_included_from_a_users_home_by_name() {
+    // `~user/` names the agent's own user's home as well as `~/` does (the
+    // tests' HOME is a temporary directory; the password database's is
+    // not): it was skipped, and an agent's `core.fsmonitor` there accepted.
+    let (me, home) = my_passwd_home();
+    let name = format!(
+        ".grantguard-test-{}-{}.gitconfig",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    );
+    let included = home.join(&name);
+    if std::fs::write(&included, "[user]\n\tname = Someone\n").is_err() {
+        eprintln!("skipped: {} is not writable here", home.display());
+        return;
+    }
+    let _removed = RemovedAfter(included.clone());
+    let sb = Sandbox::new();
+    sb.git(&["config", "include.path", &format!("~{me}/{name}")]);
+    assert_eq!(sb.git(&["config", "user.name"]), "Someone");
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    std::fs::write(&included, "[core]\n\tfsmonitor = /tmp/payload\n").unwrap();
+    assert_eq!(sb.git(&["config", "core.fsmonitor"]), "/tmp/payload");
+    let (code, r) = sb.verify();
+    assert_unsafe(code, &r, &name);
+}
+
+#[test]
+fn arm_refuses_a_config_include_under_the_git_installation_prefix() {
+    // `%(prefix)/` is the installation of whichever git runs: no one file
+    // to protect.
+    let sb = Sandbox::new();
+    sb.git(&["config", "include.path", "%(prefix)/etc/extra.gitconfig"]);
+    let out = sb.arm_output(&sb.grant(&["docs/"], 1, 1), &sb.state);
+    assert!(!out.status.success(), "{out:?}");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("%(prefix)/etc/extra.gitconfig") && text.contains("cannot protect"),
+        "{text}"
+    );
+    // Named by its path, it is protected as any include.
+    sb.git(&["config", "include.path", "../extra.gitconfig"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+}
+
 #[test]
 fn rejects_a_granted_commit_that_changes_a_tracked_hooks_directory() {
     // Granted or not, a hook the harness's next `git commit` runs is not

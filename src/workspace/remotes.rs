@@ -200,17 +200,23 @@ impl Config {
         let (key, value) = (&entry[..nl], &entry[nl + 1..]);
         let lower = key.to_ascii_lowercase();
         if lower.starts_with(b"include") && lower.ends_with(b".path") {
-            let value = value.strip_prefix(b":(optional)").unwrap_or(value);
-            let target = match (value.strip_prefix(b"%(prefix)/"), &self.prefix) {
-                (Some(rest), Some(prefix)) => prefix.join(bytes_path(rest)),
-                _ => expand_home(&bytes_path(value)),
-            };
-            let target = match (target.is_relative(), file.and_then(Path::parent)) {
-                (true, Some(dir)) => dir.join(target),
-                (true, None) => return,
-                (false, _) => target,
-            };
-            includes.push(target);
+            // git reads the name as it is (`:(optional)` is for path-typed
+            // variables only); a later git may take the prefix in an
+            // include too, so both are read: more frozen, never less.
+            let mut values = vec![value];
+            values.extend(value.strip_prefix(b":(optional)"));
+            for value in values {
+                let target = match (value.strip_prefix(b"%(prefix)/"), &self.prefix) {
+                    (Some(rest), Some(prefix)) => prefix.join(bytes_path(rest)),
+                    _ => expand_home(&bytes_path(value)),
+                };
+                let target = match (target.is_relative(), file.and_then(Path::parent)) {
+                    (true, Some(dir)) => dir.join(target),
+                    (true, None) => continue,
+                    (false, _) => target,
+                };
+                includes.push(target);
+            }
         } else if lower.starts_with(b"remote.")
             && (lower.ends_with(b".receivepack") || lower.ends_with(b".uploadpack"))
         {
@@ -501,41 +507,12 @@ fn local_path(url: &[u8], work_dir: &Path) -> Option<PathBuf> {
     Some(work_dir.join(expand_home(&bytes_path(&path))))
 }
 
-/// `~/...` against `HOME`, `~user/...` against that user's home, as git
-/// expands a path; anything else as it is.
+/// `~` expanded as git expands a path
+/// ([`crate::repo::config_includes::expand_home`]); one git cannot expand
+/// as it is.
 fn expand_home(path: &Path) -> PathBuf {
-    let bytes = path.as_os_str().as_bytes();
-    let Some(rest) = bytes.strip_prefix(b"~") else {
-        return path.to_path_buf();
-    };
-    let end = rest.iter().position(|&b| b == b'/').unwrap_or(rest.len());
-    let (user, tail) = rest.split_at(end);
-    let home = if user.is_empty() {
-        std::env::var_os("HOME").map(PathBuf::from)
-    } else {
-        home_of(user)
-    };
-    match home {
-        Some(home) => home.join(bytes_path(tail.strip_prefix(b"/").unwrap_or(tail))),
-        None => path.to_path_buf(),
-    }
-}
-
-/// The home directory of the user named `user`, from the password
-/// database.
-fn home_of(user: &[u8]) -> Option<PathBuf> {
-    let name = std::ffi::CString::new(user).ok()?;
-    // SAFETY: getpwnam returns a pointer into static storage or null;
-    // the directory is copied out before anything else calls it (the
-    // workspace is made on one thread, before the command starts).
-    unsafe {
-        let entry = libc::getpwnam(name.as_ptr());
-        if entry.is_null() || (*entry).pw_dir.is_null() {
-            return None;
-        }
-        let dir = std::ffi::CStr::from_ptr((*entry).pw_dir);
-        Some(bytes_path(dir.to_bytes()))
-    }
+    crate::repo::config_includes::expand_home(path.as_os_str().as_bytes())
+        .unwrap_or_else(|| path.to_path_buf())
 }
 
 fn bytes_path(bytes: &[u8]) -> PathBuf {
@@ -734,7 +711,10 @@ mod tests {
             ("../o.git", Some("/w/co/../o.git".into())),
             ("../a:b/o.git", Some("/w/co/../a:b/o.git".into())),
             ("~/o.git", Some(home.join("o.git"))),
-            ("~root/o.git", home_of(b"root").map(|h| h.join("o.git"))),
+            (
+                "~root/o.git",
+                crate::repo::config_includes::home_of(b"root").map(|h| h.join("o.git")),
+            ),
             ("https://example.invalid/o.git", None),
             ("example.invalid:o.git", None),
             ("ssh://example.invalid/o.git", None),
