@@ -78,12 +78,63 @@ fn file_system(dir: &Path) -> Option<i64> {
 /// made earlier moves its change time. Nothing here needs the data on
 /// disk: the writeback is what cleans and write-protects the pages.
 pub fn seal(path: &Path, how: Sealing) -> std::io::Result<std::fs::Metadata> {
-    use std::os::fd::AsRawFd;
+    let file = open_for_seal(path)?;
+    seal_open(&file, how)
+}
+
+/// [`seal`] of every path of `paths`, answered in their order. The
+/// writeback of a batch of files is started on all of them before it is
+/// waited for on each: waited for one file at a time, freshly written
+/// files (refs a fetch just wrote) were written back one after another,
+/// 100,000 loose refs in 10 s where the batch takes a fraction of that.
+/// Each file's own seal is [`seal`]'s, on the file it opened.
+pub fn seal_all(
+    paths: &[impl AsRef<Path>],
+    how: Sealing,
+) -> Vec<std::io::Result<std::fs::Metadata>> {
+    /// Files held open at once: well under the usual limit of 1,024.
+    const BATCH: usize = 256;
+    let mut out = Vec::with_capacity(paths.len());
+    for batch in paths.chunks(BATCH) {
+        let files: Vec<std::io::Result<std::fs::File>> =
+            batch.iter().map(|p| open_for_seal(p.as_ref())).collect();
+        for file in files.iter().flatten() {
+            start_writeback(file, how);
+        }
+        out.extend(files.into_iter().map(|file| seal_open(&file?, how)));
+    }
+    out
+}
+
+/// Opens `path` for [`seal`]: not following a symlink, never blocking on
+/// a FIFO.
+fn open_for_seal(path: &Path) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
+    std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)?;
+        .open(path)
+}
+
+/// Starts the writeback of `file`'s dirty pages without waiting for it:
+/// only to have the I/O of many files in flight at once ([`seal_all`]);
+/// the seal itself is [`seal_open`]'s, whatever this did.
+fn start_writeback(file: &std::fs::File, how: Sealing) {
+    use std::os::fd::AsRawFd;
+    match how {
+        Sealing::Writeback => {
+            // SAFETY: a valid descriptor; the whole file (length 0: to the
+            // end). An error here is [`seal_open`]'s to find again.
+            let _ = unsafe {
+                libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE)
+            };
+        }
+    }
+}
+
+/// [`seal`] of the file it opened.
+fn seal_open(file: &std::fs::File, how: Sealing) -> std::io::Result<std::fs::Metadata> {
+    use std::os::fd::AsRawFd;
     let meta = file.metadata()?;
     if meta.file_type().is_file() {
         match how {

@@ -115,17 +115,17 @@ impl Identity {
 /// (see [`super::file_identity::identities_hold`]): every file sealed, on a
 /// file system where that holds.
 pub fn seal(git_dir: &Path, common_dir: &Path) -> bool {
-    use super::file_identity::{identities_hold, seal};
+    use super::file_identity::{identities_hold, seal_all};
     let (Some(how), Some(_)) = (identities_hold(common_dir), identities_hold(git_dir)) else {
         return false;
     };
-    let mut sealed = true;
+    let mut paths = Vec::new();
     let mut invalid = Invalid::default();
     refstore::read_loose_except(git_dir, common_dir, &mut invalid, &mut |_, entry| {
-        sealed &= seal(&entry.path(), how).is_ok();
+        paths.push(entry.path());
         false
     });
-    sealed && invalid.problems.is_empty()
+    invalid.problems.is_empty() && seal_all(&paths, how).iter().all(Result::is_ok)
 }
 
 /// The list arm writes: each loose ref of `refs` (the merged view arm

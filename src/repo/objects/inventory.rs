@@ -168,16 +168,17 @@ pub const UNTRUSTED_CTIME: i128 = -1;
 /// sealed, or it changed too recently, its identity is recorded as never
 /// matching: verify proves that file every time.
 pub fn seal(objects: &Path, inv: &mut Inventory) {
-    use crate::repo::file_identity::{RACY_MARGIN_SECS, identities_hold, now_nanos, seal};
+    use crate::repo::file_identity::{RACY_MARGIN_SECS, identities_hold, now_nanos, seal_all};
     use std::os::unix::ffi::OsStrExt;
     let how = identities_hold(objects);
     let since = now_nanos() - i128::from(RACY_MARGIN_SECS) * 1_000_000_000;
-    for (rel, entry) in inv.iter_mut() {
-        if !entry.stat.regular {
-            continue;
-        }
-        let path = objects.join(std::ffi::OsStr::from_bytes(rel));
-        match how.map(|how| seal(&path, how)) {
+    let regular = inv.iter_mut().filter(|(_, entry)| entry.stat.regular);
+    let (paths, entries): (Vec<_>, Vec<_>) = regular
+        .map(|(rel, entry)| (objects.join(std::ffi::OsStr::from_bytes(rel)), entry))
+        .unzip();
+    let mut sealed = how.map(|how| seal_all(&paths, how).into_iter());
+    for entry in entries {
+        match sealed.as_mut().and_then(Iterator::next) {
             Some(Ok(meta)) if meta.file_type().is_file() => {
                 entry.stat = Stat::of(&meta);
                 if entry.stat.ctime_ns >= since {
