@@ -98,8 +98,16 @@ fn include_targets(file: &Path) -> Result<Vec<PathBuf>> {
     for name in ["include", "includeIf"] {
         for section in config.sections_by_name(name).into_iter().flatten() {
             for value in section.values("path") {
-                if let Some(path) = resolve(file, value.as_ref())? {
-                    out.push(path);
+                // git reads an include's name as it is, `:(optional)`
+                // included (it is for path-typed variables); gix, which
+                // verify judges the worktree with, drops it (gix-config
+                // 0.62): one of them reads each file, so both are pinned.
+                let value: &[u8] = value.as_ref();
+                let names = std::iter::once(value).chain(value.strip_prefix(b":(optional)"));
+                for name in names {
+                    if let Some(path) = resolve(file, name)? {
+                        out.push(path);
+                    }
                 }
             }
         }
@@ -250,6 +258,20 @@ mod tests {
         assert_eq!(
             targets,
             vec![dir.path().join("a.cfg"), PathBuf::from("/abs/b.cfg")]
+        );
+    }
+
+    #[test]
+    fn an_optional_include_pins_the_file_git_reads_and_the_one_gix_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("config");
+        std::fs::write(&cfg, "[include]\n\tpath = :(optional)extra.cfg\n").unwrap();
+        assert_eq!(
+            include_targets(&cfg).unwrap(),
+            vec![
+                dir.path().join(":(optional)extra.cfg"),
+                dir.path().join("extra.cfg")
+            ]
         );
     }
 }
