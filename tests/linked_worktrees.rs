@@ -447,3 +447,26 @@ fn run_printed_removal(sb: &Sandbox, message: &str, dir: &std::path::Path) {
         .unwrap();
     assert!(ran.status.success(), "{command}: {ran:?}");
 }
+
+/// `git switch --orphan` in another worktree leaves its index's cache-tree
+/// naming the empty tree, which git has not written to the store: git's
+/// fsck reports it missing, while every other git command takes it as
+/// present. git made this state itself, so verify accepts it (the threat
+/// model's exception), even now that a resolve-undo record or a reflog
+/// naming the absent empty tree is refused.
+#[test]
+fn accepts_an_orphan_switch_in_another_worktree_as_git_leaves_it() {
+    let sb = Sandbox::new();
+    let wt = sb.root.join("side");
+    sb.git(&["worktree", "add", "-q", wt.to_str().unwrap(), "-b", "side"]);
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/new.md", "agent\n", "agent");
+    sb.run_git(&wt, &["switch", "-q", "--orphan", "fresh"]);
+    assert!(
+        !sb.loose_object("4b825dc642cb6eb9a060e54bf8d69288fbee4904")
+            .exists()
+    );
+    assert!(!fsck_passes(&sb), "git's fsck: missing tree");
+    let (code, r) = sb.verify();
+    assert_eq!(code, 0, "{r:#}");
+}

@@ -109,6 +109,54 @@ fn rejects_a_record_naming_a_missing_blob_until_it_is_cleared() {
     assert_fsck_and_verify_accept(&sb);
 }
 
+/// The empty tree's id, which gix hands out whether the store holds it
+/// or not, and git's fsck finds only in the store (red team, fifty-eighth
+/// stop: accepted, no race needed).
+const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+
+#[test]
+fn rejects_a_record_naming_the_empty_tree_the_store_lacks() {
+    let sb = Sandbox::new();
+    record_naming_a_missing_object(&sb, "100644");
+    sb.git(&["update-index", "--clear-resolve-undo"]);
+    let blob = sb.git(&["rev-parse", "HEAD:docs/b.md"]);
+    record_resolved(
+        &sb,
+        "docs/b.md",
+        [("100644", &blob), ("100644", EMPTY_TREE), ("100644", &blob)],
+    );
+    assert!(!sb.loose_object(EMPTY_TREE).exists());
+    assert_refused_for_resolve_undo(&sb);
+    sb.git(&["update-index", "--clear-resolve-undo"]);
+    assert_fsck_and_verify_accept(&sb);
+}
+
+#[test]
+fn rejects_a_reflog_entry_whose_commit_names_the_empty_tree_the_store_lacks() {
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 8));
+    let head = sb.commit_file("docs/b.md", "agent\n", "agent");
+    let head = head.trim();
+    // A commit of the empty tree, named only by two lines of HEAD's log.
+    let orphan = sb.git(&["commit-tree", EMPTY_TREE, "-p", head, "-m", "orphan"]);
+    assert!(!sb.loose_object(EMPTY_TREE).exists());
+    let log = sb.git_dir().join("logs/HEAD");
+    let mut text = std::fs::read_to_string(&log).unwrap();
+    text.push_str(&format!(
+        "{head} {orphan} A <a@example.invalid> 1700000000 +0000\tx\n\
+         {orphan} {head} A <a@example.invalid> 1700000001 +0000\tback\n"
+    ));
+    std::fs::write(&log, text).unwrap();
+    assert!(!fsck_passes(&sb), "git's fsck: missing tree");
+    let (code, result) = sb.verify();
+    assert_rejected(code, &result, &[INVALID]);
+    assert!(result.to_string().contains(EMPTY_TREE), "{result:#}");
+    // git writes the empty tree whenever a commit of it is made: with it
+    // in the store, both accept.
+    sb.git(&["hash-object", "-w", "-t", "tree", "/dev/null"]);
+    assert_fsck_and_verify_accept(&sb);
+}
+
 #[test]
 fn accepts_a_record_whose_missing_stage_is_a_symlink_as_git_does() {
     let sb = Sandbox::new();
