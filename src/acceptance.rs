@@ -1710,9 +1710,20 @@ fn compare_metadata(
                 .location
                 .shown(name, repo::in_worktree_git_dir(name))
         };
-        let (detail, restore) = old
+        let (detail, mut restore) = old
             .and_then(|old| config_change(expected, name, old))
             .unwrap_or_default();
+        // A command that would act through a symlink acts outside the
+        // repository (red team: `cp` wrote through a symlinked config,
+        // `rm` deleted a file behind a symlinked `info/`).
+        let path = key_path(expected.location, name);
+        let in_place = acts_in_place(&path);
+        if !in_place {
+            restore = format!(
+                "; {} or a directory above it is now a symlink: put back what arm had there",
+                path.display()
+            );
+        }
         let message = if repo::inert_when_absent(name) {
             format!(
                 "{shown} is left over from a merge or squash and differs from arm's; git's next \
@@ -1729,11 +1740,12 @@ fn compare_metadata(
                  not part of any grant: remove each (`git worktree remove --force <path>`, \
                  `git worktree list` shows the paths)"
             )
-        } else if old.map(String::as_str) == Some("absent") {
+        } else if old.map(String::as_str) == Some("absent") && in_place {
             // Not there at arm: removing it restores it (`git
             // sparse-checkout set` adds `config.worktree` and
-            // `info/sparse-checkout`; new user).
-            let recursive = if new.is_some_and(|n| n.starts_with("dir:")) {
+            // `info/sparse-checkout`; new user). By its absolute path:
+            // verify may run in a subdirectory (red team).
+            let recursive = if path.symlink_metadata().is_ok_and(|m| m.is_dir()) {
                 "-r "
             } else {
                 ""
@@ -1741,7 +1753,7 @@ fn compare_metadata(
             format!(
                 "{shown} was added since arm; git metadata is not part of any grant (remove it: \
                  rm {recursive}{})",
-                crate::hooks::stub::sh_quote(&shown)
+                crate::hooks::stub::sh_quote(&path.to_string_lossy())
             )
         } else {
             format!(
@@ -1767,6 +1779,32 @@ fn compare_metadata(
             shown.join(", ")
         ));
     }
+}
+
+/// The file the metadata key `name` names: an absolute key as it is, else
+/// in the worktree's own git dir or the common dir
+/// ([`repo::in_worktree_git_dir`]).
+fn key_path(location: &repo::Location, name: &str) -> std::path::PathBuf {
+    if name.starts_with('/') {
+        std::path::PathBuf::from(name)
+    } else if repo::in_worktree_git_dir(name) {
+        location.git_dir.join(name)
+    } else {
+        location.common_dir.join(name)
+    }
+}
+
+/// Whether a command naming `path` acts on that file itself: it is not a
+/// symlink, and no directory above it is one (its parent is its own
+/// canonical path).
+fn acts_in_place(path: &Path) -> bool {
+    let direct = path
+        .parent()
+        .is_some_and(|parent| parent.canonicalize().is_ok_and(|c| c == parent));
+    direct
+        && !path
+            .symlink_metadata()
+            .is_ok_and(|m| m.file_type().is_symlink())
 }
 
 /// For a changed `config` or `config.worktree` whose expected text the hub

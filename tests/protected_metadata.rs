@@ -337,7 +337,8 @@ fn a_changed_config_is_reported_key_by_key_with_old_and_new_values() {
 }
 
 /// Runs the command a message gives after `restore it exactly: ` or
-/// `remove it: `, up to the closing parenthesis, in the worktree.
+/// `remove it: `, up to the closing parenthesis, in a subdirectory of the
+/// worktree (verify runs anywhere in it: red team).
 fn run_the_advice(sb: &Sandbox, message: &str) {
     let command = ["restore it exactly: ", "remove it: "]
         .iter()
@@ -348,10 +349,97 @@ fn run_the_advice(sb: &Sandbox, message: &str) {
     let out = sb
         .command("sh")
         .args(["-c", command])
-        .current_dir(&sb.repo)
+        .current_dir(sb.repo.join("docs"))
         .output()
         .unwrap();
     assert!(out.status.success(), "{command}: {out:?}");
+}
+
+/// The messages of a result's violations.
+fn messages(r: &Value) -> Vec<String> {
+    r["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["message"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_directory_added_since_arm_is_removed_by_the_command_given() {
+    let sb = Sandbox::new();
+    assert!(!sb.git_dir().join("remotes").exists());
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    std::fs::create_dir(sb.git_dir().join("remotes")).unwrap();
+    std::fs::write(sb.git_dir().join("remotes/origin"), "URL: /elsewhere\n").unwrap();
+    let (code, r) = sb.verify();
+    assert_unsafe(code, &r, "remotes");
+    let message = &messages(&r)[0];
+    assert!(message.contains("was added since arm"), "{message}");
+    assert!(message.contains("rm -r "), "{message}");
+    run_the_advice(&sb, message);
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
+/// Red team: `.git/info` made a symlink to a directory outside the
+/// repository that holds the very same files was accepted (whoever writes
+/// there then writes the ignore and attribute rules), and the command given
+/// for a file added through it (`rm .git/info/attributes`) deleted the
+/// file outside. Refused now, with no command that reaches through it.
+#[test]
+fn a_symlinked_info_directory_is_refused_and_no_command_reaches_through_it() {
+    let sb = Sandbox::new();
+    let info = sb.git_dir().join("info");
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    let outside = sb.root.join("outside-info");
+    std::fs::create_dir(&outside).unwrap();
+    for entry in std::fs::read_dir(&info).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), outside.join(entry.file_name())).unwrap();
+    }
+    std::fs::write(outside.join("attributes"), "* -text\n").unwrap();
+    let kept = info.with_file_name("info.kept");
+    std::fs::rename(&info, &kept).unwrap();
+    std::os::unix::fs::symlink(&outside, &info).unwrap();
+    let (code, r) = sb.verify();
+    assert_unsafe(code, &r, "info/exclude");
+    for message in messages(&r) {
+        assert!(
+            !message.contains(": rm ") && !message.contains(": cp "),
+            "{message}"
+        );
+        assert!(message.contains("is now a symlink"), "{message}");
+    }
+    // The same files alone, through the symlink, are still refused.
+    std::fs::remove_file(outside.join("attributes")).unwrap();
+    let (code, r) = sb.verify();
+    assert_unsafe(code, &r, "info/exclude");
+    // What arm had, back in place, is accepted.
+    std::fs::remove_file(&info).unwrap();
+    std::fs::rename(&kept, &info).unwrap();
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
+#[test]
+fn a_config_made_a_symlink_gets_no_command_that_writes_through_it() {
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    let config = sb.git_dir().join("config");
+    let victim = sb.root.join("victim.txt");
+    std::fs::copy(&config, &victim).unwrap();
+    let kept = config.with_file_name("config.kept");
+    std::fs::rename(&config, &kept).unwrap();
+    std::os::unix::fs::symlink(&victim, &config).unwrap();
+    let (code, r) = sb.verify();
+    assert_unsafe(code, &r, "config");
+    let message = &messages(&r)[0];
+    assert!(!message.contains(": cp "), "{message}");
+    assert!(message.contains("is now a symlink"), "{message}");
 }
 
 /// A new user's finding: `git sparse-checkout set` after arm writes the
@@ -366,12 +454,7 @@ fn sparse_checkout_set_after_arm_is_refused_with_commands_that_undo_it() {
     sb.commit_file("docs/guide.md", "sparse\n", "docs");
     let (code, r) = sb.verify();
     assert_unsafe(code, &r, "config.worktree");
-    let messages: Vec<String> = r["violations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v["message"].as_str().unwrap().to_owned())
-        .collect();
+    let messages = messages(&r);
     assert!(
         messages
             .iter()

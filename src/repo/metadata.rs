@@ -132,6 +132,10 @@ pub fn metadata_digests(
         };
         let digest = digest_followed(&root.join(name))
             .with_context(|| format!("cannot read protected metadata {name}"))?;
+        let digest = match symlinked_directories(root, name) {
+            Some(links) => format!("{links}{digest}"),
+            None => digest,
+        };
         out.insert((*name).to_owned(), digest);
     }
     for name in CONSULTED {
@@ -228,6 +232,31 @@ pub(super) fn key_for(location: &Location, path: &Path) -> String {
 /// [`digest_entry`] of the path itself (a symlink by its target) and, when
 /// it is a symlink, of what it resolves to: both what the link says and the
 /// file that runs.
+/// The directories between `root` and the entry `name` below it that are
+/// symlinks, with their targets (`via info -> /x; `), or `None`: git reads
+/// `info/exclude` through a symlinked `info/` as well, so the same bytes
+/// there are not the same metadata (red team, fifty-eighth stop: `.git/info`
+/// made a symlink to a directory outside the repository holding identical
+/// files was accepted, and whoever writes that directory then writes the
+/// repository's ignore and attribute rules). Without any, the digest is as
+/// it always was, and baselines recorded before stay valid.
+fn symlinked_directories(root: &Path, name: &str) -> Option<String> {
+    let mut links = String::new();
+    let mut dir = root.to_path_buf();
+    let parents = Path::new(name).parent()?;
+    for part in parents.components() {
+        dir.push(part);
+        if let Ok(target) = std::fs::read_link(&dir) {
+            links.push_str(&format!(
+                "via {} -> {}; ",
+                dir.strip_prefix(root).unwrap_or(&dir).display(),
+                target.display()
+            ));
+        }
+    }
+    (!links.is_empty()).then_some(links)
+}
+
 pub(super) fn digest_followed(path: &Path) -> Result<String> {
     let own = digest_entry(path)?;
     if !own.starts_with("symlink:") {
