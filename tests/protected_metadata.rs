@@ -355,16 +355,6 @@ fn run_the_advice(sb: &Sandbox, message: &str) {
     assert!(out.status.success(), "{command}: {out:?}");
 }
 
-/// The messages of a result's violations.
-fn messages(r: &Value) -> Vec<String> {
-    r["violations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v["message"].as_str().unwrap().to_owned())
-        .collect()
-}
-
 #[test]
 fn a_directory_added_since_arm_is_removed_by_the_command_given() {
     let sb = Sandbox::new();
@@ -375,7 +365,7 @@ fn a_directory_added_since_arm_is_removed_by_the_command_given() {
     std::fs::write(sb.git_dir().join("remotes/origin"), "URL: /elsewhere\n").unwrap();
     let (code, r) = sb.verify();
     assert_unsafe(code, &r, "remotes");
-    let message = &messages(&r)[0];
+    let message = &common::violation_messages(&r)[0];
     assert!(message.contains("was added since arm"), "{message}");
     assert!(message.contains("rm -r "), "{message}");
     run_the_advice(&sb, message);
@@ -406,7 +396,7 @@ fn a_symlinked_info_directory_is_refused_and_no_command_reaches_through_it() {
     std::os::unix::fs::symlink(&outside, &info).unwrap();
     let (code, r) = sb.verify();
     assert_unsafe(code, &r, "info/exclude");
-    for message in messages(&r) {
+    for message in common::violation_messages(&r) {
         assert!(
             !message.contains(": rm ") && !message.contains(": cp "),
             "{message}"
@@ -437,7 +427,7 @@ fn a_config_made_a_symlink_gets_no_command_that_writes_through_it() {
     std::os::unix::fs::symlink(&victim, &config).unwrap();
     let (code, r) = sb.verify();
     assert_unsafe(code, &r, "config");
-    let message = &messages(&r)[0];
+    let message = &common::violation_messages(&r)[0];
     assert!(!message.contains(": cp "), "{message}");
     assert!(message.contains("is now a symlink"), "{message}");
 }
@@ -454,7 +444,7 @@ fn sparse_checkout_set_after_arm_is_refused_with_commands_that_undo_it() {
     sb.commit_file("docs/guide.md", "sparse\n", "docs");
     let (code, r) = sb.verify();
     assert_unsafe(code, &r, "config.worktree");
-    let messages = messages(&r);
+    let messages = common::violation_messages(&r);
     assert!(
         messages
             .iter()

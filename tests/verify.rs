@@ -768,16 +768,6 @@ fn rejects_repositories_where_git_at_the_checkout_reads() {
     assert!(r.to_string().contains("target/.git"), "{r:#}");
 }
 
-/// The messages of `r`'s violations.
-fn violation_messages(r: &Value) -> Vec<String> {
-    r["violations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v["message"].as_str().unwrap().to_owned())
-        .collect()
-}
-
 /// An intent-to-add entry (`git add -N`) is not clean, under a name of its
 /// own: `git restore`, the advice for an unstaged file, would empty the
 /// file and leave the entry (user red-team finding). The advice given
@@ -790,7 +780,7 @@ fn an_intent_to_add_entry_is_named_with_advice_that_keeps_the_file() {
     sb.git_nohooks(&["add", "-N", "docs/new.md"]);
     let (code, r) = sb.verify();
     assert_rejected(code, &r, &["worktree_not_clean"]);
-    let messages = violation_messages(&r);
+    let messages = common::violation_messages(&r);
     assert!(
         messages.iter().any(|m| m.contains(
             "\"docs/new.md\" is intent-to-add (git add -N); stage and commit it (git add), or \
@@ -806,7 +796,7 @@ fn an_intent_to_add_entry_is_named_with_advice_that_keeps_the_file() {
     let (code, r) = sb.verify();
     assert_rejected(code, &r, &["worktree_not_clean"]);
     assert!(
-        violation_messages(&r)
+        common::violation_messages(&r)
             .iter()
             .any(|m| m.starts_with("\"docs/new.md\" is untracked")),
         "{r:#}"
@@ -829,7 +819,7 @@ fn a_conflicted_path_is_reported_as_a_merge_conflict() {
     sb.git_stdin(&["update-index", "--index-info"], &stages);
     let (code, r) = sb.verify();
     assert_eq!(code, 1, "{r:#}");
-    let messages = violation_messages(&r);
+    let messages = common::violation_messages(&r);
     assert!(
         messages.iter().any(|m| m.starts_with(
             "\"docs/conflict.md\" has a merge conflict; resolve the conflict and commit, or abort"

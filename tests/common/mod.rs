@@ -401,6 +401,16 @@ pub fn replace_lines_ending(text: &str, suffix: &str, line: &str) -> String {
         .collect()
 }
 
+/// The messages of `result`'s violations, in order.
+pub fn violation_messages(result: &Value) -> Vec<String> {
+    result["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["message"].as_str().unwrap().to_owned())
+        .collect()
+}
+
 /// The rule ids of a result's violations, sorted and unique.
 pub fn rules(result: &Value) -> Vec<String> {
     let mut out: Vec<String> = result["violations"]
