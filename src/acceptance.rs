@@ -1701,6 +1701,14 @@ fn compare_metadata(
             removed_hooks.push(name);
             continue;
         }
+        // A submodule git dir in a `modules/` that arm did not have: that
+        // directory's own refusal gives the one `rm -r` that undoes both.
+        if repo::module_git_dir(name).is_some()
+            && old.is_none()
+            && before.get("modules").map(String::as_str) == Some("absent")
+        {
+            continue;
+        }
         // Keys are relative to the common dir, or absolute paths
         // (submodule checkouts, hooks outside the git dir).
         let shown = if name.starts_with('/') {
@@ -1750,10 +1758,29 @@ fn compare_metadata(
             } else {
                 ""
             };
+            // The sparse checkout's files come back only through git
+            // (new user: removing its files left skip-worktree entries).
+            let first = if name == "info/sparse-checkout" {
+                "run `git sparse-checkout disable` first, which brings back the files it left \
+                 out; then "
+            } else {
+                ""
+            };
             format!(
-                "{shown} was added since arm; git metadata is not part of any grant (remove it: \
-                 rm {recursive}{})",
+                "{shown} was added since arm; git metadata is not part of any grant ({first}remove \
+                 it: rm {recursive}{})",
                 crate::hooks::stub::sh_quote(&path.to_string_lossy())
+            )
+        } else if let Some(module) = added_module_dir(expected.location, name, old)
+            && acts_in_place(&module)
+        {
+            // A submodule git dir arm did not have: every file in it is new
+            // (arm records each module's entries), and removing the
+            // directory restores them all (new user: each was "changed").
+            format!(
+                "{shown} was added since arm, in a submodule git dir arm did not have; git \
+                 metadata is not part of any grant (remove that directory: rm -r {})",
+                crate::hooks::stub::sh_quote(&module.to_string_lossy())
             )
         } else {
             format!(
@@ -1792,6 +1819,17 @@ fn key_path(location: &repo::Location, name: &str) -> std::path::PathBuf {
     } else {
         location.common_dir.join(name)
     }
+}
+
+/// For a key of a submodule git dir that arm did not record (`old` is
+/// `None`), that git dir ([`repo::module_git_dir`]).
+fn added_module_dir(
+    location: &repo::Location,
+    name: &str,
+    old: Option<&String>,
+) -> Option<std::path::PathBuf> {
+    let dir = repo::module_git_dir(name).filter(|_| old.is_none())?;
+    Some(location.common_dir.join(dir))
 }
 
 /// Whether a command naming `path` acts on that file itself: it is not a

@@ -432,6 +432,41 @@ fn a_config_made_a_symlink_gets_no_command_that_writes_through_it() {
     assert!(message.contains("is now a symlink"), "{message}");
 }
 
+/// A new user's finding: a submodule added and removed after arm leaves
+/// its git dir in `.git/modules/`. One refusal gives the one command that
+/// undoes that, not one per file of the module's git dir.
+#[test]
+fn a_submodule_git_dir_left_behind_is_removed_by_the_one_command_given() {
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 2));
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    let origin = sb.origin.to_str().unwrap().to_owned();
+    sb.git(&[
+        "-c",
+        "protocol.file.allow=always",
+        "submodule",
+        "add",
+        "-q",
+        &origin,
+        "docs/sub",
+    ]);
+    sb.git(&["rm", "-q", "-f", "docs/sub"]);
+    sb.git(&["rm", "-q", "-f", "--ignore-unmatch", ".gitmodules"]);
+    sb.git(&["reset", "-q", "--hard"]);
+    assert!(sb.git_dir().join("modules/docs/sub/config").exists());
+    let (code, r) = sb.verify();
+    assert_unsafe(code, &r, "modules");
+    // The config's submodule keys, and the module's git dir: one each.
+    let messages = common::violation_messages(&r);
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert!(messages[1].contains("rm -r "), "{messages:?}");
+    for message in &messages {
+        run_the_advice(&sb, message);
+    }
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
 /// A new user's finding: `git sparse-checkout set` after arm writes the
 /// shared config and adds `config.worktree`. Each message gives the
 /// command that undoes it, and after them and `git sparse-checkout
@@ -451,8 +486,14 @@ fn sparse_checkout_set_after_arm_is_refused_with_commands_that_undo_it() {
             .any(|m| m.contains("extensions.worktreeconfig")),
         "{messages:?}"
     );
-    // The worktree back to whole first: the files the sparse checkout
-    // left out come back.
+    // The worktree back to whole first, as the message says: the files the
+    // sparse checkout left out come back.
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("run `git sparse-checkout disable` first")),
+        "{messages:?}"
+    );
     sb.git(&["sparse-checkout", "disable"]);
     for message in &messages {
         run_the_advice(&sb, message);

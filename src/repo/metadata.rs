@@ -81,6 +81,21 @@ pub fn in_worktree_git_dir(key: &str) -> bool {
             .any(|(name, base)| matches!(base, Base::GitDir) && *name == key)
 }
 
+/// For a key of a submodule git dir's entry (`modules/<name>/<entry>`,
+/// [`super::submodule_meta`] records each of [`ENTRIES`] and `worktrees`
+/// there), the git dir's part, `modules/<name>`.
+pub fn module_git_dir(key: &str) -> Option<&str> {
+    if !key.starts_with("modules/") {
+        return None;
+    }
+    ENTRIES
+        .iter()
+        .map(|(name, _)| *name)
+        .chain(["worktrees"])
+        .find_map(|entry| key.strip_suffix(entry)?.strip_suffix('/'))
+        .filter(|dir| *dir != "modules")
+}
+
 /// Whether a metadata key names a [`CONSULTED`] file, which is inert when
 /// absent.
 pub fn inert_when_absent(key: &str) -> bool {
@@ -443,6 +458,23 @@ fn oversized_nonce() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_module_keys_git_dir_is_the_key_without_its_entry() {
+        assert_eq!(
+            module_git_dir("modules/docs/sub/config"),
+            Some("modules/docs/sub")
+        );
+        assert_eq!(
+            module_git_dir("modules/a/info/exclude"),
+            Some("modules/a"),
+            "an entry below a directory"
+        );
+        assert_eq!(module_git_dir("modules/a/worktrees"), Some("modules/a"));
+        assert_eq!(module_git_dir("modules/config"), None);
+        assert_eq!(module_git_dir("info/exclude"), None);
+        assert_eq!(module_git_dir("modules/a/unknown"), None);
+    }
 
     #[test]
     fn digests_tell_absent_file_dir_symlink_and_mode_apart() {
