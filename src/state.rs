@@ -235,8 +235,9 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
     // Before the first byte of a ref is read: the loose refs' identities
     // are trusted only if older, and only once sealed (see `loose_at_arm`).
     let reading_since = repo::file_identity::now_nanos();
-    let sealed = !repo::is_reftable(&repo)
-        && repo::loose_at_arm::seal(&location.git_dir, &location.common_dir);
+    let sealed = (!repo::is_reftable(&repo))
+        .then(|| repo::loose_at_arm::seal(&location.git_dir, &location.common_dir))
+        .flatten();
     let (refs, packed_at_arm, loose_list) =
         match repo::refstore::prove_settled(&repo, std::time::Duration::from_secs(3))? {
             Ok(strict) => {
@@ -250,7 +251,7 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
                         &location.common_dir,
                         &strict.refs,
                         reading_since,
-                        sealed,
+                        sealed.as_ref(),
                     )?;
                     let digest = format!("sha256:{}", crate::digest::sha256_hex(&list));
                     packed_at_arm =

@@ -110,14 +110,20 @@ impl Identity {
     }
 }
 
+/// The files [`seal`] sealed, by device and inode.
+pub type Sealed = std::collections::HashSet<(u64, u64)>;
+
 /// Seals every loose ref file (see [`super::file_identity::seal`]), before
-/// arm reads the refs; `true` when their identities can be trusted after
-/// (see [`super::file_identity::identities_hold`]): every file sealed, on a
-/// file system where that holds.
-pub fn seal(git_dir: &Path, common_dir: &Path) -> bool {
+/// arm reads the refs; the files it sealed, when their identities can be
+/// trusted after (see [`super::file_identity::identities_hold`]): every
+/// file sealed, on a file system where that holds. Only those files: one
+/// moved into `refs/` after the walk (a directory renamed in, which moves
+/// no change time) was never sealed (red team, fifty-eighth stop).
+pub fn seal(git_dir: &Path, common_dir: &Path) -> Option<Sealed> {
     use super::file_identity::{identities_hold, seal_all};
+    use std::os::unix::fs::MetadataExt;
     let (Some(how), Some(_)) = (identities_hold(common_dir), identities_hold(git_dir)) else {
-        return false;
+        return None;
     };
     let mut paths = Vec::new();
     let mut invalid = Invalid::default();
@@ -125,20 +131,27 @@ pub fn seal(git_dir: &Path, common_dir: &Path) -> bool {
         paths.push(entry.path());
         false
     });
-    invalid.problems.is_empty() && seal_all(&paths, how).iter().all(Result::is_ok)
+    if !invalid.problems.is_empty() {
+        return None;
+    }
+    seal_all(&paths, how)
+        .into_iter()
+        .map(|sealed| sealed.ok().map(|meta| (meta.dev(), meta.ino())))
+        .collect()
 }
 
 /// The list arm writes: each loose ref of `refs` (the merged view arm
 /// proved, so a loose ref's value is its file's), sorted by name, with its
 /// file's identity when trusted. `since_ns`: the wall clock, in
 /// nanoseconds since the epoch, before arm sealed the files ([`seal`],
-/// whose answer is `sealed`) and read the refs.
+/// whose answer is `sealed`: only a file among them is trusted) and read
+/// the refs.
 pub fn record(
     git_dir: &Path,
     common_dir: &Path,
     refs: &RefMap,
     since_ns: i128,
-    sealed: bool,
+    sealed: Option<&Sealed>,
 ) -> Result<Vec<u8>> {
     let mut entries: Vec<(BString, Option<Identity>)> = Vec::new();
     let mut invalid = Invalid::default();
@@ -147,8 +160,9 @@ pub fn record(
         let identity = entry
             .stat()
             .ok()
-            .filter(|stat| sealed && stat.is_file())
+            .filter(|stat| stat.is_file())
             .map(|stat| Identity::of(&stat))
+            .filter(|id| sealed.is_some_and(|s| s.contains(&(id.dev, id.ino))))
             .filter(|id| trusted(id, since_ns));
         entries.push((BString::from(name), identity));
         false
@@ -422,5 +436,36 @@ mod tests {
         assert!(trusted(&at(997, 999_999_999), since));
         assert!(!trusted(&at(998, 0), since));
         assert!(!trusted(&at(1_000, 1), since));
+    }
+
+    #[test]
+    fn only_a_file_the_seal_sealed_is_trusted() {
+        use std::os::unix::fs::MetadataExt;
+        // A file renamed into `refs/` after the seal's walk is not among
+        // the files it sealed (red team: a directory renamed in).
+        let dir = tempfile::tempdir().unwrap();
+        let git_dir = dir.path();
+        std::fs::create_dir_all(git_dir.join("refs/tags")).unwrap();
+        let hex = "0123456789abcdef0123456789abcdef01234567";
+        let file = git_dir.join("refs/tags/v1");
+        std::fs::write(&file, format!("{hex}\n")).unwrap();
+        let refs: RefMap = [(BString::from("refs/tags/v1"), BString::from(hex))].into();
+        // Long after the file changed, as far as the margin goes.
+        let later = crate::repo::file_identity::now_nanos() + 60 * 1_000_000_000;
+        let list = |sealed: Option<&Sealed>| {
+            String::from_utf8(record(git_dir, git_dir, &refs, later, sealed).unwrap()).unwrap()
+        };
+        let meta = std::fs::metadata(&file).unwrap();
+        let that_file: Sealed = [(meta.dev(), meta.ino())].into();
+        let another: Sealed = [(meta.dev(), meta.ino() + 1)].into();
+        assert!(
+            !list(Some(&that_file)).ends_with(" -\n"),
+            "trusted when sealed"
+        );
+        assert!(
+            list(Some(&another)).ends_with(" -\n"),
+            "not sealed: untrusted"
+        );
+        assert!(list(None).ends_with(" -\n"), "nothing sealed");
     }
 }
