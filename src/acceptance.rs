@@ -1728,7 +1728,8 @@ fn compare_metadata(
         let in_place = acts_in_place(&path);
         if !in_place {
             restore = format!(
-                "; {} or a directory above it is now a symlink: put back what arm had there",
+                "; {} is now a symlink or a hard link, or a directory above it a symlink: put \
+                 back what arm had there",
                 path.display()
             );
         }
@@ -1836,13 +1837,16 @@ fn added_module_dir(
 /// symlink, and no directory above it is one (its parent is its own
 /// canonical path).
 fn acts_in_place(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
     let direct = path
         .parent()
         .is_some_and(|parent| parent.canonicalize().is_ok_and(|c| c == parent));
+    // A file with another name (a hard link: red team, `ln -f
+    // ~/.gitconfig .git/config`) is written there too by `cp`.
     direct
         && !path
             .symlink_metadata()
-            .is_ok_and(|m| m.file_type().is_symlink())
+            .is_ok_and(|m| m.file_type().is_symlink() || (m.is_file() && m.nlink() > 1))
 }
 
 /// For a changed `config` or `config.worktree` whose expected text the hub

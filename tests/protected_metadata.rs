@@ -654,3 +654,54 @@ fn rejects_legacy_remote_definitions_and_odd_shallow_or_grafts() {
     let (code, r) = sb.verify();
     assert_accepted(code, &r);
 }
+
+/// Red team: `ln -f ~/.gitconfig .git/config` (same bytes as arm's
+/// config, or not) is refused, and the `cp` the message gave overwrote
+/// the operator's file through the link. No command is given for a hard
+/// link.
+#[test]
+fn a_config_hard_linked_elsewhere_gets_no_command_that_writes_through_it() {
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    let victim = sb.root.join("operator.gitconfig");
+    std::fs::write(&victim, "[user]\n\tname = Operator\n").unwrap();
+    let config = sb.git_dir().join("config");
+    std::fs::rename(&config, config.with_file_name("config.kept")).unwrap();
+    std::fs::hard_link(&victim, &config).unwrap();
+    let (code, r) = sb.verify();
+    assert_unsafe(code, &r, "config");
+    let message = &common::violation_messages(&r)[0];
+    assert!(!message.contains(": cp "), "{message}");
+    assert!(message.contains("hard link"), "{message}");
+}
+
+/// Red team: an armed linked worktree's `.git` file made a symlink to a
+/// copy of itself outside the worktree read the same and was accepted;
+/// whoever writes the copy then chooses the worktree's git dir.
+#[test]
+fn a_worktrees_git_file_made_a_symlink_to_a_copy_is_refused() {
+    let sb = Sandbox::new();
+    let wt = sb.root.join("wt");
+    sb.git(&["worktree", "add", "-q", wt.to_str().unwrap(), "-b", "side"]);
+    let state = sb.root.join("wt-state");
+    let out = sb.arm_worktree(&wt, &sb.grant(&["docs/"], 1, 1), &state);
+    assert!(out.status.success(), "{out:?}");
+    std::fs::write(wt.join("docs/new.md"), "agent\n").unwrap();
+    sb.run_git(&wt, &["add", "docs/new.md"]);
+    sb.run_git(&wt, &["commit", "-q", "-m", "agent"]);
+    let (code, r) = sb.verify_state(&state);
+    assert_accepted(code, &r);
+    let copy = sb.root.join("gitfile-copy");
+    std::fs::copy(wt.join(".git"), &copy).unwrap();
+    std::fs::remove_file(wt.join(".git")).unwrap();
+    std::os::unix::fs::symlink(&copy, wt.join(".git")).unwrap();
+    assert_eq!(
+        sb.run_git(&wt, &["rev-parse", "--abbrev-ref", "HEAD"])
+            .trim(),
+        "side",
+        "git reads the worktree through the link"
+    );
+    let (code, r) = sb.verify_state(&state);
+    assert_unsafe(code, &r, "wt/.git");
+}

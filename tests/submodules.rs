@@ -138,6 +138,29 @@ fn rejects_core_fsmonitor_written_into_a_submodule_config() {
     assert!(marker.exists(), "git did not run the planted fsmonitor");
 }
 
+/// Red team (fifty-eighth stop): a submodule git dir's `info/` made a
+/// symlink to an outside copy holding the same files was accepted, as the
+/// repository's own was; whoever writes the copy then writes the
+/// submodule's ignore rules.
+#[test]
+fn rejects_a_submodule_info_directory_made_a_symlink_to_a_copy() {
+    let sb = with_submodule();
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    let info = sb.git_dir().join("modules/sub/info");
+    let copy = sb.root.join("info-copy");
+    std::fs::create_dir(&copy).unwrap();
+    for entry in std::fs::read_dir(&info).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), copy.join(entry.file_name())).unwrap();
+    }
+    std::fs::remove_dir_all(&info).unwrap();
+    std::os::unix::fs::symlink(&copy, &info).unwrap();
+    let (code, r) = sb.verify();
+    assert_unsafe(code, &r);
+    assert!(r.to_string().contains("modules/sub/info"), "{r:#}");
+}
+
 #[test]
 fn rejects_a_change_to_a_nested_submodule_config() {
     let sb = with_nested_submodule();

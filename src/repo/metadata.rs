@@ -177,6 +177,21 @@ pub fn metadata_digests(
     // agent adds is outside the baseline, with a HEAD no ref snapshot sees.
     let worktrees = location.common_dir.join("worktrees");
     out.insert("worktrees".into(), digest_live_worktrees(&worktrees)?);
+    // The worktree's `.git`, when it is a symlink: git follows it to the git
+    // dir, so a `.git` file made a symlink to an outside copy of itself
+    // read the same, and whoever writes that copy then chooses the git dir
+    // (red team, fifty-eighth stop). Only then, so that baselines recorded
+    // before, of a `.git` directory or file, stay valid; one that becomes a
+    // symlink, or stops being one, is a change.
+    let dot_git = location.work_dir.join(".git");
+    if dot_git
+        .symlink_metadata()
+        .is_ok_and(|m| m.file_type().is_symlink())
+    {
+        let digest = digest_followed(&dot_git)
+            .with_context(|| format!("cannot read {}", dot_git.display()))?;
+        out.insert(key_for(location, &dot_git), digest);
+    }
     Ok(out)
 }
 
@@ -191,6 +206,10 @@ pub fn protected_paths(location: &Location, hooks: &HookPaths) -> Result<Vec<Pat
     let mut out = Vec::new();
     for key in digests.keys() {
         let path = Path::new(key);
+        // A symlinked `.git` leads to the git dir itself, which git writes.
+        if path == location.work_dir.join(".git") {
+            continue;
+        }
         if path.is_absolute() {
             out.push(path.to_path_buf());
             continue;
@@ -255,7 +274,7 @@ pub(super) fn key_for(location: &Location, path: &Path) -> String {
 /// files was accepted, and whoever writes that directory then writes the
 /// repository's ignore and attribute rules). Without any, the digest is as
 /// it always was, and baselines recorded before stay valid.
-fn symlinked_directories(root: &Path, name: &str) -> Option<String> {
+pub(super) fn symlinked_directories(root: &Path, name: &str) -> Option<String> {
     let mut links = String::new();
     let mut dir = root.to_path_buf();
     let parents = Path::new(name).parent()?;

@@ -26,7 +26,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 
 use super::Location;
-use super::metadata::{ENTRIES, digest_entry, digest_followed, digest_live_worktrees, key_for};
+use super::metadata::{
+    ENTRIES, digest_entry, digest_followed, digest_live_worktrees, key_for, symlinked_directories,
+};
 
 /// Directories visited under `modules/` before giving up: far more than any
 /// real superproject has, and a bound on what a hostile tree can cost.
@@ -112,6 +114,12 @@ fn git_dir_entries(
         let path = dir.join(name);
         let digest = digest_followed(&path)
             .with_context(|| format!("cannot read protected metadata {}", path.display()))?;
+        // As the repository's own: a symlinked `info/` is a change (red
+        // team, fifty-eighth stop).
+        let digest = match symlinked_directories(dir, name) {
+            Some(links) => format!("{links}{digest}"),
+            None => digest,
+        };
         out.insert(key_for(location, &path), digest);
     }
     let worktrees = dir.join("worktrees");
