@@ -1834,8 +1834,8 @@ fn added_module_dir(
 }
 
 /// Whether a command naming `path` acts on that file itself: it is not a
-/// symlink, and no directory above it is one (its parent is its own
-/// canonical path).
+/// symlink or a file with another name (a hard link), and no directory
+/// above it is a symlink (its parent is its own canonical path).
 fn acts_in_place(path: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
     let direct = path

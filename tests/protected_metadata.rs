@@ -664,9 +664,13 @@ fn a_config_hard_linked_elsewhere_gets_no_command_that_writes_through_it() {
     let sb = Sandbox::new();
     sb.arm(&sb.grant(&["docs/"], 1, 1));
     sb.commit_file("docs/guide.md", "new\n", "docs");
-    let victim = sb.root.join("operator.gitconfig");
-    std::fs::write(&victim, "[user]\n\tname = Operator\n").unwrap();
     let config = sb.git_dir().join("config");
+    // The operator's file, the repository's config with one key more (so
+    // that git still reads the repository as it is, reftable or not).
+    let victim = sb.root.join("operator.gitconfig");
+    let mut text = std::fs::read(&config).unwrap();
+    text.extend_from_slice(b"[user]\n\tname = Operator\n");
+    std::fs::write(&victim, &text).unwrap();
     std::fs::rename(&config, config.with_file_name("config.kept")).unwrap();
     std::fs::hard_link(&victim, &config).unwrap();
     let (code, r) = sb.verify();
@@ -674,6 +678,7 @@ fn a_config_hard_linked_elsewhere_gets_no_command_that_writes_through_it() {
     let message = &common::violation_messages(&r)[0];
     assert!(!message.contains(": cp "), "{message}");
     assert!(message.contains("hard link"), "{message}");
+    assert_eq!(std::fs::read(&victim).unwrap(), text);
 }
 
 /// Red team: an armed linked worktree's `.git` file made a symlink to a
