@@ -1724,7 +1724,9 @@ fn compare_metadata(
         // A command that would act through a symlink acts outside the
         // repository (red team: `cp` wrote through a symlinked config,
         // `rm` deleted a file behind a symlinked `info/`).
-        let path = key_path(expected.location, name);
+        let path = expected
+            .location
+            .path_of(name, repo::in_worktree_git_dir(name));
         let in_place = acts_in_place(&path);
         if !in_place {
             restore = format!(
@@ -1806,19 +1808,6 @@ fn compare_metadata(
              is accepted. Regenerate them to have the team's hooks run again",
             shown.join(", ")
         ));
-    }
-}
-
-/// The file the metadata key `name` names: an absolute key as it is, else
-/// in the worktree's own git dir or the common dir
-/// ([`repo::in_worktree_git_dir`]).
-fn key_path(location: &repo::Location, name: &str) -> std::path::PathBuf {
-    if name.starts_with('/') {
-        std::path::PathBuf::from(name)
-    } else if repo::in_worktree_git_dir(name) {
-        location.git_dir.join(name)
-    } else {
-        location.common_dir.join(name)
     }
 }
 

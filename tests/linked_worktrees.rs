@@ -438,14 +438,7 @@ fn run_printed_removal(sb: &Sandbox, message: &str, dir: &std::path::Path) {
         .nth(1)
         .and_then(|rest| rest.strip_suffix(')'))
         .unwrap_or_else(|| panic!("no command in {message}"));
-    let ran = sb
-        .command("sh")
-        .arg("-c")
-        .arg(command)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(ran.status.success(), "{command}: {ran:?}");
+    sb.run_sh(command, dir);
 }
 
 /// `git switch --orphan` in another worktree leaves its index's cache-tree

@@ -346,13 +346,7 @@ fn run_the_advice(sb: &Sandbox, message: &str) {
         .and_then(|(_, rest)| rest.rsplit_once(')'))
         .map(|(command, _)| command)
         .unwrap_or_else(|| panic!("no command in {message}"));
-    let out = sb
-        .command("sh")
-        .args(["-c", command])
-        .current_dir(sb.repo.join("docs"))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{command}: {out:?}");
+    sb.run_sh(command, &sb.repo.join("docs"));
 }
 
 #[test]

@@ -195,14 +195,10 @@ fn break_checksum(index: &Path) {
 /// Runs the advice a violation gives (the command after `rebuild it ...:`
 /// or `Rebuild the index ...`) in `dir`, as printed.
 fn run_index_advice(sb: &Sandbox, dir: &Path) {
-    let out = sb
-        .command("sh")
-        .arg("-c")
-        .arg("rm -rf \"$(git rev-parse --git-path index)\" && git reset -q")
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    sb.run_sh(
+        "rm -rf \"$(git rev-parse --git-path index)\" && git reset -q",
+        dir,
+    );
 }
 
 #[test]

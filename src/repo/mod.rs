@@ -105,12 +105,18 @@ impl Location {
         if self.git_dir == self.work_dir.join(".git") {
             return format!(".git/{name}");
         }
+        self.path_of(name, private).display().to_string()
+    }
+
+    /// The file `name` names in the worktree's own git dir (`private`) or
+    /// in the common dir; an absolute `name` as it is.
+    pub fn path_of(&self, name: &str, private: bool) -> PathBuf {
         let base = if private {
             &self.git_dir
         } else {
             &self.common_dir
         };
-        base.join(name).display().to_string()
+        base.join(name)
     }
 
     /// Whether `path` (canonical) is inside the worktree, the git dir or the

@@ -688,6 +688,16 @@ fn gitfile_target(path: &Path) -> Option<PathBuf> {
 mod tests {
     use super::*;
 
+    /// The host checkout at `work`, with its `.git` directory.
+    fn host_at(work: &Path) -> Location {
+        Location {
+            work_dir: work.to_path_buf(),
+            git_dir: work.join(".git"),
+            common_dir: work.join(".git"),
+            explicit_git_dir: false,
+        }
+    }
+
     #[test]
     fn the_listing_gives_each_url_with_its_spaces() {
         let listing = b"origin\t/srv/a b/origin.git (fetch)\norigin\tfile:///srv/push.git (push)\n\
@@ -791,12 +801,7 @@ mod tests {
         // A directory that is no repository (a remote `~`).
         let plain = root.join("plain");
         std::fs::create_dir_all(plain.join("objects")).unwrap();
-        let host = Location {
-            work_dir: work.clone(),
-            git_dir: work.join(".git"),
-            common_dir: work.join(".git"),
-            explicit_git_dir: false,
-        };
+        let host = host_at(&work);
         let mut found = Found::new(&host);
         for path in [
             origin.clone(),
@@ -849,12 +854,7 @@ mod tests {
         let root = dir.path().canonicalize().unwrap();
         let work = root.join("co");
         std::fs::create_dir_all(work.join(".git")).unwrap();
-        let host = Location {
-            work_dir: work.clone(),
-            git_dir: work.join(".git"),
-            common_dir: work.join(".git"),
-            explicit_git_dir: false,
-        };
+        let host = host_at(&work);
         let origin = root.join("origin.git");
         for sub in ["objects", "refs/heads"] {
             std::fs::create_dir_all(origin.join(sub)).unwrap();

@@ -150,6 +150,19 @@ impl Sandbox {
         }
     }
 
+    /// Runs `command` with `sh -c` in `dir`, in the isolated environment,
+    /// asserting success: a command a refusal printed, run as printed.
+    #[track_caller]
+    pub fn run_sh(&self, command: &str, dir: &Path) {
+        let out = self
+            .command("sh")
+            .args(["-c", command])
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{command}: {out:?}");
+    }
+
     /// A command with the isolated environment.
     pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
         let mut cmd = Command::new(program);
