@@ -161,6 +161,30 @@ fn arms_over_a_hooks_path_in_an_included_file_and_chains_it() {
     }
 }
 
+/// New user: with an include whose file set no hooks path at arm, arm's
+/// hooks path stood before the include, and the agent's `core.hooksPath`
+/// written into the included file after arm outranked it: commits ran no
+/// hook (verify still refused). arm's value comes after every include.
+#[test]
+fn a_hooks_path_written_into_an_included_file_after_arm_does_not_win() {
+    let sb = Sandbox::new();
+    let included = sb.root.join("team.cfg");
+    std::fs::write(&included, "[user]\n\tname = Team\n").unwrap();
+    sb.git(&["config", "include.path", included.to_str().unwrap()]);
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    std::fs::write(&included, "[core]\n\thooksPath = /dev/null\n").unwrap();
+    sb.write("src/lib.rs", "pub fn evil() {}\n");
+    let commit = sb.try_git(&["commit", "-q", "-am", "ungranted"]);
+    assert!(
+        !commit.status.success(),
+        "the pre-commit hook ran and refused"
+    );
+    assert!(
+        String::from_utf8_lossy(&commit.stderr).contains("grantguard"),
+        "{commit:?}"
+    );
+}
+
 #[test]
 fn refuses_to_arm_when_the_environment_sets_another_hooks_path() {
     let sb = Sandbox::new();

@@ -346,10 +346,13 @@ pub fn install(location: &Location, hub: &Path, binary: &Path) -> Result<Install
         .map(|key| (key.clone(), local_value(&config, key)))
         .collect();
     let stubs_value = stubs.to_str().context("the hub path is not UTF-8")?;
-    if placement.after_config_includes {
-        // An included file sets another hooks path: git takes the last
-        // value in file order, includes expanded where they stand, so a
-        // section at the very end of `config` comes after all of them.
+    if placement.after_config_includes || has_includes(&config) {
+        // An included file sets another hooks path, or could: git takes
+        // the last value in file order, includes expanded where they
+        // stand, so a section at the very end of `config` comes after all
+        // of them. (Set in place before an include, a hooks path the agent
+        // wrote into the included file after arm outranked the stubs, and
+        // commits ran no hook: new user, fifty-eighth stop; verify refused.)
         append_hooks_path(&mut config, stubs_value)?;
     } else {
         config
@@ -415,6 +418,15 @@ pub fn install(location: &Location, hub: &Path, binary: &Path) -> Result<Install
         crate::fsutil::crash_point("worktree-config-written");
     }
     Ok(record)
+}
+
+/// Whether `config` has an `include` or `includeIf` section.
+fn has_includes(config: &gix::config::File) -> bool {
+    ["include", "includeIf"].iter().any(|name| {
+        config
+            .sections_by_name(name)
+            .is_some_and(|mut s| s.next().is_some())
+    })
 }
 
 /// Appends a `[core]` section setting `hooksPath` at the end of `config`,
