@@ -1697,6 +1697,17 @@ fn compare_metadata(
         {
             continue;
         }
+        // Another worktree's `config.worktree`: present or gone with its
+        // worktree, which the `worktrees` key judges; changed by an armed
+        // peer's arm, or back to what a released peer's disarm restored.
+        if let Some(git_dir) = repo::other_worktree_git_dir(expected.location, name) {
+            let (Some(_), Some(new)) = (old, new) else {
+                continue;
+            };
+            if expected.peer_worktrees.accounts_for_config(&git_dir, new) {
+                continue;
+            }
+        }
         if new.map(String::as_str) == Some("absent") && expected.deletable_hooks.contains(name) {
             removed_hooks.push(name);
             continue;

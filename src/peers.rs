@@ -156,6 +156,21 @@ pub struct PeerWorktrees {
     common_dir: std::path::PathBuf,
     /// Hex name to the admin identities recorded by the peers with it.
     names: std::collections::BTreeMap<String, Vec<Option<hub::Identity>>>,
+    /// Each peer's git dir, the identity of its admin directory at arm, and
+    /// what its `config.worktree` may hold (see [`PeerConfig`]).
+    configs: Vec<(std::path::PathBuf, Option<hub::Identity>, PeerConfig)>,
+}
+
+/// What a peer's `config.worktree` may hold, as far as this verify is
+/// concerned.
+#[derive(Clone, Debug)]
+enum PeerConfig {
+    /// Anything: the peer is armed, its arm may have written the file, and
+    /// its own verify judges it.
+    Armed,
+    /// What its disarm restored: the digest its baseline expects after
+    /// disarm.
+    Released(Option<String>),
 }
 
 impl PeerWorktrees {
@@ -181,6 +196,25 @@ impl PeerWorktrees {
         let now = Entry::identity_of(&dir);
         now.is_some() && identities.contains(&now)
     }
+
+    /// Whether another worktree's `config.worktree` changing since arm to
+    /// `now` (a metadata digest) is a peer's doing: the worktree whose git
+    /// dir is `git_dir` is a peer's (a linked one, the very admin
+    /// directory it was armed in), and the peer is armed, or `now` is what
+    /// its disarm restored.
+    pub fn accounts_for_config(&self, git_dir: &Path, now: &str) -> bool {
+        let linked = git_dir != self.common_dir;
+        self.configs
+            .iter()
+            .filter(|(dir, admin, _)| {
+                dir == git_dir
+                    && (!linked || admin.is_some_and(|a| Entry::identity_of(git_dir) == Some(a)))
+            })
+            .any(|(_, _, config)| match config {
+                PeerConfig::Armed => true,
+                PeerConfig::Released(restored) => restored.as_deref() == Some(now),
+            })
+    }
 }
 
 /// A peer whose entry its own baseline confirms.
@@ -190,6 +224,9 @@ struct Peer {
     /// The branch's value in its baseline (encoded), `None` for an unborn
     /// branch.
     baseline_value: Option<String>,
+    /// The digest of its `config.worktree` its baseline expects after
+    /// disarm.
+    config_after_disarm: Option<String>,
 }
 
 /// The confirmed peers of one verify.
@@ -213,9 +250,10 @@ impl Peers {
         };
         for entry in snapshot.others {
             match confirm(&entry, baseline) {
-                Ok(baseline_value) => out.peers.push(Peer {
+                Ok((baseline_value, config_after_disarm)) => out.peers.push(Peer {
                     entry,
                     baseline_value,
+                    config_after_disarm,
                 }),
                 Err(e) => out.unconfirmed.push(format!(
                     "the hub entry of {} is not confirmed by its state ({e:#}); its branch is \
@@ -312,15 +350,22 @@ impl Peers {
                     .or_default()
                     .push(p.entry.admin);
             }
+            let config = match p.entry.released_seq {
+                None => PeerConfig::Armed,
+                Some(_) => PeerConfig::Released(p.config_after_disarm.clone()),
+            };
+            out.configs
+                .push((p.entry.git_dir.clone(), p.entry.admin, config));
         }
         out.common_dir = common_dir.to_path_buf();
         out
     }
 }
 
-/// The peer's baseline value of its branch, once its state confirms the
-/// entry.
-fn confirm(entry: &Entry, own: &Baseline) -> Result<Option<String>> {
+/// The peer's baseline value of its branch, and the digest of its
+/// `config.worktree` expected after its disarm, once its state confirms
+/// the entry.
+fn confirm(entry: &Entry, own: &Baseline) -> Result<(Option<String>, Option<String>)> {
     let (theirs, _, _) = Baseline::read_live_or_retired(&entry.state)?;
     let same = theirs.repo.common_dir == own.repo.common_dir
         && theirs.repo.git_dir == entry.git_dir
@@ -330,7 +375,11 @@ fn confirm(entry: &Entry, own: &Baseline) -> Result<Option<String>> {
         theirs.repo.git_dir != own.repo.git_dir,
         "it names this worktree"
     );
-    Ok(theirs.commit.clone())
+    let config = theirs
+        .expected_metadata(false)
+        .get("config.worktree")
+        .cloned();
+    Ok((theirs.commit.clone(), config))
 }
 
 #[cfg(test)]
@@ -350,6 +399,7 @@ mod tests {
                 final_value: fin.map(str::to_owned),
             },
             baseline_value: base.map(str::to_owned),
+            config_after_disarm: None,
         }
     }
 

@@ -463,3 +463,111 @@ fn accepts_an_orphan_switch_in_another_worktree_as_git_leaves_it() {
     let (code, r) = sb.verify();
     assert_eq!(code, 0, "{r:#}");
 }
+
+/// The messages of a result's `protected_metadata_changed` findings, by the
+/// path they name.
+fn metadata_paths(r: &serde_json::Value) -> Vec<String> {
+    r["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["rule"] == "protected_metadata_changed")
+        .filter_map(|v| v["path"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Red team, fifty-eighth stop (residual 15 until the fifty-ninth): with
+/// `extensions.worktreeConfig`, the agent wrote `core.fsmonitor` into
+/// another worktree's `config.worktree`, which git runs at the next
+/// command there, and verify accepted. Every other worktree's
+/// `config.worktree`, and what it includes, is pinned at arm.
+#[test]
+fn rejects_a_program_written_into_another_worktrees_config_worktree() {
+    let sb = Sandbox::new();
+    sb.git(&["config", "extensions.worktreeConfig", "true"]);
+    let wt = sb.root.join("wt");
+    sb.git(&["worktree", "add", "-q", "-b", "side", wt.to_str().unwrap()]);
+    let included = sb.root.join("wt-extra.cfg");
+    std::fs::write(&included, "[user]\n\tname = Other\n").unwrap();
+    sb.run_git(
+        &wt,
+        &[
+            "config",
+            "--worktree",
+            "include.path",
+            included.to_str().unwrap(),
+        ],
+    );
+    sb.arm(&sb.grant(&["docs/"], 1, 8));
+    sb.commit_file("docs/guide.md", "new\n", "granted");
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+
+    // Into the worktree's own file.
+    sb.run_git(
+        &wt,
+        &["config", "--worktree", "core.fsmonitor", "touch pwned"],
+    );
+    assert_eq!(
+        sb.run_git(&wt, &["config", "core.fsmonitor"]).trim(),
+        "touch pwned",
+        "git reads the planted value in that worktree"
+    );
+    let (code, r) = sb.verify();
+    assert_eq!(code, 1, "{r:#}");
+    assert_eq!(
+        metadata_paths(&r),
+        [".git/worktrees/wt/config.worktree"],
+        "{r:#}"
+    );
+    sb.run_git(&wt, &["config", "--worktree", "--unset", "core.fsmonitor"]);
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+
+    // Into a file it includes.
+    std::fs::write(&included, "[core]\n\tfsmonitor = touch pwned\n").unwrap();
+    assert_eq!(
+        sb.run_git(&wt, &["config", "core.fsmonitor"]).trim(),
+        "touch pwned"
+    );
+    let (code, r) = sb.verify();
+    assert_eq!(code, 1, "{r:#}");
+    assert_eq!(
+        metadata_paths(&r),
+        [included.canonicalize().unwrap().display().to_string()],
+        "{r:#}"
+    );
+}
+
+/// The same from an armed linked worktree: the main worktree's
+/// `config.worktree` is another worktree's.
+#[test]
+fn rejects_a_program_written_into_the_main_worktrees_config_worktree() {
+    let sb = Sandbox::new();
+    sb.git(&["config", "extensions.worktreeConfig", "true"]);
+    let wt = sb.root.join("wt");
+    sb.git(&["worktree", "add", "-q", "-b", "side", wt.to_str().unwrap()]);
+    let state = sb.root.join("wt.state");
+    let out = sb.arm_worktree(&wt, &sb.grant(&["docs/"], 1, 8), &state);
+    assert!(out.status.success(), "{out:?}");
+    std::fs::write(wt.join("docs/b.md"), "agent\n").unwrap();
+    sb.run_git(&wt, &["add", "docs/b.md"]);
+    sb.run_git(&wt, &["commit", "-q", "-m", "agent"]);
+    let (code, r) = sb.verify_state(&state);
+    assert_accepted(code, &r);
+    sb.git(&["config", "--worktree", "core.fsmonitor", "touch pwned"]);
+    assert_eq!(sb.git(&["config", "core.fsmonitor"]).trim(), "touch pwned");
+    let (code, r) = sb.verify_state(&state);
+    assert_eq!(code, 1, "{r:#}");
+    let main_config = sb.git_dir().canonicalize().unwrap().join("config.worktree");
+    assert_eq!(
+        metadata_paths(&r),
+        [main_config.display().to_string()],
+        "{r:#}"
+    );
+    // The message's `rm` (the file was not there at arm) undoes it.
+    assert!(r["violations"].to_string().contains("rm "), "{r:#}");
+    std::fs::remove_file(&main_config).unwrap();
+    let (code, r) = sb.verify_state(&state);
+    assert_accepted(code, &r);
+}

@@ -1019,3 +1019,67 @@ fn a_malformed_hub_entry_fails_closed() {
     );
     assert_eq!(r["failure_class"], "unsafe_state", "{r:#}");
 }
+
+/// Another worktree's `config.worktree` is pinned (residual 15 until the
+/// fifty-ninth stop), except where a peer accounts for it: here the main
+/// worktree's sets its own hooks path, so its arm writes the file, and the
+/// last disarm restores it. Neither is refused by the linked worktree's
+/// verify; the agent's `core.fsmonitor` there is, while the main worktree
+/// is released.
+#[test]
+fn a_peers_config_worktree_is_its_own_but_a_program_planted_there_is_refused() {
+    let sb = Sandbox::new();
+    sb.git(&["config", "extensions.worktreeConfig", "true"]);
+    let agents = worktrees(&sb, 1);
+    let (main, one) = (&agents[0], &agents[1]);
+    let hooks = sb.root.join("main-hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    git_ok(
+        &sb,
+        main,
+        &[
+            "config",
+            "--worktree",
+            "core.hooksPath",
+            hooks.to_str().unwrap(),
+        ],
+    );
+    let main_config = main.dir.join(".git/config.worktree");
+    let before = std::fs::read(&main_config).unwrap();
+    arm(&sb, main);
+    assert_ne!(std::fs::read(&main_config).unwrap(), before, "arm wrote it");
+    arm(&sb, one);
+    assert!(commit(&sb, one, "area1/a.txt", "one\n").status.success());
+    let (code, r) = verify(&sb, one);
+    assert_accepted(code, &r);
+    disarm(&sb, main);
+    let (code, r) = verify(&sb, one);
+    assert_accepted(code, &r);
+
+    git_ok(
+        &sb,
+        main,
+        &["config", "--worktree", "core.fsmonitor", "touch pwned"],
+    );
+    let (code, r) = verify(&sb, one);
+    assert_eq!(code, 1, "{r:#}");
+    assert_eq!(rules(&r), ["protected_metadata_changed"], "{r:#}");
+    assert!(
+        r["violations"].to_string().contains("config.worktree"),
+        "{r:#}"
+    );
+    git_ok(
+        &sb,
+        main,
+        &["config", "--worktree", "--unset", "core.fsmonitor"],
+    );
+    let (code, r) = verify(&sb, one);
+    assert_accepted(code, &r);
+
+    // The last disarm restores the main worktree's file: that is the
+    // released peer's doing.
+    disarm(&sb, one);
+    assert_eq!(std::fs::read(&main_config).unwrap(), before);
+    let (code, r) = verify(&sb, one);
+    assert_accepted(code, &r);
+}

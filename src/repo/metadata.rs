@@ -169,6 +169,7 @@ pub fn metadata_digests(
         &location.git_dir.join("config.worktree"),
         &mut out,
     )?;
+    other_worktree_configs(location, &mut out)?;
     super::submodule_meta::module_digests(location, &mut out)?;
     super::submodule_meta::checkout_digests(location, &mut out)?;
     hook_digests(location, hooks, &mut out)?;
@@ -193,6 +194,67 @@ pub fn metadata_digests(
         out.insert(key_for(location, &dot_git), digest);
     }
     Ok(out)
+}
+
+/// The `config.worktree` of every other worktree of the repository, and
+/// each file it includes. With `extensions.worktreeConfig`, git reads it at
+/// every command in that worktree, so one written by the agent runs its
+/// program there (`core.fsmonitor`; red team, fifty-eighth stop). Keys:
+/// `worktrees/<name>/config.worktree`, and the main worktree's by its
+/// absolute path, since its key relative to the common dir,
+/// `config.worktree`, is the main worktree's own entry. A worktree's
+/// appearing or going is judged by the `worktrees` key; an armed peer's
+/// writes are excused by verify (`peers`).
+fn other_worktree_configs(location: &Location, out: &mut BTreeMap<String, String>) -> Result<()> {
+    let mut git_dirs = Vec::new();
+    if location.git_dir != location.common_dir {
+        git_dirs.push(location.common_dir.clone());
+    }
+    let admin = location.common_dir.join("worktrees");
+    for name in live_worktrees(&admin)? {
+        let dir = admin.join(name);
+        if dir != location.git_dir {
+            git_dirs.push(dir);
+        }
+    }
+    for dir in git_dirs {
+        let config = dir.join(OTHER_WORKTREE_CONFIG);
+        let digest = digest_followed(&config)
+            .with_context(|| format!("cannot read {}", config.display()))?;
+        out.insert(other_worktree_config_key(location, &dir), digest);
+        super::config_includes::include_digests(location, &config, out)?;
+    }
+    Ok(())
+}
+
+/// The file of another worktree's git dir [`other_worktree_configs`] pins.
+const OTHER_WORKTREE_CONFIG: &str = "config.worktree";
+
+/// The key of the `config.worktree` in the git dir `dir` of another
+/// worktree (see [`other_worktree_configs`]).
+fn other_worktree_config_key(location: &Location, dir: &Path) -> String {
+    let path = dir.join(OTHER_WORKTREE_CONFIG);
+    if dir == location.common_dir {
+        path.to_string_lossy().into_owned()
+    } else {
+        key_for(location, &path)
+    }
+}
+
+/// For a key of another worktree's `config.worktree` (see
+/// [`other_worktree_configs`]), that worktree's git dir.
+pub fn other_worktree_git_dir(location: &Location, key: &str) -> Option<PathBuf> {
+    if location.git_dir != location.common_dir
+        && Path::new(key) == location.common_dir.join(OTHER_WORKTREE_CONFIG)
+    {
+        return Some(location.common_dir.clone());
+    }
+    let name = key
+        .strip_prefix("worktrees/")?
+        .strip_suffix(OTHER_WORKTREE_CONFIG)?
+        .strip_suffix('/')?;
+    let dir = location.common_dir.join("worktrees").join(name);
+    (!name.is_empty() && !name.contains('/') && dir != location.git_dir).then_some(dir)
 }
 
 /// The paths behind [`metadata_digests`]' keys: every protected entry that
@@ -477,6 +539,53 @@ fn oversized_nonce() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn location(git_dir: &str) -> Location {
+        Location {
+            work_dir: "/w".into(),
+            git_dir: git_dir.into(),
+            common_dir: "/r/.git".into(),
+            explicit_git_dir: false,
+        }
+    }
+
+    #[test]
+    fn other_worktrees_config_keys_name_their_git_dirs_and_never_this_ones() {
+        let main = location("/r/.git");
+        let key = other_worktree_config_key(&main, Path::new("/r/.git/worktrees/b"));
+        assert_eq!(key, "worktrees/b/config.worktree");
+        assert_eq!(
+            other_worktree_git_dir(&main, &key),
+            Some(PathBuf::from("/r/.git/worktrees/b"))
+        );
+        assert_eq!(other_worktree_git_dir(&main, "config.worktree"), None);
+        assert_eq!(
+            other_worktree_git_dir(&main, "/r/.git/config.worktree"),
+            None
+        );
+        assert_eq!(
+            other_worktree_git_dir(&main, "worktrees/config.worktree"),
+            None
+        );
+        assert_eq!(
+            other_worktree_git_dir(&main, "worktrees/a/b/config.worktree"),
+            None
+        );
+
+        let linked = location("/r/.git/worktrees/b");
+        let key = other_worktree_config_key(&linked, Path::new("/r/.git"));
+        assert_eq!(key, "/r/.git/config.worktree");
+        assert_eq!(
+            other_worktree_git_dir(&linked, &key),
+            Some(PathBuf::from("/r/.git"))
+        );
+        assert_eq!(
+            other_worktree_git_dir(&linked, "worktrees/b/config.worktree"),
+            None,
+            "its own"
+        );
+        assert_eq!(other_worktree_git_dir(&linked, "config.worktree"), None);
+    }
 
     #[test]
     fn a_module_keys_git_dir_is_the_key_without_its_entry() {
