@@ -1227,7 +1227,7 @@ fn evaluate(
                     Some(listing) => judged.dirt.with_listing(listing),
                     None => judged.dirt,
                 };
-                check_worktree_files(&repo, &location, dirt, findings)
+                check_worktree_files(&repo, &location, dirt, &grant.matcher(), findings)
             }
             None => Ok(()),
         })
@@ -2265,19 +2265,37 @@ fn worktree_base(head: &Head, branch: &BStr, tip: Option<ObjectId>) -> Option<Ob
     }
 }
 
-/// What the agent can do about one kind of dirt. Descriptions that are not
-/// one of the four plain kinds carry their own advice.
-fn dirt_advice(what: &str) -> &'static str {
-    match what {
-        "staged" => "; commit it, or unstage it (git restore --staged)",
-        "unstaged" => "; commit it, or discard the change (git restore)",
-        "untracked" => "; commit it, remove it, or ignore it in a granted .gitignore",
-        "intent-to-add" => {
+/// What the agent can do about one kind of dirt at a path the grant
+/// allows it to commit (`granted`) or not: committing a path outside the
+/// grant is refused in turn, so it is not advised (new user, fifty-eighth
+/// stop). Descriptions that are not one of the four plain kinds carry their
+/// own advice.
+fn dirt_advice(what: &str, granted: bool) -> &'static str {
+    match (what, granted) {
+        ("staged", true) => "; commit it, or unstage it (git restore --staged)",
+        ("staged", false) => {
+            "; the grant does not allow committing it: unstage it (git restore --staged), then \
+             undo the change in the worktree (git restore, or remove a file arm did not have)"
+        }
+        ("unstaged", true) => "; commit it, or discard the change (git restore)",
+        ("unstaged", false) => {
+            "; the grant does not allow committing it: discard the change (git restore)"
+        }
+        ("untracked", true) => "; commit it, remove it, or ignore it in a granted .gitignore",
+        ("untracked", false) => {
+            "; the grant does not allow committing it: remove it, or ignore it in a granted \
+             .gitignore"
+        }
+        ("intent-to-add", true) => {
             "; stage and commit it (git add), or take it out of the index and keep the file \
              (git rm --cached)"
         }
-        "conflict" => "; resolve the conflict and commit, or abort the operation",
-        repo::HIDDEN => {
+        ("intent-to-add", false) => {
+            "; the grant does not allow committing it: take it out of the index (git rm \
+             --cached), then remove the file"
+        }
+        ("conflict", _) => "; resolve the conflict and commit, or abort the operation",
+        (repo::HIDDEN, _) => {
             "; clear the flags (git update-index --no-assume-unchanged <path>, then git \
              update-index --no-skip-worktree <path>: one command clears only the first), then \
              commit or discard what they hid"
@@ -2411,6 +2429,7 @@ fn check_worktree_files(
     repo: &gix::Repository,
     location: &repo::Location,
     first: repo::IndexDirt,
+    grant: &PathMatcher,
     findings: &mut Findings,
 ) -> Result<()> {
     let judged = first.judged_index();
@@ -2421,7 +2440,11 @@ fn check_worktree_files(
         findings.push(
             Violation::new(
                 rule::WORKTREE_NOT_CLEAN,
-                format!("{shown:?} {}{}", dirt.phrase(), dirt_advice(dirt.what)),
+                format!(
+                    "{shown:?} {}{}",
+                    dirt.phrase(),
+                    dirt_advice(dirt.what, grant.is_granted(&dirt.path))
+                ),
             )
             .with_path(shown),
         );

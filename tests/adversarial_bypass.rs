@@ -269,7 +269,8 @@ fn worktree_changes_hidden_by_index_flags_are_not_clean() {
         assert_eq!(code, 1, "{flag}: {r:#}");
         assert_eq!(
             r["violations"][0]["message"],
-            "\"src/lib.rs\" is unstaged; commit it, or discard the change (git restore)",
+            "\"src/lib.rs\" is unstaged; the grant does not allow committing it: discard the \
+             change (git restore)",
             "{flag}: {r:#}"
         );
     }

@@ -806,6 +806,52 @@ fn an_intent_to_add_entry_is_named_with_advice_that_keeps_the_file() {
     assert_accepted(code, &r);
 }
 
+/// New user, fifty-eighth stop: a staged change the grant does not allow
+/// was advised "commit it", which the hooks and verify refuse in turn. At
+/// a path outside the grant, the advice is to undo it, and following it
+/// is accepted; at a granted path it stays "commit it".
+#[test]
+fn dirt_outside_the_grant_is_advised_undone_not_committed() {
+    let sb = armed(&["docs/"], 1, 1);
+    sb.commit_file("docs/guide.md", "better guide\n", "docs");
+    sb.write("src/lib.rs", "pub fn g() {}\n");
+    sb.write("src/new.rs", "new\n");
+    sb.write("docs/more.md", "more\n");
+    sb.git_nohooks(&["add", "src/lib.rs", "src/new.rs", "docs/more.md"]);
+    let (code, r) = sb.verify();
+    assert_rejected(code, &r, &["worktree_not_clean"]);
+    let messages = common::violation_messages(&r);
+    let outside = "is staged; the grant does not allow committing it: unstage it (git restore \
+                   --staged), then undo the change in the worktree (git restore, or remove a \
+                   file arm did not have)";
+    for path in ["src/lib.rs", "src/new.rs"] {
+        assert!(
+            messages.contains(&format!("{path:?} {outside}")),
+            "{path}: {messages:?}"
+        );
+    }
+    assert!(
+        messages.contains(
+            &"\"docs/more.md\" is staged; commit it, or unstage it (git restore --staged)"
+                .to_owned()
+        ),
+        "{messages:?}"
+    );
+    // The advice, followed.
+    sb.git_nohooks(&[
+        "restore",
+        "--staged",
+        "src/lib.rs",
+        "src/new.rs",
+        "docs/more.md",
+    ]);
+    sb.git_nohooks(&["restore", "src/lib.rs"]);
+    std::fs::remove_file(sb.repo.join("src/new.rs")).unwrap();
+    std::fs::remove_file(sb.repo.join("docs/more.md")).unwrap();
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
 /// An unresolved conflict reads as one.
 #[test]
 fn a_conflicted_path_is_reported_as_a_merge_conflict() {
