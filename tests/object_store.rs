@@ -2267,3 +2267,40 @@ fn rejects_a_promisor_mark_on_an_index_without_its_pack() {
     let (code, r) = sb.verify();
     assert_rejected(code, &r, &[INVALID]);
 }
+
+/// Red team, fifty-eighth stop: `.git/objects/info` a symlink to a copy
+/// elsewhere armed, and every verify after refused the store (git follows
+/// the link; grantguard cannot watch what is behind it). arm refuses it
+/// instead, before the agent's work, and leaves the repository as it was;
+/// the remedy it names arms.
+#[test]
+fn arm_refuses_a_symlink_in_the_object_store_that_every_verify_would_refuse() {
+    let sb = Sandbox::new();
+    let info = sb.git_dir().join("objects/info");
+    let shared = sb.root.join("shared-info");
+    std::fs::rename(&info, &shared).unwrap();
+    std::os::unix::fs::symlink(&shared, &info).unwrap();
+    assert!(sb.git(&["fsck"]).is_empty(), "git reads the store");
+    let config_before = std::fs::read(sb.git_dir().join("config")).unwrap();
+    let out = sb.arm_output(&sb.grant(&["docs/"], 1, 1), &sb.state);
+    assert!(!out.status.success());
+    let said =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains(".git/objects/info is a symlink or not a plain file")
+            && said.contains("replace it with the real file or directory"),
+        "{said}"
+    );
+    assert_eq!(
+        std::fs::read(sb.git_dir().join("config")).unwrap(),
+        config_before,
+        "no hooks installed"
+    );
+    // The remedy: the real directory back in place.
+    std::fs::remove_file(&info).unwrap();
+    std::fs::rename(&shared, &info).unwrap();
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "new\n", "granted");
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}

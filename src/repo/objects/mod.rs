@@ -69,6 +69,17 @@ pub fn record(common_dir: &Path, state: &Path, hash: gix::hash::Kind) -> Result<
     let objects = objects_dir(common_dir);
     let mut inv = inventory::scan(&objects, hash.len_in_hex())
         .context("cannot inventory the object store")?;
+    // Every verify refuses such an entry (see `check_round`): refused here,
+    // before the agent's work, not after it (red team, fifty-eighth stop:
+    // `.git/objects/info` a symlink armed, and every verify failed).
+    if let Some((path, _)) = inv.iter().find(|(_, entry)| !entry.stat.regular) {
+        bail!(
+            ".git/objects/{} is a symlink or not a plain file; git follows it and grantguard \
+             cannot watch what is behind it, so verify would refuse the store: replace it with \
+             the real file or directory, then arm",
+            String::from_utf8_lossy(path)
+        );
+    }
     inventory::seal(&objects, &mut inv);
     let bytes = inventory::encode(&inv);
     crate::fsutil::write_atomic(&state.join(FILE_NAME), &bytes)?;
