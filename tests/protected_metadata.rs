@@ -408,6 +408,56 @@ fn a_symlinked_info_directory_is_refused_and_no_command_reaches_through_it() {
     assert_accepted(code, &r);
 }
 
+/// Red team, fifty-eighth stop (residual 14 until the fifty-ninth): with
+/// `.git/info` a symlink at arm, a directory along the path it resolves
+/// to, swapped for a symlink to an identical copy, read the same, and
+/// whoever writes the copy then writes the repository's ignore and
+/// attribute rules. The same for a config include through a symlinked
+/// file. Where a symlink leads is pinned with it.
+#[test]
+fn a_directory_swapped_along_a_protected_symlinks_path_is_refused() {
+    let sb = Sandbox::new();
+    let shared = sb.root.join("shared");
+    std::fs::create_dir_all(shared.join("info")).unwrap();
+    std::fs::create_dir_all(shared.join("cfgs")).unwrap();
+    let info = sb.git_dir().join("info");
+    for entry in std::fs::read_dir(&info).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), shared.join("info").join(entry.file_name())).unwrap();
+    }
+    std::fs::remove_dir_all(&info).unwrap();
+    std::os::unix::fs::symlink(shared.join("info"), &info).unwrap();
+    std::fs::write(shared.join("cfgs/real.cfg"), "[user]\n\tname = Team\n").unwrap();
+    let include = sb.root.join("inc.cfg");
+    std::os::unix::fs::symlink(shared.join("cfgs/real.cfg"), &include).unwrap();
+    sb.git(&["config", "include.path", include.to_str().unwrap()]);
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+
+    // `shared/` made a symlink to an identical copy: same link texts, same
+    // bytes, but another place decides.
+    let copy = sb.root.join("copy");
+    std::fs::rename(&shared, &copy).unwrap();
+    std::os::unix::fs::symlink(&copy, &shared).unwrap();
+    assert_eq!(
+        sb.git(&["config", "user.name"]).trim(),
+        "Team",
+        "git reads the same"
+    );
+    let (code, r) = sb.verify();
+    assert_unsafe(code, &r, "info/exclude");
+    let said = r["violations"].to_string();
+    assert!(said.contains("inc.cfg"), "the include too: {r:#}");
+
+    // Back as it was: accepted.
+    std::fs::remove_file(&shared).unwrap();
+    std::fs::rename(&copy, &shared).unwrap();
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
 #[test]
 fn a_config_made_a_symlink_gets_no_command_that_writes_through_it() {
     let sb = Sandbox::new();

@@ -325,11 +325,9 @@ pub(super) fn key_for(location: &Location, path: &Path) -> String {
     }
 }
 
-/// [`digest_entry`] of the path itself (a symlink by its target) and, when
-/// it is a symlink, of what it resolves to: both what the link says and the
-/// file that runs.
 /// The directories between `root` and the entry `name` below it that are
-/// symlinks, with their targets (`via info -> /x; `), or `None`: git reads
+/// symlinks, with their targets and where each leads ([`resolved`]: `via
+/// info -> /x (resolved:…); `), or `None`: git reads
 /// `info/exclude` through a symlinked `info/` as well, so the same bytes
 /// there are not the same metadata (red team, fifty-eighth stop: `.git/info`
 /// made a symlink to a directory outside the repository holding identical
@@ -344,22 +342,41 @@ pub(super) fn symlinked_directories(root: &Path, name: &str) -> Option<String> {
         dir.push(part);
         if let Ok(target) = std::fs::read_link(&dir) {
             links.push_str(&format!(
-                "via {} -> {}; ",
+                "via {} -> {} ({}); ",
                 dir.strip_prefix(root).unwrap_or(&dir).display(),
-                target.display()
+                target.display(),
+                resolved(&dir)
             ));
         }
     }
     (!links.is_empty()).then_some(links)
 }
 
+/// Where a symlink leads in the end, for its digest: the link text alone
+/// says nothing of the directories along the way, and one of them swapped
+/// for a symlink to an identical copy reads the same until whoever writes
+/// the copy changes it (red team, fifty-eighth stop: residual 14 until the
+/// fifty-ninth). The canonical path is hashed, so that digests stay short.
+fn resolved(path: &Path) -> String {
+    match path.canonicalize() {
+        Ok(real) => format!(
+            "resolved:{}",
+            crate::digest::sha256_hex(real.as_os_str().as_encoded_bytes())
+        ),
+        Err(_) => "unresolved".to_owned(),
+    }
+}
+
+/// [`digest_entry`] of the path itself (a symlink by its target) and, when
+/// it is a symlink, of what it resolves to and where ([`resolved`]): the
+/// link, the file that runs, and the path git reaches it by.
 pub(super) fn digest_followed(path: &Path) -> Result<String> {
     let own = digest_entry(path)?;
     if !own.starts_with("symlink:") {
         return Ok(own);
     }
     let target = match path.canonicalize() {
-        Ok(target) => digest_entry(&target)?,
+        Ok(target) => format!("{} {}", resolved(&target), digest_entry(&target)?),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => "dangling".into(),
         Err(e) => return Err(e).with_context(|| format!("cannot resolve {}", path.display())),
     };
