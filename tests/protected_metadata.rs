@@ -263,6 +263,37 @@ fn arm_refuses_a_config_include_under_the_git_installation_prefix() {
     sb.arm(&sb.grant(&["docs/"], 1, 1));
 }
 
+/// Red team, fifty-eighth stop: an include naming a directory (`~`) was
+/// pinned by the directory's whole content, so any change in the home
+/// directory refused every verify after. git reads no config from a
+/// directory (it stops, "bad config line", when the condition holds): only
+/// that it is one is pinned, and a file put in its place is a change.
+#[test]
+fn an_include_naming_a_directory_pins_that_it_is_one_not_what_it_holds() {
+    let sb = Sandbox::new();
+    let dir = sb.root.join("incdir");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("notes.txt"), "one\n").unwrap();
+    sb.git(&["config", "includeIf.onbranch:release.path", "~"]);
+    sb.git(&[
+        "config",
+        "includeIf.onbranch:other.path",
+        dir.to_str().unwrap(),
+    ]);
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    std::fs::write(sb.home.join("anything.txt"), "changed\n").unwrap();
+    std::fs::write(dir.join("notes.txt"), "two\n").unwrap();
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    // A config file in the directory's place is read when the condition
+    // holds: a change.
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::write(&dir, "[core]\n\tfsmonitor = touch pwned\n").unwrap();
+    let (code, r) = sb.verify();
+    assert_unsafe(code, &r, "incdir");
+}
+
 #[test]
 fn rejects_a_granted_commit_that_changes_a_tracked_hooks_directory() {
     // Granted or not, a hook the harness's next `git commit` runs is not

@@ -15,6 +15,13 @@
 //! `core.fsmonitor` in `~root/agent.cfg` accepted; fifty-eighth stop). An
 //! include under `%(prefix)/` names a file of whichever git installation
 //! runs, so it cannot be protected: it is an error, and arm refuses.
+//!
+//! An include that names a directory (`include.path = ~`, an empty value,
+//! which names the including file's directory) stops git ("bad config
+//! line"): git reads no config from it, so what the directory holds is not
+//! pinned, only that it is a directory, and where it is. The whole home
+//! directory was pinned before, and every verify after a change anywhere
+//! in it refused (red team, fifty-eighth stop).
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -24,7 +31,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 
 use super::Location;
-use super::metadata::{digest_followed, key_for};
+use super::metadata::{digest_followed, key_for, resolved};
 
 /// git's own limit on nested includes.
 const MAX_INCLUDE_DEPTH: usize = 10;
@@ -39,7 +46,7 @@ pub fn include_digests(
     let mut stack = vec![(config.to_owned(), 0usize)];
     while let Some((file, depth)) = stack.pop() {
         for target in include_targets(&file)? {
-            let digest = digest_followed(&target).with_context(|| {
+            let digest = digest_include(&target).with_context(|| {
                 format!(
                     "cannot read {}, which {} includes",
                     target.display(),
@@ -59,6 +66,15 @@ pub fn include_digests(
         }
     }
     Ok(())
+}
+
+/// The digest of an include's target: as any protected entry, except a
+/// directory (see the module docs).
+fn digest_include(target: &Path) -> Result<String> {
+    if target.is_dir() {
+        return Ok(format!("directory {}", resolved(target)));
+    }
+    digest_followed(target)
 }
 
 /// Every file `config` includes, directly or through included files, whatever

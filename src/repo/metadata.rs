@@ -357,7 +357,7 @@ pub(super) fn symlinked_directories(root: &Path, name: &str) -> Option<String> {
 /// for a symlink to an identical copy reads the same until whoever writes
 /// the copy changes it (red team, fifty-eighth stop: residual 14 until the
 /// fifty-ninth). The canonical path is hashed, so that digests stay short.
-fn resolved(path: &Path) -> String {
+pub(super) fn resolved(path: &Path) -> String {
     match path.canonicalize() {
         Ok(real) => format!(
             "resolved:{}",
