@@ -133,6 +133,11 @@ pub struct Findings {
     /// ran (a commit starts one in the background): when that is all,
     /// verify again once it ends (`conflict`, retryable).
     pub busy_with_gc: bool,
+    /// How many `protected_metadata_changed` findings are about another
+    /// worktree's `config.worktree`: git in this worktree never reads it,
+    /// so they leave this worktree's metadata intact, and with peers armed
+    /// beside it they may be a peer's doing (`conflict`).
+    pub other_worktrees_config: usize,
 }
 
 impl Findings {
@@ -739,7 +744,10 @@ fn judge_baseline(
             None
         }
     };
-    let metadata_intact = findings.is_empty();
+    // (Another worktree's config changed is a finding, but not about this
+    // worktree's metadata: see `Findings::other_worktrees_config`.)
+    let metadata_intact =
+        findings.totals.values().sum::<usize>() == findings.other_worktrees_config;
     // The verified index's resolve-undo records whose objects the object
     // check looked for (`None`: it looked for none).
     let mut looked_for_resolve_undo = None;
@@ -792,13 +800,20 @@ fn judge_baseline(
         .iter()
         .filter(|v| ref_rules.contains(&v.rule.as_str()))
         .collect();
+    // Other worktrees' configs changed count as refs nobody owns do (new
+    // user, fifty-ninth stop: a peer's `git sparse-checkout set` failed
+    // every other agent for good).
+    let theirs = findings.other_worktrees_config;
     let peers_in_question = intact
         && !peers.describe().is_empty()
         && !findings.totals.is_empty()
-        && findings.totals.keys().all(|r| ref_rules.contains(&r.as_str()))
+        && findings.totals.iter().all(|(r, n)| {
+            ref_rules.contains(&r.as_str())
+                || (r == rule::PROTECTED_METADATA_CHANGED && *n == theirs)
+        })
         // Every change listed (none beyond the list) and none of them a
         // peer's branch, whose rules are the peers' own (red-team cases).
-        && findings.totals.values().sum::<usize>() == listed_ref_changes.len()
+        && findings.totals.values().sum::<usize>() == listed_ref_changes.len() + theirs
         && listed_ref_changes
             .iter()
             .all(|v| v.reference.as_deref().is_some_and(|r| !peers.own_branch(r)));
@@ -1697,16 +1712,32 @@ fn compare_metadata(
         {
             continue;
         }
-        // Another worktree's `config.worktree`: present or gone with its
-        // worktree, which the `worktrees` key judges; changed by an armed
-        // peer's arm, or back to what a released peer's disarm restored.
+        // Another worktree's `config.worktree`: gone with its worktree, or
+        // there with one added since arm that no peer was armed in (the
+        // `worktrees` key judges both); a peer's doing (see
+        // `PeerWorktrees::accounts_for_config`); else a change, though not
+        // of this worktree's metadata.
         if let Some(git_dir) = repo::other_worktree_git_dir(expected.location, name) {
-            let (Some(_), Some(new)) = (old, new) else {
+            let Some(new) = new else {
                 continue;
             };
-            if expected.peer_worktrees.accounts_for_config(&git_dir, new) {
-                continue;
+            match expected.peer_worktrees.accounts_for_config(
+                &git_dir,
+                old.map(String::as_str),
+                new,
+            ) {
+                Some(true) => continue,
+                None if old.is_none() => continue,
+                _ => {}
             }
+            findings.other_worktrees_config += 1;
+            findings.push(other_worktree_config_changed(
+                expected.location,
+                name,
+                &git_dir,
+                old.map(String::as_str),
+            ));
+            continue;
         }
         if new.map(String::as_str) == Some("absent") && expected.deletable_hooks.contains(name) {
             removed_hooks.push(name);
@@ -1820,6 +1851,43 @@ fn compare_metadata(
             shown.join(", ")
         ));
     }
+}
+
+/// The finding for another worktree's `config.worktree` (key `name`, in
+/// the git dir `git_dir`) that changed since arm and no peer accounts for.
+/// git reads it only in that worktree, so this worktree's metadata is
+/// intact; whoever changed it is not known (an agent in any worktree, or a
+/// person working in that one), and arm kept no copy.
+fn other_worktree_config_changed(
+    location: &repo::Location,
+    name: &str,
+    git_dir: &Path,
+    old: Option<&str>,
+) -> Violation {
+    let shown = location.shown(name, false);
+    let worktree = repo::worktree_of_git_dir(location, git_dir).map_or_else(
+        || "another worktree".to_owned(),
+        |w| format!("the worktree {}", w.display()),
+    );
+    let path = location.path_of(name, false);
+    let undo = if old == Some("absent") && acts_in_place(&path) {
+        format!(
+            "it was not there at arm (remove it: rm {})",
+            crate::hooks::stub::sh_quote(&path.to_string_lossy())
+        )
+    } else {
+        "put back what it held at arm".to_owned()
+    };
+    Violation::new(
+        rule::PROTECTED_METADATA_CHANGED,
+        format!(
+            "{shown} changed since arm: it is the config of {worktree}, which git reads (and \
+             runs the programs it names, such as core.fsmonitor) at every command there. \
+             Whoever changed it, an agent or a person working in that worktree: {undo}; then \
+             verify again"
+        ),
+    )
+    .with_path(shown)
 }
 
 /// For a key of a submodule git dir that arm did not record (`old` is
@@ -2283,8 +2351,7 @@ fn dirt_advice(what: &str, granted: bool) -> &'static str {
         }
         ("untracked", true) => "; commit it, remove it, or ignore it in a granted .gitignore",
         ("untracked", false) => {
-            "; the grant does not allow committing it: remove it, or ignore it in a granted \
-             .gitignore"
+            "; the grant does not allow committing it: remove it, or move it out of the checkout"
         }
         ("intent-to-add", true) => {
             "; stage and commit it (git add), or take it out of the index and keep the file \

@@ -156,21 +156,25 @@ pub struct PeerWorktrees {
     common_dir: std::path::PathBuf,
     /// Hex name to the admin identities recorded by the peers with it.
     names: std::collections::BTreeMap<String, Vec<Option<hub::Identity>>>,
-    /// Each peer's git dir, the identity of its admin directory at arm, and
-    /// what its `config.worktree` may hold (see [`PeerConfig`]).
-    configs: Vec<(std::path::PathBuf, Option<hub::Identity>, PeerConfig)>,
+    /// This worktree's place in the hub's order of arms.
+    own_seq: u64,
+    /// Each peer's `config.worktree` (see [`PeerConfig`]).
+    configs: Vec<PeerConfig>,
 }
 
-/// What a peer's `config.worktree` may hold, as far as this verify is
-/// concerned.
+/// What this verify knows of a peer's `config.worktree`.
 #[derive(Clone, Debug)]
-enum PeerConfig {
-    /// Anything: the peer is armed, its arm may have written the file, and
+struct PeerConfig {
+    git_dir: std::path::PathBuf,
+    /// The identity of its admin directory at arm (linked worktrees).
+    admin: Option<hub::Identity>,
+    armed_seq: u64,
+    /// Whether it is armed still: its arm may have written the file, and
     /// its own verify judges it.
-    Armed,
-    /// What its disarm restored: the digest its baseline expects after
-    /// disarm.
-    Released(Option<String>),
+    armed: bool,
+    /// The digest its arm found before writing, which its disarm restores
+    /// (what its baseline expects after disarm).
+    before: Option<String>,
 }
 
 impl PeerWorktrees {
@@ -197,23 +201,39 @@ impl PeerWorktrees {
         now.is_some() && identities.contains(&now)
     }
 
-    /// Whether another worktree's `config.worktree` changing since arm to
-    /// `now` (a metadata digest) is a peer's doing: the worktree whose git
-    /// dir is `git_dir` is a peer's (a linked one, the very admin
-    /// directory it was armed in), and the peer is armed, or `now` is what
-    /// its disarm restored.
-    pub fn accounts_for_config(&self, git_dir: &Path, now: &str) -> bool {
+    /// Whether another worktree's `config.worktree`, `before` at this
+    /// worktree's arm (`None`: the worktree was not there) and `now` (both
+    /// metadata digests), changed by a peer's doing: `None` when no peer
+    /// was armed in the worktree whose git dir is `git_dir` (for a linked
+    /// one, in that very admin directory). A peer accounts for it when it
+    /// took the file as this worktree's arm left it (armed before it, or
+    /// finding at its own arm what this arm recorded: red team, fifty-ninth
+    /// stop, a file planted before a peer's arm was adopted by it), and is
+    /// armed still, or `now` is what its disarm restored. A worktree added
+    /// after this arm is taken as the peer's arm found it.
+    pub fn accounts_for_config(
+        &self,
+        git_dir: &Path,
+        before: Option<&str>,
+        now: &str,
+    ) -> Option<bool> {
         let linked = git_dir != self.common_dir;
-        self.configs
+        let mut owners = self
+            .configs
             .iter()
-            .filter(|(dir, admin, _)| {
-                dir == git_dir
-                    && (!linked || admin.is_some_and(|a| Entry::identity_of(git_dir) == Some(a)))
+            .filter(|c| {
+                c.git_dir == git_dir
+                    && (!linked
+                        || c.admin
+                            .is_some_and(|a| Entry::identity_of(git_dir) == Some(a)))
             })
-            .any(|(_, _, config)| match config {
-                PeerConfig::Armed => true,
-                PeerConfig::Released(restored) => restored.as_deref() == Some(now),
-            })
+            .peekable();
+        owners.peek()?;
+        Some(owners.any(|c| {
+            let adopted_in_time =
+                c.armed_seq < self.own_seq || before.is_none() || before == c.before.as_deref();
+            adopted_in_time && (c.armed || c.before.as_deref() == Some(now))
+        }))
     }
 }
 
@@ -224,9 +244,9 @@ struct Peer {
     /// The branch's value in its baseline (encoded), `None` for an unborn
     /// branch.
     baseline_value: Option<String>,
-    /// The digest of its `config.worktree` its baseline expects after
-    /// disarm.
-    config_after_disarm: Option<String>,
+    /// The digest of its `config.worktree` before its arm, which its
+    /// disarm restores.
+    config_before_arm: Option<String>,
 }
 
 /// The confirmed peers of one verify.
@@ -250,10 +270,10 @@ impl Peers {
         };
         for entry in snapshot.others {
             match confirm(&entry, baseline) {
-                Ok((baseline_value, config_after_disarm)) => out.peers.push(Peer {
+                Ok((baseline_value, config_before_arm)) => out.peers.push(Peer {
                     entry,
                     baseline_value,
-                    config_after_disarm,
+                    config_before_arm,
                 }),
                 Err(e) => out.unconfirmed.push(format!(
                     "the hub entry of {} is not confirmed by its state ({e:#}); its branch is \
@@ -350,21 +370,22 @@ impl Peers {
                     .or_default()
                     .push(p.entry.admin);
             }
-            let config = match p.entry.released_seq {
-                None => PeerConfig::Armed,
-                Some(_) => PeerConfig::Released(p.config_after_disarm.clone()),
-            };
-            out.configs
-                .push((p.entry.git_dir.clone(), p.entry.admin, config));
+            out.configs.push(PeerConfig {
+                git_dir: p.entry.git_dir.clone(),
+                admin: p.entry.admin,
+                armed_seq: p.entry.armed_seq,
+                armed: p.entry.released_seq.is_none(),
+                before: p.config_before_arm.clone(),
+            });
         }
+        out.own_seq = self.own_seq;
         out.common_dir = common_dir.to_path_buf();
         out
     }
 }
 
 /// The peer's baseline value of its branch, and the digest of its
-/// `config.worktree` expected after its disarm, once its state confirms
-/// the entry.
+/// `config.worktree` before its arm, once its state confirms the entry.
 fn confirm(entry: &Entry, own: &Baseline) -> Result<(Option<String>, Option<String>)> {
     let (theirs, _, _) = Baseline::read_live_or_retired(&entry.state)?;
     let same = theirs.repo.common_dir == own.repo.common_dir
@@ -399,7 +420,7 @@ mod tests {
                 final_value: fin.map(str::to_owned),
             },
             baseline_value: base.map(str::to_owned),
-            config_after_disarm: None,
+            config_before_arm: None,
         }
     }
 

@@ -571,3 +571,92 @@ fn rejects_a_program_written_into_the_main_worktrees_config_worktree() {
     let (code, r) = sb.verify_state(&state);
     assert_accepted(code, &r);
 }
+
+/// Red team, fifty-ninth stop: in an armed linked worktree, its own
+/// `config.worktree` was keyed `config.worktree`, and so was the main
+/// worktree's (relative to the common dir) when the first included it:
+/// the main worktree's absent file stood in for the planted one.
+#[test]
+fn an_include_of_the_main_config_worktree_does_not_stand_in_for_the_own_one() {
+    let sb = Sandbox::new();
+    sb.git(&["config", "extensions.worktreeConfig", "true"]);
+    let wt = sb.root.join("wt");
+    sb.git(&["worktree", "add", "-q", "-b", "side", wt.to_str().unwrap()]);
+    let state = sb.root.join("wt.state");
+    let out = sb.arm_worktree(&wt, &sb.grant(&["docs/"], 1, 8), &state);
+    assert!(out.status.success(), "{out:?}");
+    std::fs::write(wt.join("docs/b.md"), "agent\n").unwrap();
+    sb.run_git(&wt, &["add", "docs/b.md"]);
+    sb.run_git(&wt, &["commit", "-q", "-m", "agent"]);
+    let own = sb.git_dir().join("worktrees/wt/config.worktree");
+    std::fs::write(
+        &own,
+        "[core]\n\tfsmonitor = touch pwned\n[include]\n\tpath = ../../config.worktree\n",
+    )
+    .unwrap();
+    assert_eq!(
+        sb.run_git(&wt, &["config", "core.fsmonitor"]).trim(),
+        "touch pwned"
+    );
+    let (code, r) = sb.verify_state(&state);
+    assert_eq!(code, 1, "{r:#}");
+    assert!(
+        metadata_paths(&r)
+            .iter()
+            .any(|p| p.ends_with("worktrees/wt/config.worktree")),
+        "{r:#}"
+    );
+}
+
+/// Red team, fifty-ninth stop: another worktree hidden by its `gitdir`
+/// file (`<path>\0x`: git stops at the NUL, grantguard read a missing
+/// path) had its planted `config.worktree` go unjudged, and a worktree the
+/// agent added that way went unlisted. git still uses both.
+#[test]
+fn a_worktree_hidden_behind_its_gitdir_file_is_still_judged() {
+    let sb = Sandbox::new();
+    sb.git(&["config", "extensions.worktreeConfig", "true"]);
+    let wt = sb.root.join("wt");
+    sb.git(&["worktree", "add", "-q", "-b", "side", wt.to_str().unwrap()]);
+    sb.arm(&sb.grant(&["docs/"], 1, 8));
+    sb.commit_file("docs/guide.md", "new\n", "granted");
+    let hide = |admin: &std::path::Path, dot_git: &std::path::Path| {
+        let mut bytes = dot_git.as_os_str().as_encoded_bytes().to_vec();
+        bytes.extend_from_slice(b"\0x\n");
+        std::fs::write(admin.join("gitdir"), bytes).unwrap();
+    };
+    let admin = sb.git_dir().join("worktrees/wt");
+    sb.run_git(
+        &wt,
+        &["config", "--worktree", "core.fsmonitor", "touch pwned"],
+    );
+    hide(&admin, &wt.join(".git"));
+    assert!(
+        !sb.git(&["worktree", "list", "--porcelain"])
+            .contains("prunable"),
+        "git takes it as live"
+    );
+    let (code, r) = sb.verify();
+    assert_eq!(code, 1, "{r:#}");
+    assert_eq!(
+        metadata_paths(&r),
+        [".git/worktrees/wt/config.worktree"],
+        "{r:#}"
+    );
+    // The message's `rm` (there was none at arm), as printed.
+    let said = r["violations"].to_string();
+    assert!(said.contains("remove it: rm "), "{r:#}");
+    std::fs::remove_file(admin.join("config.worktree")).unwrap();
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+
+    let added = sb.root.join("added");
+    sb.git_nohooks(&["worktree", "add", "-q", "--detach", added.to_str().unwrap()]);
+    hide(&sb.git_dir().join("worktrees/added"), &added.join(".git"));
+    let (code, r) = sb.verify();
+    assert_eq!(code, 1, "{r:#}");
+    assert!(
+        metadata_paths(&r).contains(&".git/worktrees".to_owned()),
+        "{r:#}"
+    );
+}

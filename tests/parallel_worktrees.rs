@@ -1083,3 +1083,114 @@ fn a_peers_config_worktree_is_its_own_but_a_program_planted_there_is_refused() {
     let (code, r) = verify(&sb, one);
     assert_accepted(code, &r);
 }
+
+/// Red team, fifty-ninth stop: a program planted in a worktree's
+/// `config.worktree` before a harness armed a peer there was adopted by
+/// the peer's arm, and every verify after accepted it. A peer accounts for
+/// its file only as this worktree's arm left it.
+#[test]
+fn a_peer_armed_after_a_plant_does_not_adopt_it() {
+    let sb = Sandbox::new();
+    sb.git(&["config", "extensions.worktreeConfig", "true"]);
+    let agents = worktrees(&sb, 2);
+    let (one, two) = (&agents[1], &agents[2]);
+    arm(&sb, one);
+    assert!(commit(&sb, one, "area1/a.txt", "one\n").status.success());
+    git_ok(
+        &sb,
+        two,
+        &["config", "--worktree", "core.fsmonitor", "touch pwned"],
+    );
+    arm(&sb, two);
+    // While the peer is armed, the change may be its own: a conflict.
+    let (code, r) = verify(&sb, one);
+    assert_ne!(code, 0, "{r:#}");
+    assert_eq!(r["failure_class"], "conflict", "{r:#}");
+    assert_eq!(rules(&r), ["protected_metadata_changed"], "{r:#}");
+    assert!(r["violations"].to_string().contains("wt2"), "{r:#}");
+    disarm(&sb, two);
+    let (code, r) = verify(&sb, one);
+    assert_eq!(code, 1, "{r:#}");
+    assert_eq!(rules(&r), ["protected_metadata_changed"], "{r:#}");
+}
+
+/// Red team, fifty-ninth stop: a worktree the harness added, armed and
+/// released after this worktree's arm had its `config.worktree` never
+/// judged (it was not in the baseline). It must hold what the peer's
+/// disarm restored.
+#[test]
+fn a_peer_added_after_arm_is_judged_once_released() {
+    let sb = Sandbox::new();
+    sb.git(&["config", "extensions.worktreeConfig", "true"]);
+    let agents = worktrees(&sb, 1);
+    let (main, one) = (&agents[0], &agents[1]);
+    arm(&sb, one);
+    assert!(commit(&sb, one, "area1/a.txt", "one\n").status.success());
+    let dir = sb.root.join("wt2");
+    git_ok(
+        &sb,
+        main,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "agent2",
+            dir.to_str().unwrap(),
+        ],
+    );
+    let two = agent(&sb, dir, "agent2", 2);
+    arm(&sb, &two);
+    assert!(commit(&sb, &two, "area2/b.txt", "two\n").status.success());
+    let (code, r) = verify(&sb, &two);
+    assert_accepted(code, &r);
+    disarm(&sb, &two);
+    let (code, r) = verify(&sb, one);
+    assert_accepted(code, &r);
+    git_ok(
+        &sb,
+        &two,
+        &["config", "--worktree", "core.fsmonitor", "touch pwned"],
+    );
+    let (code, r) = verify(&sb, one);
+    assert_eq!(code, 1, "{r:#}");
+    assert_eq!(rules(&r), ["protected_metadata_changed"], "{r:#}");
+}
+
+/// New user, fifty-ninth stop: one agent's `git sparse-checkout set` in
+/// its own worktree failed every other agent for good once its run ended
+/// first (`unsafe_state`). Its own verify refuses it; for the others it is
+/// another worktree's file, not their metadata: a `conflict` while peers
+/// are armed, naming the worktree, with this worktree's metadata intact.
+#[test]
+fn a_released_peers_own_config_change_is_a_conflict_for_the_others() {
+    let sb = Sandbox::new();
+    sb.git(&["config", "extensions.worktreeConfig", "true"]);
+    let agents = worktrees(&sb, 3);
+    for a in &agents[1..] {
+        arm(&sb, a);
+        assert!(
+            commit(&sb, a, &format!("{}/x.txt", a.area), "x\n")
+                .status
+                .success()
+        );
+    }
+    let (one, two) = (&agents[1], &agents[2]);
+    git_ok(&sb, one, &["config", "--worktree", "core.editor", "vim"]);
+    let (code, r) = verify(&sb, two);
+    assert_accepted(code, &r);
+    let (code, r) = verify(&sb, one);
+    assert_eq!(code, 1, "its own: {r:#}");
+    disarm(&sb, one);
+    let (code, r) = verify(&sb, two);
+    assert_ne!(code, 0, "{r:#}");
+    assert_eq!(r["failure_class"], "conflict", "{r:#}");
+    assert_eq!(r["evidence"]["metadata_intact"], true, "{r:#}");
+    let said = r["violations"].to_string();
+    assert!(said.contains("wt1"), "{r:#}");
+    // Put back as the message says (it was not there at arm), accepted.
+    assert!(said.contains("remove it: rm "), "{r:#}");
+    std::fs::remove_file(sb.git_dir().join("worktrees/wt1/config.worktree")).unwrap();
+    let (code, r) = verify(&sb, two);
+    assert_accepted(code, &r);
+}

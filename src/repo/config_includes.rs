@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 
 use super::Location;
-use super::metadata::{digest_followed, key_for, resolved};
+use super::metadata::{digest_followed, key_for, pin, resolved};
 
 /// git's own limit on nested includes.
 const MAX_INCLUDE_DEPTH: usize = 10;
@@ -59,7 +59,7 @@ pub fn include_digests(
                 .and_then(|p| p.canonicalize().ok())
                 .zip(target.file_name())
                 .map_or_else(|| target.clone(), |(dir, name)| dir.join(name));
-            out.insert(key_for(location, &shown), digest);
+            pin(out, key_for(location, &shown), digest)?;
             if depth + 1 < MAX_INCLUDE_DEPTH && target.is_file() {
                 stack.push((target, depth + 1));
             }

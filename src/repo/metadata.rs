@@ -16,6 +16,8 @@
 //! harness's next `git status` or `git commit`.
 
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -157,7 +159,7 @@ pub fn metadata_digests(
         let path = location.git_dir.join(name);
         let digest =
             digest_followed(&path).with_context(|| format!("cannot read {}", path.display()))?;
-        out.insert(key_for(location, &path), digest);
+        pin(&mut out, key_for(location, &path), digest)?;
     }
     super::config_includes::include_digests(
         location,
@@ -191,7 +193,7 @@ pub fn metadata_digests(
     {
         let digest = digest_followed(&dot_git)
             .with_context(|| format!("cannot read {}", dot_git.display()))?;
-        out.insert(key_for(location, &dot_git), digest);
+        pin(&mut out, key_for(location, &dot_git), digest)?;
     }
     Ok(out)
 }
@@ -210,8 +212,12 @@ fn other_worktree_configs(location: &Location, out: &mut BTreeMap<String, String
     if location.git_dir != location.common_dir {
         git_dirs.push(location.common_dir.clone());
     }
+    // Every admin directory, not only those of live worktrees: one whose
+    // `gitdir` file names a missing path is still the git dir of whatever
+    // worktree's `.git` names it (red team, fifty-ninth stop: a released
+    // peer's `gitdir` edited, its planted `config.worktree` went unjudged).
     let admin = location.common_dir.join("worktrees");
-    for name in live_worktrees(&admin)? {
+    for name in admin_directories(&admin)? {
         let dir = admin.join(name);
         if dir != location.git_dir {
             git_dirs.push(dir);
@@ -221,24 +227,41 @@ fn other_worktree_configs(location: &Location, out: &mut BTreeMap<String, String
         let config = dir.join(OTHER_WORKTREE_CONFIG);
         let digest = digest_followed(&config)
             .with_context(|| format!("cannot read {}", config.display()))?;
-        out.insert(other_worktree_config_key(location, &dir), digest);
+        pin(out, other_worktree_config_key(location, &dir), digest)?;
         super::config_includes::include_digests(location, &config, out)?;
     }
     Ok(())
+}
+
+/// The worktree whose git dir is `git_dir`, for messages: the main
+/// worktree's is the directory above a `.git` common dir; a linked one's is
+/// named by its admin directory's `gitdir` file (where its `.git` is).
+pub fn worktree_of_git_dir(location: &Location, git_dir: &Path) -> Option<PathBuf> {
+    if git_dir == location.common_dir {
+        return (git_dir.file_name()? == ".git")
+            .then(|| git_dir.parent().map(Path::to_path_buf))
+            .flatten();
+    }
+    let bytes =
+        crate::fsutil::read_regular_limited(&git_dir.join("gitdir"), crate::fsutil::MAX_SMALL_FILE)
+            .ok()?;
+    let dot_git = Path::new(OsStr::from_bytes(gitdir_as_git_reads_it(&bytes)));
+    let dot_git = if dot_git.is_relative() {
+        git_dir.join(dot_git)
+    } else {
+        dot_git.to_path_buf()
+    };
+    dot_git.parent().map(Path::to_path_buf)
 }
 
 /// The file of another worktree's git dir [`other_worktree_configs`] pins.
 const OTHER_WORKTREE_CONFIG: &str = "config.worktree";
 
 /// The key of the `config.worktree` in the git dir `dir` of another
-/// worktree (see [`other_worktree_configs`]).
+/// worktree (see [`other_worktree_configs`]): the main worktree's is keyed
+/// by its absolute path from a linked one ([`key_for`]).
 fn other_worktree_config_key(location: &Location, dir: &Path) -> String {
-    let path = dir.join(OTHER_WORKTREE_CONFIG);
-    if dir == location.common_dir {
-        path.to_string_lossy().into_owned()
-    } else {
-        key_for(location, &path)
-    }
+    key_for(location, &dir.join(OTHER_WORKTREE_CONFIG))
 }
 
 /// For a key of another worktree's `config.worktree` (see
@@ -306,23 +329,50 @@ fn hook_digests(
     for dir in hooks.dir_at_arm.iter().chain(&hooks.stubs) {
         let digest = digest_followed(dir)
             .with_context(|| format!("cannot read the hooks directory {}", dir.display()))?;
-        out.insert(key_for(location, dir), digest);
+        pin(out, key_for(location, dir), digest)?;
     }
     for hook in &hooks.chained {
         let digest = digest_followed(hook)
             .with_context(|| format!("cannot read the chained hook {}", hook.display()))?;
-        out.insert(key_for(location, hook), digest);
+        pin(out, key_for(location, hook), digest)?;
     }
     Ok(())
 }
 
 /// The key of a protected path: relative to the common dir when inside it,
-/// else absolute.
+/// else absolute. In a linked worktree, a key such as `config.worktree`
+/// names the entry of the worktree's own git dir ([`in_worktree_git_dir`]),
+/// so the common dir's file of that name is keyed by its absolute path (red
+/// team, fifty-ninth stop: an include of `../../config.worktree` written
+/// into the worktree's own `config.worktree` was keyed `config.worktree`,
+/// and the main worktree's absent file stood in for the planted one).
 pub(super) fn key_for(location: &Location, path: &Path) -> String {
+    let linked = location.git_dir != location.common_dir;
     match path.strip_prefix(&location.common_dir) {
-        Ok(rel) if !rel.as_os_str().is_empty() => rel.to_string_lossy().into_owned(),
-        _ => path.to_string_lossy().into_owned(),
+        Ok(rel) if rel.as_os_str().is_empty() => path.to_string_lossy().into_owned(),
+        Ok(rel) if linked && rel.to_str().is_some_and(in_worktree_git_dir) => {
+            path.to_string_lossy().into_owned()
+        }
+        Ok(rel) => rel.to_string_lossy().into_owned(),
+        Err(_) => path.to_string_lossy().into_owned(),
     }
+}
+
+/// Records `digest` under `key`. Two paths whose keys are the same (a name
+/// that is not UTF-8 shown lossily, say) and whose digests differ are an
+/// error, so that verify refuses: keeping either digest would leave the
+/// other path unwatched (red team, fifty-ninth stop).
+pub(super) fn pin(out: &mut BTreeMap<String, String>, key: String, digest: String) -> Result<()> {
+    if let Some(pinned) = out.get(&key)
+        && *pinned != digest
+    {
+        anyhow::bail!(
+            "two protected paths are both named {key} (their names differ only in bytes that \
+             are not UTF-8, or one is the other reached another way), with different content"
+        );
+    }
+    out.insert(key, digest);
+    Ok(())
 }
 
 /// The directories between `root` and the entry `name` below it that are
@@ -450,6 +500,21 @@ pub fn legacy_worktrees_digest(value: &str) -> Option<String> {
 }
 
 fn live_worktrees(dir: &Path) -> Result<Vec<std::ffi::OsString>> {
+    let mut names = entry_names(dir)?;
+    names.retain(|name| !prunable(&dir.join(name)));
+    Ok(names)
+}
+
+/// The names under `worktrees/` that are directories (a symlink to one
+/// included, as git follows it), live or not, sorted.
+fn admin_directories(dir: &Path) -> Result<Vec<std::ffi::OsString>> {
+    let mut names = entry_names(dir)?;
+    names.retain(|name| dir.join(name).is_dir());
+    Ok(names)
+}
+
+/// The names in `dir`, sorted; none when it does not exist.
+fn entry_names(dir: &Path) -> Result<Vec<std::ffi::OsString>> {
     let mut names: Vec<_> = match std::fs::read_dir(dir) {
         Ok(entries) => entries
             .map(|e| e.map(|e| e.file_name()))
@@ -458,7 +523,6 @@ fn live_worktrees(dir: &Path) -> Result<Vec<std::ffi::OsString>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
         Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
     };
-    names.retain(|name| !prunable(&dir.join(name)));
     names.sort();
     Ok(names)
 }
@@ -468,7 +532,9 @@ fn live_worktrees(dir: &Path) -> Result<Vec<std::ffi::OsString>> {
 /// and its `gitdir` file is missing, empty, or names a `.git` file that does
 /// not exist.
 fn prunable(admin: &Path) -> bool {
-    if !std::fs::symlink_metadata(admin).is_ok_and(|m| m.is_dir()) {
+    // git's `is_directory` follows a symlink (red team, fifty-ninth stop: a
+    // symlinked admin directory counted as gone while git used it).
+    if !std::fs::metadata(admin).is_ok_and(|m| m.is_dir()) {
         return true;
     }
     if admin.join("locked").exists() {
@@ -479,7 +545,7 @@ fn prunable(admin: &Path) -> bool {
     else {
         return true;
     };
-    let gitdir = gitdir.trim_ascii_end();
+    let gitdir = gitdir_as_git_reads_it(&gitdir);
     if gitdir.is_empty() {
         return true;
     }
@@ -490,6 +556,22 @@ fn prunable(admin: &Path) -> bool {
         path.to_owned()
     };
     !path.exists()
+}
+
+/// The path a worktree's `gitdir` file names, as git's
+/// `should_prune_worktree` reads it: trailing newlines and carriage
+/// returns dropped (other white space kept), and the name ends at a NUL,
+/// as a C string does (red team, fifty-ninth stop: `<path>\0x` named a
+/// missing file to grantguard, so an added worktree went unlisted, while
+/// git used it and `git worktree prune` kept it).
+fn gitdir_as_git_reads_it(bytes: &[u8]) -> &[u8] {
+    let mut end = bytes.len();
+    while end > 0 && matches!(bytes[end - 1], b'\n' | b'\r') {
+        end -= 1;
+    }
+    let bytes = &bytes[..end];
+    let nul = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    &bytes[..nul]
 }
 
 pub(super) fn digest_entry(path: &Path) -> Result<String> {
@@ -567,6 +649,19 @@ mod tests {
     }
 
     #[test]
+    fn a_gitdir_file_is_read_as_git_reads_it() {
+        assert_eq!(gitdir_as_git_reads_it(b"/w/.git\n"), b"/w/.git");
+        assert_eq!(gitdir_as_git_reads_it(b"/w/.git\r\n\n"), b"/w/.git");
+        assert_eq!(
+            gitdir_as_git_reads_it(b"/w/.git \n"),
+            b"/w/.git ",
+            "spaces stay"
+        );
+        assert_eq!(gitdir_as_git_reads_it(b"/w/.git\0/gone\n"), b"/w/.git");
+        assert_eq!(gitdir_as_git_reads_it(b"\n\n"), b"");
+    }
+
+    #[test]
     fn other_worktrees_config_keys_name_their_git_dirs_and_never_this_ones() {
         let main = location("/r/.git");
         let key = other_worktree_config_key(&main, Path::new("/r/.git/worktrees/b"));
@@ -592,6 +687,12 @@ mod tests {
         let linked = location("/r/.git/worktrees/b");
         let key = other_worktree_config_key(&linked, Path::new("/r/.git"));
         assert_eq!(key, "/r/.git/config.worktree");
+        assert_eq!(
+            key_for(&linked, Path::new("/r/.git/info/sparse-checkout")),
+            "/r/.git/info/sparse-checkout",
+            "the common dir's, not the worktree's own"
+        );
+        assert_eq!(key_for(&linked, Path::new("/r/.git/config")), "config");
         assert_eq!(
             other_worktree_git_dir(&linked, &key),
             Some(PathBuf::from("/r/.git"))
