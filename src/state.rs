@@ -147,6 +147,26 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
         }
     }
     let state = crate::fsutil::resolve_path(state_dir)?;
+    // The baseline and the hub record these paths in JSON, which holds
+    // only UTF-8: refused before anything is written (red team, fifty-ninth
+    // stop: the hub's write panicked half-way, `core.hooksPath` set).
+    for path in [
+        &location.work_dir,
+        &location.git_dir,
+        &location.common_dir,
+        &state,
+    ] {
+        if path.to_str().is_none() {
+            return refuse(
+                rule::REPOSITORY_UNREADABLE,
+                format!(
+                    "the path {:?} is not valid UTF-8, and grantguard records paths in JSON, \
+                     which cannot hold it; use a path whose name is UTF-8",
+                    path.display()
+                ),
+            );
+        }
+    }
     if location.contains(&state) || state.starts_with(&location.work_dir) {
         return refuse(
             STATE_INSIDE_REPOSITORY,

@@ -80,6 +80,45 @@ fn refuses_a_repository_path_with_a_line_break_and_changes_nothing() {
     assert!(!sb.state.join("baseline.json").exists());
 }
 
+/// Red team, fifty-ninth stop: a linked worktree at a path that is not
+/// UTF-8 made arm panic half-way, with `core.hooksPath` already set. Such
+/// paths are refused before anything is written, the main worktree's and
+/// a linked one's alike.
+#[test]
+fn refuses_a_path_that_is_not_utf8_and_changes_nothing() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let sb = Sandbox::new();
+    let odd = sb.root.join(OsStr::from_bytes(b"wt\xff"));
+    let mut add = sb.command("git");
+    add.current_dir(&sb.repo)
+        .args(["worktree", "add", "-q", "-b", "side"])
+        .arg(&odd);
+    assert!(add.output().unwrap().status.success());
+    let config = std::fs::read(sb.git_dir().join("config")).unwrap();
+    let odd_state = sb.root.join(OsStr::from_bytes(b"st\xfe"));
+    for (dir, state) in [(&odd, sb.root.join("st1")), (&sb.repo, odd_state)] {
+        let out = sb
+            .command(env!("CARGO_BIN_EXE_grantguard"))
+            .arg("arm")
+            .arg("--repo")
+            .arg(dir)
+            .arg("--grant")
+            .arg(sb.grant(&["docs/"], 1, 2))
+            .arg("--state")
+            .arg(&state)
+            .arg("--json")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(common::rules(&json), ["repository_unreadable"], "{json:#}");
+        assert!(json.to_string().contains("not valid UTF-8"), "{json:#}");
+        assert_eq!(std::fs::read(sb.git_dir().join("config")).unwrap(), config);
+        assert!(!state.join("baseline.json").exists());
+    }
+}
+
 #[test]
 fn arm_with_thousands_of_untracked_files_lists_a_few_and_says_how_to_proceed() {
     // An unignored node_modules/ (issue 25): not 3,000 lines, but the cap

@@ -785,3 +785,48 @@ fn a_worktrees_git_file_made_a_symlink_to_a_copy_is_refused() {
     let (code, r) = sb.verify_state(&state);
     assert_unsafe(code, &r, "wt/.git");
 }
+
+/// Red team, fifty-ninth stop: a hard link made to `.git/config` after arm
+/// read the same, and hands that other name whoever writes it later.
+#[test]
+fn a_hard_link_made_to_a_protected_file_is_refused() {
+    let sb = Sandbox::new();
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    let alias = sb.root.join("alias.cfg");
+    std::fs::hard_link(sb.git_dir().join("config"), &alias).unwrap();
+    let (code, r) = sb.verify();
+    assert_unsafe(code, &r, "config");
+    std::fs::remove_file(&alias).unwrap();
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
+
+/// Red team, fifty-ninth stop: a hooks directory outside the git dir
+/// (`core.hooksPath`) whose parent was swapped for a symlink to an
+/// identical copy read the same, and the copy's writer then wrote the
+/// hooks git runs after disarm.
+#[test]
+fn a_hooks_directory_whose_parent_is_swapped_for_a_copy_is_refused() {
+    let sb = Sandbox::new();
+    let team = sb.root.join("team");
+    write_exec(&team.join("hooks/pre-commit"), "#!/bin/sh\nexit 0\n");
+    sb.git(&[
+        "config",
+        "core.hooksPath",
+        team.join("hooks").to_str().unwrap(),
+    ]);
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "new\n", "docs");
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+    let copy = sb.root.join("copy");
+    std::fs::rename(&team, &copy).unwrap();
+    std::os::unix::fs::symlink(&copy, &team).unwrap();
+    let (code, r) = sb.verify();
+    assert_unsafe(code, &r, "team/hooks");
+    std::fs::remove_file(&team).unwrap();
+    std::fs::rename(&copy, &team).unwrap();
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}

@@ -372,12 +372,11 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>> {
 }
 
 fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
-    write_atomic(
-        path,
-        serde_json::to_string_pretty(value)
-            .expect("plain data")
-            .as_bytes(),
-    )
+    // A path that is not UTF-8 does not serialize: an error, never a panic
+    // half-way through an arm (arm refuses such paths first).
+    let text = serde_json::to_string_pretty(value)
+        .with_context(|| format!("cannot record {}", path.display()))?;
+    write_atomic(path, text.as_bytes())
 }
 
 fn remove_if_present(path: &Path) -> Result<()> {

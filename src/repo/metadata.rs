@@ -329,12 +329,12 @@ fn hook_digests(
     for dir in hooks.dir_at_arm.iter().chain(&hooks.stubs) {
         let digest = digest_followed(dir)
             .with_context(|| format!("cannot read the hooks directory {}", dir.display()))?;
-        pin(out, key_for(location, dir), digest)?;
+        pin(out, key_for(location, dir), elsewhere(dir, digest))?;
     }
     for hook in &hooks.chained {
         let digest = digest_followed(hook)
             .with_context(|| format!("cannot read the chained hook {}", hook.display()))?;
-        pin(out, key_for(location, hook), digest)?;
+        pin(out, key_for(location, hook), elsewhere(hook, digest))?;
     }
     Ok(())
 }
@@ -414,6 +414,22 @@ pub(super) fn resolved(path: &Path) -> String {
             crate::digest::sha256_hex(real.as_os_str().as_encoded_bytes())
         ),
         Err(_) => "unresolved".to_owned(),
+    }
+}
+
+/// `digest`, with where `path` resolves ([`resolved`]) when a directory
+/// above it is a symlink: a hooks directory outside the git dir whose
+/// parent was swapped for a symlink to an identical copy read the same
+/// (red team, fifty-ninth stop). Paths without one keep their digest.
+fn elsewhere(path: &Path, digest: String) -> String {
+    let Some(parent) = path.parent() else {
+        return digest;
+    };
+    match parent.canonicalize() {
+        Ok(real) if real != parent => format!("via {} {digest}", resolved(parent)),
+        // Gone (a generated hooks directory removed with its parent) reads
+        // as gone.
+        _ => digest,
     }
 }
 
@@ -613,7 +629,16 @@ pub(super) fn digest_entry(path: &Path) -> Result<String> {
             // file this large is a change, whatever it was at arm.
             format!("oversized:{}:{}", meta.len(), oversized_nonce())
         } else {
-            format!("sha256:{}{exec}", sha256_file_hex(path)?)
+            // A file with another name (a hard link) is written there too:
+            // one made after arm (`ln .git/config target/alias`) hands that
+            // name whoever writes it later (red team, fifty-ninth stop).
+            // Marked only then, so digests of single files stay as before.
+            let linked = if std::os::unix::fs::MetadataExt::nlink(&meta) > 1 {
+                "+hardlinked"
+            } else {
+                ""
+            };
+            format!("sha256:{}{exec}{linked}", sha256_file_hex(path)?)
         }
     } else {
         "special".into()
