@@ -1464,3 +1464,27 @@ fn an_invalid_task_names_each_rule_once_with_where_it_is() {
     assert!(!message.contains("[no_capabilities]"), "{message}");
     assert_nothing_ran(&sb);
 }
+
+/// New user, fifty-ninth stop: `run -- ./ag.sh` from the directory holding
+/// the script failed as `verification` (no commits, `rework`), naming
+/// neither the program nor where it was looked for. The command runs in
+/// the checkout, so a relative program is taken from there: the input is
+/// what to fix, and the message says so.
+#[test]
+fn a_command_that_never_started_is_an_input_to_fix_not_work_to_redo() {
+    let sb = Sandbox::new();
+    let t = task(&sb, Some(grant_json(&["docs/"], 1, 1)));
+    std::fs::write(sb.root.join("ag.sh"), "#!/bin/sh\nexit 0\n").unwrap();
+    let out = run_cmd(&sb, &["--task", t.to_str().unwrap()], &[], &["./ag.sh"])
+        .output()
+        .unwrap();
+    let (code, r) = parse(&out);
+    assert_ne!(code, 0, "{r:#}");
+    assert_eq!(r["failure_class"], "validation", "{r:#}");
+    let said = r["violations"].to_string();
+    assert!(
+        said.contains("\\\"./ag.sh\\\" in ") && said.contains("give an absolute path"),
+        "{r:#}"
+    );
+    assert_eq!(r["evidence"]["command"]["started"], false, "{r:#}");
+}

@@ -224,7 +224,11 @@ pub(super) fn execute(
     if let Some(isolation) = isolation {
         result.evidence.insert("isolation".into(), isolation);
     }
-    apply_command_outcome(&mut result, outcome, spawn_error);
+    apply_command_outcome(
+        &mut result,
+        outcome,
+        spawn_error.map(|e| not_started(e, &request.command, &places.work_dir)),
+    );
     if let Some(signal) = process::interrupted()
         && result.status != Status::Cancelled
     {
@@ -644,13 +648,39 @@ pub(super) fn demote(result: &mut ToolResult, class: FailureClass, status: Statu
     }
 }
 
+/// Why the command could not be started, naming it and the directory it
+/// ran in: a relative program is looked up there, in the checkout, not
+/// where grantguard was started (new user, fifty-ninth stop: `./ag.sh`).
+fn not_started(e: std::io::Error, command: &[std::ffi::OsString], cwd: &Path) -> String {
+    let program = command.first().map(|p| p.to_string_lossy().into_owned());
+    let relative = program
+        .as_deref()
+        .is_some_and(|p| p.contains('/') && !p.starts_with('/'));
+    let hint = if relative {
+        " (a relative path to the program is taken from that directory: give an absolute path)"
+    } else {
+        ""
+    };
+    match program {
+        Some(program) => format!("{program:?} in {}: {e}{hint}", cwd.display()),
+        None => e.to_string(),
+    }
+}
+
 pub(super) fn apply_command_outcome(
     result: &mut ToolResult,
     outcome: Option<process::Outcome>,
-    spawn_error: Option<std::io::Error>,
+    spawn_error: Option<String>,
 ) {
     let Some(outcome) = outcome else {
-        let e = spawn_error.map_or_else(|| "unknown error".to_owned(), |e| e.to_string());
+        let e = spawn_error.unwrap_or_else(|| "unknown error".to_owned());
+        // What verify found after a command that never ran (no commits, as
+        // a rule) follows from it: the input is what to fix, not the work
+        // (new user, fifty-ninth stop: it read as `verification`,
+        // `rework`). Unsafe states and internal defects still win.
+        if result.failure_class == Some(FailureClass::Verification) {
+            result.failure_class = Some(FailureClass::Validation);
+        }
         demote(result, FailureClass::Validation, Status::FailedPermanent);
         result.violations.push(Violation::new(
             rule::COMMAND_NOT_STARTED,
