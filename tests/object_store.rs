@@ -2287,7 +2287,7 @@ fn arm_refuses_a_symlink_in_the_object_store_that_every_verify_would_refuse() {
     let said =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(
-        said.contains(".git/objects/info is a symlink or not a plain file")
+        said.contains("/.git/objects/info is a symlink or not a plain file")
             && said.contains("replace it with the real file or directory"),
         "{said}"
     );

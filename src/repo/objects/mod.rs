@@ -73,11 +73,13 @@ pub fn record(common_dir: &Path, state: &Path, hash: gix::hash::Kind) -> Result<
     // before the agent's work, not after it (red team, fifty-eighth stop:
     // `.git/objects/info` a symlink armed, and every verify failed).
     if let Some((path, _)) = inv.iter().find(|(_, entry)| !entry.stat.regular) {
+        // By its absolute path: from a linked worktree, `.git` is a file
+        // (new user, fifty-ninth stop).
         bail!(
-            ".git/objects/{} is a symlink or not a plain file; git follows it and grantguard \
-             cannot watch what is behind it, so verify would refuse the store: replace it with \
-             the real file or directory, then arm",
-            String::from_utf8_lossy(path)
+            "{} is a symlink or not a plain file; git follows it and grantguard cannot watch \
+             what is behind it, so verify would refuse the store: replace it with the real file \
+             or directory, then arm",
+            objects.join(bytes_path(path)).display()
         );
     }
     inventory::seal(&objects, &mut inv);
