@@ -146,6 +146,33 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
             );
         }
     }
+    // A `.git` that is a symlink to the git directory: git follows it, but
+    // the ref watch does not (it must see the directory itself replaced),
+    // and said only that it could not watch (new user, fifty-ninth stop).
+    let dot_git = location.work_dir.join(".git");
+    if dot_git
+        .symlink_metadata()
+        .is_ok_and(|m| m.file_type().is_symlink())
+        && dot_git.is_dir()
+    {
+        let target = dot_git
+            .canonicalize()
+            .unwrap_or_else(|_| location.git_dir.clone());
+        let quoted = |p: &Path| crate::hooks::stub::sh_quote(&p.to_string_lossy());
+        return refuse(
+            rule::REPOSITORY_UNREADABLE,
+            format!(
+                "{} is a symlink to the git directory {}, which grantguard cannot watch for \
+                 changes through; replace it with a gitfile, which git reads the same: rm {} && \
+                 printf 'gitdir: %s\\n' {} > {}",
+                dot_git.display(),
+                target.display(),
+                quoted(&dot_git),
+                quoted(&target),
+                quoted(&dot_git)
+            ),
+        );
+    }
     let state = crate::fsutil::resolve_path(state_dir)?;
     // The baseline and the hub record these paths in JSON, which holds
     // only UTF-8: refused before anything is written (red team, fifty-ninth

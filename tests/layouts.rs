@@ -623,3 +623,33 @@ fn rejects_an_ungranted_run_with_core_worktree_and_restores_the_baseline() {
     );
     assert_eq!(l.config(), before);
 }
+
+/// New user, fifty-ninth stop: a `.git` that is a symlink to the git
+/// directory (moved to another disk) was refused as an unwatchable ref
+/// store, with advice about inotify limits. It is refused for what it is,
+/// with the gitfile that git reads the same; run as printed, arm, a
+/// granted commit and verify succeed.
+#[test]
+fn a_dot_git_symlink_to_the_git_directory_is_refused_with_the_gitfile_that_works() {
+    let sb = Sandbox::new();
+    let moved = sb.root.join("disk/repo.git");
+    std::fs::create_dir_all(moved.parent().unwrap()).unwrap();
+    std::fs::rename(sb.repo.join(".git"), &moved).unwrap();
+    std::os::unix::fs::symlink(&moved, sb.repo.join(".git")).unwrap();
+    assert_eq!(sb.git(&["status", "--porcelain"]), "", "git reads it");
+    let out = sb.arm_output(&sb.grant(&["docs/"], 1, 1), &sb.state);
+    assert!(!out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(said.contains("is a symlink to the git directory"), "{said}");
+    let command = said
+        .split("git reads the same: ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no command: {said}"))
+        .trim();
+    sb.run_sh(command, &sb.root);
+    assert!(sb.repo.join(".git").is_file());
+    sb.arm(&sb.grant(&["docs/"], 1, 1));
+    sb.commit_file("docs/guide.md", "new\n", "granted");
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}
