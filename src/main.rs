@@ -823,6 +823,13 @@ fn status_command(state: &std::path::Path, as_json: bool) -> i32 {
             );
             println!("transport: {}", r["transport"].as_str().unwrap_or("?"));
             println!("hooks: {}", r["hooks"].as_str().unwrap_or("?"));
+            for p in r["problems"].as_array().into_iter().flatten() {
+                println!(
+                    "problem [{}] {}",
+                    p["rule"].as_str().unwrap_or("?"),
+                    p["message"].as_str().unwrap_or("?")
+                );
+            }
             print_interrupted_imports(&r);
             exit::SUCCESS
         }

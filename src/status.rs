@@ -101,6 +101,32 @@ fn checkout_status(state: &Path) -> Result<Value> {
             .collect(),
         _ => Vec::new(),
     };
+    // A hook manager that rewrote `core.hooksPath` (husky, lefthook)
+    // switched grantguard's hooks off: say so now, not only at verify
+    // (new user, fifty-ninth stop: status showed no problem).
+    let configured = configured_hooks(&location, state, armed);
+    if armed {
+        let silent: Vec<String> = crate::hooks::GUARDED
+            .iter()
+            .filter_map(|event| {
+                let said = configured["events"][*event]["grantguard_hook"].as_str()?;
+                (said != "runs").then(|| format!("{event}: {said}"))
+            })
+            .collect();
+        if !silent.is_empty() {
+            findings.push(crate::result::Violation::new(
+                crate::acceptance::rule::PROTECTED_METADATA_CHANGED,
+                format!(
+                    "grantguard's hooks do not run ({}): something changed core.hooksPath or \
+                     the hooks since arm (a hook manager's install, say), and verify will \
+                     refuse that; `grantguard verify --state {}` gives the command that \
+                     restores it",
+                    silent.join("; "),
+                    state.display()
+                ),
+            ));
+        }
+    }
     Ok(json!({
         "grant_id": grant.id(),
         "allowed_paths": grant.allowed_paths(),
@@ -124,7 +150,7 @@ fn checkout_status(state: &Path) -> Result<Value> {
         } else {
             "removed (disarmed)"
         },
-        "configured_hooks": configured_hooks(&location, state, armed),
+        "configured_hooks": configured,
     }))
 }
 

@@ -228,12 +228,14 @@ fn status_says_when_git_would_not_run_grantguards_hooks() {
     // all scopes, and the stubs in it.
     let sb = Sandbox::new();
     sb.arm(&sb.grant(&["docs/"], 1, 1));
-    let events = |sb: &Sandbox| -> serde_json::Value {
+    let report = |sb: &Sandbox| -> serde_json::Value {
         let out = sb.grantguard(&["status", "--state", sb.state.to_str().unwrap(), "--json"]);
-        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        report["configured_hooks"]["events"].clone()
+        serde_json::from_slice(&out.stdout).unwrap()
     };
+    let events =
+        |sb: &Sandbox| -> serde_json::Value { report(sb)["configured_hooks"]["events"].clone() };
     assert_eq!(events(&sb)["pre-push"]["grantguard_hook"], "runs");
+    assert_eq!(report(&sb)["problems"], serde_json::json!([]));
     let stub = sb.stubs().join("pre-push");
     std::fs::remove_file(&stub).unwrap();
     assert!(
@@ -243,6 +245,12 @@ fn status_says_when_git_would_not_run_grantguards_hooks() {
             .starts_with("missing"),
         "{}",
         events(&sb)
+    );
+    // Among the problems too (new user, fifty-ninth stop: they said none).
+    let problems = report(&sb)["problems"].to_string();
+    assert!(
+        problems.contains("grantguard's hooks do not run (pre-push: missing"),
+        "{problems}"
     );
     sb.git(&["config", "extensions.worktreeConfig", "true"]);
     sb.git(&["config", "--worktree", "core.hooksPath", "/dev/null"]);
