@@ -495,7 +495,7 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
         let object_inventory =
             repo::objects::record(&location.common_dir, &state, repo.object_hash())?;
         let chained = if joined.is_none() {
-            discard_leftover_hub(&hub, &state)?;
+            discard_leftover_hub(&hub, &state, &location.git_dir)?;
             hub.create()?;
             let installed = install::install(&location, &hub.dir, &binary)?;
             installed.chained.iter().map(|(n, _)| n.clone()).collect()
@@ -892,7 +892,7 @@ const UNREADABLE: &str = "unreadable";
 /// baseline and is filling: an entry naming it is a run whose state was
 /// removed since (a harness that deletes and re-creates a scratch
 /// repository and its state at the same paths; red-team finding).
-fn discard_leftover_hub(hub: &hub::Hub, own_state: &Path) -> Result<()> {
+fn discard_leftover_hub(hub: &hub::Hub, own_state: &Path, own_git_dir: &Path) -> Result<()> {
     if !hub.dir.exists() {
         return Ok(());
     }
@@ -903,6 +903,22 @@ fn discard_leftover_hub(hub: &hub::Hub, own_state: &Path) -> Result<()> {
     }
     hub.prune_stale(|_: &hub::Entry| None)?;
     if let Some(entry) = hub.armed()?.first() {
+        // Another worktree armed through the shared config, which this
+        // worktree's own `core.hooksPath` (in its `config.worktree`)
+        // overrides: disarming that running worktree is not the answer
+        // (red team, fifty-ninth stop).
+        if entry.git_dir != own_git_dir {
+            anyhow::bail!(
+                "the worktree {} is armed through the hub {}, which git in this worktree does \
+                 not run: this worktree's own config (its config.worktree, say) sets another \
+                 core.hooksPath. grantguard cannot arm this worktree beside it; arm it once \
+                 that run has ended (do not disarm a running one; one that ended without \
+                 disarming is released by `grantguard disarm --state {}`)",
+                entry.work_dir.display(),
+                hub.dir.display(),
+                entry.state.display()
+            );
+        }
         anyhow::bail!(
             "the hub {} lists the armed worktree {} but the repository's config no longer \
              dispatches to it; run `grantguard disarm --state {}` first",

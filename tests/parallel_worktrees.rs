@@ -1194,3 +1194,38 @@ fn a_released_peers_own_config_change_is_a_conflict_for_the_others() {
     let (code, r) = verify(&sb, two);
     assert_accepted(code, &r);
 }
+
+/// Red team, fifty-ninth stop: a worktree whose `config.worktree` sets its
+/// own hooks path cannot be armed beside an armed one (git there does not
+/// run the hub); the refusal told the user to disarm the running worktree.
+/// It says why, and not to.
+#[test]
+fn a_worktree_with_its_own_hooks_path_is_refused_without_advice_to_disarm_a_peer() {
+    let sb = Sandbox::new();
+    sb.git(&["config", "extensions.worktreeConfig", "true"]);
+    let agents = worktrees(&sb, 1);
+    let (main, one) = (&agents[0], &agents[1]);
+    let hooks = sb.root.join("wt1-hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    git_ok(
+        &sb,
+        one,
+        &[
+            "config",
+            "--worktree",
+            "core.hooksPath",
+            hooks.to_str().unwrap(),
+        ],
+    );
+    arm(&sb, main);
+    let out = arm_cmd(&sb, one).output().unwrap();
+    assert!(!out.status.success());
+    let said = text(&out);
+    assert!(
+        said.contains("which git in this worktree does not run")
+            && said.contains("do not disarm a running one"),
+        "{said}"
+    );
+    // The main worktree is still armed and enforcing.
+    assert!(!commit(&sb, main, "area1/x.txt", "x\n").status.success());
+}
