@@ -1229,3 +1229,40 @@ fn a_worktree_with_its_own_hooks_path_is_refused_without_advice_to_disarm_a_peer
     // The main worktree is still armed and enforcing.
     assert!(!commit(&sb, main, "area1/x.txt", "x\n").status.success());
 }
+
+/// New user, fifty-ninth stop: `--on-reject restore` after a `conflict`
+/// (a tag a person made in the unarmed main worktree while peers ran)
+/// removed the tag, and the agent's own work with it. A conflict is left
+/// as it is: the tag and the work stay, and once the tag's owner removes
+/// it, verify accepts the work.
+#[test]
+fn restore_leaves_a_conflict_as_it_is() {
+    let sb = Sandbox::new();
+    let agents = worktrees(&sb, 2);
+    let (main, one, two) = (&agents[0], &agents[1], &agents[2]);
+    arm(&sb, two);
+    let body = format!(
+        "set -e\nmkdir -p area1\necho one > area1/a.txt\ngit add area1/a.txt\n\
+         git commit -q -m one\ngit -C '{}' tag v1.0\n",
+        main.dir.display()
+    );
+    let out = run_agent(&sb, one, &body, &["--on-reject", "restore"])
+        .output()
+        .unwrap();
+    let r: Value = common::tool_result(&out);
+    assert_eq!(r["failure_class"], "conflict", "{r:#}");
+    assert!(
+        r["warnings"]
+            .to_string()
+            .contains("not restored, the result is a conflict"),
+        "{r:#}"
+    );
+    assert_eq!(git_ok(&sb, main, &["tag", "-l", "v1.0"]), "v1.0");
+    assert_eq!(
+        git_ok(&sb, main, &["log", "-1", "--format=%s", "agent1"]),
+        "one"
+    );
+    git_ok(&sb, main, &["tag", "-d", "v1.0"]);
+    let (code, r) = verify(&sb, one);
+    assert_accepted(code, &r);
+}
