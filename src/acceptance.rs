@@ -134,10 +134,11 @@ pub struct Findings {
     /// verify again once it ends (`conflict`, retryable).
     pub busy_with_gc: bool,
     /// How many `protected_metadata_changed` findings are about another
-    /// worktree's `config.worktree`: git in this worktree never reads it,
+    /// worktree's `config.worktree`, `.git` file or admin directory's
+    /// `commondir` and `gitdir`: git in this worktree never reads them,
     /// so they leave this worktree's metadata intact, and with peers armed
     /// beside it they may be a peer's doing (`conflict`).
-    pub other_worktrees_config: usize,
+    pub other_worktrees_metadata: usize,
 }
 
 impl Findings {
@@ -745,9 +746,9 @@ fn judge_baseline(
         }
     };
     // (Another worktree's config changed is a finding, but not about this
-    // worktree's metadata: see `Findings::other_worktrees_config`.)
+    // worktree's metadata: see `Findings::other_worktrees_metadata`.)
     let metadata_intact =
-        findings.totals.values().sum::<usize>() == findings.other_worktrees_config;
+        findings.totals.values().sum::<usize>() == findings.other_worktrees_metadata;
     // The verified index's resolve-undo records whose objects the object
     // check looked for (`None`: it looked for none).
     let mut looked_for_resolve_undo = None;
@@ -803,7 +804,7 @@ fn judge_baseline(
     // Other worktrees' configs changed count as refs nobody owns do (new
     // user, fifty-ninth stop: a peer's `git sparse-checkout set` failed
     // every other agent for good).
-    let theirs = findings.other_worktrees_config;
+    let theirs = findings.other_worktrees_metadata;
     let peers_in_question = intact
         && !peers.describe().is_empty()
         && !findings.totals.is_empty()
@@ -910,7 +911,7 @@ pub fn metadata_intact(state: &Path) -> bool {
     compare_metadata(&Expected::of(&baseline, armed, &peers), &now, &mut findings);
     // As verify's `metadata_intact`: another worktree's config is not read
     // by git here.
-    findings.totals.values().sum::<usize>() == findings.other_worktrees_config
+    findings.totals.values().sum::<usize>() == findings.other_worktrees_metadata
 }
 
 /// A rejection when a FIFO or device sits in the git dirs or the worktree
@@ -1732,7 +1733,23 @@ fn compare_metadata(
                 None if old.is_none() => continue,
                 _ => {}
             }
-            findings.other_worktrees_config += 1;
+            findings.other_worktrees_metadata += 1;
+            findings.push(other_worktree_config_changed(
+                expected.location,
+                name,
+                &git_dir,
+                old.map(String::as_str),
+            ));
+            continue;
+        }
+        // What leads git from another linked worktree to a repository (its
+        // `.git` file, `commondir`, `gitdir`): no peer writes them, and
+        // there or gone with its worktree is the `worktrees` key's to judge.
+        if let Some(git_dir) = repo::other_worktree_link(expected.location, name) {
+            if old.is_none() || new.is_none() {
+                continue;
+            }
+            findings.other_worktrees_metadata += 1;
             findings.push(other_worktree_config_changed(
                 expected.location,
                 name,
@@ -1794,6 +1811,17 @@ fn compare_metadata(
                 "{shown} changed since arm: linked worktree(s) added ({added}); git metadata is \
                  not part of any grant: remove each (`git worktree remove --force <path>`, \
                  `git worktree list` shows the paths)"
+            )
+        } else if let (Some(old), Some(new)) = (old, new)
+            && new.strip_suffix("+hardlinked") == Some(old.as_str())
+        {
+            // The same bytes, now with a second name (red team, fifty-ninth
+            // stop: a `cp -al` snapshot read as a rewritten config).
+            format!(
+                "{shown} has the bytes it had at arm but now another name too (a hard link, \
+                 such as a `cp -al` snapshot made since): whoever writes that name writes this \
+                 file; remove the other name (`find / -xdev -samefile {}` finds it)",
+                crate::hooks::stub::sh_quote(&path.to_string_lossy())
             )
         } else if old.map(String::as_str) == Some("absent") && in_place {
             // Not there at arm: removing it restores it (`git
@@ -1880,13 +1908,18 @@ fn other_worktree_config_changed(
     } else {
         "put back what it held at arm".to_owned()
     };
+    let what = if name.ends_with("config.worktree") {
+        "the config"
+    } else {
+        "what leads git to a repository (and its config)"
+    };
     Violation::new(
         rule::PROTECTED_METADATA_CHANGED,
         format!(
-            "{shown} changed since arm: it is the config of {worktree}, which git reads (and \
-             runs the programs it names, such as core.fsmonitor) at every command there. \
-             Whoever changed it, an agent or a person working in that worktree: {undo}; then \
-             verify again"
+            "{shown} changed since arm: it is {what} of {worktree}, which git reads (and runs \
+             the programs it names, such as core.fsmonitor) at every command there. Whoever \
+             changed it, an agent or a person working in that worktree: {undo}; then verify \
+             again"
         ),
     )
     .with_path(shown)

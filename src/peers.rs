@@ -363,7 +363,15 @@ impl Peers {
     /// directory's identity at arm.
     pub fn worktrees(&self, common_dir: &Path) -> PeerWorktrees {
         let mut out = PeerWorktrees::default();
-        for p in &self.peers {
+        // A peer released before this worktree's arm did nothing since:
+        // its worktree and config are in this baseline as they were (red
+        // team, fifty-ninth stop: such a peer excused a person's worktree
+        // removed, and a config put back to its own before-arm text).
+        let since_arm = self
+            .peers
+            .iter()
+            .filter(|p| p.entry.released_seq.is_none_or(|r| r > self.own_seq));
+        for p in since_arm {
             if let Some(name) = p.entry.worktree_name(common_dir) {
                 out.names
                     .entry(crate::digest::hex(name.as_bytes()))

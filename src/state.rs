@@ -235,7 +235,21 @@ fn arm_with(repo_dir: &Path, grant: &Grant, state_dir: &Path) -> Result<ToolResu
     }
     // The hub the repository's hooks already dispatch through, if another
     // worktree is armed: this arm joins it.
-    let joined = match hub::Hub::find(&install::effective_hooks_dir(&location)?) {
+    let effective = install::effective_hooks_dir(&location)?;
+    // Recorded in JSON as well (the hooks record, the baseline): refused
+    // before anything is written (red team, fifty-ninth stop: a hooks path
+    // that is not UTF-8 panicked half-way through the hub).
+    if effective.to_str().is_none() {
+        return refuse(
+            rule::REPOSITORY_UNREADABLE,
+            format!(
+                "core.hooksPath names {:?}, which is not valid UTF-8, and grantguard records \
+                 paths in JSON, which cannot hold it; name a hooks directory whose path is UTF-8",
+                effective.display()
+            ),
+        );
+    }
+    let joined = match hub::Hub::find(&effective) {
         Ok(found) => found,
         Err(e) => return refuse(ALREADY_ARMED, format!("{e:#}")),
     };

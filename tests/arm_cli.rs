@@ -321,3 +321,31 @@ fn arm_refuses_a_config_that_makes_git_write_indexes_it_cannot_read() {
     sb.git(&args[1..]);
     sb.arm(&grant);
 }
+
+/// Red team, fifty-ninth stop (second round): a `core.hooksPath` that is
+/// not UTF-8 made arm panic with a half-made hub. Refused first.
+#[test]
+fn refuses_a_hooks_path_that_is_not_utf8_and_changes_nothing() {
+    use std::os::unix::ffi::OsStrExt;
+    let sb = Sandbox::new();
+    let hooks = sb.root.join(std::ffi::OsStr::from_bytes(b"hooks\xff"));
+    std::fs::create_dir(&hooks).unwrap();
+    let mut set = sb.command("git");
+    set.current_dir(&sb.repo)
+        .args(["config", "core.hooksPath"])
+        .arg(&hooks);
+    assert!(set.output().unwrap().status.success());
+    let config = std::fs::read(sb.git_dir().join("config")).unwrap();
+    let out = sb.arm_output(&sb.grant(&["docs/"], 1, 2), &sb.state);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not valid UTF-8"),
+        "{out:?}"
+    );
+    assert_eq!(std::fs::read(sb.git_dir().join("config")).unwrap(), config);
+    let hubs = sb.home.join(".local/state/grantguard/hubs");
+    assert!(
+        std::fs::read_dir(&hubs).map_or(true, |mut d| d.next().is_none()),
+        "no hub left"
+    );
+}

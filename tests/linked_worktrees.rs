@@ -626,6 +626,7 @@ fn a_worktree_hidden_behind_its_gitdir_file_is_still_judged() {
         std::fs::write(admin.join("gitdir"), bytes).unwrap();
     };
     let admin = sb.git_dir().join("worktrees/wt");
+    let gitdir = std::fs::read(admin.join("gitdir")).unwrap();
     sb.run_git(
         &wt,
         &["config", "--worktree", "core.fsmonitor", "touch pwned"],
@@ -640,13 +641,18 @@ fn a_worktree_hidden_behind_its_gitdir_file_is_still_judged() {
     assert_eq!(code, 1, "{r:#}");
     assert_eq!(
         metadata_paths(&r),
-        [".git/worktrees/wt/config.worktree"],
+        [
+            ".git/worktrees/wt/config.worktree",
+            ".git/worktrees/wt/gitdir"
+        ],
         "{r:#}"
     );
-    // The message's `rm` (there was none at arm), as printed.
+    // The message's `rm` (there was none at arm), as printed, and the
+    // `gitdir` file put back.
     let said = r["violations"].to_string();
     assert!(said.contains("remove it: rm "), "{r:#}");
     std::fs::remove_file(admin.join("config.worktree")).unwrap();
+    std::fs::write(admin.join("gitdir"), &gitdir).unwrap();
     let (code, r) = sb.verify();
     assert_accepted(code, &r);
 
@@ -659,4 +665,58 @@ fn a_worktree_hidden_behind_its_gitdir_file_is_still_judged() {
         metadata_paths(&r).contains(&".git/worktrees".to_owned()),
         "{r:#}"
     );
+}
+
+/// Red team, fifty-ninth stop (second round): another worktree's `.git`
+/// file pointed at a planted repository, or its admin directory's
+/// `commondir` pointed there, made git in that worktree read that
+/// repository's config (`core.fsmonitor`), and verify accepted. What leads
+/// git from another worktree to a repository is pinned.
+#[test]
+fn another_worktree_pointed_at_a_planted_repository_is_refused() {
+    for how in ["dot-git", "commondir"] {
+        let sb = Sandbox::new();
+        let wt = sb.root.join("wt");
+        sb.git(&["worktree", "add", "-q", "-b", "side", wt.to_str().unwrap()]);
+        sb.arm(&sb.grant(&["docs/"], 1, 8));
+        sb.commit_file("docs/guide.md", "new\n", "granted");
+        let evil = sb.root.join("evil");
+        sb.run_git(&sb.root, &["init", "-q", evil.to_str().unwrap()]);
+        sb.run_git(&evil, &["config", "core.fsmonitor", "touch pwned"]);
+        sb.run_git(&evil, &["config", "core.worktree", wt.to_str().unwrap()]);
+        let admin = sb.git_dir().join("worktrees/wt");
+        match how {
+            "dot-git" => std::fs::write(
+                wt.join(".git"),
+                format!("gitdir: {}\n", evil.join(".git").display()),
+            )
+            .unwrap(),
+            _ => std::fs::write(
+                admin.join("commondir"),
+                format!("{}\n", evil.join(".git").display()),
+            )
+            .unwrap(),
+        }
+        assert_eq!(
+            sb.run_git(&wt, &["config", "core.fsmonitor"]).trim(),
+            "touch pwned",
+            "{how}: git reads the planted config"
+        );
+        let (code, r) = sb.verify();
+        assert_eq!(code, 1, "{how}: {r:#}");
+        assert_eq!(
+            common::rules(&r),
+            ["protected_metadata_changed"],
+            "{how}: {r:#}"
+        );
+        let named = if how == "dot-git" {
+            "gitdir"
+        } else {
+            "commondir"
+        };
+        assert!(
+            metadata_paths(&r).contains(&format!(".git/worktrees/wt/{named}")),
+            "{how}: {r:#}"
+        );
+    }
 }

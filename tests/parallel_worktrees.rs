@@ -1266,3 +1266,27 @@ fn restore_leaves_a_conflict_as_it_is() {
     let (code, r) = verify(&sb, one);
     assert_accepted(code, &r);
 }
+
+/// Red team, fifty-ninth stop (second round): a peer released before this
+/// worktree's arm still excused its worktree's name going, so the agent's
+/// `git worktree remove --force` of a person's worktree re-added under that
+/// name (with its uncommitted work) was accepted.
+#[test]
+fn a_peer_released_before_arm_excuses_nothing() {
+    let sb = Sandbox::new();
+    let agents = worktrees(&sb, 2);
+    let (main, one, two) = (&agents[0], &agents[1], &agents[2]);
+    arm(&sb, two);
+    assert!(commit(&sb, two, "area2/a.txt", "two\n").status.success());
+    disarm(&sb, &agents[2]);
+    arm(&sb, one);
+    assert!(commit(&sb, one, "area1/a.txt", "one\n").status.success());
+    git_ok(
+        &sb,
+        main,
+        &["worktree", "remove", "--force", two.dir.to_str().unwrap()],
+    );
+    let (code, r) = verify(&sb, one);
+    assert_eq!(code, 1, "{r:#}");
+    assert_eq!(rules(&r), ["protected_metadata_changed"], "{r:#}");
+}

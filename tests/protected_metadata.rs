@@ -797,6 +797,10 @@ fn a_hard_link_made_to_a_protected_file_is_refused() {
     std::fs::hard_link(sb.git_dir().join("config"), &alias).unwrap();
     let (code, r) = sb.verify();
     assert_unsafe(code, &r, "config");
+    assert!(
+        r.to_string().contains("now another name too (a hard link"),
+        "{r:#}"
+    );
     std::fs::remove_file(&alias).unwrap();
     let (code, r) = sb.verify();
     assert_accepted(code, &r);

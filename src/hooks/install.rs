@@ -398,12 +398,11 @@ pub fn install(location: &Location, hub: &Path, binary: &Path) -> Result<Install
         write_atomic(&hub.join(WORKTREE_CONFIG_BEFORE), wt_before)?;
         write_atomic(&hub.join(WORKTREE_CONFIG_AFTER), wt_after)?;
     }
-    write_atomic(
-        &hub.join(RECORD),
-        serde_json::to_string_pretty(&record)
-            .expect("plain data")
-            .as_bytes(),
-    )?;
+    // A path that is not UTF-8 does not serialize: an error before the
+    // config is changed, never a panic (arm refuses such paths first).
+    let text = serde_json::to_string_pretty(&record)
+        .context("the hooks record cannot be written (a path that is not UTF-8?)")?;
+    write_atomic(&hub.join(RECORD), text.as_bytes())?;
 
     // 3. The change itself: recorded above, so a disarm after a crash here
     // knows what to remove.

@@ -229,8 +229,72 @@ fn other_worktree_configs(location: &Location, out: &mut BTreeMap<String, String
             .with_context(|| format!("cannot read {}", config.display()))?;
         pin(out, other_worktree_config_key(location, &dir), digest)?;
         super::config_includes::include_digests(location, &config, out)?;
+        if dir == location.common_dir {
+            continue;
+        }
+        // What leads git from that worktree to a repository: its `.git`
+        // file (named by `gitdir`) and the admin directory's `commondir`.
+        // Either pointed elsewhere hands git there another config (red
+        // team, fifty-ninth stop: a planted repository's `core.fsmonitor`
+        // ran in a released peer's worktree).
+        // The `.git` file is pinned under the `gitdir` key, with the file
+        // that names it: both go with their admin directory.
+        let commondir = dir.join("commondir");
+        let digest = digest_followed(&commondir)
+            .with_context(|| format!("cannot read {}", commondir.display()))?;
+        pin(out, key_for(location, &commondir), digest)?;
+        let gitdir = dir.join("gitdir");
+        let mut digest = digest_followed(&gitdir)
+            .with_context(|| format!("cannot read {}", gitdir.display()))?;
+        if let Some(dot_git) = dot_git_named_by(&dir) {
+            let named = digest_followed(&dot_git)
+                .with_context(|| format!("cannot read {}", dot_git.display()))?;
+            digest = format!("{digest}; names {named}");
+        }
+        pin(out, key_for(location, &gitdir), digest)?;
     }
     Ok(())
+}
+
+/// The worktree `.git` file the admin directory `dir` names in its
+/// `gitdir` file, as git reads it.
+fn dot_git_named_by(dir: &Path) -> Option<PathBuf> {
+    let bytes =
+        crate::fsutil::read_regular_limited(&dir.join("gitdir"), crate::fsutil::MAX_SMALL_FILE)
+            .ok()?;
+    let named = gitdir_as_git_reads_it(&bytes);
+    if named.is_empty() {
+        return None;
+    }
+    let path = Path::new(OsStr::from_bytes(named));
+    Some(if path.is_relative() {
+        dir.join(path)
+    } else {
+        path.to_path_buf()
+    })
+}
+
+/// For a key [`other_worktree_configs`] records besides `config.worktree`
+/// (another linked worktree's `commondir`, `gitdir` or `.git` file), that
+/// worktree's admin directory.
+pub fn other_worktree_link(location: &Location, key: &str) -> Option<PathBuf> {
+    let admin = location.common_dir.join("worktrees");
+    if let Some(rest) = key.strip_prefix("worktrees/") {
+        let name = rest
+            .strip_suffix("/commondir")
+            .or_else(|| rest.strip_suffix("/gitdir"))?;
+        let dir = admin.join(name);
+        return (!name.is_empty() && !name.contains('/') && dir != location.git_dir).then_some(dir);
+    }
+    if !key.starts_with('/') || !key.ends_with("/.git") {
+        return None;
+    }
+    admin_directories(&admin)
+        .ok()?
+        .into_iter()
+        .map(|name| admin.join(name))
+        .filter(|dir| *dir != location.git_dir)
+        .find(|dir| dot_git_named_by(dir).is_some_and(|p| p.to_string_lossy() == key))
 }
 
 /// The worktree whose git dir is `git_dir`, for messages: the main
@@ -242,16 +306,7 @@ pub fn worktree_of_git_dir(location: &Location, git_dir: &Path) -> Option<PathBu
             .then(|| git_dir.parent().map(Path::to_path_buf))
             .flatten();
     }
-    let bytes =
-        crate::fsutil::read_regular_limited(&git_dir.join("gitdir"), crate::fsutil::MAX_SMALL_FILE)
-            .ok()?;
-    let dot_git = Path::new(OsStr::from_bytes(gitdir_as_git_reads_it(&bytes)));
-    let dot_git = if dot_git.is_relative() {
-        git_dir.join(dot_git)
-    } else {
-        dot_git.to_path_buf()
-    };
-    dot_git.parent().map(Path::to_path_buf)
+    dot_git_named_by(git_dir)?.parent().map(Path::to_path_buf)
 }
 
 /// The file of another worktree's git dir [`other_worktree_configs`] pins.
