@@ -1715,47 +1715,42 @@ fn compare_metadata(
         {
             continue;
         }
-        // Another worktree's `config.worktree`: gone with its worktree, or
-        // there with one added since arm that no peer was armed in (the
-        // `worktrees` key judges both); a peer's doing (see
-        // `PeerWorktrees::accounts_for_config`); else a change, though not
-        // of this worktree's metadata.
-        if let Some(git_dir) = repo::other_worktree_git_dir(expected.location, name) {
+        // Another worktree's metadata: its `config.worktree`, or what leads
+        // git from it to a repository (`commondir`, `gitdir` with the `.git`
+        // file it names). Gone with its worktree, or there with one added
+        // since arm, is the `worktrees` key's to judge; a peer accounts for
+        // its own config (`PeerWorktrees::accounts_for_config`), and no peer
+        // writes the rest. Anything else is a change, though not of this
+        // worktree's metadata.
+        let other = repo::other_worktree_git_dir(expected.location, name)
+            .map(|dir| (dir, true))
+            .or_else(|| repo::other_worktree_link(expected.location, name).map(|dir| (dir, false)));
+        if let Some((git_dir, config)) = other {
             let Some(new) = new else {
                 continue;
             };
-            match expected.peer_worktrees.accounts_for_config(
-                &git_dir,
-                old.map(String::as_str),
-                new,
-            ) {
-                Some(true) => continue,
-                None if old.is_none() => continue,
-                _ => {}
+            let owner = config
+                .then(|| {
+                    expected.peer_worktrees.accounts_for_config(
+                        &git_dir,
+                        old.map(String::as_str),
+                        new,
+                    )
+                })
+                .flatten();
+            let excused = match owner {
+                Some(accounted) => accounted,
+                None => old.is_none(),
+            };
+            if !excused {
+                findings.other_worktrees_metadata += 1;
+                findings.push(other_worktree_config_changed(
+                    expected.location,
+                    name,
+                    &git_dir,
+                    old.map(String::as_str),
+                ));
             }
-            findings.other_worktrees_metadata += 1;
-            findings.push(other_worktree_config_changed(
-                expected.location,
-                name,
-                &git_dir,
-                old.map(String::as_str),
-            ));
-            continue;
-        }
-        // What leads git from another linked worktree to a repository (its
-        // `.git` file, `commondir`, `gitdir`): no peer writes them, and
-        // there or gone with its worktree is the `worktrees` key's to judge.
-        if let Some(git_dir) = repo::other_worktree_link(expected.location, name) {
-            if old.is_none() || new.is_none() {
-                continue;
-            }
-            findings.other_worktrees_metadata += 1;
-            findings.push(other_worktree_config_changed(
-                expected.location,
-                name,
-                &git_dir,
-                old.map(String::as_str),
-            ));
             continue;
         }
         if new.map(String::as_str) == Some("absent") && expected.deletable_hooks.contains(name) {
