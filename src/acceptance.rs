@@ -133,12 +133,6 @@ pub struct Findings {
     /// ran (a commit starts one in the background): when that is all,
     /// verify again once it ends (`conflict`, retryable).
     pub busy_with_gc: bool,
-    /// How many `protected_metadata_changed` findings are about another
-    /// worktree's `config.worktree`, `.git` file or admin directory's
-    /// `commondir` and `gitdir`: git in this worktree never reads them,
-    /// so they leave this worktree's metadata intact, and with peers armed
-    /// beside it they may be a peer's doing (`conflict`).
-    pub other_worktrees_metadata: usize,
 }
 
 impl Findings {
@@ -745,10 +739,7 @@ fn judge_baseline(
             None
         }
     };
-    // (Another worktree's config changed is a finding, but not about this
-    // worktree's metadata: see `Findings::other_worktrees_metadata`.)
-    let metadata_intact =
-        findings.totals.values().sum::<usize>() == findings.other_worktrees_metadata;
+    let metadata_intact = findings.is_empty();
     // The verified index's resolve-undo records whose objects the object
     // check looked for (`None`: it looked for none).
     let mut looked_for_resolve_undo = None;
@@ -801,20 +792,13 @@ fn judge_baseline(
         .iter()
         .filter(|v| ref_rules.contains(&v.rule.as_str()))
         .collect();
-    // Other worktrees' configs changed count as refs nobody owns do (new
-    // user, fifty-ninth stop: a peer's `git sparse-checkout set` failed
-    // every other agent for good).
-    let theirs = findings.other_worktrees_metadata;
     let peers_in_question = intact
         && !peers.describe().is_empty()
         && !findings.totals.is_empty()
-        && findings.totals.iter().all(|(r, n)| {
-            ref_rules.contains(&r.as_str())
-                || (r == rule::PROTECTED_METADATA_CHANGED && *n == theirs)
-        })
+        && findings.totals.keys().all(|r| ref_rules.contains(&r.as_str()))
         // Every change listed (none beyond the list) and none of them a
         // peer's branch, whose rules are the peers' own (red-team cases).
-        && findings.totals.values().sum::<usize>() == listed_ref_changes.len() + theirs
+        && findings.totals.values().sum::<usize>() == listed_ref_changes.len()
         && listed_ref_changes
             .iter()
             .all(|v| v.reference.as_deref().is_some_and(|r| !peers.own_branch(r)));
@@ -909,9 +893,7 @@ pub fn metadata_intact(state: &Path) -> bool {
     };
     let mut findings = Findings::default();
     compare_metadata(&Expected::of(&baseline, armed, &peers), &now, &mut findings);
-    // As verify's `metadata_intact`: another worktree's config is not read
-    // by git here.
-    findings.totals.values().sum::<usize>() == findings.other_worktrees_metadata
+    findings.is_empty()
 }
 
 /// A rejection when a FIFO or device sits in the git dirs or the worktree
@@ -1720,13 +1702,31 @@ fn compare_metadata(
         // file it names). Gone with its worktree, or there with one added
         // since arm, is the `worktrees` key's to judge; a peer accounts for
         // its own config (`PeerWorktrees::accounts_for_config`), and no peer
-        // writes the rest. Anything else is a change, though not of this
-        // worktree's metadata.
+        // writes the rest. Anything else is a change, and `unsafe_state`
+        // as any: a retryable `conflict` would have a retry arm over it and
+        // adopt it (red team, fifty-ninth stop, third round).
         let other = repo::other_worktree_git_dir(expected.location, name)
             .map(|dir| (dir, true))
             .or_else(|| repo::other_worktree_link(expected.location, name).map(|dir| (dir, false)));
         if let Some((git_dir, config)) = other {
             let Some(new) = new else {
+                // Gone with its admin directory: the `.git` it named must
+                // be gone too, or as it was.
+                if let Some(left) = old.and_then(|old| repo::dot_git_left_behind(old)) {
+                    findings.push(
+                        Violation::new(
+                            rule::PROTECTED_METADATA_CHANGED,
+                            format!(
+                                "{} was left behind by a worktree whose admin directory is gone \
+                                 since arm, and changed: git run there reads whatever it names \
+                                 now; remove it (rm {})",
+                                left.display(),
+                                crate::hooks::stub::sh_quote(&left.to_string_lossy())
+                            ),
+                        )
+                        .with_path(left.display().to_string()),
+                    );
+                }
                 continue;
             };
             let owner = config
@@ -1743,7 +1743,6 @@ fn compare_metadata(
                 None => old.is_none(),
             };
             if !excused {
-                findings.other_worktrees_metadata += 1;
                 findings.push(other_worktree_config_changed(
                     expected.location,
                     name,

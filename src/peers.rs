@@ -363,20 +363,21 @@ impl Peers {
     /// directory's identity at arm.
     pub fn worktrees(&self, common_dir: &Path) -> PeerWorktrees {
         let mut out = PeerWorktrees::default();
-        // A peer released before this worktree's arm did nothing since:
-        // its worktree and config are in this baseline as they were (red
-        // team, fifty-ninth stop: such a peer excused a person's worktree
-        // removed, and a config put back to its own before-arm text).
-        let since_arm = self
-            .peers
-            .iter()
-            .filter(|p| p.entry.released_seq.is_none_or(|r| r > self.own_seq));
-        for p in since_arm {
+        for p in &self.peers {
+            // Any peer's worktree may go (a harness removes finished
+            // worktrees while others run: red team, fifty-ninth stop).
             if let Some(name) = p.entry.worktree_name(common_dir) {
                 out.names
                     .entry(crate::digest::hex(name.as_bytes()))
                     .or_default()
                     .push(p.entry.admin);
+            }
+            // A peer released before this worktree's arm changed no config
+            // since: its file is in this baseline as it was (red team, same
+            // stop: such a peer excused a config put back to its own
+            // before-arm text).
+            if p.entry.released_seq.is_some_and(|r| r < self.own_seq) {
+                continue;
             }
             out.configs.push(PeerConfig {
                 git_dir: p.entry.git_dir.clone(),

@@ -720,3 +720,30 @@ fn another_worktree_pointed_at_a_planted_repository_is_refused() {
         );
     }
 }
+
+/// Red team, fifty-ninth stop (third round): with relative links (git
+/// 2.48's `worktree.useRelativePaths`), another worktree's directory
+/// swapped for a symlink led git from the same `.git` file to a planted
+/// admin directory. Where that `.git` resolves is pinned with it.
+#[test]
+fn another_worktrees_directory_swapped_for_a_symlink_is_refused() {
+    let sb = Sandbox::new();
+    let wt = sb.root.join("wt");
+    sb.git(&["worktree", "add", "-q", "-b", "side", wt.to_str().unwrap()]);
+    sb.arm(&sb.grant(&["docs/"], 1, 8));
+    sb.commit_file("docs/guide.md", "new\n", "granted");
+    let moved = sb.root.join("elsewhere/wt");
+    std::fs::create_dir_all(moved.parent().unwrap()).unwrap();
+    std::fs::rename(&wt, &moved).unwrap();
+    std::os::unix::fs::symlink(&moved, &wt).unwrap();
+    let (code, r) = sb.verify();
+    assert_eq!(code, 1, "{r:#}");
+    assert!(
+        metadata_paths(&r).contains(&".git/worktrees/wt/gitdir".to_owned()),
+        "{r:#}"
+    );
+    std::fs::remove_file(&wt).unwrap();
+    std::fs::rename(&moved, &wt).unwrap();
+    let (code, r) = sb.verify();
+    assert_accepted(code, &r);
+}

@@ -1102,10 +1102,9 @@ fn a_peer_armed_after_a_plant_does_not_adopt_it() {
         &["config", "--worktree", "core.fsmonitor", "touch pwned"],
     );
     arm(&sb, two);
-    // While the peer is armed, the change may be its own: a conflict.
     let (code, r) = verify(&sb, one);
-    assert_ne!(code, 0, "{r:#}");
-    assert_eq!(r["failure_class"], "conflict", "{r:#}");
+    assert_eq!(code, 1, "{r:#}");
+    assert_eq!(r["failure_class"], "unsafe_state", "{r:#}");
     assert_eq!(rules(&r), ["protected_metadata_changed"], "{r:#}");
     assert!(r["violations"].to_string().contains("wt2"), "{r:#}");
     disarm(&sb, two);
@@ -1157,13 +1156,14 @@ fn a_peer_added_after_arm_is_judged_once_released() {
     assert_eq!(rules(&r), ["protected_metadata_changed"], "{r:#}");
 }
 
-/// New user, fifty-ninth stop: one agent's `git sparse-checkout set` in
-/// its own worktree failed every other agent for good once its run ended
-/// first (`unsafe_state`). Its own verify refuses it; for the others it is
-/// another worktree's file, not their metadata: a `conflict` while peers
-/// are armed, naming the worktree, with this worktree's metadata intact.
+/// New user, fifty-ninth stop: one agent's `git config --worktree` in its
+/// own worktree, left at its disarm, is a change for the others too. Its
+/// own verify refuses it; the others' name that worktree and give the
+/// command that undoes it. It stays `unsafe_state`, not a retryable
+/// `conflict`: a retry would arm over it and adopt it (red team, third
+/// round).
 #[test]
-fn a_released_peers_own_config_change_is_a_conflict_for_the_others() {
+fn a_released_peers_own_config_change_is_refused_for_the_others_naming_it() {
     let sb = Sandbox::new();
     sb.git(&["config", "extensions.worktreeConfig", "true"]);
     let agents = worktrees(&sb, 3);
@@ -1183,11 +1183,13 @@ fn a_released_peers_own_config_change_is_a_conflict_for_the_others() {
     assert_eq!(code, 1, "its own: {r:#}");
     disarm(&sb, one);
     let (code, r) = verify(&sb, two);
-    assert_ne!(code, 0, "{r:#}");
-    assert_eq!(r["failure_class"], "conflict", "{r:#}");
-    assert_eq!(r["evidence"]["metadata_intact"], true, "{r:#}");
+    assert_eq!(code, 1, "{r:#}");
+    assert_eq!(r["failure_class"], "unsafe_state", "{r:#}");
     let said = r["violations"].to_string();
-    assert!(said.contains("wt1"), "{r:#}");
+    assert!(
+        said.contains("the config of the worktree") && said.contains("wt1"),
+        "{r:#}"
+    );
     // Put back as the message says (it was not there at arm), accepted.
     assert!(said.contains("remove it: rm "), "{r:#}");
     std::fs::remove_file(sb.git_dir().join("worktrees/wt1/config.worktree")).unwrap();
@@ -1195,10 +1197,6 @@ fn a_released_peers_own_config_change_is_a_conflict_for_the_others() {
     assert_accepted(code, &r);
 }
 
-/// Red team, fifty-ninth stop: a worktree whose `config.worktree` sets its
-/// own hooks path cannot be armed beside an armed one (git there does not
-/// run the hub); the refusal told the user to disarm the running worktree.
-/// It says why, and not to.
 #[test]
 fn a_worktree_with_its_own_hooks_path_is_refused_without_advice_to_disarm_a_peer() {
     let sb = Sandbox::new();
@@ -1230,58 +1228,23 @@ fn a_worktree_with_its_own_hooks_path_is_refused_without_advice_to_disarm_a_peer
     assert!(!commit(&sb, main, "area1/x.txt", "x\n").status.success());
 }
 
-/// New user, fifty-ninth stop: `--on-reject restore` after a `conflict`
-/// (a tag a person made in the unarmed main worktree while peers ran)
-/// removed the tag, and the agent's own work with it. A conflict is left
-/// as it is: the tag and the work stay, and once the tag's owner removes
-/// it, verify accepts the work.
+/// Red team, fifty-ninth stop (third round): a harness that removes a
+/// finished worktree while others run (a pool) must not fail them, though
+/// its peer was released before their arm. Its admin directory's `.git`
+/// left behind and pointed elsewhere is refused (red team, same round: a
+/// planted repository's `core.fsmonitor` ran there).
 #[test]
-fn restore_leaves_a_conflict_as_it_is() {
+fn a_finished_peers_worktree_may_go_but_not_be_pointed_elsewhere() {
     let sb = Sandbox::new();
-    let agents = worktrees(&sb, 2);
-    let (main, one, two) = (&agents[0], &agents[1], &agents[2]);
-    arm(&sb, two);
-    let body = format!(
-        "set -e\nmkdir -p area1\necho one > area1/a.txt\ngit add area1/a.txt\n\
-         git commit -q -m one\ngit -C '{}' tag v1.0\n",
-        main.dir.display()
-    );
-    let out = run_agent(&sb, one, &body, &["--on-reject", "restore"])
-        .output()
-        .unwrap();
-    let r: Value = common::tool_result(&out);
-    assert_eq!(r["failure_class"], "conflict", "{r:#}");
-    assert!(
-        r["warnings"]
-            .to_string()
-            .contains("not restored, the result is a conflict"),
-        "{r:#}"
-    );
-    assert_eq!(git_ok(&sb, main, &["tag", "-l", "v1.0"]), "v1.0");
-    assert_eq!(
-        git_ok(&sb, main, &["log", "-1", "--format=%s", "agent1"]),
-        "one"
-    );
-    git_ok(&sb, main, &["tag", "-d", "v1.0"]);
-    let (code, r) = verify(&sb, one);
-    assert_accepted(code, &r);
-}
-
-/// Red team, fifty-ninth stop (second round): a peer released before this
-/// worktree's arm still excused its worktree's name going, so the agent's
-/// `git worktree remove --force` of a person's worktree re-added under that
-/// name (with its uncommitted work) was accepted.
-#[test]
-fn a_peer_released_before_arm_excuses_nothing() {
-    let sb = Sandbox::new();
-    let agents = worktrees(&sb, 2);
-    let (main, one, two) = (&agents[0], &agents[1], &agents[2]);
+    let agents = worktrees(&sb, 3);
+    let (main, one, two, three) = (&agents[0], &agents[1], &agents[2], &agents[3]);
     // The main worktree armed throughout keeps the hub, and its record of
-    // the released peer, alive.
+    // the released peers, alive.
     arm(&sb, main);
-    arm(&sb, two);
-    assert!(commit(&sb, two, "area2/a.txt", "two\n").status.success());
-    disarm(&sb, two);
+    for peer in [two, three] {
+        arm(&sb, peer);
+        disarm(&sb, peer);
+    }
     arm(&sb, one);
     assert!(commit(&sb, one, "area1/a.txt", "one\n").status.success());
     git_ok(
@@ -1290,6 +1253,24 @@ fn a_peer_released_before_arm_excuses_nothing() {
         &["worktree", "remove", "--force", two.dir.to_str().unwrap()],
     );
     let (code, r) = verify(&sb, one);
+    assert_accepted(code, &r);
+
+    // Only the admin directory removed, and the worktree's `.git` pointed
+    // at a planted repository.
+    let evil = sb.root.join("evil");
+    git_ok(&sb, main, &["init", "-q", evil.to_str().unwrap()]);
+    std::fs::remove_dir_all(sb.git_dir().join("worktrees/wt3")).unwrap();
+    std::fs::write(
+        three.dir.join(".git"),
+        format!("gitdir: {}\n", evil.join(".git").display()),
+    )
+    .unwrap();
+    let (code, r) = verify(&sb, one);
     assert_eq!(code, 1, "{r:#}");
-    assert_eq!(rules(&r), ["protected_metadata_changed"], "{r:#}");
+    assert!(
+        r["violations"]
+            .to_string()
+            .contains("was left behind by a worktree"),
+        "{r:#}"
+    );
 }

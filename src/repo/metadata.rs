@@ -17,7 +17,7 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -247,13 +247,48 @@ fn other_worktree_configs(location: &Location, out: &mut BTreeMap<String, String
         let mut digest = digest_followed(&gitdir)
             .with_context(|| format!("cannot read {}", gitdir.display()))?;
         if let Some(dot_git) = dot_git_named_by(&dir) {
-            let named = digest_followed(&dot_git)
-                .with_context(|| format!("cannot read {}", dot_git.display()))?;
-            digest = format!("{digest}; names {named}");
+            digest = format!("{digest}{NAMES}{}", named_dot_git(&dot_git)?);
         }
         pin(out, key_for(location, &gitdir), digest)?;
     }
     Ok(())
+}
+
+/// What separates a `gitdir` file's digest from that of the `.git` file it
+/// names, in the value of its key.
+const NAMES: &str = "; names ";
+
+/// The `.git` file a `gitdir` file names, for the value of its key: its
+/// path (hex, so that the value can be read back) and its digest, with
+/// where it resolves when a directory above it is a symlink (red team,
+/// fifty-ninth stop: with relative links, a worktree directory swapped
+/// for a symlink led git from the same `.git` file to a planted admin
+/// directory).
+fn named_dot_git(dot_git: &Path) -> Result<String> {
+    let digest =
+        digest_followed(dot_git).with_context(|| format!("cannot read {}", dot_git.display()))?;
+    Ok(format!(
+        "{} {}",
+        hex(dot_git.as_os_str().as_bytes()),
+        elsewhere(dot_git, digest)
+    ))
+}
+
+/// For the value a `gitdir` key had at arm, whose admin directory is gone
+/// now: the `.git` file it named, when that is still there and no longer
+/// what it was. `git worktree remove` removes it, and a worktree already
+/// gone was gone at arm; one left behind and rewritten leads git anywhere
+/// (red team, fifty-ninth stop: a released peer's admin directory removed,
+/// its `.git` pointed at a planted repository).
+pub fn dot_git_left_behind(value_at_arm: &str) -> Option<PathBuf> {
+    let (_, named) = value_at_arm.split_once(NAMES)?;
+    let (path_hex, _) = named.split_once(' ')?;
+    let path = PathBuf::from(std::ffi::OsString::from_vec(crate::digest::unhex(
+        path_hex,
+    )?));
+    let now = named_dot_git(&path).ok()?;
+    let gone = digest_entry(&path).is_ok_and(|d| d == "absent");
+    (!gone && now != named).then_some(path)
 }
 
 /// The worktree `.git` file the admin directory `dir` names in its

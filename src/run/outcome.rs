@@ -273,17 +273,7 @@ pub(super) fn execute(
     }
     let ran = outcome.is_some_and(|o| o.elapsed > Duration::ZERO);
     if !result.is_success() && ran {
-        // A conflict is a change that may be another worktree's or a
-        // person's (a tag made in the main worktree meanwhile): restoring
-        // would remove it, and the agent's own work with it, though a
-        // verify once the change is back may accept that work (new user,
-        // fifty-ninth stop). Left as it is.
-        let conflict = result.failure_class == Some(FailureClass::Conflict);
         match (request.on_reject, grant, &places.branch) {
-            (OnReject::Restore, Some(_), Some(_)) if conflict => result.warnings.push(
-                "--on-reject restore: not restored, the result is a conflict (what changed may                  be another worktree's or a person's, and the agent's work may yet be                  accepted): the checkout and its refs were left as they are; verify again once                  the change named above is undone by its owner"
-                    .into(),
-            ),
             (OnReject::Restore, Some(_), Some(branch)) => {
                 compensate(&mut result, places, branch.as_ref(), &admitted.run_id);
             }
