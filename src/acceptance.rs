@@ -1743,7 +1743,7 @@ fn compare_metadata(
                 None => old.is_none(),
             };
             if !excused {
-                findings.push(other_worktree_config_changed(
+                findings.push(other_worktree_changed(
                     expected.location,
                     name,
                     &git_dir,
@@ -1877,12 +1877,11 @@ fn compare_metadata(
     }
 }
 
-/// The finding for another worktree's `config.worktree` (key `name`, in
-/// the git dir `git_dir`) that changed since arm and no peer accounts for.
-/// git reads it only in that worktree, so this worktree's metadata is
-/// intact; whoever changed it is not known (an agent in any worktree, or a
+/// The finding for another worktree's metadata (key `name`, of the worktree
+/// whose git dir is `git_dir`) that changed since arm and no peer accounts
+/// for: whoever changed it is not known (an agent in any worktree, or a
 /// person working in that one), and arm kept no copy.
-fn other_worktree_config_changed(
+fn other_worktree_changed(
     location: &repo::Location,
     name: &str,
     git_dir: &Path,
