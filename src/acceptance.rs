@@ -1888,18 +1888,33 @@ fn other_worktree_changed(
     old: Option<&str>,
 ) -> Violation {
     let shown = location.shown(name, false);
-    let worktree = repo::worktree_of_git_dir(location, git_dir).map_or_else(
+    let worktree_dir = repo::worktree_of_git_dir(location, git_dir);
+    let worktree = worktree_dir.as_ref().map_or_else(
         || "another worktree".to_owned(),
         |w| format!("the worktree {}", w.display()),
     );
     let path = location.path_of(name, false);
-    let undo = if old == Some("absent") && acts_in_place(&path) {
-        format!(
-            "it was not there at arm (remove it: rm {})",
-            crate::hooks::stub::sh_quote(&path.to_string_lossy())
-        )
-    } else {
-        "put back what it held at arm".to_owned()
+    let quoted = |p: &Path| crate::hooks::stub::sh_quote(&p.to_string_lossy());
+    // The worktree as arm knew it: the `gitdir` file may name another now.
+    let at_arm = old
+        .and_then(repo::dot_git_at_arm)
+        .and_then(|dot_git| dot_git.parent().map(Path::to_path_buf));
+    let undo = match at_arm.as_ref().or(worktree_dir.as_ref()) {
+        // git writes both back (third red-team round: "put back what it
+        // held" could not be followed).
+        Some(dir) if name.ends_with("/gitdir") => format!(
+            "run `git worktree repair {}` in the main worktree, which writes this file and that \
+             worktree's .git back as git wrote them",
+            quoted(dir)
+        ),
+        _ if name.ends_with("/commondir") && acts_in_place(&path) => format!(
+            "write back what `git worktree add` wrote: printf '../..\\n' > {}",
+            quoted(&path)
+        ),
+        _ if old == Some("absent") && acts_in_place(&path) => {
+            format!("it was not there at arm (remove it: rm {})", quoted(&path))
+        }
+        _ => "put back what it held at arm".to_owned(),
     };
     let what = if name.ends_with("config.worktree") {
         "the config"

@@ -718,6 +718,20 @@ fn another_worktree_pointed_at_a_planted_repository_is_refused() {
             metadata_paths(&r).contains(&format!(".git/worktrees/wt/{named}")),
             "{how}: {r:#}"
         );
+        if how == "dot-git" {
+            // The command the message gives, run as printed, undoes it.
+            let said = r["violations"].to_string();
+            let command = said
+                .split("run `")
+                .nth(1)
+                .and_then(|rest| rest.split('`').next())
+                .unwrap_or_else(|| panic!("no command: {said}"))
+                .to_owned();
+            assert!(command.starts_with("git worktree repair "), "{command}");
+            sb.run_sh(&command, &sb.repo);
+            let (code, r) = sb.verify();
+            assert_accepted(code, &r);
+        }
     }
 }
 

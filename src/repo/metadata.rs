@@ -281,14 +281,19 @@ fn named_dot_git(dot_git: &Path) -> Result<String> {
 /// (red team, fifty-ninth stop: a released peer's admin directory removed,
 /// its `.git` pointed at a planted repository).
 pub fn dot_git_left_behind(value_at_arm: &str) -> Option<PathBuf> {
+    let path = dot_git_at_arm(value_at_arm)?;
     let (_, named) = value_at_arm.split_once(NAMES)?;
-    let (path_hex, _) = named.split_once(' ')?;
-    let path = PathBuf::from(std::ffi::OsString::from_vec(crate::digest::unhex(
-        path_hex,
-    )?));
     let now = named_dot_git(&path).ok()?;
     let gone = digest_entry(&path).is_ok_and(|d| d == "absent");
     (!gone && now != named).then_some(path)
+}
+
+/// The `.git` file a `gitdir` key's value (see [`named_dot_git`]) named.
+pub fn dot_git_at_arm(value: &str) -> Option<PathBuf> {
+    let (_, named) = value.split_once(NAMES)?;
+    let (path_hex, _) = named.split_once(' ')?;
+    let bytes = crate::digest::unhex(path_hex)?;
+    Some(PathBuf::from(std::ffi::OsString::from_vec(bytes)))
 }
 
 /// The worktree `.git` file the admin directory `dir` names in its
