@@ -1713,19 +1713,7 @@ fn compare_metadata(
                 // Gone with its admin directory: the `.git` it named must
                 // be gone too, or as it was.
                 if let Some(left) = old.and_then(|old| repo::dot_git_left_behind(old)) {
-                    findings.push(
-                        Violation::new(
-                            rule::PROTECTED_METADATA_CHANGED,
-                            format!(
-                                "{} was left behind by a worktree whose admin directory is gone \
-                                 since arm, and changed: git run there reads whatever it names \
-                                 now; remove it (rm {})",
-                                left.display(),
-                                crate::hooks::stub::sh_quote(&left.to_string_lossy())
-                            ),
-                        )
-                        .with_path(left.display().to_string()),
-                    );
+                    findings.push(left_behind(&left));
                 }
                 continue;
             };
@@ -1877,6 +1865,45 @@ fn compare_metadata(
     }
 }
 
+/// The admin directory of this repository other than `git_dir` that the
+/// `.git` file of the worktree `dir` names, if it names one.
+fn names_another_admin_dir(
+    location: &repo::Location,
+    dir: &Path,
+    git_dir: &Path,
+) -> Option<std::path::PathBuf> {
+    let text = crate::fsutil::read_regular_limited(&dir.join(".git"), 4096).ok()?;
+    let named = text.strip_prefix(b"gitdir: ")?.trim_ascii_end();
+    let named = Path::new(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(named));
+    let named = dir.join(named).canonicalize().ok()?;
+    let admin = location.common_dir.join("worktrees");
+    (named.starts_with(&admin) && named != git_dir).then_some(named)
+}
+
+/// The finding for the `.git` (at `left`) of a worktree whose admin
+/// directory is gone since arm, when git run there could reach another
+/// repository ([`repo::dot_git_left_behind`]).
+fn left_behind(left: &Path) -> Violation {
+    let quoted = |p: &Path| crate::hooks::stub::sh_quote(&p.to_string_lossy());
+    let message = match left.symlink_metadata() {
+        Err(_) => format!(
+            "{} stays without the .git it had at arm, though its worktree's admin directory is \
+             gone: git run there takes the directory for a git dir or searches its parents; \
+             move the directory elsewhere or remove it",
+            left.parent().unwrap_or(left).display()
+        ),
+        Ok(meta) => format!(
+            "{} was left behind by a worktree whose admin directory is gone since arm, and \
+             changed (or cannot be read): git run there reads whatever it names now; remove it \
+             (rm {}{})",
+            left.display(),
+            if meta.is_dir() { "-r " } else { "" },
+            quoted(left)
+        ),
+    };
+    Violation::new(rule::PROTECTED_METADATA_CHANGED, message).with_path(left.display().to_string())
+}
+
 /// The finding for another worktree's metadata (key `name`, of the worktree
 /// whose git dir is `git_dir`) that changed since arm and no peer accounts
 /// for: whoever changed it is not known (an agent in any worktree, or a
@@ -1900,6 +1927,20 @@ fn other_worktree_changed(
         .and_then(repo::dot_git_at_arm)
         .and_then(|dot_git| dot_git.parent().map(Path::to_path_buf));
     let undo = match at_arm.as_ref().or(worktree_dir.as_ref()) {
+        // `git worktree repair` would make a swap of two worktrees' `.git`
+        // files git's own record (red team, fourth round).
+        Some(dir)
+            if name.ends_with("/gitdir")
+                && names_another_admin_dir(location, dir, git_dir).is_some() =>
+        {
+            format!(
+                "that worktree's .git names another worktree's admin directory ({}): put back \
+                 what each .git held at arm (`git worktree repair` would adopt the swap)",
+                names_another_admin_dir(location, dir, git_dir)
+                    .unwrap_or_default()
+                    .display()
+            )
+        }
         // git writes both back (third red-team round: "put back what it
         // held" could not be followed).
         Some(dir) if name.ends_with("/gitdir") => format!(

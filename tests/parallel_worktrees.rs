@@ -1236,12 +1236,12 @@ fn a_worktree_with_its_own_hooks_path_is_refused_without_advice_to_disarm_a_peer
 #[test]
 fn a_finished_peers_worktree_may_go_but_not_be_pointed_elsewhere() {
     let sb = Sandbox::new();
-    let agents = worktrees(&sb, 3);
-    let (main, one, two, three) = (&agents[0], &agents[1], &agents[2], &agents[3]);
+    let agents = worktrees(&sb, 5);
+    let (main, one) = (&agents[0], &agents[1]);
     // The main worktree armed throughout keeps the hub, and its record of
     // the released peers, alive.
     arm(&sb, main);
-    for peer in [two, three] {
+    for peer in &agents[2..] {
         arm(&sb, peer);
         disarm(&sb, peer);
     }
@@ -1250,27 +1250,68 @@ fn a_finished_peers_worktree_may_go_but_not_be_pointed_elsewhere() {
     git_ok(
         &sb,
         main,
-        &["worktree", "remove", "--force", two.dir.to_str().unwrap()],
+        &[
+            "worktree",
+            "remove",
+            "--force",
+            agents[2].dir.to_str().unwrap(),
+        ],
     );
     let (code, r) = verify(&sb, one);
     assert_accepted(code, &r);
 
     // Only the admin directory removed, and the worktree's `.git` pointed
-    // at a planted repository.
+    // at a planted repository; or removed with its directory left, where
+    // git searches the parents (red team, fourth round).
     let evil = sb.root.join("evil");
     git_ok(&sb, main, &["init", "-q", evil.to_str().unwrap()]);
+    let (three, four) = (&agents[3], &agents[4]);
     std::fs::remove_dir_all(sb.git_dir().join("worktrees/wt3")).unwrap();
     std::fs::write(
         three.dir.join(".git"),
         format!("gitdir: {}\n", evil.join(".git").display()),
     )
     .unwrap();
+    std::fs::remove_dir_all(sb.git_dir().join("worktrees/wt4")).unwrap();
+    std::fs::remove_file(four.dir.join(".git")).unwrap();
     let (code, r) = verify(&sb, one);
     assert_eq!(code, 1, "{r:#}");
+    let said = r["violations"].to_string();
     assert!(
-        r["violations"]
-            .to_string()
-            .contains("was left behind by a worktree"),
+        said.contains("wt3/.git was left behind by a worktree"),
         "{r:#}"
     );
+    assert!(
+        said.contains("wt4 stays without the .git it had at arm"),
+        "{r:#}"
+    );
+}
+
+/// Red team, fifty-ninth stop (fourth round): two released peers' `.git`
+/// files swapped. Refused; and the message does not give `git worktree
+/// repair`, which would make the swap git's own record.
+#[test]
+fn swapped_worktree_links_are_refused_without_a_repair_that_adopts_them() {
+    let sb = Sandbox::new();
+    let agents = worktrees(&sb, 3);
+    let (main, one, two, three) = (&agents[0], &agents[1], &agents[2], &agents[3]);
+    arm(&sb, main);
+    for peer in [two, three] {
+        arm(&sb, peer);
+        disarm(&sb, peer);
+    }
+    arm(&sb, one);
+    assert!(commit(&sb, one, "area1/a.txt", "one\n").status.success());
+    let a = std::fs::read(two.dir.join(".git")).unwrap();
+    let b = std::fs::read(three.dir.join(".git")).unwrap();
+    std::fs::write(two.dir.join(".git"), &b).unwrap();
+    std::fs::write(three.dir.join(".git"), &a).unwrap();
+    let (code, r) = verify(&sb, one);
+    assert_eq!(code, 1, "{r:#}");
+    let said = r["violations"].to_string();
+    assert!(
+        said.contains("names another worktree's admin directory"),
+        "{r:#}"
+    );
+    assert!(!said.contains("run `git worktree repair"), "{r:#}");
 }

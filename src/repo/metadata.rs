@@ -275,17 +275,28 @@ fn named_dot_git(dot_git: &Path) -> Result<String> {
 }
 
 /// For the value a `gitdir` key had at arm, whose admin directory is gone
-/// now: the `.git` file it named, when that is still there and no longer
-/// what it was. `git worktree remove` removes it, and a worktree already
-/// gone was gone at arm; one left behind and rewritten leads git anywhere
-/// (red team, fifty-ninth stop: a released peer's admin directory removed,
-/// its `.git` pointed at a planted repository).
+/// now: the `.git` file it named, when git run in that worktree could
+/// reach a repository other than before. `git worktree remove` removes the
+/// whole worktree, and a worktree already gone was gone at arm. Left
+/// behind are (red team, fifty-ninth stop): a `.git` rewritten, which
+/// leads git anywhere; one that cannot be read (fail closed: a planted
+/// repository nested past `PATH_MAX` read as nothing); and a `.git` gone
+/// from a worktree directory that stays, where git takes the directory
+/// for a git dir or searches its parents.
 pub fn dot_git_left_behind(value_at_arm: &str) -> Option<PathBuf> {
     let path = dot_git_at_arm(value_at_arm)?;
     let (_, named) = value_at_arm.split_once(NAMES)?;
-    let now = named_dot_git(&path).ok()?;
+    let Ok(now) = named_dot_git(&path) else {
+        return Some(path);
+    };
+    if now == named {
+        return None;
+    }
     let gone = digest_entry(&path).is_ok_and(|d| d == "absent");
-    (!gone && now != named).then_some(path)
+    let directory_stays = path
+        .parent()
+        .is_some_and(|dir| std::fs::symlink_metadata(dir).is_ok());
+    (!gone || directory_stays).then_some(path)
 }
 
 /// The `.git` file a `gitdir` key's value (see [`named_dot_git`]) named.
@@ -766,6 +777,27 @@ mod tests {
             common_dir: "/r/.git".into(),
             explicit_git_dir: false,
         }
+    }
+
+    #[test]
+    fn a_left_behind_dot_git_that_cannot_be_read_is_left_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a-file");
+        std::fs::write(&file, "x").unwrap();
+        // `<file>/.git`: stat fails with ENOTDIR, not "absent".
+        let path = file.join(".git");
+        let value = format!(
+            "sha256:00{NAMES}{} absent",
+            hex(path.as_os_str().as_bytes())
+        );
+        assert_eq!(dot_git_left_behind(&value), Some(path));
+        // Gone with its directory: nothing left behind.
+        let gone = dir.path().join("gone/.git");
+        let value = format!(
+            "sha256:00{NAMES}{} sha256:11",
+            hex(gone.as_os_str().as_bytes())
+        );
+        assert_eq!(dot_git_left_behind(&value), None);
     }
 
     #[test]
