@@ -1705,10 +1705,7 @@ fn compare_metadata(
         // writes the rest. Anything else is a change, and `unsafe_state`
         // as any: a retryable `conflict` would have a retry arm over it and
         // adopt it (red team, fifty-ninth stop, third round).
-        let other = repo::other_worktree_git_dir(expected.location, name)
-            .map(|dir| (dir, true))
-            .or_else(|| repo::other_worktree_link(expected.location, name).map(|dir| (dir, false)));
-        if let Some((git_dir, config)) = other {
+        if let Some((git_dir, file)) = repo::other_worktree_key(expected.location, name) {
             let Some(new) = new else {
                 // Gone with its admin directory: the `.git` it named must
                 // be gone too, or as it was.
@@ -1717,7 +1714,7 @@ fn compare_metadata(
                 }
                 continue;
             };
-            let owner = config
+            let owner = (file == repo::OtherFile::Config)
                 .then(|| {
                     expected.peer_worktrees.accounts_for_config(
                         &git_dir,
@@ -1872,10 +1869,9 @@ fn names_another_admin_dir(
     dir: &Path,
     git_dir: &Path,
 ) -> Option<std::path::PathBuf> {
-    let text = crate::fsutil::read_regular_limited(&dir.join(".git"), 4096).ok()?;
-    let named = text.strip_prefix(b"gitdir: ")?.trim_ascii_end();
-    let named = Path::new(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(named));
-    let named = dir.join(named).canonicalize().ok()?;
+    let dot_git = dir.join(".git");
+    let text = crate::fsutil::read_regular_limited(&dot_git, crate::fsutil::MAX_SMALL_FILE).ok()?;
+    let named = repo::submodule_meta::resolve_gitfile(&dot_git, &text)?;
     let admin = location.common_dir.join("worktrees");
     (named.starts_with(&admin) && named != git_dir).then_some(named)
 }
@@ -1926,24 +1922,20 @@ fn other_worktree_changed(
     let at_arm = old
         .and_then(repo::dot_git_at_arm)
         .and_then(|dot_git| dot_git.parent().map(Path::to_path_buf));
-    let undo = match at_arm.as_ref().or(worktree_dir.as_ref()) {
+    let dir = at_arm.as_ref().or(worktree_dir.as_ref());
+    let swapped_with = dir.and_then(|dir| names_another_admin_dir(location, dir, git_dir));
+    let gitdir = name.ends_with("/gitdir");
+    let undo = match (dir, swapped_with) {
         // `git worktree repair` would make a swap of two worktrees' `.git`
         // files git's own record (red team, fourth round).
-        Some(dir)
-            if name.ends_with("/gitdir")
-                && names_another_admin_dir(location, dir, git_dir).is_some() =>
-        {
-            format!(
-                "that worktree's .git names another worktree's admin directory ({}): put back \
-                 what each .git held at arm (`git worktree repair` would adopt the swap)",
-                names_another_admin_dir(location, dir, git_dir)
-                    .unwrap_or_default()
-                    .display()
-            )
-        }
+        (Some(_), Some(other)) if gitdir => format!(
+            "that worktree's .git names another worktree's admin directory ({}): put back what \
+             each .git held at arm (`git worktree repair` would adopt the swap)",
+            other.display()
+        ),
         // git writes both back (third red-team round: "put back what it
         // held" could not be followed).
-        Some(dir) if name.ends_with("/gitdir") => format!(
+        (Some(dir), None) if gitdir => format!(
             "run `git worktree repair {}` in the main worktree, which writes this file and that \
              worktree's .git back as git wrote them",
             quoted(dir)

@@ -346,13 +346,7 @@ fn a_linked_worktrees_metadata_is_named_where_it_is() {
     );
     let admin = sb.run_git(&wt, &["rev-parse", "--absolute-git-dir"]);
     let admin = std::path::Path::new(admin.trim());
-    let paths: Vec<String> = r["violations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|v| v["rule"] == "protected_metadata_changed")
-        .filter_map(|v| v["path"].as_str().map(str::to_owned))
-        .collect();
+    let paths = metadata_paths(&r);
     for name in ["config.worktree", "info/sparse-checkout"] {
         let named = admin.join(name).display().to_string();
         assert!(
@@ -464,8 +458,7 @@ fn accepts_an_orphan_switch_in_another_worktree_as_git_leaves_it() {
     assert_eq!(code, 0, "{r:#}");
 }
 
-/// The messages of a result's `protected_metadata_changed` findings, by the
-/// path they name.
+/// The paths a result's `protected_metadata_changed` findings name.
 fn metadata_paths(r: &serde_json::Value) -> Vec<String> {
     r["violations"]
         .as_array()

@@ -325,29 +325,6 @@ fn dot_git_named_by(dir: &Path) -> Option<PathBuf> {
     })
 }
 
-/// For a key [`other_worktree_configs`] records besides `config.worktree`
-/// (another linked worktree's `commondir`, `gitdir` or `.git` file), that
-/// worktree's admin directory.
-pub fn other_worktree_link(location: &Location, key: &str) -> Option<PathBuf> {
-    let admin = location.common_dir.join("worktrees");
-    if let Some(rest) = key.strip_prefix("worktrees/") {
-        let name = rest
-            .strip_suffix("/commondir")
-            .or_else(|| rest.strip_suffix("/gitdir"))?;
-        let dir = admin.join(name);
-        return (!name.is_empty() && !name.contains('/') && dir != location.git_dir).then_some(dir);
-    }
-    if !key.starts_with('/') || !key.ends_with("/.git") {
-        return None;
-    }
-    admin_directories(&admin)
-        .ok()?
-        .into_iter()
-        .map(|name| admin.join(name))
-        .filter(|dir| *dir != location.git_dir)
-        .find(|dir| dot_git_named_by(dir).is_some_and(|p| p.to_string_lossy() == key))
-}
-
 /// The worktree whose git dir is `git_dir`, for messages: the main
 /// worktree's is the directory above a `.git` common dir; a linked one's is
 /// named by its admin directory's `gitdir` file (where its `.git` is).
@@ -370,20 +347,35 @@ fn other_worktree_config_key(location: &Location, dir: &Path) -> String {
     key_for(location, &dir.join(OTHER_WORKTREE_CONFIG))
 }
 
-/// For a key of another worktree's `config.worktree` (see
-/// [`other_worktree_configs`]), that worktree's git dir.
-pub fn other_worktree_git_dir(location: &Location, key: &str) -> Option<PathBuf> {
+/// Which file of another worktree a key [`other_worktree_configs`]
+/// records names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OtherFile {
+    /// Its `config.worktree`, which an armed peer may write.
+    Config,
+    /// What leads git from it to a repository: `commondir`, or `gitdir`
+    /// with the `.git` file it names.
+    Link,
+}
+
+/// For a key [`other_worktree_configs`] records, the git dir of that other
+/// worktree and which of its files the key names.
+pub fn other_worktree_key(location: &Location, key: &str) -> Option<(PathBuf, OtherFile)> {
     if location.git_dir != location.common_dir
         && Path::new(key) == location.common_dir.join(OTHER_WORKTREE_CONFIG)
     {
-        return Some(location.common_dir.clone());
+        return Some((location.common_dir.clone(), OtherFile::Config));
     }
-    let name = key
-        .strip_prefix("worktrees/")?
-        .strip_suffix(OTHER_WORKTREE_CONFIG)?
-        .strip_suffix('/')?;
+    let rest = key.strip_prefix("worktrees/")?;
+    let (name, file) = [
+        ("/config.worktree", OtherFile::Config),
+        ("/commondir", OtherFile::Link),
+        ("/gitdir", OtherFile::Link),
+    ]
+    .into_iter()
+    .find_map(|(suffix, file)| Some((rest.strip_suffix(suffix)?, file)))?;
     let dir = location.common_dir.join("worktrees").join(name);
-    (!name.is_empty() && !name.contains('/') && dir != location.git_dir).then_some(dir)
+    (!name.is_empty() && !name.contains('/') && dir != location.git_dir).then_some((dir, file))
 }
 
 /// The paths behind [`metadata_digests`]' keys: every protected entry that
@@ -662,20 +654,9 @@ fn prunable(admin: &Path) -> bool {
     if admin.join("locked").exists() {
         return false;
     }
-    let Ok(gitdir) =
-        crate::fsutil::read_regular_limited(&admin.join("gitdir"), crate::fsutil::MAX_SMALL_FILE)
-    else {
+    // Unreadable, empty, or naming a `.git` that is not there.
+    let Some(path) = dot_git_named_by(admin) else {
         return true;
-    };
-    let gitdir = gitdir_as_git_reads_it(&gitdir);
-    if gitdir.is_empty() {
-        return true;
-    }
-    let path = Path::new(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(gitdir));
-    let path = if path.is_relative() {
-        admin.join(path)
-    } else {
-        path.to_owned()
     };
     !path.exists()
 }
@@ -813,28 +794,23 @@ mod tests {
         assert_eq!(gitdir_as_git_reads_it(b"\n\n"), b"");
     }
 
+    fn dir_of(location: &Location, key: &str) -> Option<PathBuf> {
+        other_worktree_key(location, key).map(|(dir, _)| dir)
+    }
+
     #[test]
     fn other_worktrees_config_keys_name_their_git_dirs_and_never_this_ones() {
         let main = location("/r/.git");
         let key = other_worktree_config_key(&main, Path::new("/r/.git/worktrees/b"));
         assert_eq!(key, "worktrees/b/config.worktree");
         assert_eq!(
-            other_worktree_git_dir(&main, &key),
+            dir_of(&main, &key),
             Some(PathBuf::from("/r/.git/worktrees/b"))
         );
-        assert_eq!(other_worktree_git_dir(&main, "config.worktree"), None);
-        assert_eq!(
-            other_worktree_git_dir(&main, "/r/.git/config.worktree"),
-            None
-        );
-        assert_eq!(
-            other_worktree_git_dir(&main, "worktrees/config.worktree"),
-            None
-        );
-        assert_eq!(
-            other_worktree_git_dir(&main, "worktrees/a/b/config.worktree"),
-            None
-        );
+        assert_eq!(dir_of(&main, "config.worktree"), None);
+        assert_eq!(dir_of(&main, "/r/.git/config.worktree"), None);
+        assert_eq!(dir_of(&main, "worktrees/config.worktree"), None);
+        assert_eq!(dir_of(&main, "worktrees/a/b/config.worktree"), None);
 
         let linked = location("/r/.git/worktrees/b");
         let key = other_worktree_config_key(&linked, Path::new("/r/.git"));
@@ -845,16 +821,13 @@ mod tests {
             "the common dir's, not the worktree's own"
         );
         assert_eq!(key_for(&linked, Path::new("/r/.git/config")), "config");
+        assert_eq!(dir_of(&linked, &key), Some(PathBuf::from("/r/.git")));
         assert_eq!(
-            other_worktree_git_dir(&linked, &key),
-            Some(PathBuf::from("/r/.git"))
-        );
-        assert_eq!(
-            other_worktree_git_dir(&linked, "worktrees/b/config.worktree"),
+            dir_of(&linked, "worktrees/b/config.worktree"),
             None,
             "its own"
         );
-        assert_eq!(other_worktree_git_dir(&linked, "config.worktree"), None);
+        assert_eq!(dir_of(&linked, "config.worktree"), None);
     }
 
     #[test]

@@ -64,9 +64,9 @@ pub use commits::{
     new_history, read_verified, tree_id_of,
 };
 pub use metadata::{
-    HookPaths, dot_git_at_arm, dot_git_left_behind, in_worktree_git_dir, inert_when_absent,
-    legacy_worktrees_digest, metadata_digests, module_git_dir, other_worktree_git_dir,
-    other_worktree_link, protected_paths, worktree_names, worktree_of_git_dir,
+    HookPaths, OtherFile, dot_git_at_arm, dot_git_left_behind, in_worktree_git_dir,
+    inert_when_absent, legacy_worktrees_digest, metadata_digests, module_git_dir,
+    other_worktree_key, protected_paths, worktree_names, worktree_of_git_dir,
 };
 pub use refs::{
     Head, RefMap, found_head, head, head_tree_id_given, head_tree_id_or_empty, ref_snapshot,
