@@ -20,7 +20,10 @@
 //! deleted packed ref), arm's copy of it ([`COPY_FILE_NAME`]) is compared
 //! with the new file record by record ([`super::packed_changes`]): the
 //! records that changed are judged beside the loose refs, as loose refs
-//! are, and their peel claims proven.
+//! are, and their peel claims proven. A record that packs a loose ref
+//! with the value arm read for it is no change (its peel claim is proven
+//! all the same): 100,000 loose refs packed since arm leave the branch to
+//! judge, not 100,000 names.
 //!
 //! Every other case takes the full read of [`super::refstore::prove`]: a
 //! new `packed-refs` that is not canonical or changed in more than
@@ -221,6 +224,9 @@ pub struct Moved {
     /// The records of `packed-refs` that are not arm's (none when the
     /// file has arm's bytes).
     packed: PackedChanges,
+    /// `sha256:` + hex SHA-256 of the `packed-refs` read (empty: none, or
+    /// empty).
+    packed_digest: String,
 }
 
 impl Moved {
@@ -290,6 +296,20 @@ pub fn read(
     at_arm: &AtArm<'_>,
     extra: &[BString],
 ) -> Result<Option<Moved>, Invalid> {
+    read_after(git_dir, common_dir, at_arm, extra, None)
+}
+
+/// [`read`]; `earlier`: a read of the same store this one is to be
+/// compared with, whose comparison of `packed-refs` with arm's is taken
+/// over when the file still has the bytes it read (the comparison parses
+/// every record that is not arm's: 100,000 after a `git pack-refs`).
+fn read_after(
+    git_dir: &Path,
+    common_dir: &Path,
+    at_arm: &AtArm<'_>,
+    extra: &[BString],
+    earlier: Option<&Moved>,
+) -> Result<Option<Moved>, Invalid> {
     let AtArm {
         packed: recorded,
         listed,
@@ -309,9 +329,22 @@ pub fn read(
     let bytes = bytes.unwrap_or_default();
     crate::fsutil::pause_point("refs-packed-read");
     // (An empty file and none are the same to git.)
+    let packed_digest = match bytes.is_empty() {
+        true => String::new(),
+        false => format!("sha256:{}", crate::digest::sha256_hex(&bytes)),
+    };
     let unchanged = match &recorded.packed_refs {
-        Some(digest) => format!("sha256:{}", crate::digest::sha256_hex(&bytes)) == *digest,
+        Some(digest) => packed_digest == *digest,
         None => bytes.is_empty(),
+    };
+    // A list that cannot be read leaves the loose refs to the full read
+    // (and the baseline's check refuses a damaged one).
+    let listed = match recorded.loose_list {
+        Some(_) => match listed.loose_list() {
+            Ok(Some(records)) => Some(records),
+            Ok(None) | Err(_) => return Ok(None),
+        },
+        None => None,
     };
     // The records that are not arm's, and arm's file to look the others
     // up in.
@@ -321,7 +354,23 @@ pub fn read(
         let Some(copy) = copy.bytes(recorded) else {
             return Ok(None);
         };
-        match packed_changes::changes(copy, &bytes, MAX_PACKED_CHANGES) {
+        // The same bytes as the earlier read compared: the same answer.
+        let same_file = earlier.filter(|e| e.packed_digest == packed_digest);
+        // The value arm read for a ref as a loose file: a new record of
+        // it (`git pack-refs` since) is then no change.
+        let mut in_order = listed.map(|l| l.in_order());
+        let mut packs_loose = |name: &[u8], id: &str| {
+            let at_arm = match recorded.beyond_packed.get(name.as_bstr()) {
+                Some(value) => Some(value.as_bstr()),
+                None => in_order.as_mut().and_then(|l| l.value_at_arm(name)),
+            };
+            at_arm == Some(id.as_bytes().as_bstr())
+        };
+        let compared = match same_file {
+            Some(earlier) => Some(earlier.packed.clone()),
+            None => packed_changes::changes(copy, &bytes, MAX_PACKED_CHANGES, &mut packs_loose),
+        };
+        match compared {
             // A name no loose file can have lives only in `packed-refs`:
             // git lists it, but neither gix nor git finds it by name
             // (its path is too long), as the changed records are asked
@@ -337,15 +386,6 @@ pub fn read(
             Some(changes) => (changes, copy),
             None => return Ok(None),
         }
-    };
-    // A list that cannot be read leaves the loose refs to the full read
-    // (and the baseline's check refuses a damaged one).
-    let listed = match recorded.loose_list {
-        Some(_) => match listed.loose_list() {
-            Ok(Some(records)) => Some(records),
-            Ok(None) | Err(_) => return Ok(None),
-        },
-        None => None,
     };
     let head = refstore::read_head(git_dir, &mut invalid);
     let (loose, by_identity) = match listed {
@@ -411,7 +451,18 @@ pub fn read(
             listed.first_unchanged_below(found, name).map(BString::from)
         })
     };
-    for record in packed_changes.records.iter() {
+    // The changed records only. One that packs a loose ref with arm's
+    // value names a file arm read, so no ref was above or below it then;
+    // a ref made above or below it since is a loose file or a changed
+    // record, checked here from its own side (as the ref below, or as the
+    // one above).
+    let changed = packed_changes.records.iter().filter(|r| {
+        packed_changes
+            .names
+            .binary_search_by(|n| n.as_bstr().cmp(r.name))
+            .is_ok()
+    });
+    for record in changed {
         let id = record.id.as_bytes().as_bstr();
         refstore::check_ref(record.name, id, &kind, &mut invalid);
         let below = packed
@@ -426,9 +477,30 @@ pub fn read(
             ));
         }
     }
+    // A loose ref whose file is gone, packed since with arm's value, did
+    // not move: it is not judged, nor asked about (its record is parsed
+    // strictly and handed over to be proven). Both lists are in name order.
+    let gone_moved: Vec<&BString> = {
+        let mut repacked = packed_changes
+            .records
+            .iter()
+            .map(|r| r.name)
+            .filter(|name| {
+                (packed_changes.names)
+                    .binary_search_by(|n| n.as_bstr().cmp(name))
+                    .is_err()
+            })
+            .peekable();
+        gone.iter()
+            .filter(|name| {
+                while repacked.next_if(|r| *r < name.as_bstr()).is_some() {}
+                repacked.next_if(|r| *r == name.as_bstr()).is_none()
+            })
+            .collect()
+    };
     let mut asked: BTreeSet<BString> = loose
         .keys()
-        .chain(&gone)
+        .chain(gone_moved)
         .chain(recorded.beyond_packed.keys())
         .chain(&packed_changes.names)
         .chain(extra)
@@ -469,6 +541,7 @@ pub fn read(
             loose,
             gone,
             packed: packed_changes,
+            packed_digest,
         }))
     } else {
         Err(invalid)
@@ -574,16 +647,21 @@ pub fn prove_settled(
     }
 }
 
-/// [`read`], waiting up to `patience` while the only problems are `.lock`
-/// files of running git commands (see [`refstore::read_settled`]).
-pub fn read_settled(
+/// [`read`] again, to be compared with `earlier` (see
+/// [`Moved::same_as`]), waiting up to `patience` while the only problems
+/// are `.lock` files of running git commands (see
+/// [`refstore::read_settled`]).
+pub fn read_again_settled(
     git_dir: &Path,
     common_dir: &Path,
     at_arm: &AtArm<'_>,
     extra: &[BString],
+    earlier: &Moved,
     patience: std::time::Duration,
 ) -> Result<Option<Moved>, Invalid> {
-    refstore::settled(patience, || read(git_dir, common_dir, at_arm, extra))
+    refstore::settled(patience, || {
+        read_after(git_dir, common_dir, at_arm, extra, Some(earlier))
+    })
 }
 
 /// A gix reference's name and raw value, as [`super::RefMap`] holds them.
