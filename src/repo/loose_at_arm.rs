@@ -218,19 +218,24 @@ fn trusted(id: &Identity, since_ns: i128) -> bool {
     ctime_ns < since_ns - i128::from(RACY_MARGIN_SECS) * 1_000_000_000
 }
 
-/// One recorded loose ref: where its name and value lie in the list's
-/// bytes, and its file's identity.
+/// One recorded loose ref: where its line's three fields lie in the
+/// list's bytes (at most [`MAX_FILE_BYTES`], so offsets fit in 32 bits):
+/// the name from `start` to `name_end`, the value after it to
+/// `value_end`, the identity after that to `end`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Record {
-    name: (usize, usize),
-    value: (usize, usize),
-    identity: Option<Identity>,
+    start: u32,
+    name_end: u32,
+    value_end: u32,
+    end: u32,
 }
 
 /// The list as verify reads it, sorted by name: the file's bytes, and a
-/// record of each line that points into them. (A name and a value of
-/// their own for each of 100,000 refs were half the cost of reading the
-/// list: issue 29.)
+/// record of each line that points into them. (A name, a value and an
+/// identity of their own for each of 100,000 refs were most of the cost,
+/// and 10 MB, of reading the list: issue 29. An identity is parsed when
+/// its file is compared with it; one that does not parse is no identity,
+/// and its file is read.)
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Records {
     bytes: Vec<u8>,
@@ -290,30 +295,20 @@ impl Records {
             else {
                 bail!("line {} does not have three fields", at + 1);
             };
-            let (name, value, identity) = (
-                &line[..name_end],
-                &line[name_end + 1..value_end],
-                &line[value_end + 1..],
-            );
-            if identity.contains(&b' ') {
+            let (name, identity) = (&line[..name_end], &line[value_end + 1..]);
+            if identity.is_empty() || identity.contains(&b' ') {
                 bail!("line {} does not have three fields", at + 1);
             }
-            let identity = match identity {
-                b"-" => None,
-                text => Some(
-                    Identity::parse(text)
-                        .with_context(|| format!("line {}: not a file identity", at + 1))?,
-                ),
-            };
             if !records.is_empty() && previous >= name {
                 bail!("line {}: names not sorted or repeated", at + 1);
             }
             previous = name;
-            let value_start = line_start + name.len() + 1;
+            let offset = |at: usize| u32::try_from(line_start + at).context("the list is too long");
             records.push(Record {
-                name: (line_start, line_start + name.len()),
-                value: (value_start, value_start + value.len()),
-                identity,
+                start: offset(0)?,
+                name_end: offset(name_end)?,
+                value_end: offset(value_end)?,
+                end: offset(line.len())?,
             });
         }
         Ok(Records { bytes, records })
@@ -325,12 +320,23 @@ impl Records {
     }
 
     fn name_of(&self, record: &Record) -> &BStr {
-        self.bytes[record.name.0..record.name.1].as_bstr()
+        self.bytes[record.start as usize..record.name_end as usize].as_bstr()
     }
 
     fn value(&self, at: usize) -> &BStr {
-        let (start, end) = self.records[at].value;
-        self.bytes[start..end].as_bstr()
+        let r = &self.records[at];
+        self.bytes[r.name_end as usize + 1..r.value_end as usize].as_bstr()
+    }
+
+    /// The identity recorded for the file of the record at `at`: `None`
+    /// when arm trusted none (`-`), or (never written by arm) it does not
+    /// parse.
+    fn identity(&self, at: usize) -> Option<Identity> {
+        let r = &self.records[at];
+        match &self.bytes[r.value_end as usize + 1..r.end as usize] {
+            b"-" => None,
+            text => Identity::parse(text),
+        }
     }
 
     fn find(&self, name: &[u8]) -> Option<usize> {
@@ -378,7 +384,7 @@ impl Records {
                 return true;
             };
             next = at + 1;
-            let Some(recorded) = self.records[at].identity else {
+            let Some(recorded) = self.identity(at) else {
                 return true;
             };
             let same = entry
@@ -508,15 +514,25 @@ mod tests {
             Some(b"ref:refs/a".as_bstr())
         );
         assert_eq!(records.value_at_arm(b"refs/c".as_bstr()), None);
+        assert_eq!(
+            records.identity(1),
+            Identity::parse(b"1:2:3:4:5.000000006:7.000000008")
+        );
+        assert!(records.identity(1).is_some());
+        assert_eq!(records.identity(0), None);
         for bad in [
             &b"refs/b 1 -\nrefs/a 1 -\n"[..],
             b"refs/a 1 -\nrefs/a 1 -\n",
             b"refs/a 1\n",
+            b"refs/a 1 \n",
             b"refs/a 1 - x\n",
-            b"refs/a 1 1:2\n",
-            b"refs/a 1 1:2:3:4:5.6:7.8\n",
         ] {
             assert!(Records::parse(bad.to_vec()).is_err(), "{:?}", bad.as_bstr());
+        }
+        // An identity that does not parse is none: the file is read.
+        for odd in [&b"refs/a 1 1:2\n"[..], b"refs/a 1 1:2:3:4:5.6:7.8\n"] {
+            let records = Records::parse(odd.to_vec()).unwrap();
+            assert_eq!(records.identity(0), None, "{:?}", odd.as_bstr());
         }
     }
 

@@ -222,8 +222,9 @@ pub struct Moved {
     /// Listed loose refs whose file is gone (see [`super::loose_at_arm`]).
     gone: Vec<BString>,
     /// The records of `packed-refs` that are not arm's (none when the
-    /// file has arm's bytes).
-    packed: PackedChanges,
+    /// file has arm's bytes), shared with a second read of the same file
+    /// (100,000 records after a `git pack-refs`).
+    packed: std::sync::Arc<PackedChanges>,
     /// `sha256:` + hex SHA-256 of the `packed-refs` read (empty: none, or
     /// empty).
     packed_digest: String,
@@ -349,7 +350,7 @@ fn read_after(
     // The records that are not arm's, and arm's file to look the others
     // up in.
     let (packed_changes, at_arm_bytes) = if unchanged {
-        (PackedChanges::default(), &bytes[..])
+        (std::sync::Arc::default(), &bytes[..])
     } else {
         let Some(copy) = copy.bytes(recorded) else {
             return Ok(None);
@@ -367,8 +368,9 @@ fn read_after(
             at_arm == Some(id.as_bytes().as_bstr())
         };
         let compared = match same_file {
-            Some(earlier) => Some(earlier.packed.clone()),
-            None => packed_changes::changes(copy, &bytes, MAX_PACKED_CHANGES, &mut packs_loose),
+            Some(earlier) => Some(std::sync::Arc::clone(&earlier.packed)),
+            None => packed_changes::changes(copy, &bytes, MAX_PACKED_CHANGES, &mut packs_loose)
+                .map(std::sync::Arc::new),
         };
         match compared {
             // A name no loose file can have lives only in `packed-refs`:
@@ -576,13 +578,13 @@ pub fn prove(
 /// does. A ref that moved since the read is a transient problem.
 pub fn confirm(repo: &gix::Repository, moved: Moved) -> anyhow::Result<Result<Moved, Invalid>> {
     let mut invalid = Invalid::default();
-    let view = StrictRefs {
-        head: moved.head.clone(),
-        refs: moved.loose.clone(),
-        packed: moved.packed.records.clone(),
-        ..StrictRefs::default()
-    };
-    refstore::check_id_lengths(&view, repo.object_hash(), &mut invalid);
+    refstore::check_id_lengths_of(
+        &moved.head,
+        &moved.loose,
+        &moved.packed.records,
+        repo.object_hash(),
+        &mut invalid,
+    );
     if !invalid.problems.is_empty() {
         return Ok(Err(invalid));
     }

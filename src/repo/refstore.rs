@@ -1219,14 +1219,26 @@ pub(super) fn settled<T>(
 /// git (and a 64-digit one in a SHA-1 repository), which other readers may
 /// still take for an id. Each value must have the repository's length.
 pub(super) fn check_id_lengths(strict: &StrictRefs, hash: gix::hash::Kind, invalid: &mut Invalid) {
+    check_id_lengths_of(&strict.head, &strict.refs, &strict.packed, hash, invalid);
+}
+
+/// [`check_id_lengths`] of HEAD's value `head`, the refs `refs` and the
+/// records `packed`.
+pub(super) fn check_id_lengths_of(
+    head_value: &BString,
+    refs: &RefMap,
+    packed: &PackedRefs,
+    hash: gix::hash::Kind,
+    invalid: &mut Invalid,
+) {
     let hex_len = hash.len_in_hex();
     let head = BString::from("HEAD");
-    let values = std::iter::once((&head, &strict.head))
-        .chain(strict.refs.iter())
+    let values = std::iter::once((&head, head_value))
+        .chain(refs.iter())
         .filter(|(_, v)| !v.starts_with(b"ref:"));
     // Packed records too, also those a loose ref shadows: git parses the
     // whole file.
-    let packed = strict.packed.iter().flat_map(|r| {
+    let packed = packed.iter().flat_map(|r| {
         std::iter::once((r.name, r.id.len())).chain(r.peeled.map(|p| (r.name, p.len())))
     });
     let wrong = values
