@@ -183,6 +183,22 @@ impl ArmCopy {
         self.read.take();
     }
 
+    /// The size of the copy, if it is there (not proven: a copy that
+    /// fails its digest later is no copy).
+    fn size(&self) -> Option<u64> {
+        match self.read.get() {
+            Some(read) => read.as_ref().map(|bytes| bytes.len() as u64),
+            None => Some(
+                self.state
+                    .as_ref()?
+                    .join(COPY_FILE_NAME)
+                    .metadata()
+                    .ok()?
+                    .len(),
+            ),
+        }
+    }
+
     /// The bytes of `packed-refs` as arm read it (empty when there was
     /// none), if the copy is there with the digest `at_arm` records.
     /// `None` sends verify to the full read, which needs no copy: a
@@ -225,9 +241,10 @@ pub struct Moved {
     /// file has arm's bytes), shared with a second read of the same file
     /// (100,000 records after a `git pack-refs`).
     packed: std::sync::Arc<PackedChanges>,
-    /// `sha256:` + hex SHA-256 of the `packed-refs` read (empty: none, or
-    /// empty).
-    packed_digest: String,
+    /// The bytes of `packed-refs` a first read read, when they are not
+    /// arm's (empty otherwise): a second read of the same bytes takes
+    /// over [`Moved::packed`] (without a hash of each).
+    packed_bytes: Vec<u8>,
 }
 
 impl Moved {
@@ -330,12 +347,14 @@ fn read_after(
     let bytes = bytes.unwrap_or_default();
     crate::fsutil::pause_point("refs-packed-read");
     // (An empty file and none are the same to git.)
-    let packed_digest = match bytes.is_empty() {
-        true => String::new(),
-        false => format!("sha256:{}", crate::digest::sha256_hex(&bytes)),
-    };
+    // A file of another size than arm's copy is not arm's, without a hash
+    // of its 6 MB (100,000 refs); a copy missing or damaged sends a
+    // changed file to the full read below all the same.
     let unchanged = match &recorded.packed_refs {
-        Some(digest) => packed_digest == *digest,
+        Some(digest) => {
+            copy.size().is_none_or(|size| size == bytes.len() as u64)
+                && format!("sha256:{}", crate::digest::sha256_hex(&bytes)) == *digest
+        }
         None => bytes.is_empty(),
     };
     // A list that cannot be read leaves the loose refs to the full read
@@ -356,7 +375,7 @@ fn read_after(
             return Ok(None);
         };
         // The same bytes as the earlier read compared: the same answer.
-        let same_file = earlier.filter(|e| e.packed_digest == packed_digest);
+        let same_file = earlier.filter(|e| e.packed_bytes == bytes);
         // The value arm read for a ref as a loose file: a new record of
         // it (`git pack-refs` since) is then no change.
         let mut in_order = listed.map(|l| l.in_order());
@@ -543,7 +562,11 @@ fn read_after(
             loose,
             gone,
             packed: packed_changes,
-            packed_digest,
+            // (Not kept by a second read: a third is not compared with it.)
+            packed_bytes: match unchanged || earlier.is_some() {
+                true => Vec::new(),
+                false => bytes,
+            },
         }))
     } else {
         Err(invalid)
