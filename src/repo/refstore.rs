@@ -1533,6 +1533,10 @@ fn packed_names_below(path: &Path, tops: &std::collections::HashSet<Vec<u8>>) ->
     };
     let mut lines = std::io::BufReader::new(file.take(MAX_PACKED_BYTES + 1));
     let (mut line, mut read, mut names) = (Vec::new(), 0u64, Vec::new());
+    // A handful of entries, looked up for each of 100,000 records: a
+    // sorted list, without hashing each component (issue 29).
+    let mut tops: Vec<&[u8]> = tops.iter().map(Vec::as_slice).collect();
+    tops.sort_unstable();
     loop {
         line.clear();
         match lines.read_until(b'\n', &mut line) {
@@ -1552,8 +1556,8 @@ fn packed_names_below(path: &Path, tops: &std::collections::HashSet<Vec<u8>>) ->
         };
         let below_a_top = SHORT_NAME_RULES.iter().any(|rule| {
             name.strip_prefix(rule.as_bytes())
-                .and_then(|rest| rest.split(|&b| b == b'/').next())
-                .is_some_and(|top| tops.contains(top))
+                .map(|rest| &rest[..rest.find_byte(b'/').unwrap_or(rest.len())])
+                .is_some_and(|top| tops.binary_search(&top).is_ok())
         });
         if below_a_top {
             names.push(name.to_vec());
