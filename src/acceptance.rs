@@ -596,18 +596,26 @@ fn judge(state: &Path, repo_dir: Option<&Path>, site: Site) -> ToolResult {
     // entry: see `Baseline::for_each_ref`.)
     let read = Baseline::read_live_or_retired(state).and_then(|record| {
         let refs_file = record.0.refs_file_check()?;
-        Ok((record, refs_file))
+        let loose_list = record.0.loose_list_check()?;
+        Ok((record, refs_file, loose_list))
     });
-    let (record, refs_file) = match read {
+    let (record, refs_file, loose_list) = match read {
         Ok(read) => read,
         Err(e) => return baseline_invalid(&e),
     };
-    // The refs file is checked against its digest beside everything else
-    // (8 MB for 100,000 refs, hashed on another core; parsed only if
-    // verify needs it), and the answer comes first: a damaged baseline is
-    // refused as that, whatever else was found, as when it was checked
-    // before anything else. (The list of loose refs: see `judge_baseline`.)
-    let checking = refs_file.map(|check| std::thread::spawn(move || check.run()));
+    // The refs file and the list of loose refs are checked against their
+    // digests beside everything else (8 and 12 MB for 100,000 refs, hashed
+    // on another core; parsed only if verify needs them), and the answer
+    // comes first: a damaged baseline is refused as that, whatever else
+    // was found, as when it was checked before anything else.
+    let checking = (refs_file.is_some() || loose_list.is_some()).then(|| {
+        std::thread::spawn(move || {
+            if let Some(check) = refs_file {
+                check.run()?;
+            }
+            loose_list.map_or(Ok(()), |check| check.run())
+        })
+    });
     let result = judge_baseline(record, state, repo_dir, site);
     match checking.map(std::thread::JoinHandle::join) {
         None | Some(Ok(Ok(()))) => result,
@@ -669,15 +677,6 @@ fn judge_baseline(
         return refused;
     }
     let early_refs = early_refs(&baseline);
-    // The list of loose refs arm wrote (12 MB for 100,000 refs) is read,
-    // and checked against its digest, by the read of the refs that can
-    // have moved; one it did not read is checked now, before anything is
-    // judged, so that a damaged one is refused as a damaged baseline.
-    // (Hashed on another thread beside that read, it was hashed twice.)
-    let unread_list = baseline.loose_list_check();
-    if let Err(e) = unread_list.and_then(|check| check.map_or(Ok(()), |c| c.run())) {
-        return baseline_invalid(&e);
-    }
     let loose_refs = match early_refs {
         EarlyRefs::Read(_) => repo::special_files::LooseRefs::ReadStrictly,
         EarlyRefs::AllRefs | EarlyRefs::Unsure => repo::special_files::LooseRefs::Scan,
@@ -1463,12 +1462,11 @@ fn refs_moved_since(
         ),
         // `packed-refs` rewritten meanwhile (`Ok(None)`) is a move too.
         RefsRead::Moved(moved) => !matches!(
-            baseline.refs_at_arm().map(|at_arm| refs_since_arm::read_again_settled(
+            baseline.refs_at_arm().map(|at_arm| refs_since_arm::read_settled(
                 &location.git_dir,
                 &location.common_dir,
                 &at_arm,
                 extra,
-                moved,
                 REF_STORE_PATIENCE,
             )),
             Some(Ok(Some(again))) if again.same_as(moved, in_flight)

@@ -314,11 +314,6 @@ impl Records {
         Ok(Records { bytes, records })
     }
 
-    /// The name of the record at `at`.
-    fn name(&self, at: usize) -> &BStr {
-        self.name_of(&self.records[at])
-    }
-
     fn name_of(&self, record: &Record) -> &BStr {
         self.bytes[record.start as usize..record.name_end as usize].as_bstr()
     }
@@ -361,16 +356,6 @@ impl Records {
     /// The value `name` had at arm as a loose ref.
     pub fn value_at_arm(&self, name: &BStr) -> Option<&BStr> {
         self.find(name).map(|at| self.value(at))
-    }
-
-    /// [`Records::value_at_arm`] for names asked in name order, each
-    /// found by walking on from the last: 100,000 binary searches over
-    /// the list missed the cache at nearly every step (issue 29).
-    pub fn in_order(&self) -> InOrder<'_> {
-        InOrder {
-            list: self,
-            next: 0,
-        }
     }
 
     /// The loose refs now: those whose file does not have its recorded
@@ -428,27 +413,6 @@ impl Records {
         self.find(name)
             .filter(|&at| loose.unchanged[at])
             .map(|at| self.value(at))
-    }
-}
-
-/// Lookups in name order ([`Records::in_order`]).
-pub struct InOrder<'a> {
-    list: &'a Records,
-    /// The first record not passed yet.
-    next: usize,
-}
-
-impl<'a> InOrder<'a> {
-    /// The value the loose ref `name` had at arm. A name that sorts
-    /// before one asked already is not found: `None`, as for a name arm
-    /// did not list.
-    pub fn value_at_arm(&mut self, name: &[u8]) -> Option<&'a BStr> {
-        let list = self.list;
-        while self.next < list.records.len() && list.name(self.next).as_bytes() < name {
-            self.next += 1;
-        }
-        (self.next < list.records.len() && list.name(self.next) == name)
-            .then(|| list.value(self.next))
     }
 }
 

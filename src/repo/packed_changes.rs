@@ -22,13 +22,6 @@
 //!
 //! Then a ref's packed value can differ from arm's only in the records
 //! named by [`PackedChanges::names`]: the added, changed and removed ones.
-//!
-//! A new record that holds exactly the value arm read for that name as a
-//! loose ref (`git pack-refs` after arm packed it; the caller says which,
-//! see [`changes`]) is parsed and handed over like any other, but its name
-//! is not one of those: the ref has arm's value, the record being
-//! canonical, so 100,000 loose refs packed since arm are 100,000 records
-//! to parse, not 100,000 names to judge and ask git about (issue 29).
 //! Anything else (a record that does not parse, records out of order, a
 //! second record of one name, more than `limit` changes) is `None`: the
 //! full read of [`super::refstore`] judges the file, and says what is
@@ -48,23 +41,12 @@ pub struct PackedChanges {
     /// order, with the new file's header traits: their ids and peel claims
     /// are still to be proven against the object store.
     pub records: PackedRefs,
-    /// How many of `records` pack a loose ref with the value arm read for
-    /// it (not in `names`).
-    pub repacked: usize,
 }
 
 /// Compares `now` with `at_arm` (the bytes of a `packed-refs` arm proved
 /// canonical; empty when there was none) record by record; `None` when the
 /// new file is not canonical or more than `limit` names changed.
-/// `loose_at_arm(name, id)`: whether arm read the ref `name` as a loose
-/// ref of value `id` (a new record that says so is not a change), asked
-/// in name order.
-pub fn changes(
-    at_arm: &[u8],
-    now: &[u8],
-    limit: usize,
-    loose_at_arm: &mut dyn FnMut(&[u8], &str) -> bool,
-) -> Option<PackedChanges> {
+pub fn changes(at_arm: &[u8], now: &[u8], limit: usize) -> Option<PackedChanges> {
     let (arm_header, mut old) = split_header(at_arm);
     let (header, mut new) = split_header(now);
     let same_header = arm_header == header;
@@ -92,16 +74,12 @@ pub fn changes(
             _ => false,
         };
         if !kept {
+            out.names.push(record.name.into());
             // Alone: a record parsed beside another could borrow its
             // neighbour's context (a peeled line).
             let one = packed_refs::parse_record(record.bytes)?;
             if one.name.as_bytes() != record.name {
                 return None;
-            }
-            if loose_at_arm(record.name, one.id) {
-                out.repacked += 1;
-            } else {
-                out.names.push(record.name.into());
             }
             out.records.push(one.name, one.id, one.peeled);
         }
@@ -190,11 +168,6 @@ mod tests {
         out
     }
 
-    /// No ref was loose at arm.
-    fn none(_: &[u8], _: &str) -> bool {
-        false
-    }
-
     fn names(c: &PackedChanges) -> Vec<&str> {
         c.names.iter().map(|n| n.to_str().unwrap()).collect()
     }
@@ -215,7 +188,7 @@ mod tests {
             (A, "refs/tags/a", None),
             (B, "refs/tags/b", None),
         ]);
-        let c = changes(arm.as_bytes(), now.as_bytes(), 10, &mut none).unwrap();
+        let c = changes(arm.as_bytes(), now.as_bytes(), 10).unwrap();
         assert_eq!(
             names(&c),
             [
@@ -242,60 +215,20 @@ mod tests {
     }
 
     #[test]
-    fn a_record_that_packs_a_ref_loose_at_arm_with_its_value_is_no_change() {
-        let arm = file(&[(A, "refs/heads/main", None)]);
-        // `git pack-refs` after arm: refs/tags/a and refs/tags/b were loose
-        // at arm with A and B; refs/tags/c was loose with A, now packed
-        // with C; refs/heads/main moved.
-        let now = file(&[
-            (B, "refs/heads/main", None),
-            (A, "refs/tags/a", None),
-            (B, "refs/tags/b", Some(A)),
-            (C, "refs/tags/c", None),
-        ]);
-        let mut loose = |name: &[u8], id: &str| {
-            matches!(
-                (name, id),
-                (b"refs/tags/a", A) | (b"refs/tags/b", B) | (b"refs/tags/c", A)
-            )
-        };
-        let c = changes(arm.as_bytes(), now.as_bytes(), 10, &mut loose).unwrap();
-        assert_eq!(names(&c), ["refs/heads/main", "refs/tags/c"]);
-        assert_eq!(c.repacked, 2);
-        // Every new record is handed over all the same: its id and peel
-        // claim are still to be proven.
-        assert_eq!(c.records.len(), 4);
-        // Not counted against the limit; a record that does not parse is
-        // refused whoever had its name.
-        assert!(changes(arm.as_bytes(), now.as_bytes(), 2, &mut loose).is_some());
-        let bad = now.replace(
-            &format!("{A} refs/tags/a\n"),
-            &format!("{A} refs/tags/a\r\n"),
-        );
-        assert_eq!(
-            changes(arm.as_bytes(), bad.as_bytes(), 10, &mut loose),
-            None
-        );
-        // A record of arm's bytes is arm's, loose or not.
-        let c = changes(now.as_bytes(), now.as_bytes(), 0, &mut loose).unwrap();
-        assert_eq!((c.names.len(), c.repacked, c.records.len()), (0, 0, 0));
-    }
-
-    #[test]
     fn the_same_file_has_no_changes_and_a_new_header_changes_every_record() {
         let arm = file(&[(A, "refs/heads/main", None), (B, "refs/tags/b", Some(A))]);
-        let same = changes(arm.as_bytes(), arm.as_bytes(), 0, &mut none).unwrap();
+        let same = changes(arm.as_bytes(), arm.as_bytes(), 0).unwrap();
         assert!(same.names.is_empty() && same.records.is_empty(), "{same:?}");
         let now = arm.replace(HEADER, "# pack-refs with: peeled sorted \n");
-        let c = changes(arm.as_bytes(), now.as_bytes(), 10, &mut none).unwrap();
+        let c = changes(arm.as_bytes(), now.as_bytes(), 10).unwrap();
         assert_eq!(names(&c), ["refs/heads/main", "refs/tags/b"]);
         assert_eq!(c.records.traits, ["peeled", "sorted"]);
         // No file at arm: every record is new.
-        let c = changes(b"", arm.as_bytes(), 10, &mut none).unwrap();
+        let c = changes(b"", arm.as_bytes(), 10).unwrap();
         assert_eq!(c.records.len(), 2);
         // No file now: every record is gone.
         assert_eq!(
-            names(&changes(arm.as_bytes(), b"", 10, &mut none).unwrap()),
+            names(&changes(arm.as_bytes(), b"", 10).unwrap()),
             ["refs/heads/main", "refs/tags/b"]
         );
     }
@@ -359,16 +292,12 @@ mod tests {
                 packed_refs::parse(now.as_bytes()).is_err(),
                 "{what}: the parser takes it"
             );
-            assert_eq!(
-                changes(arm.as_bytes(), now.as_bytes(), 10, &mut none),
-                None,
-                "{what}"
-            );
+            assert_eq!(changes(arm.as_bytes(), now.as_bytes(), 10), None, "{what}");
         }
         let now = arm.replace(A, B);
-        assert!(changes(arm.as_bytes(), now.as_bytes(), 3, &mut none).is_some());
+        assert!(changes(arm.as_bytes(), now.as_bytes(), 3).is_some());
         assert_eq!(
-            changes(arm.as_bytes(), now.as_bytes(), 2, &mut none),
+            changes(arm.as_bytes(), now.as_bytes(), 2),
             None,
             "over the limit"
         );
@@ -473,9 +402,7 @@ mod tests {
             })
         ) {
             let old = packed_refs::parse(arm.as_bytes()).expect("arm's file is canonical");
-            // Some refs were loose at arm with some value.
-            let mut loose = |name: &[u8], id: &str| name.len().is_multiple_of(2) && id != C;
-            let answer = changes(arm.as_bytes(), now.as_bytes(), usize::MAX, &mut loose);
+            let answer = changes(arm.as_bytes(), now.as_bytes(), usize::MAX);
             let whole = packed_refs::parse(now.as_bytes());
             proptest::prop_assert_eq!(answer.is_some(), whole.is_ok(), "{:?} -> {:?}", arm, now);
             if let (Some(answer), Ok(new)) = (answer, whole) {
@@ -487,10 +414,7 @@ mod tests {
                     .collect::<std::collections::BTreeSet<_>>()
                     .into_iter()
                     .collect();
-                let repacks = |n: &BString| after.get(n).is_some_and(|(id, _)| loose(n, id));
-                let named: Vec<BString> = differ.iter().filter(|n| !repacks(n)).cloned().collect();
-                proptest::prop_assert_eq!(&answer.names, &named);
-                proptest::prop_assert_eq!(answer.repacked, differ.len() - named.len());
+                proptest::prop_assert_eq!(&answer.names, &differ);
                 let handed: BTreeMap<_, _> = by_name(&answer.records);
                 let expected: BTreeMap<_, _> = after.into_iter().filter(|(n, _)| differ.contains(n)).collect();
                 proptest::prop_assert_eq!(handed, expected);

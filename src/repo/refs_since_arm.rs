@@ -20,10 +20,7 @@
 //! deleted packed ref), arm's copy of it ([`COPY_FILE_NAME`]) is compared
 //! with the new file record by record ([`super::packed_changes`]): the
 //! records that changed are judged beside the loose refs, as loose refs
-//! are, and their peel claims proven. A record that packs a loose ref
-//! with the value arm read for it is no change (its peel claim is proven
-//! all the same): 100,000 loose refs packed since arm leave the branch to
-//! judge, not 100,000 names.
+//! are, and their peel claims proven.
 //!
 //! Every other case takes the full read of [`super::refstore::prove`]: a
 //! new `packed-refs` that is not canonical or changed in more than
@@ -183,22 +180,6 @@ impl ArmCopy {
         self.read.take();
     }
 
-    /// The size of the copy, if it is there (not proven: a copy that
-    /// fails its digest later is no copy).
-    fn size(&self) -> Option<u64> {
-        match self.read.get() {
-            Some(read) => read.as_ref().map(|bytes| bytes.len() as u64),
-            None => Some(
-                self.state
-                    .as_ref()?
-                    .join(COPY_FILE_NAME)
-                    .metadata()
-                    .ok()?
-                    .len(),
-            ),
-        }
-    }
-
     /// The bytes of `packed-refs` as arm read it (empty when there was
     /// none), if the copy is there with the digest `at_arm` records.
     /// `None` sends verify to the full read, which needs no copy: a
@@ -238,13 +219,8 @@ pub struct Moved {
     /// Listed loose refs whose file is gone (see [`super::loose_at_arm`]).
     gone: Vec<BString>,
     /// The records of `packed-refs` that are not arm's (none when the
-    /// file has arm's bytes), shared with a second read of the same file
-    /// (100,000 records after a `git pack-refs`).
-    packed: std::sync::Arc<PackedChanges>,
-    /// The bytes of `packed-refs` a first read read, when they are not
-    /// arm's (empty otherwise): a second read of the same bytes takes
-    /// over [`Moved::packed`] (without a hash of each).
-    packed_bytes: Vec<u8>,
+    /// file has arm's bytes).
+    packed: PackedChanges,
 }
 
 impl Moved {
@@ -314,20 +290,6 @@ pub fn read(
     at_arm: &AtArm<'_>,
     extra: &[BString],
 ) -> Result<Option<Moved>, Invalid> {
-    read_after(git_dir, common_dir, at_arm, extra, None)
-}
-
-/// [`read`]; `earlier`: a read of the same store this one is to be
-/// compared with, whose comparison of `packed-refs` with arm's is taken
-/// over when the file still has the bytes it read (the comparison parses
-/// every record that is not arm's: 100,000 after a `git pack-refs`).
-fn read_after(
-    git_dir: &Path,
-    common_dir: &Path,
-    at_arm: &AtArm<'_>,
-    extra: &[BString],
-    earlier: Option<&Moved>,
-) -> Result<Option<Moved>, Invalid> {
     let AtArm {
         packed: recorded,
         listed,
@@ -347,51 +309,19 @@ fn read_after(
     let bytes = bytes.unwrap_or_default();
     crate::fsutil::pause_point("refs-packed-read");
     // (An empty file and none are the same to git.)
-    // A file of another size than arm's copy is not arm's, without a hash
-    // of its 6 MB (100,000 refs); a copy missing or damaged sends a
-    // changed file to the full read below all the same.
     let unchanged = match &recorded.packed_refs {
-        Some(digest) => {
-            copy.size().is_none_or(|size| size == bytes.len() as u64)
-                && format!("sha256:{}", crate::digest::sha256_hex(&bytes)) == *digest
-        }
+        Some(digest) => format!("sha256:{}", crate::digest::sha256_hex(&bytes)) == *digest,
         None => bytes.is_empty(),
-    };
-    // A list that cannot be read leaves the loose refs to the full read
-    // (and the baseline's check refuses a damaged one).
-    let listed = match recorded.loose_list {
-        Some(_) => match listed.loose_list() {
-            Ok(Some(records)) => Some(records),
-            Ok(None) | Err(_) => return Ok(None),
-        },
-        None => None,
     };
     // The records that are not arm's, and arm's file to look the others
     // up in.
     let (packed_changes, at_arm_bytes) = if unchanged {
-        (std::sync::Arc::default(), &bytes[..])
+        (PackedChanges::default(), &bytes[..])
     } else {
         let Some(copy) = copy.bytes(recorded) else {
             return Ok(None);
         };
-        // The same bytes as the earlier read compared: the same answer.
-        let same_file = earlier.filter(|e| e.packed_bytes == bytes);
-        // The value arm read for a ref as a loose file: a new record of
-        // it (`git pack-refs` since) is then no change.
-        let mut in_order = listed.map(|l| l.in_order());
-        let mut packs_loose = |name: &[u8], id: &str| {
-            let at_arm = match recorded.beyond_packed.get(name.as_bstr()) {
-                Some(value) => Some(value.as_bstr()),
-                None => in_order.as_mut().and_then(|l| l.value_at_arm(name)),
-            };
-            at_arm == Some(id.as_bytes().as_bstr())
-        };
-        let compared = match same_file {
-            Some(earlier) => Some(std::sync::Arc::clone(&earlier.packed)),
-            None => packed_changes::changes(copy, &bytes, MAX_PACKED_CHANGES, &mut packs_loose)
-                .map(std::sync::Arc::new),
-        };
-        match compared {
+        match packed_changes::changes(copy, &bytes, MAX_PACKED_CHANGES) {
             // A name no loose file can have lives only in `packed-refs`:
             // git lists it, but neither gix nor git finds it by name
             // (its path is too long), as the changed records are asked
@@ -407,6 +337,15 @@ fn read_after(
             Some(changes) => (changes, copy),
             None => return Ok(None),
         }
+    };
+    // A list that cannot be read leaves the loose refs to the full read
+    // (and the baseline's check refuses a damaged one).
+    let listed = match recorded.loose_list {
+        Some(_) => match listed.loose_list() {
+            Ok(Some(records)) => Some(records),
+            Ok(None) | Err(_) => return Ok(None),
+        },
+        None => None,
     };
     let head = refstore::read_head(git_dir, &mut invalid);
     let (loose, by_identity) = match listed {
@@ -472,18 +411,7 @@ fn read_after(
             listed.first_unchanged_below(found, name).map(BString::from)
         })
     };
-    // The changed records only. One that packs a loose ref with arm's
-    // value names a file arm read, so no ref was above or below it then;
-    // a ref made above or below it since is a loose file or a changed
-    // record, checked here from its own side (as the ref below, or as the
-    // one above).
-    let changed = packed_changes.records.iter().filter(|r| {
-        packed_changes
-            .names
-            .binary_search_by(|n| n.as_bstr().cmp(r.name))
-            .is_ok()
-    });
-    for record in changed {
+    for record in packed_changes.records.iter() {
         let id = record.id.as_bytes().as_bstr();
         refstore::check_ref(record.name, id, &kind, &mut invalid);
         let below = packed
@@ -498,30 +426,9 @@ fn read_after(
             ));
         }
     }
-    // A loose ref whose file is gone, packed since with arm's value, did
-    // not move: it is not judged, nor asked about (its record is parsed
-    // strictly and handed over to be proven). Both lists are in name order.
-    let gone_moved: Vec<&BString> = {
-        let mut repacked = packed_changes
-            .records
-            .iter()
-            .map(|r| r.name)
-            .filter(|name| {
-                (packed_changes.names)
-                    .binary_search_by(|n| n.as_bstr().cmp(name))
-                    .is_err()
-            })
-            .peekable();
-        gone.iter()
-            .filter(|name| {
-                while repacked.next_if(|r| *r < name.as_bstr()).is_some() {}
-                repacked.next_if(|r| *r == name.as_bstr()).is_none()
-            })
-            .collect()
-    };
     let mut asked: BTreeSet<BString> = loose
         .keys()
-        .chain(gone_moved)
+        .chain(&gone)
         .chain(recorded.beyond_packed.keys())
         .chain(&packed_changes.names)
         .chain(extra)
@@ -562,11 +469,6 @@ fn read_after(
             loose,
             gone,
             packed: packed_changes,
-            // (Not kept by a second read: a third is not compared with it.)
-            packed_bytes: match unchanged || earlier.is_some() {
-                true => Vec::new(),
-                false => bytes,
-            },
         }))
     } else {
         Err(invalid)
@@ -672,21 +574,16 @@ pub fn prove_settled(
     }
 }
 
-/// [`read`] again, to be compared with `earlier` (see
-/// [`Moved::same_as`]), waiting up to `patience` while the only problems
-/// are `.lock` files of running git commands (see
-/// [`refstore::read_settled`]).
-pub fn read_again_settled(
+/// [`read`], waiting up to `patience` while the only problems are `.lock`
+/// files of running git commands (see [`refstore::read_settled`]).
+pub fn read_settled(
     git_dir: &Path,
     common_dir: &Path,
     at_arm: &AtArm<'_>,
     extra: &[BString],
-    earlier: &Moved,
     patience: std::time::Duration,
 ) -> Result<Option<Moved>, Invalid> {
-    refstore::settled(patience, || {
-        read_after(git_dir, common_dir, at_arm, extra, Some(earlier))
-    })
+    refstore::settled(patience, || read(git_dir, common_dir, at_arm, extra))
 }
 
 /// A gix reference's name and raw value, as [`super::RefMap`] holds them.
