@@ -469,12 +469,10 @@ fn without_arms_copy_a_rewritten_packed_refs_takes_the_full_read() {
     }
 }
 
-/// More records changed than verify compares one by one
-/// (`MAX_PACKED_CHANGES`, 4096): the full read, accepting the same refs
-/// and refusing a moved one. (A header with other traits changes every
-/// record: each now means what that header says.)
-#[test]
-fn a_packed_refs_changed_in_more_records_than_compared_takes_the_full_read() {
+/// A repository with 4,200 loose tags (`refs/tags/m00000`...), more
+/// than verify compares one by one (`MAX_PACKED_CHANGES`, 4096), and no
+/// automatic packing.
+fn with_more_tags_than_compared() -> Sandbox {
     let sb = Sandbox::with_files_refs();
     sb.git(&["config", "maintenance.auto", "false"]);
     sb.git(&["config", "gc.auto", "0"]);
@@ -483,6 +481,16 @@ fn a_packed_refs_changed_in_more_records_than_compared_takes_the_full_read() {
         .map(|i| format!("create refs/tags/m{i:05} {head}\n"))
         .collect();
     sb.git_stdin(&["update-ref", "--stdin"], &stdin);
+    sb
+}
+
+/// More records changed than verify compares one by one
+/// (`MAX_PACKED_CHANGES`, 4096): the full read, accepting the same refs
+/// and refusing a moved one. (A header with other traits changes every
+/// record: each now means what that header says.)
+#[test]
+fn a_packed_refs_changed_in_more_records_than_compared_takes_the_full_read() {
+    let sb = with_more_tags_than_compared();
     sb.git(&["pack-refs", "--all"]);
     let grant = sb.grant(&["docs/"], 1, 2);
     sb.arm(&grant);
@@ -509,14 +517,7 @@ fn a_packed_refs_changed_in_more_records_than_compared_takes_the_full_read() {
 /// went.
 #[test]
 fn loose_refs_packed_after_arm_are_read_whole_and_judged() {
-    let sb = Sandbox::with_files_refs();
-    sb.git(&["config", "maintenance.auto", "false"]);
-    sb.git(&["config", "gc.auto", "0"]);
-    let head = sb.git(&["rev-parse", "HEAD"]);
-    let stdin: String = (0..4200)
-        .map(|i| format!("create refs/tags/m{i:05} {head}\n"))
-        .collect();
-    sb.git_stdin(&["update-ref", "--stdin"], &stdin);
+    let sb = with_more_tags_than_compared();
     let before = for_each_ref(&sb);
     let grant = sb.grant(&["docs/"], 1, 2);
     sb.arm(&grant);
